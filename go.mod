@@ -1,0 +1,3 @@
+module flowservice
+
+go 1.26

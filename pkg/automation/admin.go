@@ -1,0 +1,105 @@
+package automation
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+var projectNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// CreateProject makes a project. Names are unique, lower-case letters, digits
+// and dashes, because the CLI addresses projects by name.
+func (s *Service) CreateProject(ctx context.Context, name string, plan Plan) (Project, error) {
+	if !projectNameRE.MatchString(name) {
+		return Project{}, Invalid("project name %q: use 1 to 63 lower-case letters, digits and dashes, starting with a letter or digit", name)
+	}
+	if !slices.Contains(Plans, plan) {
+		return Project{}, Invalid("plan %q: allowed values are %s", plan, join(Plans))
+	}
+	p := Project{ID: s.newID(PrefixProject), Name: name, Plan: plan, Created: s.clock()}
+	if err := s.store.CreateProject(ctx, p); err != nil {
+		return Project{}, wrap("create project", err)
+	}
+	return p, nil
+}
+
+// Projects lists all projects.
+func (s *Service) Projects(ctx context.Context) ([]Project, error) {
+	ps, err := s.store.Projects(ctx)
+	return ps, wrap("list projects", err)
+}
+
+// ProjectByName finds a project by name.
+func (s *Service) ProjectByName(ctx context.Context, name string) (Project, error) {
+	p, err := s.store.ProjectByName(ctx, name)
+	if err != nil {
+		return Project{}, wrap("find project", err)
+	}
+	return p, nil
+}
+
+// CreateAPIKey issues a key for a project. The key is returned once and only
+// its hash is kept.
+func (s *Service) CreateAPIKey(ctx context.Context, projectID string) (string, APIKey, error) {
+	if _, err := s.store.Project(ctx, projectID); err != nil {
+		return "", APIKey{}, wrap("create key", err)
+	}
+	secret := newAPIKey()
+	k := APIKey{
+		ID: s.newID(PrefixKey), Project: projectID, Hash: HashAPIKey(secret),
+		Prefix: secret[:len(PrefixAPIKey)+6], Created: s.clock(),
+	}
+	if err := s.store.CreateKey(ctx, k); err != nil {
+		return "", APIKey{}, wrap("create key", err)
+	}
+	return secret, k, nil
+}
+
+// APIKeys lists the keys of a project, or of all projects for "".
+func (s *Service) APIKeys(ctx context.Context, projectID string) ([]APIKey, error) {
+	ks, err := s.store.Keys(ctx, projectID)
+	return ks, wrap("list keys", err)
+}
+
+// RevokeAPIKey revokes a key at once: the next request with it is a 401.
+func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) error {
+	return wrap("revoke key", s.store.RevokeKey(ctx, keyID, s.clock()))
+}
+
+// Authenticate returns the project of a bearer key. Every failure is the same
+// 401, so a caller learns nothing about which keys exist.
+func (s *Service) Authenticate(ctx context.Context, key string) (Project, error) {
+	denied := Unauthorized("UNAUTHORIZED", "missing or invalid API key: send Authorization: Bearer <API key>")
+	if !strings.HasPrefix(key, PrefixAPIKey) || len(key) > 128 {
+		return Project{}, denied
+	}
+	hash := HashAPIKey(key)
+	k, err := s.store.KeyByHash(ctx, hash)
+	if errors.Is(err, ErrNotFound) {
+		return Project{}, denied
+	} else if err != nil {
+		return Project{}, wrap("authenticate", err)
+	}
+	// The lookup was by hash; compare again in constant time so that no
+	// store's index comparison decides alone.
+	if subtle.ConstantTimeCompare([]byte(k.Hash), []byte(hash)) != 1 || k.Revoked != nil {
+		return Project{}, denied
+	}
+	p, err := s.store.Project(ctx, k.Project)
+	if errors.Is(err, ErrNotFound) {
+		return Project{}, denied
+	}
+	return p, wrap("authenticate", err)
+}
+
+func join[T ~string](vs []T) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = string(v)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,47 @@
+package automation
+
+import "time"
+
+// ConnectionType is the kind of credential a connection holds.
+type ConnectionType string
+
+// Connection types. Only API_KEY connections are created through the API;
+// OAUTH2 needs the interactive authorization of the dashboard.
+const (
+	ConnectionAPIKey ConnectionType = "API_KEY"
+	ConnectionOAuth2 ConnectionType = "OAUTH2"
+)
+
+// ConnectionStatus is the health of a connection's credential (DESIGN §8).
+type ConnectionStatus string
+
+// Connection states.
+const (
+	ConnectionActive  ConnectionStatus = "ACTIVE"
+	ConnectionExpired ConnectionStatus = "EXPIRED"
+	ConnectionError   ConnectionStatus = "ERROR"
+	ConnectionRevoked ConnectionStatus = "REVOKED"
+)
+
+// Connection is a stored credential for an external service. The credential
+// itself lives in the Secrets store under ConnectionSecretName(ID) and is
+// never part of this struct.
+type Connection struct {
+	ID      string           `json:"id"`
+	Project string           `json:"-"`
+	Name    string           `json:"name"`
+	App     string           `json:"app"`
+	Type    ConnectionType   `json:"type"`
+	Status  ConnectionStatus `json:"status"`
+	Created time.Time        `json:"created"`
+	Updated time.Time        `json:"updated"`
+}
+
+// ConnectionValue is the credential of an API_KEY connection.
+type ConnectionValue struct {
+	APIKey Secret `json:"apiKey"`
+	// Header and Prefix say how the HTTP step sends the key; the default is
+	// "Authorization" with prefix "Bearer ".
+	Header string  `json:"header,omitempty"`
+	Prefix *string `json:"prefix,omitempty"`
+}

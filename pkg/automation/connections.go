@@ -1,0 +1,164 @@
+package automation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+)
+
+// ConnectionInput is the body of a connection create.
+type ConnectionInput struct {
+	Name  string          `json:"name"`
+	App   string          `json:"app"`
+	Type  ConnectionType  `json:"type"`
+	Value json.RawMessage `json:"value"`
+}
+
+// ListConnections returns one page of the project's connections.
+func (s *Service) ListConnections(ctx context.Context, p Project, pr PageRequest) (List[Connection], error) {
+	if pr.Status != "" {
+		return List[Connection]{}, InvalidCode("INVALID_PARAMETER", "connections take no status filter")
+	}
+	const scope = "connections"
+	q, err := s.listQuery(scope, pr)
+	if err != nil {
+		return List[Connection]{}, err
+	}
+	page, err := s.store.ListConnections(ctx, p.ID, q)
+	if err != nil {
+		return List[Connection]{}, wrap("list connections", err)
+	}
+	return list(s, scope, q, page, func(c Connection) Connection { return c }), nil
+}
+
+// Connection returns one connection of the project, without its credential.
+func (s *Service) Connection(ctx context.Context, p Project, id string) (Connection, error) {
+	c, err := s.store.Connection(ctx, p.ID, id)
+	return c, wrap("get connection", err)
+}
+
+// CreateConnection stores an API key connection: the key goes to Secrets,
+// the rest to the store. OAuth2 connections need the dashboard.
+func (s *Service) CreateConnection(ctx context.Context, p Project, in ConnectionInput) (Connection, error) {
+	if err := checkText("name", in.Name, 200); err != nil {
+		return Connection{}, err
+	}
+	if err := checkText("app", in.App, 100); err != nil {
+		return Connection{}, err
+	}
+	switch in.Type {
+	case ConnectionAPIKey:
+	case ConnectionOAuth2:
+		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard")
+	case "":
+		return Connection{}, Invalid("type is required: allowed values are %s, %s", ConnectionAPIKey, ConnectionOAuth2)
+	default:
+		return Connection{}, Invalid("type %q: allowed values are %s, %s", in.Type, ConnectionAPIKey, ConnectionOAuth2)
+	}
+	v, err := decodeConnectionValue(in.Value)
+	if err != nil {
+		return Connection{}, err
+	}
+	raw, err := json.Marshal(struct {
+		APIKey string  `json:"apiKey"`
+		Header string  `json:"header,omitempty"`
+		Prefix *string `json:"prefix,omitempty"`
+	}{v.APIKey.Reveal(), v.Header, v.Prefix})
+	if err != nil {
+		return Connection{}, wrap("create connection", err)
+	}
+	now := s.clock()
+	c := Connection{
+		ID: s.newID(PrefixConnection), Project: p.ID, Name: in.Name, App: in.App,
+		Type: in.Type, Status: ConnectionActive, Created: now, Updated: now,
+	}
+	// The credential first: a stored connection always has one.
+	if err := s.secrets.PutSecret(ctx, p.ID, ConnectionSecretName(c.ID), raw); err != nil {
+		return Connection{}, wrap("store connection credential", err)
+	}
+	if err := s.store.CreateConnection(ctx, c); err != nil {
+		_ = s.secrets.DeleteSecret(ctx, p.ID, ConnectionSecretName(c.ID))
+		return Connection{}, wrap("create connection", err)
+	}
+	return c, nil
+}
+
+// DeleteConnection removes a connection and revokes its credential at once:
+// flows that use it fail on their next run.
+func (s *Service) DeleteConnection(ctx context.Context, p Project, id string) error {
+	if _, err := s.store.Connection(ctx, p.ID, id); err != nil {
+		return wrap("delete connection", err)
+	}
+	// The credential first: once the call returns, nothing can use it.
+	if err := s.secrets.DeleteSecret(ctx, p.ID, ConnectionSecretName(id)); err != nil {
+		return wrap("revoke connection credential", err)
+	}
+	return wrap("delete connection", s.store.DeleteConnection(ctx, p.ID, id))
+}
+
+// ConnectionCredential returns the stored value of an ACTIVE or ERROR
+// connection, for the engine. A deleted, expired or revoked connection is
+// an error naming it.
+func (s *Service) ConnectionCredential(ctx context.Context, project, id string) (Connection, ConnectionValue, error) {
+	c, err := s.store.Connection(ctx, project, id)
+	if errors.Is(err, ErrNotFound) {
+		return Connection{}, ConnectionValue{}, &Error{Kind: ErrNotFound, Code: "CONNECTION_NOT_FOUND",
+			Message: "connection " + id + " was deleted or does not exist"}
+	} else if err != nil {
+		return Connection{}, ConnectionValue{}, wrap("get connection", err)
+	}
+	if c.Status == ConnectionExpired || c.Status == ConnectionRevoked {
+		return c, ConnectionValue{}, &Error{Kind: ErrConflict, Code: "CONNECTION_" + string(c.Status),
+			Message: "connection " + id + " (" + c.Name + ") is " + string(c.Status) + ": re-authorize it"}
+	}
+	raw, err := s.secrets.Secret(ctx, project, ConnectionSecretName(id))
+	if errors.Is(err, ErrNotFound) {
+		return c, ConnectionValue{}, &Error{Kind: ErrNotFound, Code: "CONNECTION_NOT_FOUND",
+			Message: "connection " + id + " has no stored credential: it was deleted"}
+	} else if err != nil {
+		return c, ConnectionValue{}, wrap("read connection credential", err)
+	}
+	var v struct {
+		APIKey string  `json:"apiKey"`
+		Header string  `json:"header"`
+		Prefix *string `json:"prefix"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return c, ConnectionValue{}, wrap("read connection credential", err)
+	}
+	return c, ConnectionValue{APIKey: Secret(v.APIKey), Header: v.Header, Prefix: v.Prefix}, nil
+}
+
+// SetConnectionStatus records a state change seen by the engine.
+func (s *Service) SetConnectionStatus(ctx context.Context, project, id string, st ConnectionStatus) error {
+	return wrap("set connection status", s.store.SetConnectionStatus(ctx, project, id, st, s.clock()))
+}
+
+func decodeConnectionValue(raw json.RawMessage) (ConnectionValue, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return ConnectionValue{}, Invalid(`value is required: for API_KEY send {"apiKey": "<the service's key>"}`)
+	}
+	var v struct {
+		APIKey *string `json:"apiKey"`
+		Header string  `json:"header"`
+		Prefix *string `json:"prefix"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		// The decoder's message may quote the input; never echo a credential.
+		return ConnectionValue{}, Invalid(`value must be an object {"apiKey": string, "header"?: string, "prefix"?: string}`)
+	}
+	if v.APIKey == nil || strings.TrimSpace(*v.APIKey) == "" {
+		return ConnectionValue{}, Invalid("value.apiKey is required and must be a non-empty string")
+	}
+	if len(*v.APIKey) > 8192 {
+		return ConnectionValue{}, Invalid("value.apiKey is longer than 8192 bytes")
+	}
+	if v.Header != "" && !isToken(v.Header) {
+		return ConnectionValue{}, Invalid("value.header %q is not a valid HTTP header name", v.Header)
+	}
+	return ConnectionValue{APIKey: Secret(*v.APIKey), Header: v.Header, Prefix: v.Prefix}, nil
+}

@@ -1,0 +1,409 @@
+package automation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/netip"
+	"slices"
+)
+
+// FlowInput is the body of a flow create or update. A nil field is absent:
+// on create it takes its default, on update it keeps its value.
+type FlowInput struct {
+	Name        *string  `json:"name"`
+	Engine      *Engine  `json:"engine"`
+	Description *string  `json:"description"`
+	Trigger     *Trigger `json:"trigger"`
+	Steps       *[]Step  `json:"steps"`
+}
+
+// updateAttempts bounds the read-modify-write retries of a flow update that
+// races with another writer.
+const updateAttempts = 3
+
+// MaxAllowedIPs bounds a flow's allowlist.
+const MaxAllowedIPs = 100
+
+// ListFlows returns one page of the project's flows as list items.
+func (s *Service) ListFlows(ctx context.Context, p Project, pr PageRequest) (List[FlowSummary], error) {
+	if pr.Status != "" && pr.Status != string(FlowActive) && pr.Status != string(FlowInactive) {
+		return List[FlowSummary]{}, InvalidCode("INVALID_PARAMETER", "status must be ACTIVE or INACTIVE, got %q", pr.Status)
+	}
+	const scope = "flows"
+	q, err := s.listQuery(scope, pr)
+	if err != nil {
+		return List[FlowSummary]{}, err
+	}
+	page, err := s.store.ListFlows(ctx, p.ID, q)
+	if err != nil {
+		return List[FlowSummary]{}, wrap("list flows", err)
+	}
+	return list(s, scope, q, page, Flow.Summary), nil
+}
+
+// Flow returns one flow of the project, secrets masked.
+func (s *Service) Flow(ctx context.Context, p Project, id string) (Flow, error) {
+	f, err := s.store.Flow(ctx, p.ID, id)
+	if err != nil {
+		return Flow{}, wrap("get flow", err)
+	}
+	return f.WithStats(), nil
+}
+
+// CreateFlow validates a definition and stores it as a new INACTIVE flow.
+func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow, error) {
+	if in.Name == nil {
+		return Flow{}, Invalid("name is required")
+	}
+	if in.Engine == nil {
+		return Flow{}, Invalid("engine is required: allowed values are %s, %s", FlowBuilder, WorkflowBuilder)
+	}
+	now := s.clock()
+	f := Flow{
+		ID: s.newID(PrefixFlow), Project: p.ID, Status: FlowInactive, Engine: *in.Engine,
+		Name: *in.Name, Created: now, Updated: now, Version: 1, Steps: []Step{},
+	}
+	if in.Description != nil {
+		f.Description = *in.Description
+	}
+	if in.Trigger != nil {
+		f.Trigger = *in.Trigger
+	}
+	if in.Steps != nil {
+		f.Steps = *in.Steps
+	}
+	if err := s.validateFlow(ctx, &f); err != nil {
+		return Flow{}, err
+	}
+	secrets, err := extractSecrets(&f, nil)
+	if err != nil {
+		return Flow{}, err
+	}
+	// Secrets first: a stored flow never points at a secret that is not there.
+	if err := s.putFlowSecrets(ctx, f, secrets); err != nil {
+		return Flow{}, err
+	}
+	if err := s.store.CreateFlow(ctx, f); err != nil {
+		s.dropFlowSecrets(ctx, f)
+		return Flow{}, wrap("create flow", err)
+	}
+	return f.WithStats(), nil
+}
+
+// UpdateFlow changes the fields present in in. Secrets sent back as
+// SecretMask keep their stored values.
+func (s *Service) UpdateFlow(ctx context.Context, p Project, id string, in FlowInput) (Flow, error) {
+	return s.modifyFlow(ctx, p, id, func(f *Flow) error {
+		if in.Engine != nil && *in.Engine != f.Engine {
+			return Invalid("engine cannot be changed (flow is %s): create a new flow instead", f.Engine)
+		}
+		old := *f
+		if in.Name != nil {
+			f.Name = *in.Name
+		}
+		if in.Description != nil {
+			f.Description = *in.Description
+		}
+		if in.Trigger != nil {
+			f.Trigger = *in.Trigger
+		}
+		if in.Steps != nil {
+			f.Steps = *in.Steps
+		}
+		if in.Trigger == nil && in.Steps == nil {
+			return validateMeta(f)
+		}
+		if err := s.validateFlow(ctx, f); err != nil {
+			return err
+		}
+		oldSecrets, err := s.flowSecrets(ctx, old)
+		if err != nil {
+			return err
+		}
+		secrets, err := extractSecrets(f, oldSecrets)
+		if err != nil {
+			return err
+		}
+		if !maps.Equal(secrets, oldSecrets) {
+			return s.putFlowSecrets(ctx, *f, secrets)
+		}
+		return nil
+	})
+}
+
+// EnableFlow makes a flow's trigger fire.
+func (s *Service) EnableFlow(ctx context.Context, p Project, id string) (Flow, error) {
+	return s.modifyFlow(ctx, p, id, func(f *Flow) error { f.Status = FlowActive; return nil })
+}
+
+// DisableFlow stops a flow's trigger; runs already accepted still finish.
+func (s *Service) DisableFlow(ctx context.Context, p Project, id string) (Flow, error) {
+	return s.modifyFlow(ctx, p, id, func(f *Flow) error { f.Status = FlowInactive; return nil })
+}
+
+// DeleteFlow removes a flow with its run history, schedule and secrets. It
+// cannot be undone.
+func (s *Service) DeleteFlow(ctx context.Context, p Project, id string) error {
+	f, err := s.store.Flow(ctx, p.ID, id)
+	if err != nil {
+		return wrap("delete flow", err)
+	}
+	if err := s.store.DeleteFlow(ctx, p.ID, id); err != nil {
+		return wrap("delete flow", err)
+	}
+	if s.scheduler != nil {
+		if err := s.scheduler.RemoveSchedule(ctx, p.ID, id); err != nil {
+			// The flow is gone, so a leftover schedule finds nothing to run.
+			s.log.WarnContext(ctx, "remove schedule of deleted flow", "flow", id, "err", err)
+		}
+	}
+	s.dropFlowSecrets(ctx, f)
+	return nil
+}
+
+// Webhook describes the URL that triggers a webhook flow.
+func (s *Service) Webhook(ctx context.Context, p Project, id string) (WebhookDescriptor, error) {
+	f, err := s.store.Flow(ctx, p.ID, id)
+	if err != nil {
+		return WebhookDescriptor{}, wrap("get webhook", err)
+	}
+	if f.Trigger.Type != TriggerWebhook || f.Trigger.Webhook == nil {
+		return WebhookDescriptor{}, notWebhook(f)
+	}
+	d := WebhookDescriptor{FlowID: f.ID, Enabled: f.Status == FlowActive}
+	if f.Engine == FlowBuilder {
+		d.WebhookURL, d.Method = s.engineURL+"/api/v1/webhooks/"+f.ID, "POST"
+	} else {
+		d.WebhookURL, d.Method = s.workflowURL+"/webhook/"+f.Trigger.Webhook.Path, f.Trigger.Webhook.HTTPMethod
+	}
+	return d, nil
+}
+
+// WebhookSecurity returns a flow's IP allowlist.
+func (s *Service) WebhookSecurity(ctx context.Context, p Project, id string) (WebhookSecurity, error) {
+	f, err := s.store.Flow(ctx, p.ID, id)
+	if err != nil {
+		return WebhookSecurity{}, wrap("get webhook security", err)
+	}
+	return WebhookSecurity{FlowID: f.ID, AllowedIPs: nonNil(f.AllowedIPs)}, nil
+}
+
+// SetWebhookSecurity replaces a flow's IP allowlist; an empty list lifts the
+// restriction. ENTERPRISE projects only.
+func (s *Service) SetWebhookSecurity(ctx context.Context, p Project, id string, ips []string) (WebhookSecurity, error) {
+	if p.Plan != PlanEnterprise {
+		return WebhookSecurity{}, Forbidden("PLAN_RESTRICTED", "IP allowlists need the ENTERPRISE plan; this project is on %s", p.Plan)
+	}
+	allowed, err := CanonicalAllowlist(ips)
+	if err != nil {
+		return WebhookSecurity{}, err
+	}
+	f, err := s.modifyFlow(ctx, p, id, func(f *Flow) error {
+		if f.Trigger.Type != TriggerWebhook {
+			return notWebhook(*f)
+		}
+		f.AllowedIPs = allowed
+		return nil
+	})
+	if err != nil {
+		return WebhookSecurity{}, err
+	}
+	return WebhookSecurity{FlowID: f.ID, AllowedIPs: nonNil(f.AllowedIPs)}, nil
+}
+
+// CanonicalAllowlist checks allowlist entries (IPv4 or IPv6 addresses, CIDR
+// ranges) and returns them in canonical form without duplicates: an address
+// as itself, a range with its host bits cleared.
+func CanonicalAllowlist(ips []string) ([]string, error) {
+	if len(ips) > MaxAllowedIPs {
+		return nil, Invalid("allowedIPs holds %d entries; at most %d are allowed", len(ips), MaxAllowedIPs)
+	}
+	out := make([]string, 0, len(ips))
+	for i, s := range ips {
+		var canon string
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+			canon = a.Unmap().String()
+		} else if pr, err := netip.ParsePrefix(s); err == nil {
+			canon = pr.Masked().String()
+		} else {
+			return nil, Invalid("allowedIPs[%d] = %q: want an IPv4 or IPv6 address (203.0.113.7) or a CIDR range (203.0.113.0/24)", i, s)
+		}
+		if !slices.Contains(out, canon) {
+			out = append(out, canon)
+		}
+	}
+	return out, nil
+}
+
+// modifyFlow reads a flow, applies change, and writes it back with the next
+// version, retrying when another writer got there first.
+func (s *Service) modifyFlow(ctx context.Context, p Project, id string, change func(*Flow) error) (Flow, error) {
+	for attempt := 1; ; attempt++ {
+		f, err := s.store.Flow(ctx, p.ID, id)
+		if err != nil {
+			return Flow{}, wrap("update flow", err)
+		}
+		if err := change(&f); err != nil {
+			return Flow{}, err
+		}
+		f.Version++
+		f.Updated = s.clock()
+		err = s.store.PutFlow(ctx, f)
+		var e *Error
+		if errors.As(err, &e) && e.Code == "FLOW_MODIFIED" && attempt < updateAttempts {
+			continue
+		}
+		if err != nil {
+			return Flow{}, wrap("update flow", err)
+		}
+		if s.scheduler != nil {
+			if err := s.scheduler.SyncSchedule(ctx, f); err != nil {
+				return Flow{}, wrap("sync schedule", err)
+			}
+		}
+		return f.WithStats(), nil
+	}
+}
+
+func notWebhook(f Flow) error {
+	return Conflict("NOT_A_WEBHOOK_FLOW", "flow %q has a %s trigger, not a webhook", f.ID, f.Trigger.Type)
+}
+
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
+}
+
+// flowSecrets loads the secret values of a stored flow, keyed by the paths
+// of secretFields.
+func (s *Service) flowSecrets(ctx context.Context, f Flow) (map[string]string, error) {
+	if len(secretFields(&f)) == 0 {
+		return map[string]string{}, nil
+	}
+	raw, err := s.secrets.Secret(ctx, f.Project, FlowSecretName(f.ID))
+	if errors.Is(err, ErrNotFound) {
+		return map[string]string{}, nil
+	} else if err != nil {
+		return nil, wrap("read flow secrets", err)
+	}
+	m := map[string]string{}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, wrap("read flow secrets", err)
+	}
+	return m, nil
+}
+
+// putFlowSecrets stores the secret values of f, or removes them when there
+// are none.
+func (s *Service) putFlowSecrets(ctx context.Context, f Flow, secrets map[string]string) error {
+	if len(secrets) == 0 {
+		return wrap("delete flow secrets", s.secrets.DeleteSecret(ctx, f.Project, FlowSecretName(f.ID)))
+	}
+	raw, err := json.Marshal(secrets)
+	if err != nil {
+		return wrap("store flow secrets", err)
+	}
+	return wrap("store flow secrets", s.secrets.PutSecret(ctx, f.Project, FlowSecretName(f.ID), raw))
+}
+
+func (s *Service) dropFlowSecrets(ctx context.Context, f Flow) {
+	if err := s.secrets.DeleteSecret(ctx, f.Project, FlowSecretName(f.ID)); err != nil {
+		s.log.WarnContext(ctx, "delete flow secrets", "flow", f.ID, "err", err)
+	}
+}
+
+// RevealFlow returns f with its secret fields filled from the Secrets store,
+// for the receivers and the engine. The result must never be encoded to a
+// client or a log; Secret's marshaling masks it anyway.
+func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
+	fields := secretFields(&f)
+	if len(fields) == 0 {
+		return f, nil
+	}
+	f.Trigger = cloneTrigger(f.Trigger)
+	f.Steps = slices.Clone(f.Steps)
+	for i := range f.Steps {
+		if sig := f.Steps[i].Signature; sig != nil {
+			c := *sig
+			f.Steps[i].Signature = &c
+		}
+	}
+	values, err := s.flowSecrets(ctx, f)
+	if err != nil {
+		return Flow{}, err
+	}
+	for path, ptr := range secretFields(&f) {
+		v, ok := values[path]
+		if !ok {
+			return Flow{}, wrap("reveal flow secrets", errors.New("secret "+path+" of flow "+f.ID+" is missing"))
+		}
+		*ptr = Secret(v)
+	}
+	return f, nil
+}
+
+func cloneTrigger(t Trigger) Trigger {
+	if t.Webhook != nil {
+		w := *t.Webhook
+		if w.Authentication != nil {
+			a := *w.Authentication
+			w.Authentication = &a
+		}
+		if w.Signature != nil {
+			sg := *w.Signature
+			w.Signature = &sg
+		}
+		t.Webhook = &w
+	}
+	return t
+}
+
+// secretFields points at every non-empty secret field of f, keyed by a path
+// that stays stable across updates (steps by name).
+func secretFields(f *Flow) map[string]*Secret {
+	m := map[string]*Secret{}
+	add := func(path string, p *Secret) {
+		if *p != "" {
+			m[path] = p
+		}
+	}
+	if w := f.Trigger.Webhook; w != nil {
+		if a := w.Authentication; a != nil {
+			add("trigger.authentication.password", &a.Password)
+			add("trigger.authentication.value", &a.Value)
+		}
+		if sg := w.Signature; sg != nil {
+			add("trigger.signature.secret", &sg.Secret)
+		}
+	}
+	for i := range f.Steps {
+		if sg := f.Steps[i].Signature; sg != nil {
+			add("steps."+f.Steps[i].Name+".signature.secret", &sg.Secret)
+		}
+	}
+	return m
+}
+
+// extractSecrets moves the secret values out of f, leaving SecretMask in
+// their place. A field sent as SecretMask keeps the value in old; one with no
+// old value to keep is an error, since the mask is not a secret.
+func extractSecrets(f *Flow, old map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	for path, ptr := range secretFields(f) {
+		if ptr.Masked() {
+			v, ok := old[path]
+			if !ok {
+				return nil, Invalid("%s: %q stands for a stored secret, but none is stored there; send the secret itself", path, SecretMask)
+			}
+			out[path] = v
+		} else {
+			out[path] = ptr.Reveal()
+			*ptr = SecretMask
+		}
+	}
+	return out, nil
+}

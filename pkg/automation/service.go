@@ -1,0 +1,147 @@
+// Package automation is the domain of the flow service: projects, API keys,
+// flows, connections and runs, the rules that govern them, and the ports
+// (stores, secrets, queue, scheduler) that adapters implement. It imports only
+// the standard library, so the same rules hold on flowd and on Lambda.
+package automation
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// Page sizes of the list endpoints.
+const (
+	DefaultPageSize = 10
+	MaxPageSize     = 100
+)
+
+// Config wires a Service. Store, Secrets, Checker and CursorKey are required.
+type Config struct {
+	Store     Store
+	Secrets   Secrets
+	Checker   Checker
+	Scheduler Scheduler // nil: schedules are not kept (no SCHEDULE runner)
+	// CursorKey authenticates page cursors: at least 32 bytes, kept secret
+	// and stable across restarts and instances.
+	CursorKey []byte
+	// EngineURL and WorkflowURL are the public bases of the webhook
+	// receivers, used in webhook descriptors.
+	EngineURL, WorkflowURL string
+	Clock                  func() time.Time // default time.Now
+	NewID                  func(prefix string) string
+	Log                    *slog.Logger
+}
+
+// Service carries out every operation of the management API and the
+// receivers. It is safe for concurrent use.
+type Service struct {
+	store       Store
+	secrets     Secrets
+	checker     Checker
+	scheduler   Scheduler
+	cursors     cursors
+	engineURL   string
+	workflowURL string
+	now         func() time.Time
+	newID       func(prefix string) string
+	log         *slog.Logger
+}
+
+// NewService checks cfg and returns a Service.
+func NewService(cfg Config) (*Service, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("automation: Config.Store is required")
+	case cfg.Secrets == nil:
+		return nil, errors.New("automation: Config.Secrets is required")
+	case cfg.Checker == nil:
+		return nil, errors.New("automation: Config.Checker is required")
+	case len(cfg.CursorKey) < 32:
+		return nil, errors.New("automation: Config.CursorKey needs at least 32 bytes")
+	}
+	s := &Service{
+		store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker, scheduler: cfg.Scheduler,
+		cursors:   cursors{key: cfg.CursorKey},
+		engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
+		now: cfg.Clock, newID: cfg.NewID, log: cfg.Log,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = NewID
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s, nil
+}
+
+// clock returns the current time as stored and shown: UTC, milliseconds.
+func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+
+func trimSlash(u string) string {
+	for len(u) > 0 && u[len(u)-1] == '/' {
+		u = u[:len(u)-1]
+	}
+	return u
+}
+
+// List is one page of a list endpoint, in the interface document's envelope.
+type List[T any] struct {
+	Data    []T     `json:"data"`
+	Cursor  *string `json:"cursor"`
+	HasMore bool    `json:"hasMore"`
+}
+
+// PageRequest is what a client asks of a list endpoint, unparsed, so that the
+// rules for limits and cursors live here once.
+type PageRequest struct {
+	Limit  string // "" for the default
+	Cursor string
+	Status string
+}
+
+// listQuery checks a PageRequest for the list named scope.
+func (s *Service) listQuery(scope string, pr PageRequest) (ListQuery, error) {
+	q := ListQuery{Limit: DefaultPageSize, Status: pr.Status}
+	if pr.Limit != "" {
+		n, err := strconv.Atoi(pr.Limit)
+		if err != nil || n < 1 || n > MaxPageSize {
+			return q, InvalidCode("INVALID_PARAMETER", "limit must be an integer from 1 to %d, got %q", MaxPageSize, pr.Limit)
+		}
+		q.Limit = n
+	}
+	if pr.Cursor != "" {
+		pos, err := s.cursors.open(scope+"\x00"+pr.Status, pr.Cursor)
+		if err != nil {
+			return q, err
+		}
+		q.After = pos
+	}
+	return q, nil
+}
+
+// list turns a store page into the envelope, sealing its next position.
+func list[T, U any](s *Service, scope string, q ListQuery, p Page[T], view func(T) U) List[U] {
+	out := List[U]{Data: make([]U, 0, len(p.Items)), HasMore: p.Next != ""}
+	for _, it := range p.Items {
+		out.Data = append(out.Data, view(it))
+	}
+	if p.Next != "" {
+		c := s.cursors.seal(scope+"\x00"+q.Status, p.Next)
+		out.Cursor = &c
+	}
+	return out
+}
+
+func wrap(op string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return fmt.Errorf("automation: %s: %w", op, err)
+}
