@@ -1,0 +1,80 @@
+package automation
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// RunStatus is where a run is. RUNNING covers queued and executing.
+type RunStatus string
+
+// Run states; all but RUNNING are final.
+const (
+	RunRunning   RunStatus = "RUNNING"
+	RunSucceeded RunStatus = "SUCCEEDED"
+	RunFailed    RunStatus = "FAILED"
+	RunTimeout   RunStatus = "TIMEOUT"
+)
+
+// Final reports whether s is a final state.
+func (s RunStatus) Final() bool { return s != RunRunning && s != "" }
+
+// Run is one execution of a flow.
+type Run struct {
+	ID         string       `json:"id"`
+	Project    string       `json:"-"`
+	FlowID     string       `json:"flowId"`
+	Status     RunStatus    `json:"status"`
+	Trigger    TriggerData  `json:"trigger"`
+	Steps      []StepResult `json:"steps"`
+	Error      string       `json:"error,omitempty"`
+	Created    time.Time    `json:"created"`
+	Started    *time.Time   `json:"started"`
+	Finished   *time.Time   `json:"finished"`
+	DurationMs *int64       `json:"durationMs"`
+	Attempts   int          `json:"attempts"`
+	// Response is what a synchronous (ON_COMPLETION) webhook answers: the
+	// RESPOND step's, or the last step's output.
+	Response *RunResponse `json:"response,omitempty"`
+}
+
+// TriggerData is the request that started a run, as the steps see it under
+// `trigger`. Credentials the receiver checked (Authorization, the HEADER
+// authentication header, cookies) are never kept in it.
+type TriggerData struct {
+	Method  string            `json:"method"`
+	Path    string            `json:"path"`
+	Headers map[string]string `json:"headers"` // canonical names, values joined with ", "
+	Query   map[string]string `json:"query"`
+	// Body: parsed JSON as is; a form as an object of strings; anything else
+	// as a JSON string.
+	Body json.RawMessage `json:"body"`
+}
+
+// StepStatus is the outcome of one step.
+type StepStatus string
+
+// Step outcomes. SKIPPED follows a FILTER that was false or a failed step.
+const (
+	StepSucceeded StepStatus = "SUCCEEDED"
+	StepFailed    StepStatus = "FAILED"
+	StepSkipped   StepStatus = "SKIPPED"
+)
+
+// StepResult records one step of a run.
+type StepResult struct {
+	Name       string          `json:"name"`
+	Type       StepType        `json:"type"`
+	Status     StepStatus      `json:"status"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	StartedAt  *time.Time      `json:"startedAt,omitempty"`
+	FinishedAt *time.Time      `json:"finishedAt,omitempty"`
+	DurationMs int64           `json:"durationMs"`
+}
+
+// RunResponse is the answer a synchronous webhook sends when its run ends.
+type RunResponse struct {
+	StatusCode int             `json:"statusCode"`
+	Body       json.RawMessage `json:"body"`
+}
