@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,7 +35,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if r.Body == nil {
 		return emptyBody()
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return decodeError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
@@ -42,13 +47,84 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	// Anything but white space after the value is an error: "{}{}" or "{} x"
 	// are not one JSON value.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return bodyTooLarge()
-		}
 		return invalidJSON("request body holds data after the JSON value; send exactly one JSON object")
 	}
+	// encoding/json matches field names case-insensitively; the API, like
+	// its document, knows only the exact names.
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return invalidJSON("request body is not valid JSON")
+	}
+	if name := inexactKey(doc, reflect.TypeOf(v)); name != "" {
+		return automation.InvalidCode("UNKNOWN_FIELD", "unknown field %q: check its spelling against the API document (names are case-sensitive)", clip(name))
+	}
 	return nil
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// inexactKey returns the first object key in doc that names no field of t
+// exactly, or "". Raw JSON values (definitions' bodies, credentials) are
+// free-form and not walked.
+func inexactKey(doc any, t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == rawMessageType {
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return ""
+		}
+		for k, val := range obj {
+			f, ok := fieldByTag(t, k)
+			if !ok {
+				return k
+			}
+			if name := inexactKey(val, f.Type); name != "" {
+				return name
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		arr, _ := doc.([]any)
+		for _, el := range arr {
+			if name := inexactKey(el, t.Elem()); name != "" {
+				return name
+			}
+		}
+	case reflect.Map:
+		obj, _ := doc.(map[string]any)
+		for _, val := range obj {
+			if name := inexactKey(val, t.Elem()); name != "" {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// fieldByTag finds the exported field of t whose JSON name is exactly name.
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // decodeError turns a decoder error into a client error that names the
