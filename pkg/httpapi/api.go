@@ -7,6 +7,7 @@ package httpapi
 import (
 	"log/slog"
 	"net/http"
+	"path"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -93,6 +94,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // document), so this reveals nothing about resources.
 func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 	h, pattern := a.mux.Handler(r)
+	// ServeMux redirects unclean paths ("//", "..", a trailing slash) to
+	// their clean form, as text/html; no route has such a path, so they are
+	// unknown routes.
+	if path.Clean(r.URL.Path) != r.URL.Path {
+		pattern = ""
+	}
 	if pattern != "" && a.patterns[pattern] {
 		infoOf(r.Context()).route = pattern
 		// ServeHTTP sets the path values the handler reads.
