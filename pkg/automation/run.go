@@ -49,6 +49,9 @@ type TriggerData struct {
 	// Body: parsed JSON as is; a form as an object of strings; anything else
 	// as a JSON string.
 	Body json.RawMessage `json:"body"`
+	// RawBody is the body exactly as received, kept when it differs from
+	// Body (signatures are computed over the wire bytes); empty means Body.
+	RawBody string `json:"rawBody,omitempty"`
 }
 
 // StepStatus is the outcome of one step.
