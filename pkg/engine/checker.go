@@ -19,7 +19,7 @@ import (
 // compiler the Engine runs, and caches what it compiled. It is safe for
 // concurrent use; the zero value is not: use NewChecker.
 type Checker struct {
-	programs *cache[*vm.Program]
+	programs  *cache[*vm.Program]
 	templates *cache[template]
 }
 

@@ -168,4 +168,3 @@ func (x *execution) respond(s automation.Step) (any, error) {
 	}
 	return map[string]any{"statusCode": code, "body": body}, nil
 }
-
