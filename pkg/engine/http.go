@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -96,6 +97,11 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 			return nil, &stepError{msg: where + ": the run ended", retryable: true}
 		case errors.Is(rctx.Err(), context.DeadlineExceeded):
 			return nil, &stepError{msg: fmt.Sprintf("%s: timed out after %s", where, timeout), retryable: true}
+		}
+		var de *net.DNSError
+		if errors.As(err, &de) {
+			// Its text names the resolver, an internal address.
+			return nil, &stepError{msg: fmt.Sprintf("%s: could not resolve host %s", where, de.Name), retryable: true}
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
