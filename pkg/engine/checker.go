@@ -16,23 +16,21 @@ import (
 )
 
 // Checker validates expressions, templates and cron specs with the same
-// compiler the Engine runs, and caches what it compiled. It is safe for
-// concurrent use; the zero value is not: use NewChecker.
-type Checker struct {
-	programs  *cache[*vm.Program]
-	templates *cache[template]
-}
+// compiler the Engine runs. The zero value is ready to use, and all Checkers
+// share one bounded cache of what they compiled, since the same expressions
+// are checked at definition time and evaluated on every run.
+type Checker struct{}
 
-var _ automation.Checker = (*Checker)(nil)
+var _ automation.Checker = Checker{}
 
 // cacheSize bounds each cache: flows repeat the same few expressions on
 // every run, and a bound keeps a stream of distinct ones from growing memory.
 const cacheSize = 4096
 
-// NewChecker returns a Checker with empty caches.
-func NewChecker() *Checker {
-	return &Checker{programs: newCache[*vm.Program](cacheSize), templates: newCache[template](cacheSize)}
-}
+var (
+	programs  = newCache[*vm.Program](cacheSize)
+	templates = newCache[template](cacheSize)
+)
 
 // compileEnv declares the top-level names expressions may use. Their values
 // are maps of unknown content, so any key below them compiles, while an
@@ -45,20 +43,20 @@ var compileEnv = map[string]any{
 }
 
 // Expression checks a bare expression, such as a FILTER condition.
-func (c *Checker) Expression(src string) error {
+func (c Checker) Expression(src string) error {
 	_, err := c.compile(src)
 	return err
 }
 
 // Template checks a string that may hold {{ expression }} parts.
-func (c *Checker) Template(s string) error {
+func (c Checker) Template(s string) error {
 	_, err := c.template(s)
 	return err
 }
 
 // compile returns the cached program for src, compiling it once.
-func (c *Checker) compile(src string) (*vm.Program, error) {
-	if p, ok := c.programs.get(src); ok {
+func (c Checker) compile(src string) (*vm.Program, error) {
+	if p, ok := programs.get(src); ok {
 		return p, nil
 	}
 	if strings.TrimSpace(src) == "" {
@@ -68,7 +66,7 @@ func (c *Checker) compile(src string) (*vm.Program, error) {
 	if err != nil {
 		return nil, automation.Invalid("%s", describe("expression", src, err))
 	}
-	c.programs.put(src, p)
+	programs.put(src, p)
 	return p, nil
 }
 
@@ -95,7 +93,7 @@ const cronHelp = "use five fields (minute hour day-of-month month day-of-week, f
 	"or one of @yearly, @monthly, @weekly, @daily, @hourly"
 
 // Cron checks a five-field cron spec in an IANA time zone ("" is UTC).
-func (c *Checker) Cron(spec, timezone string) error {
+func (c Checker) Cron(spec, timezone string) error {
 	_, _, err := ParseCron(spec, timezone)
 	return err
 }

@@ -3,8 +3,10 @@ package engine
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckerExpression(t *testing.T) {
@@ -23,7 +25,7 @@ func TestCheckerExpression(t *testing.T) {
 		{"trigger = 1", "line 1, column 9"},
 		{"", "empty"},
 	}
-	c := NewChecker()
+	c := Checker{}
 	for _, tt := range tests {
 		t.Run(tt.src, func(t *testing.T) {
 			err := c.Expression(tt.src)
@@ -61,7 +63,7 @@ func TestCheckerTemplate(t *testing.T) {
 		{"hi {{ nope }}", "unknown name nope"},
 		{"{{ 'unterminated }}", "not closed"},
 	}
-	c := NewChecker()
+	c := Checker{}
 	for _, tt := range tests {
 		t.Run(tt.s, func(t *testing.T) {
 			err := c.Template(tt.s)
@@ -102,7 +104,7 @@ func TestEvalString(t *testing.T) {
 		{"{{ steps.set1.x + 0.5 }} left", "4.5 left"},
 		{"no expressions", "no expressions"},
 	}
-	c := NewChecker()
+	c := Checker{}
 	for _, tt := range tests {
 		t.Run(tt.s, func(t *testing.T) {
 			got, err := c.evalString(tt.s, env)
@@ -135,7 +137,7 @@ func TestEvalValue(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"a": "{{ trigger.body.n }}", "b": ["x{{ trigger.body.n }}", 1, true, null], "c": {"d": "plain"}}`), &in); err != nil {
 		t.Fatal(err)
 	}
-	got, err := NewChecker().evalValue(in, env)
+	got, err := Checker{}.evalValue(in, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +147,7 @@ func TestEvalValue(t *testing.T) {
 	}
 	var bad any
 	_ = json.Unmarshal([]byte(`{"outer": {"inner": "{{ trigger.body.n.x.y }}"}}`), &bad)
-	if _, err := NewChecker().evalValue(bad, env); err == nil || !strings.Contains(err.Error(), "outer: inner: expression") {
+	if _, err := (Checker{}).evalValue(bad, env); err == nil || !strings.Contains(err.Error(), "outer: inner: expression") {
 		t.Fatalf("evalValue error = %v, want it to name outer: inner", err)
 	}
 }
@@ -168,7 +170,7 @@ func TestCheckerCron(t *testing.T) {
 		{"* * * * *", "Mars/Olympus", `timezone "Mars/Olympus" is not an IANA`},
 		{"* * * * *", "Local", "not an IANA"},
 	}
-	c := NewChecker()
+	c := Checker{}
 	for _, tt := range tests {
 		t.Run(tt.spec+"/"+tt.tz, func(t *testing.T) {
 			err := c.Cron(tt.spec, tt.tz)
@@ -196,10 +198,15 @@ func TestCacheBounded(t *testing.T) {
 	if v, ok := c.get("e"); !ok || v != 4 {
 		t.Fatalf("latest entry: %v %v", v, ok)
 	}
-	ch := NewChecker()
-	_ = ch.Expression("trigger.body.a == 1")
-	_ = ch.Expression("trigger.body.a == 1")
-	if n := ch.programs.len(); n != 1 {
-		t.Fatalf("program cache holds %d entries after compiling one expression twice, want 1", n)
+	// Compiling one new expression twice adds one program.
+	before := programs.len()
+	src := "trigger.body.a == " + strconv.FormatInt(time.Now().UnixNano(), 10)
+	for range 2 {
+		if err := (Checker{}).Expression(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := programs.len(); n != before+1 {
+		t.Fatalf("program cache went from %d to %d entries after compiling one expression twice, want +1", before, n)
 	}
 }

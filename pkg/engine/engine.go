@@ -43,9 +43,6 @@ type Config struct {
 	MaxOutputBytes int64
 	Clock          func() time.Time // default time.Now
 	Log            *slog.Logger
-	// Checker compiles expressions; default a new one. Sharing the
-	// Service's Checker shares its cache.
-	Checker *Checker
 }
 
 // Defaults and limits of Config.
@@ -59,7 +56,7 @@ const (
 // Engine executes runs. It is safe for concurrent use.
 type Engine struct {
 	creds       Credentials
-	checker     *Checker
+	checker     Checker
 	transport   *http.Transport
 	timeout     time.Duration
 	maxResponse int64
@@ -71,12 +68,9 @@ type Engine struct {
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
-		creds: cfg.Credentials, checker: cfg.Checker,
+		creds:   cfg.Credentials,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes,
 		now: cfg.Clock, log: cfg.Log,
-	}
-	if e.checker == nil {
-		e.checker = NewChecker()
 	}
 	if e.timeout <= 0 {
 		e.timeout = DefaultHTTPTimeout
@@ -114,16 +108,13 @@ func New(cfg Config) *Engine {
 	return e
 }
 
-// Checker returns the Engine's Checker, to validate what it will run.
-func (e *Engine) Checker() *Checker { return e.checker }
+var _ automation.Executor = (*Engine)(nil)
 
-// Result is a finished run.
-type Result struct {
-	Run automation.Run
-	// Retryable says the failure was transient (network error, timeout,
-	// 429, 5xx, a store or credential outage), so running again may succeed.
-	Retryable bool
-}
+// Result is a finished run: Run, and Retryable when the failure was
+// transient (network error, step timeout, 429, 5xx, a credential store
+// outage, a cancelled context), so that another attempt may succeed. It is
+// automation.Execution, so that Engine is an automation.Executor.
+type Result = automation.Execution
 
 // clock returns the current time as stored: UTC, milliseconds.
 func (e *Engine) clock() time.Time { return e.now().UTC().Truncate(time.Millisecond) }

@@ -28,19 +28,19 @@ type part struct {
 }
 
 // template returns the cached parse of s.
-func (c *Checker) template(s string) (template, error) {
-	if t, ok := c.templates.get(s); ok {
+func (c Checker) template(s string) (template, error) {
+	if t, ok := templates.get(s); ok {
 		return t, nil
 	}
 	t, err := c.parseTemplate(s)
 	if err != nil {
 		return template{}, err
 	}
-	c.templates.put(s, t)
+	templates.put(s, t)
 	return t, nil
 }
 
-func (c *Checker) parseTemplate(s string) (template, error) {
+func (c Checker) parseTemplate(s string) (template, error) {
 	var t template
 	i := 0
 	for i < len(s) {
@@ -121,7 +121,7 @@ func stringEnd(s string, i int) int {
 
 // evalString evaluates a template: the typed value of a lone expression,
 // otherwise the text with every part interpolated.
-func (c *Checker) evalString(s string, env map[string]any) (any, error) {
+func (c Checker) evalString(s string, env map[string]any) (any, error) {
 	t, err := c.template(s)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (c *Checker) evalString(s string, env map[string]any) (any, error) {
 
 // evalText evaluates a template that must produce text, such as a URL or
 // a header.
-func (c *Checker) evalText(s string, env map[string]any) (string, error) {
+func (c Checker) evalText(s string, env map[string]any) (string, error) {
 	if !strings.Contains(s, "{{") && !strings.Contains(s, "}}") {
 		return s, nil
 	}
@@ -161,7 +161,7 @@ func (c *Checker) evalText(s string, env map[string]any) (string, error) {
 }
 
 // evalValue evaluates every string inside a JSON value as a template.
-func (c *Checker) evalValue(v any, env map[string]any) (any, error) {
+func (c Checker) evalValue(v any, env map[string]any) (any, error) {
 	switch v := v.(type) {
 	case string:
 		if !strings.Contains(v, "{{") && !strings.Contains(v, "}}") {
@@ -193,7 +193,7 @@ func (c *Checker) evalValue(v any, env map[string]any) (any, error) {
 }
 
 // evalBool evaluates a bare expression that must be true or false.
-func (c *Checker) evalBool(src string, env map[string]any) (bool, error) {
+func (c Checker) evalBool(src string, env map[string]any) (bool, error) {
 	p, err := c.compile(src)
 	if err != nil {
 		return false, err
