@@ -628,6 +628,22 @@ func TestVerifySignatureStep(t *testing.T) {
 			Steps: []automation.Step{{Name: "verify", Type: automation.StepVerifySignature}, next}},
 			wire, `{"event":"push"}`, sign(wire), automation.RunSucceeded},
 	}
+	// Stripe, with the header as TriggerData joins repeated values.
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	m := hmac.New(sha256.New, []byte("whsec_x"))
+	m.Write([]byte(ts + "." + wire))
+	stripeStep := automation.Step{Name: "verify", Type: automation.StepVerifySignature,
+		Signature: &automation.Signature{Preset: automation.PresetStripe, Secret: "whsec_x"}}
+	for _, sig := range []string{"t=" + ts + ", v1=" + hex.EncodeToString(m.Sum(nil)), "t=" + ts + ", v1=00ff"} {
+		run := runOf(`{"event":"push"}`)
+		run.Trigger.RawBody = wire
+		run.Trigger.Headers["Stripe-Signature"] = sig
+		r := e.Execute(context.Background(), flowOf(stripeStep), run).Run
+		if want := strings.Contains(sig, "00ff"); (r.Status == automation.RunFailed) != want {
+			t.Errorf("stripe %q: run %s %q", sig, r.Status, r.Error)
+		}
+	}
+
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			run := runOf(tt.body)

@@ -24,7 +24,14 @@ type execution struct {
 
 // step runs one step and returns its output. Failures are *stepError; a
 // false FILTER is errFiltered.
-func (x *execution) step(ctx context.Context, s automation.Step) (any, error) {
+func (x *execution) step(ctx context.Context, s automation.Step) (out any, err error) {
+	// A bug in one step must fail that run, not the runner serving others.
+	defer func() {
+		if p := recover(); p != nil {
+			x.e.log.ErrorContext(ctx, "step panicked", "run", x.run.ID, "step", s.Name, "panic", fmt.Sprint(p))
+			out, err = nil, &stepError{msg: "internal error in the step"}
+		}
+	}()
 	switch s.Type {
 	case automation.StepHTTP:
 		return x.http(ctx, s)
