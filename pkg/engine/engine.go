@@ -175,7 +175,10 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 		switch {
 		case err == nil, errors.Is(err, errFiltered):
 			sr.Status = automation.StepSucceeded
-		case errors.As(err, &se):
+		default:
+			if !errors.As(err, &se) {
+				se = fail(false, err)
+			}
 			sr.Status, sr.Error = automation.StepFailed, se.msg
 			out = se.output
 		}
