@@ -44,7 +44,7 @@ type Run struct {
 type TriggerData struct {
 	Method  string            `json:"method"`
 	Path    string            `json:"path"`
-	Headers map[string]string `json:"headers"` // canonical names, values joined with ", "
+	Headers map[string]string `json:"headers"` // lower-case names, values joined with ", "
 	Query   map[string]string `json:"query"`
 	// Body: parsed JSON as is; a form as an object of strings; anything else
 	// as a JSON string.
