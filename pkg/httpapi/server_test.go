@@ -2,17 +2,19 @@ package httpapi
 
 // This file is the one place where tests wire the API to its backends.
 //
-// STAND-IN: pkg/sqlitestore, pkg/sealedsecrets and pkg/engine had not landed
-// on main when these tests were written, so openBackends uses the minimal
-// in-memory memStore, memSecrets and anyChecker below. Once they land, replace
-// the body of openBackends with
+// STAND-IN: pkg/sqlitestore and pkg/sealedsecrets had not landed on main
+// when these tests were written, so openBackends uses the minimal in-memory
+// memStore and memSecrets below (the checker is the real engine.Checker).
+// Once they land, replace the body of openBackends with
 //
-//	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "flowd.db"))
+//	dir := t.TempDir()
+//	store, err := sqlitestore.Open(context.Background(), filepath.Join(dir, "flowd.db"))
+//	t.Cleanup(func() { store.Close() })
 //	key, err := sealedsecrets.LoadOrCreateKey(filepath.Join(dir, "secrets.key"))
 //	secrets, err := sealedsecrets.New(store, key)
 //	return store, secrets, engine.Checker{}
 //
-// and delete everything below openBackends.
+// and delete everything below the STAND-IN line.
 
 import (
 	"bytes"
@@ -26,6 +28,7 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/engine"
 )
 
 // testEnv is what a test server is made of, for helpers that need the
@@ -54,7 +57,7 @@ func envOf(t *testing.T, srv *httptest.Server) *testEnv {
 // openBackends returns an empty store, secret store and checker.
 func openBackends(t *testing.T) (automation.Store, automation.Secrets, automation.Checker) {
 	t.Helper()
-	return newMemStore(), &memSecrets{m: map[string][]byte{}}, anyChecker{}
+	return newMemStore(), &memSecrets{m: map[string][]byte{}}, engine.Checker{}
 }
 
 // newTestServer starts the API on 127.0.0.1 over fresh backends, with an
@@ -124,7 +127,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// ---- STAND-IN backends: delete once sqlitestore, sealedsecrets and engine land.
+// ---- STAND-IN backends: delete once sqlitestore and sealedsecrets land.
 
 type memStore struct {
 	mu       sync.Mutex
@@ -422,17 +425,5 @@ func (s *memSecrets) DeleteSecret(_ context.Context, project, name string) error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, project+"/"+name)
-	return nil
-}
-
-// anyChecker accepts every expression and template, and any five-field cron.
-type anyChecker struct{}
-
-func (anyChecker) Expression(string) error { return nil }
-func (anyChecker) Template(string) error   { return nil }
-func (anyChecker) Cron(spec, _ string) error {
-	if len(strings.Fields(spec)) != 5 {
-		return automation.Invalid("cron %q needs five fields", spec)
-	}
 	return nil
 }
