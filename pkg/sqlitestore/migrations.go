@@ -14,6 +14,9 @@ var migrations = []string{
 	schemaV1,
 }
 
+// SchemaVersion is the version Open brings a database to.
+var SchemaVersion = len(migrations)
+
 // schemaV1: projects, keys, flows with their routes, connections, blobs.
 //
 // Every listed table has seq (creation order) and an index on (project, seq),
