@@ -38,6 +38,9 @@ func (s *Store) Connection(ctx context.Context, project, id string) (automation.
 	return c, nil
 }
 
+const listConnectionsSQL = `SELECT ` + connectionColumns + ` FROM connections
+	WHERE project = ? AND seq > ? ORDER BY seq LIMIT ?`
+
 // ListConnections returns the page of the project's connections after
 // q.After in creation order, reading at most q.Limit+1 rows. q.Status is
 // ignored: connections are not filtered.
@@ -48,9 +51,7 @@ func (s *Store) ListConnections(ctx context.Context, project string, q automatio
 		return page, err
 	}
 	limit := max(q.Limit, 1)
-	rows, err := s.r.QueryContext(ctx,
-		`SELECT `+connectionColumns+` FROM connections WHERE project = ? AND seq > ? ORDER BY seq LIMIT ?`,
-		project, after, limit+1)
+	rows, err := s.r.QueryContext(ctx, listConnectionsSQL, project, after, limit+1)
 	if err != nil {
 		return page, fmt.Errorf("sqlitestore: list connections: %w", err)
 	}

@@ -146,6 +146,14 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 	})
 }
 
+// The list queries; TestListPlans checks that each is an index range scan.
+const (
+	listFlowsSQL = `SELECT ` + flowColumns + ` FROM flows
+		WHERE project = ? AND seq > ? ORDER BY seq LIMIT ?`
+	listFlowsByStatusSQL = `SELECT ` + flowColumns + ` FROM flows
+		WHERE project = ? AND status = ? AND seq > ? ORDER BY seq LIMIT ?`
+)
+
 // ListFlows returns the page of the project's flows after q.After in
 // creation order. It reads at most q.Limit+1 rows through the (project,
 // seq) or (project, status, seq) index.
@@ -156,11 +164,9 @@ func (s *Store) ListFlows(ctx context.Context, project string, q automation.List
 		return page, err
 	}
 	limit := max(q.Limit, 1)
-	query, args := `SELECT `+flowColumns+` FROM flows WHERE project = ? AND seq > ? ORDER BY seq LIMIT ?`,
-		[]any{project, after, limit + 1}
+	query, args := listFlowsSQL, []any{project, after, limit + 1}
 	if q.Status != "" {
-		query, args = `SELECT `+flowColumns+` FROM flows WHERE project = ? AND status = ? AND seq > ? ORDER BY seq LIMIT ?`,
-			[]any{project, q.Status, after, limit + 1}
+		query, args = listFlowsByStatusSQL, []any{project, q.Status, after, limit + 1}
 	}
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
