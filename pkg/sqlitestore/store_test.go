@@ -14,8 +14,6 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/automation/storetest"
 	"flowservice/pkg/sqlitestore"
-
-	_ "modernc.org/sqlite"
 )
 
 // openAt opens a store on path and closes it when the test ends.
