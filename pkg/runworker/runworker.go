@@ -163,3 +163,22 @@ func (p *Pool) backoff(n int) time.Duration {
 	d = min(d, p.cfg.MaxBackoff)
 	return d/2 + rand.N(d/2+1)
 }
+
+// Notifying wraps the queue runs are accepted into, so that every accepted
+// run wakes an idle worker at once.
+func (p *Pool) Notifying(q automation.RunQueue) automation.RunQueue {
+	return notifying{q, p}
+}
+
+type notifying struct {
+	automation.RunQueue
+	p *Pool
+}
+
+func (n notifying) Enqueue(ctx context.Context, r automation.Run) error {
+	if err := n.RunQueue.Enqueue(ctx, r); err != nil {
+		return err
+	}
+	n.p.Notify()
+	return nil
+}
