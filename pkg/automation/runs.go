@@ -39,10 +39,11 @@ func (p RunPolicy) withDefaults() RunPolicy {
 	return p
 }
 
-// lease is how long a claim holds a run: longer than an attempt may take,
+// Lease is how long a claim holds a run: longer than an attempt may take,
 // so a live attempt is never taken over, short enough that the run of a
-// crashed process is taken up again soon.
-func (p RunPolicy) lease() time.Duration { return p.Timeout + 30*time.Second }
+// crashed process is taken up again soon. Queues lease their entries at
+// least as long.
+func (p RunPolicy) Lease() time.Duration { return p.withDefaults().Timeout + 30*time.Second }
 
 // RunRuntime is what running flows needs beyond the management API.
 type RunRuntime struct {
@@ -152,7 +153,7 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Run, e
 		return Run{}, err
 	}
 	p := rt.Policy.withDefaults()
-	r, err := rt.Runs.ClaimRun(ctx, project, runID, s.clock(), p.lease())
+	r, err := rt.Runs.ClaimRun(ctx, project, runID, s.clock(), p.Lease())
 	var e *Error
 	switch {
 	case errors.As(err, &e) && e.Code == "RUN_FINISHED":
