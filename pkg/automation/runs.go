@@ -2,6 +2,8 @@ package automation
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -335,4 +337,51 @@ func (s *Service) PurgeRuns(ctx context.Context) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// StartScheduledRun starts the run of an ACTIVE SCHEDULE flow for one firing
+// of its schedule. key names the firing (the scheduler's execution ID, or the
+// fire time) and fixes the run's ID, so a firing delivered twice starts one
+// run: the second gets the first run back.
+func (s *Service) StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (Run, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return Run{}, err
+	}
+	f, err := s.store.Flow(ctx, project, flowID)
+	if err != nil {
+		return Run{}, wrap("start scheduled run", err)
+	}
+	if f.Status != FlowActive || f.Trigger.Type != TriggerSchedule || f.Trigger.Schedule == nil {
+		return Run{}, Conflict("FLOW_NOT_SCHEDULED", "flow %q is not an active schedule flow", flowID)
+	}
+	body, err := json.Marshal(map[string]string{
+		"firedAt":  firedAt.UTC().Format(time.RFC3339),
+		"cron":     f.Trigger.Schedule.Cron,
+		"timezone": f.Trigger.Schedule.Timezone,
+	})
+	if err != nil {
+		return Run{}, wrap("start scheduled run", err)
+	}
+	r := Run{
+		ID: derivedRunID(flowID, key), Project: project, FlowID: flowID, Status: RunRunning,
+		Trigger: TriggerData{Method: "SCHEDULE", Headers: map[string]string{}, Query: map[string]string{}, Body: body},
+		Steps:   []StepResult{}, Created: s.clock(),
+	}
+	err = rt.Queue.Enqueue(ctx, r)
+	var e *Error
+	if errors.As(err, &e) && e.Code == "RUN_EXISTS" {
+		return rt.Runs.Run(ctx, project, flowID, r.ID)
+	}
+	if err != nil {
+		return Run{}, wrap("enqueue scheduled run", err)
+	}
+	return r, nil
+}
+
+// derivedRunID is the run ID of a deduplicated trigger: unguessable without
+// the flow ID, and the same for the same flow and key.
+func derivedRunID(flowID, key string) string {
+	sum := sha256.Sum256([]byte(flowID + "\x00" + key))
+	return PrefixRun + idEncoding.EncodeToString(sum[:16])
 }

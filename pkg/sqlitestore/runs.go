@@ -26,12 +26,19 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx,
-			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)`,
-			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc); err != nil {
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
+			 ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc)
+		if err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx,
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return automation.Conflict("RUN_EXISTS", "run %s exists already", r.ID)
+		}
+		_, err = tx.ExecContext(ctx,
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
 			r.ID, r.Project, r.Created.UnixMilli())
 		return err

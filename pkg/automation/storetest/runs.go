@@ -73,6 +73,12 @@ func testRunGet(t *testing.T, env RunEnv) {
 		!got.Created.Equal(r.Created) || jsonOf(t, got.Trigger) != jsonOf(t, r.Trigger) {
 		t.Fatalf("run = %s, want %s", jsonOf(t, got), jsonOf(t, r))
 	}
+	dup := r
+	dup.Trigger.Body = json.RawMessage(`{"second":true}`)
+	wantKind(t, "create a run ID twice", env.Create(ctx, dup), automation.ErrConflict, "RUN_EXISTS")
+	if again := getRun(t, env, r); jsonOf(t, again.Trigger) != jsonOf(t, r.Trigger) {
+		t.Fatalf("a duplicate create changed the run: %s", jsonOf(t, again.Trigger))
+	}
 	_, err := env.Runs.Run(ctx, "prj_other", f.ID, r.ID)
 	wantKind(t, "run of another project", err, automation.ErrNotFound, "RUN_NOT_FOUND")
 	_, err = env.Runs.Run(ctx, f.Project, "flw_other", r.ID)
