@@ -385,3 +385,32 @@ func derivedRunID(flowID, key string) string {
 	sum := sha256.Sum256([]byte(flowID + "\x00" + key))
 	return PrefixRun + idEncoding.EncodeToString(sum[:16])
 }
+
+// ScheduledFlows lists every ACTIVE SCHEDULE flow of every project, for a
+// scheduler that keeps its schedules in memory and loads them at start.
+func (s *Service) ScheduledFlows(ctx context.Context) ([]Flow, error) {
+	projects, err := s.store.Projects(ctx)
+	if err != nil {
+		return nil, wrap("scheduled flows", err)
+	}
+	var out []Flow
+	for _, p := range projects {
+		q := ListQuery{Limit: MaxPageSize, Status: string(FlowActive)}
+		for {
+			page, err := s.store.ListFlows(ctx, p.ID, q)
+			if err != nil {
+				return nil, wrap("scheduled flows", err)
+			}
+			for _, f := range page.Items {
+				if f.Trigger.Type == TriggerSchedule && f.Trigger.Schedule != nil {
+					out = append(out, f)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+	}
+	return out, nil
+}
