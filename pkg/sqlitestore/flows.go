@@ -133,8 +133,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		}
 		// What hangs off the flow goes first. Routes would also cascade
 		// on their foreign key; naming them keeps the list in one place.
-		// Later tables (runs, the run queue) add their DELETE here.
 		for _, q := range []string{
+			`DELETE FROM run_queue WHERE run IN (SELECT id FROM runs WHERE flow = ?)`,
+			`DELETE FROM runs WHERE flow = ?`,
 			`DELETE FROM routes WHERE flow = ?`,
 			`DELETE FROM flows WHERE id = ?`,
 		} {

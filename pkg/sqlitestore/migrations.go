@@ -12,6 +12,7 @@ import (
 // entry at the end.
 var migrations = []string{
 	schemaV1,
+	schemaV2,
 }
 
 // SchemaVersion is the version Open brings a database to.
@@ -89,6 +90,41 @@ CREATE TABLE blobs (
 	value   BLOB NOT NULL,
 	PRIMARY KEY (project, name)
 ) WITHOUT ROWID;
+`
+
+// schemaV2: runs and the run queue.
+//
+// A run is a JSON document plus the columns that queries and conditional
+// writes use. Times that are compared (lease, due, created) are integer
+// milliseconds since the epoch: RFC 3339 text does not sort when its
+// fraction varies in length. A queue entry exists from the moment a run is
+// accepted (same transaction) until a worker acknowledges it, or is parked
+// for inspection after its last attempt; it goes with its run.
+const schemaV2 = `
+CREATE TABLE runs (
+	seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+	id          TEXT NOT NULL UNIQUE,
+	project     TEXT NOT NULL,
+	flow        TEXT NOT NULL,
+	status      TEXT NOT NULL,
+	attempts    INTEGER NOT NULL DEFAULT 0,
+	lease_until INTEGER,
+	created_ms  INTEGER NOT NULL,
+	doc         TEXT NOT NULL
+);
+CREATE INDEX runs_flow ON runs (project, flow, seq);
+CREATE INDEX runs_flow_status ON runs (project, flow, status, seq);
+CREATE INDEX runs_created ON runs (created_ms);
+
+CREATE TABLE run_queue (
+	run         TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+	project     TEXT NOT NULL,
+	due_ms      INTEGER NOT NULL,
+	lease_until INTEGER,
+	attempts    INTEGER NOT NULL DEFAULT 0,
+	parked      TEXT
+) WITHOUT ROWID;
+CREATE INDEX run_queue_due ON run_queue (parked, due_ms);
 `
 
 // migrate applies the migrations the database lacks. Each check and apply

@@ -22,7 +22,8 @@ import (
 
 	"flowservice/pkg/automation"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // busyTimeout is how long a statement waits for another connection's (or
@@ -72,7 +73,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	if err := migrate(ctx, w); err != nil {
+	if err := migrateRetrying(ctx, w); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
@@ -93,6 +94,30 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	return &Store{w: w, r: r}, nil
+}
+
+// migrateRetrying migrates, trying again while the file is busy. Two
+// processes opening a new file at once race to switch it to WAL mode, and
+// SQLite reports that race as SQLITE_BUSY at once, without waiting on the
+// busy timeout; the loser only has to try again.
+func migrateRetrying(ctx context.Context, db *sql.DB) error {
+	var err error
+	for attempt := 0; attempt < 100; attempt++ {
+		if err = migrate(ctx, db); !isBusy(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(10+attempt) * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // dsn builds the driver's connection string: the settings every connection
