@@ -27,7 +27,7 @@ type hookEnv struct {
 	api, engine, workflow *httptest.Server
 	key                   string
 	svc                   *automation.Service
-	runs                  *memRuns
+	runs                  *testQueue
 	log                   *syncBuffer // the receivers' log lines
 }
 
@@ -222,9 +222,7 @@ func TestWebhookQueueOutage(t *testing.T) {
 	h := newHookEnv(t, HookConfig{})
 	fb := h.activeFlow(t, h.key, flowBuilderBody)
 	h.activeFlow(t, h.key, workflowFlow("outage", "POST", "", ""))
-	h.runs.mu.Lock()
-	h.runs.failEnqueue = true
-	h.runs.mu.Unlock()
+	h.runs.fail.Store(true)
 	for _, tc := range []struct {
 		srv  *httptest.Server
 		path string
@@ -765,9 +763,8 @@ func TestRunsAPI(t *testing.T) {
 	}
 	// One still RUNNING, the rest finished.
 	last := ids[4]
-	pending := h.runs.takePending()
-	for _, r := range pending[:4] {
-		if _, err := h.svc.ExecuteRun(t.Context(), r.Project, r.ID); err != nil {
+	for _, e := range h.runs.claim(t, 4) {
+		if _, err := h.svc.ExecuteRun(t.Context(), e.project, e.runID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -829,6 +826,18 @@ func TestRunsAPI(t *testing.T) {
 	}
 	if got := h.run(t, fb, ids[3]); got.Status != automation.RunSucceeded || got.ID != ids[3] {
 		t.Errorf("the original run changed: %+v", got)
+	}
+
+	// Finishing runs updated the flow's stats: all six finished, a false
+	// FILTER ending a run as SUCCEEDED.
+	var stats struct {
+		RunCount    int64
+		SuccessRate float64
+		LastRun     *time.Time
+	}
+	call(t, h.api, "GET", "/api/v1/flows/"+fb, h.key, "").into(t, 200, &stats)
+	if stats.RunCount != 6 || stats.SuccessRate != 100 || stats.LastRun == nil {
+		t.Errorf("flow stats = %+v, want 6 runs, 100%%, a lastRun", stats)
 	}
 
 	// Another project sees none of it; unknown IDs are 404 too.

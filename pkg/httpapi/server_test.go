@@ -24,7 +24,7 @@ import (
 type testEnv struct {
 	svc  *automation.Service
 	log  *syncBuffer // the API's JSON log lines
-	runs *memRuns    // STAND-IN run store and queue (runs_standin_test.go)
+	runs *testQueue  // the run queue, for draining and counting runs
 }
 
 var (
@@ -69,10 +69,10 @@ func openBackends(t *testing.T) (automation.Store, automation.Secrets, automatio
 func newTestServer(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	store, secrets, checker := openBackends(t)
-	runs := newMemRuns()
+	runs := &testQueue{store: store.(*sqlitestore.Store)}
 	// The engine needs the Service for credentials, the Service the
 	// engine to run flows: the runtime is filled in after both exist.
-	rt := &automation.RunRuntime{Runs: runs, Queue: runs}
+	rt := &automation.RunRuntime{Runs: runs.store, Queue: runs}
 	svc, err := automation.NewService(automation.Config{
 		Store: store, Secrets: secrets, Checker: checker, Runtime: rt,
 		CursorKey:   bytes.Repeat([]byte("k"), 32),
