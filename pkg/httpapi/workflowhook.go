@@ -112,6 +112,12 @@ func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Reques
 	if err != nil {
 		// A store outage while watching, or the client hung up: the run
 		// goes on either way and is recorded.
+		if r.Context().Err() != nil {
+			// Still answer: the Lambda adapter fails an invocation that
+			// writes nothing.
+			writeError(w, r, http.StatusGatewayTimeout, "RUN_TIMEOUT", "the request ended before the run; it goes on as run "+run.ID)
+			return
+		}
 		h.rc.cfg.Log.ErrorContext(r.Context(), "await run", "requestId", RequestID(r.Context()), "runId", run.ID, "err", err)
 		writeError(w, r, http.StatusInternalServerError, "INTERNAL", "the run's outcome could not be read; see run "+run.ID)
 		return
