@@ -103,3 +103,25 @@ func join[T ~string](vs []T) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// DefaultProject is the project flowd creates on its first start.
+const DefaultProject = "default"
+
+// Bootstrap gives an empty installation its first project, "default" on the
+// ENTERPRISE plan, and one API key for it, which it returns. When a project
+// exists already it does nothing and returns "".
+func (s *Service) Bootstrap(ctx context.Context) (string, error) {
+	ps, err := s.store.Projects(ctx)
+	if err != nil {
+		return "", wrap("bootstrap", err)
+	}
+	if len(ps) > 0 {
+		return "", nil
+	}
+	p, err := s.CreateProject(ctx, DefaultProject, PlanEnterprise)
+	if err != nil {
+		return "", err
+	}
+	key, _, err := s.CreateAPIKey(ctx, p.ID)
+	return key, err
+}

@@ -2,6 +2,7 @@ package automation
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 )
 
@@ -82,7 +83,7 @@ func SuccessRate(succeeded, finished int64) float64 {
 	if finished == 0 {
 		return 0
 	}
-	return float64(succeeded*1000/finished) / 10
+	return math.Round(float64(succeeded)*1000/float64(finished)) / 10
 }
 
 // FlowSummary is the list item form of a flow: every field but description

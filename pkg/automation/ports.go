@@ -130,3 +130,52 @@ type Checker interface {
 	// Cron checks a five-field cron spec in an IANA time zone.
 	Cron(spec, timezone string) error
 }
+
+// RunStore persists runs. Runs belong to a flow; deleting the flow deletes
+// them (FlowStore.DeleteFlow).
+type RunStore interface {
+	// Run returns an error wrapping ErrNotFound if the project's flow has no
+	// such run.
+	Run(ctx context.Context, project, flowID, id string) (Run, error)
+	// ListRuns pages through a flow's runs, newest first; q.Status filters.
+	ListRuns(ctx context.Context, project, flowID string, q ListQuery) (Page[Run], error)
+	// ClaimRun takes a RUNNING run for one attempt until now+lease, counting
+	// the attempt in Attempts, with a conditional write: a final run is
+	// ErrConflict with code RUN_FINISHED, a run another attempt holds (lease
+	// not yet expired) is ErrConflict with code RUN_CLAIMED, and a missing
+	// run (its flow deleted) is ErrNotFound.
+	ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (Run, error)
+	// ReleaseRun records a failed attempt that will be retried: the run stays
+	// RUNNING with the attempt's steps and error, and its lease is dropped.
+	ReleaseRun(ctx context.Context, r Run) error
+	// FinishRun writes the final state of a claimed run and, in the same
+	// atomic write, adds it to the flow's stats (Finished, Succeeded when
+	// SUCCEEDED, LastRun = max(LastRun, r.Created)). A run already final is
+	// ErrConflict with code RUN_FINISHED and changes nothing.
+	FinishRun(ctx context.Context, r Run) error
+	// DeleteRunsBefore removes at most limit runs created before t (the
+	// retention purge) and returns how many it removed.
+	DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error)
+}
+
+// RunQueue accepts runs for execution.
+type RunQueue interface {
+	// Enqueue makes a new RUNNING run durable and due: when it returns nil,
+	// the run record exists and will be executed even if this process dies
+	// the next instant (embedded: run and queue entry in one transaction;
+	// AWS: run item written, then the message accepted by SQS).
+	Enqueue(ctx context.Context, r Run) error
+}
+
+// Execution is the outcome of one attempt at a run.
+type Execution struct {
+	Run       Run  // with Status, Steps, Error, timing and Response filled
+	Retryable bool // the failure was transient: another attempt may succeed
+}
+
+// Executor runs a flow's steps; pkg/engine implements it.
+type Executor interface {
+	// Execute runs f (secrets revealed) for r and returns the attempt's
+	// outcome. It persists nothing.
+	Execute(ctx context.Context, f Flow, r Run) Execution
+}

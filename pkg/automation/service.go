@@ -24,6 +24,8 @@ type Config struct {
 	Secrets   Secrets
 	Checker   Checker
 	Scheduler Scheduler // nil: schedules are not kept (no SCHEDULE runner)
+	// Runtime runs flows; nil for tools that only administer (flowctl).
+	Runtime *RunRuntime
 	// CursorKey authenticates page cursors: at least 32 bytes, kept secret
 	// and stable across restarts and instances.
 	CursorKey []byte
@@ -42,6 +44,7 @@ type Service struct {
 	secrets     Secrets
 	checker     Checker
 	scheduler   Scheduler
+	rt          *RunRuntime
 	cursors     cursors
 	engineURL   string
 	workflowURL string
@@ -63,7 +66,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, errors.New("automation: Config.CursorKey needs at least 32 bytes")
 	}
 	s := &Service{
-		store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker, scheduler: cfg.Scheduler,
+		store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker, scheduler: cfg.Scheduler, rt: cfg.Runtime,
 		cursors:   cursors{key: cfg.CursorKey},
 		engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
 		now: cfg.Clock, newID: cfg.NewID, log: cfg.Log,

@@ -1,9 +1,35 @@
 package automation
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
+)
+
+// Bounds of a definition, so that one flow cannot exhaust a runner.
+const (
+	MaxSteps         = 50
+	MaxStepTimeoutMs = 120_000
+)
+
+var (
+	// Step names are identifiers so that `steps.<name>` works in expressions.
+	stepNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	// Webhook paths: slash-separated segments of URL-safe characters.
+	webhookPathRE = regexp.MustCompile(`^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$`)
+	httpMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
+	hookMethods   = []string{"GET", "POST", "PUT", "DELETE", MethodAny}
+	presets       = []string{PresetGitHub, PresetStripe, PresetSlack}
+	// CODE needs its sandbox; until it lands it is refused at definition
+	// time rather than failing every run.
+	supportedSteps = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond}
 )
 
 // validateMeta checks the fields of a flow that need no definition.
@@ -17,17 +43,361 @@ func validateMeta(f *Flow) error {
 	return nil
 }
 
-// validateFlow checks and normalizes a whole flow, filling defaults.
+// validateFlow checks a whole flow, filling defaults in place. Messages name
+// the field and what is allowed.
 func (s *Service) validateFlow(ctx context.Context, f *Flow) error {
+	if f.Engine != FlowBuilder && f.Engine != WorkflowBuilder {
+		return Invalid("engine %q: allowed values are %s, %s", f.Engine, FlowBuilder, WorkflowBuilder)
+	}
 	if err := validateMeta(f); err != nil {
 		return err
 	}
-	// TODO(me): full definition validation lands next.
-	if f.Trigger.Type == "" {
-		f.Trigger = Trigger{Type: TriggerWebhook, Webhook: &Webhook{HTTPMethod: "POST"}}
+	if err := s.validateTrigger(f); err != nil {
+		return err
 	}
 	f.TriggerType = f.Trigger.Type
+	if f.Steps == nil {
+		f.Steps = []Step{}
+	}
+	if len(f.Steps) > MaxSteps {
+		return Invalid("steps: %d steps; at most %d are allowed", len(f.Steps), MaxSteps)
+	}
+	seen := map[string]bool{}
+	for i := range f.Steps {
+		st := &f.Steps[i]
+		at := fmt.Sprintf("steps[%d]", i)
+		if !stepNameRE.MatchString(st.Name) {
+			return Invalid("%s.name %q: use a letter or underscore, then letters, digits or underscores (at most 64), so that expressions can say steps.<name>", at, st.Name)
+		}
+		if seen[st.Name] {
+			return Invalid("%s.name %q: step names must be unique", at, st.Name)
+		}
+		seen[st.Name] = true
+		if err := s.validateStep(ctx, f, st, at+" ("+st.Name+")"); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func (s *Service) validateTrigger(f *Flow) error {
+	t := &f.Trigger
+	if t.Type == "" && t.Webhook == nil && t.Schedule == nil {
+		t.Type = TriggerWebhook // the default trigger
+	}
+	switch t.Type {
+	case TriggerWebhook:
+		if t.Schedule != nil {
+			return Invalid("trigger.schedule is for SCHEDULE triggers; this trigger is WEBHOOK")
+		}
+		if t.Webhook == nil {
+			t.Webhook = &Webhook{}
+		}
+		return s.validateWebhook(f.Engine, t.Webhook)
+	case TriggerSchedule:
+		if t.Webhook != nil {
+			return Invalid("trigger.webhook is for WEBHOOK triggers; this trigger is SCHEDULE")
+		}
+		if t.Schedule == nil || strings.TrimSpace(t.Schedule.Cron) == "" {
+			return Invalid(`trigger.schedule.cron is required for SCHEDULE triggers, e.g. {"cron": "*/5 * * * *", "timezone": "UTC"}`)
+		}
+		if t.Schedule.Timezone == "" {
+			t.Schedule.Timezone = "UTC"
+		}
+		if err := s.checker.Cron(t.Schedule.Cron, t.Schedule.Timezone); err != nil {
+			return Invalid("trigger.schedule: %v", err)
+		}
+		return nil
+	default:
+		return Invalid("trigger.type %q: allowed values are %s, %s", t.Type, TriggerWebhook, TriggerSchedule)
+	}
+}
+
+func (s *Service) validateWebhook(engine Engine, w *Webhook) error {
+	if engine == FlowBuilder {
+		switch {
+		case w.HTTPMethod != "" && w.HTTPMethod != "POST":
+			return Invalid("trigger.webhook.httpMethod %q: flow builder webhooks take POST only", w.HTTPMethod)
+		case w.Path != "":
+			return Invalid("trigger.webhook.path applies to WORKFLOW_BUILDER flows; flow builder webhooks are addressed by flow ID")
+		case w.Authentication != nil:
+			return Invalid("trigger.webhook.authentication applies to WORKFLOW_BUILDER flows; use signature or an IP allowlist")
+		case w.ResponseMode != "":
+			return Invalid("trigger.webhook.responseMode applies to WORKFLOW_BUILDER flows; flow builder webhooks answer at once")
+		}
+		w.HTTPMethod = "POST"
+	} else {
+		if w.HTTPMethod == "" {
+			w.HTTPMethod = "POST"
+		}
+		if !slices.Contains(hookMethods, w.HTTPMethod) {
+			return Invalid("trigger.webhook.httpMethod %q: allowed values are %s", w.HTTPMethod, strings.Join(hookMethods, ", "))
+		}
+		w.Path = strings.Trim(w.Path, "/")
+		if w.Path == "" {
+			w.Path = randomToken(10)
+		}
+		if len(w.Path) > 200 || !webhookPathRE.MatchString(w.Path) {
+			return Invalid("trigger.webhook.path %q: use at most 200 characters of letters, digits and . _ ~ -, in segments separated by /", w.Path)
+		}
+		if w.Authentication == nil {
+			w.Authentication = &Authentication{Type: AuthNone}
+		}
+		if err := validateAuth(w.Authentication); err != nil {
+			return err
+		}
+		switch w.ResponseMode {
+		case "":
+			w.ResponseMode = RespondImmediately
+		case RespondImmediately, RespondOnCompletion:
+		default:
+			return Invalid("trigger.webhook.responseMode %q: allowed values are %s, %s", w.ResponseMode, RespondImmediately, RespondOnCompletion)
+		}
+	}
+	if w.Signature != nil {
+		if err := validateSignature("trigger.webhook.signature", w.Signature); err != nil {
+			return err
+		}
+	}
+	if w.IdempotencyHeader != "" && !isToken(w.IdempotencyHeader) {
+		return Invalid("trigger.webhook.idempotencyHeader %q is not a valid HTTP header name", w.IdempotencyHeader)
+	}
+	for i, o := range w.AllowedOrigins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return Invalid("trigger.webhook.allowedOrigins[%d] %q: use \"*\" or an origin such as https://app.example.com", i, o)
+		}
+	}
+	return nil
+}
+
+func validateAuth(a *Authentication) error {
+	const at = "trigger.webhook.authentication"
+	switch a.Type {
+	case "", AuthNone:
+		if a.Username != "" || a.Password != "" || a.Name != "" || a.Value != "" {
+			return Invalid("%s: type NONE takes no credentials; use BASIC (username, password) or HEADER (name, value)", at)
+		}
+		a.Type = AuthNone
+	case AuthBasic:
+		if a.Name != "" || a.Value != "" {
+			return Invalid("%s: name and value belong to type HEADER; BASIC takes username and password", at)
+		}
+		if a.Username == "" || strings.Contains(a.Username, ":") {
+			return Invalid("%s.username is required for BASIC and must not contain ':'", at)
+		}
+		if a.Password == "" {
+			return Invalid("%s.password is required for BASIC", at)
+		}
+	case AuthHeader:
+		if a.Username != "" || a.Password != "" {
+			return Invalid("%s: username and password belong to type BASIC; HEADER takes name and value", at)
+		}
+		if !isToken(a.Name) {
+			return Invalid("%s.name %q must be an HTTP header name, such as X-Webhook-Secret", at, a.Name)
+		}
+		if a.Value == "" {
+			return Invalid("%s.value is required for HEADER", at)
+		}
+	default:
+		return Invalid("%s.type %q: allowed values are %s, %s, %s", at, a.Type, AuthNone, AuthBasic, AuthHeader)
+	}
+	return nil
+}
+
+func validateSignature(at string, sg *Signature) error {
+	if sg.Secret == "" {
+		return Invalid("%s.secret is required", at)
+	}
+	if sg.Preset != "" {
+		if !slices.Contains(presets, sg.Preset) {
+			return Invalid("%s.preset %q: allowed values are %s", at, sg.Preset, strings.Join(presets, ", "))
+		}
+		if sg.Header != "" || sg.Prefix != "" {
+			return Invalid("%s: a preset fixes the header and prefix; send either preset or header (with an optional prefix)", at)
+		}
+		return nil
+	}
+	if !isToken(sg.Header) {
+		return Invalid("%s.header %q must be an HTTP header name, such as x-hub-signature-256 (or set preset to one of %s)", at, sg.Header, strings.Join(presets, ", "))
+	}
+	return nil
+}
+
+func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string) error {
+	if !slices.Contains(StepTypes, st.Type) {
+		return Invalid("%s.type %q: allowed values are %s", at, st.Type, join(supportedSteps))
+	}
+	if !slices.Contains(supportedSteps, st.Type) {
+		return Invalid("%s.type %s is not available yet: allowed values are %s", at, st.Type, join(supportedSteps))
+	}
+	// Fields of other step types are refused, so a misplaced field is seen.
+	if err := onlyFields(st, at); err != nil {
+		return err
+	}
+	switch st.Type {
+	case StepFilter:
+		if strings.TrimSpace(st.Condition) == "" {
+			return Invalid("%s.condition is required for FILTER, e.g. \"trigger.body.event == 'push'\"", at)
+		}
+		if err := s.checker.Expression(st.Condition); err != nil {
+			return Invalid("%s.condition: %v", at, err)
+		}
+	case StepHTTP:
+		return s.validateHTTPStep(ctx, f, st, at)
+	case StepSet:
+		if !isJSONObject(st.Values) {
+			return Invalid(`%s.values is required for SET and must be an object, e.g. {"ref": "{{ trigger.body.ref }}"}`, at)
+		}
+		return s.checkTemplates(at+".values", st.Values)
+	case StepVerifySignature:
+		if st.Signature == nil {
+			return Invalid(`%s.signature is required for VERIFY_SIGNATURE, e.g. {"header": "x-hub-signature-256", "prefix": "sha256=", "secret": "…"}`, at)
+		}
+		return validateSignature(at+".signature", st.Signature)
+	case StepRespond:
+		if st.StatusCode == 0 {
+			st.StatusCode = 200
+		}
+		if st.StatusCode < 100 || st.StatusCode > 599 {
+			return Invalid("%s.statusCode %d: use an HTTP status from 100 to 599", at, st.StatusCode)
+		}
+		if len(st.Body) == 0 {
+			return nil
+		}
+		var flat map[string]string
+		if err := json.Unmarshal(st.Body, &flat); err != nil {
+			return Invalid(`%s.body must be a flat object of strings, e.g. {"status": "ok", "message": "sent"}`, at)
+		}
+		return s.checkTemplates(at+".body", st.Body)
+	}
+	return nil
+}
+
+func (s *Service) validateHTTPStep(ctx context.Context, f *Flow, st *Step, at string) error {
+	if st.Method == "" {
+		st.Method = "GET"
+		if len(st.Body) > 0 {
+			st.Method = "POST"
+		}
+	}
+	st.Method = strings.ToUpper(st.Method)
+	if !slices.Contains(httpMethods, st.Method) {
+		return Invalid("%s.method %q: allowed values are %s", at, st.Method, strings.Join(httpMethods, ", "))
+	}
+	if strings.TrimSpace(st.URL) == "" {
+		return Invalid("%s.url is required for HTTP", at)
+	}
+	if err := s.checker.Template(st.URL); err != nil {
+		return Invalid("%s.url: %v", at, err)
+	}
+	if !strings.Contains(st.URL, "{{") {
+		u, err := url.Parse(st.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return Invalid("%s.url %q: use an absolute http or https URL", at, st.URL)
+		}
+	}
+	for k, v := range st.Headers {
+		if !isToken(k) {
+			return Invalid("%s.headers: %q is not a valid HTTP header name", at, k)
+		}
+		if err := s.checker.Template(v); err != nil {
+			return Invalid("%s.headers.%s: %v", at, k, err)
+		}
+	}
+	for k, v := range st.Query {
+		if err := s.checker.Template(v); err != nil {
+			return Invalid("%s.query.%s: %v", at, k, err)
+		}
+	}
+	if len(st.Body) > 0 {
+		if err := s.checkTemplates(at+".body", st.Body); err != nil {
+			return err
+		}
+	}
+	if st.TimeoutMs < 0 || st.TimeoutMs > MaxStepTimeoutMs {
+		return Invalid("%s.timeoutMs %d: use 1 to %d (0 takes the default)", at, st.TimeoutMs, MaxStepTimeoutMs)
+	}
+	if st.ConnectionID != "" {
+		_, err := s.store.Connection(ctx, f.Project, st.ConnectionID)
+		if errors.Is(err, ErrNotFound) {
+			return Invalid("%s.connectionId %q: no such connection in this project", at, st.ConnectionID)
+		} else if err != nil {
+			return wrap("check connection", err)
+		}
+	}
+	return nil
+}
+
+// onlyFields refuses fields that belong to another step type.
+func onlyFields(st *Step, at string) error {
+	type field struct {
+		name  string
+		set   bool
+		types []StepType
+	}
+	fields := []field{
+		{"condition", st.Condition != "", []StepType{StepFilter}},
+		{"connectionId", st.ConnectionID != "", []StepType{StepHTTP}},
+		{"method", st.Method != "", []StepType{StepHTTP}},
+		{"url", st.URL != "", []StepType{StepHTTP}},
+		{"headers", st.Headers != nil, []StepType{StepHTTP}},
+		{"query", st.Query != nil, []StepType{StepHTTP}},
+		{"timeoutMs", st.TimeoutMs != 0, []StepType{StepHTTP}},
+		{"continueOnFail", st.ContinueOnFail, []StepType{StepHTTP}},
+		{"body", len(st.Body) > 0, []StepType{StepHTTP, StepRespond}},
+		{"values", len(st.Values) > 0, []StepType{StepSet}},
+		{"statusCode", st.StatusCode != 0, []StepType{StepRespond}},
+		{"signature", st.Signature != nil, []StepType{StepVerifySignature}},
+		{"code", st.Code != "", []StepType{StepCode}},
+	}
+	for _, fd := range fields {
+		if fd.set && !slices.Contains(fd.types, st.Type) {
+			return Invalid("%s.%s does not apply to %s steps (it belongs to %s)", at, fd.name, st.Type, join(fd.types))
+		}
+	}
+	return nil
+}
+
+// checkTemplates checks every string inside a JSON value as a template.
+func (s *Service) checkTemplates(at string, raw json.RawMessage) error {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return Invalid("%s is not valid JSON", at)
+	}
+	return s.walkTemplates(at, v)
+}
+
+func (s *Service) walkTemplates(at string, v any) error {
+	switch x := v.(type) {
+	case string:
+		if err := s.checker.Template(x); err != nil {
+			return Invalid("%s: %v", at, err)
+		}
+	case map[string]any:
+		for k, e := range x {
+			if err := s.walkTemplates(at+"."+k, e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if err := s.walkTemplates(fmt.Sprintf("%s[%d]", at, i), e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func isJSONObject(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && t[0] == '{' && json.Valid(t)
 }
 
 func checkText(field, v string, max int) error {

@@ -1,0 +1,241 @@
+// Command flowctl administers a flowd installation: projects and API keys,
+// straight on its data directory, safely while flowd runs on it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/datadir"
+	"flowservice/pkg/engine"
+)
+
+func main() {
+	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+// cli holds the global flags and opens the data directory on demand.
+type cli struct {
+	dataDir string
+	output  string
+	stdout  io.Writer
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	c := &cli{stdout: stdout}
+	root := &cobra.Command{
+		Use:           "flowctl",
+		Short:         "Administer a flowd installation: projects and API keys",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	def := os.Getenv("FLOWD_DATA_DIR")
+	if def == "" {
+		def = ".flowd"
+	}
+	root.PersistentFlags().StringVar(&c.dataDir, "data-dir", def, "flowd data directory (FLOWD_DATA_DIR)")
+	root.PersistentFlags().StringVarP(&c.output, "output", "o", "table", "output format: table or json")
+	root.AddCommand(c.projectsCmd(), c.keysCmd())
+	return root
+}
+
+// service opens the data directory and a Service over it.
+func (c *cli) service(ctx context.Context) (*automation.Service, func(), error) {
+	if c.output != "table" && c.output != "json" {
+		return nil, nil, fmt.Errorf("--output %q: allowed values are table, json", c.output)
+	}
+	if _, err := os.Stat(c.dataDir); err != nil {
+		return nil, nil, fmt.Errorf("data directory %s: %w (start flowd once, or pass --data-dir)", c.dataDir, err)
+	}
+	dir, err := datadir.Open(ctx, c.dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := automation.NewService(automation.Config{
+		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
+	})
+	if err != nil {
+		dir.Close()
+		return nil, nil, err
+	}
+	return svc, func() { dir.Close() }, nil
+}
+
+func (c *cli) projectsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "projects", Short: "Create and list projects"}
+	var plan string
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a project",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, done, err := c.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			p, err := svc.CreateProject(cmd.Context(), args[0], automation.Plan(strings.ToUpper(plan)))
+			if err != nil {
+				return err
+			}
+			return show(c, p, []automation.Project{p}, projectTable)
+		},
+	}
+	create.Flags().StringVar(&plan, "plan", string(automation.PlanFree), "plan: FREE, TEAM or ENTERPRISE")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List projects",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, done, err := c.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			ps, err := svc.Projects(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return show(c, ps, ps, projectTable)
+		},
+	}
+	cmd.AddCommand(create, list)
+	return cmd
+}
+
+func (c *cli) keysCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "keys", Short: "Create, list and revoke API keys"}
+	var project string
+	create := &cobra.Command{
+		Use:   "create --project NAME",
+		Short: "Create an API key; prints the key alone, once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, done, err := c.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			p, err := svc.ProjectByName(cmd.Context(), project)
+			if err != nil {
+				return err
+			}
+			key, k, err := svc.CreateAPIKey(cmd.Context(), p.ID)
+			if err != nil {
+				return err
+			}
+			if c.output == "json" {
+				return c.json(struct {
+					Key string `json:"key"`
+					automation.APIKey
+				}{key, k})
+			}
+			_, err = fmt.Fprintln(c.stdout, key)
+			return err
+		},
+	}
+	create.Flags().StringVar(&project, "project", "", "project name (required)")
+	_ = create.MarkFlagRequired("project")
+	var listProject string
+	list := &cobra.Command{
+		Use:   "list [--project NAME]",
+		Short: "List API keys (never the keys themselves)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, done, err := c.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			id := ""
+			if listProject != "" {
+				p, err := svc.ProjectByName(cmd.Context(), listProject)
+				if err != nil {
+					return err
+				}
+				id = p.ID
+			}
+			ks, err := svc.APIKeys(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			return show(c, ks, ks, keyTable)
+		},
+	}
+	list.Flags().StringVar(&listProject, "project", "", "only this project's keys")
+	revoke := &cobra.Command{
+		Use:   "revoke KEY_ID",
+		Short: "Revoke an API key at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, done, err := c.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := svc.RevokeAPIKey(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(c.stdout, "revoked", args[0])
+			return err
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+// table says how to show a list of T as columns.
+type table[T any] struct {
+	header []string
+	row    func(T) []string
+}
+
+var projectTable = table[automation.Project]{
+	header: []string{"ID", "NAME", "PLAN", "CREATED"},
+	row: func(p automation.Project) []string {
+		return []string{p.ID, p.Name, string(p.Plan), p.Created.Format(time.RFC3339)}
+	},
+}
+
+var keyTable = table[automation.APIKey]{
+	header: []string{"ID", "PROJECT", "PREFIX", "CREATED", "REVOKED"},
+	row: func(k automation.APIKey) []string {
+		revoked := "-"
+		if k.Revoked != nil {
+			revoked = k.Revoked.Format(time.RFC3339)
+		}
+		return []string{k.ID, k.Project, k.Prefix + "…", k.Created.Format(time.RFC3339), revoked}
+	},
+}
+
+// show writes rows as an aligned table, or v as JSON with -o json.
+func show[T any](c *cli, v any, rows []T, t table[T]) error {
+	if c.output == "json" {
+		return c.json(v)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(t.header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(t.row(r), "\t"))
+	}
+	return tw.Flush()
+}
+
+func (c *cli) json(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

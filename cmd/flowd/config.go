@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is flowd's configuration, read from FLOWD_* environment variables
+// only here, in main.
+type config struct {
+	Addr           string // management API, and every surface unless split
+	EngineAddr     string // flow builder receiver ("" = Addr)
+	WorkflowAddr   string // workflow builder receiver ("" = Addr)
+	EngineURL      string // public base of the flow builder receiver
+	WorkflowURL    string // public base of the workflow builder receiver
+	DataDir        string
+	Backend        string // embedded or aws
+	Workers        int
+	TrustedProxies []netip.Prefix
+	AllowPrivate   bool
+	LogLevel       string
+	ShutdownGrace  time.Duration
+}
+
+// loadConfig reads the environment through getenv, applying the documented
+// defaults and refusing values it cannot use.
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{
+		Addr:          or(getenv("FLOWD_ADDR"), "127.0.0.1:8080"),
+		EngineAddr:    getenv("FLOWD_ENGINE_ADDR"),
+		WorkflowAddr:  getenv("FLOWD_WORKFLOW_ADDR"),
+		DataDir:       or(getenv("FLOWD_DATA_DIR"), ".flowd"),
+		Backend:       or(getenv("FLOWD_BACKEND"), "embedded"),
+		LogLevel:      or(getenv("FLOWD_LOG_LEVEL"), "info"),
+		ShutdownGrace: 20 * time.Second,
+	}
+	for _, a := range []struct{ name, v string }{{"FLOWD_ADDR", c.Addr}, {"FLOWD_ENGINE_ADDR", c.EngineAddr}, {"FLOWD_WORKFLOW_ADDR", c.WorkflowAddr}} {
+		if a.v == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			return c, fmt.Errorf("%s=%q: want host:port, e.g. 127.0.0.1:8080", a.name, a.v)
+		}
+	}
+	c.EngineURL = or(getenv("FLOWD_ENGINE_URL"), "http://"+or(c.EngineAddr, c.Addr))
+	c.WorkflowURL = or(getenv("FLOWD_WORKFLOW_URL"), "http://"+or(c.WorkflowAddr, c.Addr))
+	if c.Backend != "embedded" && c.Backend != "aws" {
+		return c, fmt.Errorf("FLOWD_BACKEND=%q: allowed values are embedded, aws", c.Backend)
+	}
+	workers, err := strconv.Atoi(or(getenv("FLOWD_WORKERS"), "4"))
+	if err != nil || workers < 1 || workers > 256 {
+		return c, fmt.Errorf("FLOWD_WORKERS=%q: want an integer from 1 to 256", getenv("FLOWD_WORKERS"))
+	}
+	c.Workers = workers
+	if v := getenv("FLOWD_ALLOW_PRIVATE_NETWORKS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("FLOWD_ALLOW_PRIVATE_NETWORKS=%q: want true or false", v)
+		}
+		c.AllowPrivate = b
+	}
+	for _, s := range strings.Split(getenv("FLOWD_TRUSTED_PROXIES"), ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return c, fmt.Errorf("FLOWD_TRUSTED_PROXIES: %q is neither an address nor a CIDR range", s)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		c.TrustedProxies = append(c.TrustedProxies, p.Masked())
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return c, fmt.Errorf("FLOWD_LOG_LEVEL=%q: allowed values are debug, info, warn, error", c.LogLevel)
+	}
+	c.DataDir = filepath.Clean(c.DataDir)
+	return c, nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

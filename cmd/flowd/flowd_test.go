@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The binaries the process tests start, built once.
+var flowdBin, flowctlBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "flowd-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	flowdBin, flowctlBin = filepath.Join(dir, "flowd"), filepath.Join(dir, "flowctl")
+	for bin, pkg := range map[string]string{flowdBin: ".", flowctlBin: "../flowctl"} {
+		build := exec.Command("go", "build", "-o", bin, pkg)
+		build.Stderr = os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a flowd process started by a test.
+type proc struct {
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:port
+	dir    string // FLOWD_DATA_DIR
+	stdout *bytes.Buffer
+	stderr *bytes.Buffer
+}
+
+// startFlowd starts flowd on a free loopback port with data in dataDir and
+// waits until it answers; cleanup stops it by PID.
+func startFlowd(t *testing.T, dataDir string, env ...string) *proc {
+	t.Helper()
+	addr := freeAddr(t)
+	p := &proc{base: "http://" + addr, dir: dataDir, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	p.cmd = exec.Command(flowdBin)
+	p.cmd.Env = append(os.Environ(), "FLOWD_ADDR="+addr, "FLOWD_DATA_DIR="+dataDir)
+	p.cmd.Env = append(p.cmd.Env, env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start flowd: %v", err)
+	}
+	t.Cleanup(func() { p.stop(t) })
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(p.base + "/api/v1/openapi.json")
+		if err == nil {
+			resp.Body.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flowd did not answer on %s: %v\nstderr:\n%s", addr, err, p.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (p *proc) stop(t *testing.T) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("flowd exited with %v\nstderr:\n%s", err, p.stderr)
+		}
+	case <-time.After(25 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+		t.Errorf("flowd did not stop within 25s of SIGTERM")
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestFirstStartCreatesProjectAndKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir)
+	keyFile := filepath.Join(dir, "initial-api-key")
+	st, err := os.Stat(keyFile)
+	if err != nil {
+		t.Fatalf("initial key file: %v", err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("initial key file mode = %v, want 0600", st.Mode().Perm())
+	}
+	raw, _ := os.ReadFile(keyFile)
+	key := strings.TrimSpace(string(raw))
+	if !strings.Contains(p.stdout.String(), key) {
+		t.Errorf("stdout does not show the key once:\n%s", p.stdout)
+	}
+	if strings.Contains(p.stderr.String(), key) {
+		t.Errorf("the key appears in the logs:\n%s", p.stderr)
+	}
+	req, _ := http.NewRequest("GET", p.base+"/api/v1/flows", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("GET /api/v1/flows with the initial key = %d (request id %q)", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	}
+
+	// A restart keeps the project and prints no new key.
+	p.stop(t)
+	p2 := startFlowd(t, dir)
+	if strings.Contains(p2.stdout.String(), "fsk_") {
+		t.Errorf("second start printed a key:\n%s", p2.stdout)
+	}
+	req2, _ := http.NewRequest("GET", p2.base+"/api/v1/flows", nil)
+	req2.Header.Set("Authorization", "Bearer "+key)
+	resp, err = http.DefaultClient.Do(req2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("after a restart the initial key gets %d, want 200", resp.StatusCode)
+	}
+}
+
+// flowctl runs the flowctl binary on a data directory and returns stdout.
+func flowctl(t *testing.T, dataDir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(flowctlBin, append([]string{"--data-dir", dataDir}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("flowctl %v: %w: %s", args, err, stderr.String())
+	}
+	return string(out), nil
+}
+
+func status(t *testing.T, base, key string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/api/v1/flows", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestFlowctlWhileFlowdRuns administers projects and keys on the data
+// directory of a running flowd, as an operator would.
+func TestFlowctlWhileFlowdRuns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir)
+
+	out, err := flowctl(t, dir, "projects", "create", "acme", "--plan", "TEAM")
+	if err != nil || !strings.Contains(out, "acme") || !strings.Contains(out, "TEAM") {
+		t.Fatalf("projects create = %q, %v", out, err)
+	}
+	if _, err := flowctl(t, dir, "projects", "create", "acme", "--plan", "TEAM"); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("creating acme twice: err = %v, want a conflict", err)
+	}
+	if _, err := flowctl(t, dir, "projects", "create", "other", "--plan", "GOLD"); err == nil || !strings.Contains(err.Error(), "ENTERPRISE") {
+		t.Errorf("plan GOLD: err = %v, want the allowed plans named", err)
+	}
+	out, err = flowctl(t, dir, "projects", "list")
+	if err != nil || !strings.Contains(out, "default") || !strings.Contains(out, "acme") {
+		t.Fatalf("projects list = %q, %v", out, err)
+	}
+
+	key, err := flowctl(t, dir, "keys", "create", "--project", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key = strings.TrimSuffix(key, "\n")
+	if strings.ContainsAny(key, " \n\t") || !strings.HasPrefix(key, "fsk_") {
+		t.Fatalf("keys create printed %q, want the key alone", key)
+	}
+	if got := status(t, p.base, key); got != 200 {
+		t.Fatalf("new key against the running flowd: %d, want 200", got)
+	}
+
+	out, err = flowctl(t, dir, "-o", "json", "keys", "list", "--project", "acme")
+	if err != nil || strings.Contains(out, key) {
+		t.Fatalf("keys list = %q, %v (must not show the key)", out, err)
+	}
+	var keys []struct{ ID string }
+	if err := json.Unmarshal([]byte(out), &keys); err != nil || len(keys) != 1 {
+		t.Fatalf("keys list -o json = %q: %v", out, err)
+	}
+	if _, err := flowctl(t, dir, "keys", "revoke", keys[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(t, p.base, key); got != 401 {
+		t.Fatalf("revoked key: %d, want 401", got)
+	}
+	if _, err := flowctl(t, dir, "keys", "create", "--project", "nope"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("keys for an unknown project: err = %v", err)
+	}
+}

@@ -1,0 +1,143 @@
+// Command flowd is the flow service on one machine: the management API and
+// both webhook receivers over HTTP, on an embedded SQLite store in a data
+// directory, with no AWS at all. Configuration is FLOWD_* environment
+// variables; see the README.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/datadir"
+	"flowservice/pkg/engine"
+	"flowservice/pkg/httpapi"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "flowd:", err)
+		os.Exit(1)
+	}
+}
+
+// run starts flowd and blocks until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	if cfg.Backend != "embedded" {
+		return fmt.Errorf("FLOWD_BACKEND=%s is not available in this build yet; use embedded", cfg.Backend)
+	}
+	dir, err := datadir.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+
+	svc, err := automation.NewService(automation.Config{
+		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
+		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := bootstrap(ctx, svc, cfg.DataDir, stdout); err != nil {
+		return err
+	}
+
+	api := httpapi.NewAPI(svc, log)
+	servers, err := listen(cfg, api)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, len(servers))
+	for _, s := range servers {
+		log.Info("listening", "addr", s.ln.Addr().String(), "serves", s.serves)
+		go func() { errc <- s.srv.Serve(s.ln) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.srv.Shutdown(sctx); err != nil {
+			log.Warn("shutdown", "addr", s.ln.Addr().String(), "err", err)
+		}
+	}
+	return nil
+}
+
+// bootstrap creates the first project and key of an empty data directory,
+// prints the key once and leaves it in a 0600 file for scripts.
+func bootstrap(ctx context.Context, svc *automation.Service, dataDir string, stdout io.Writer) error {
+	key, err := svc.Bootstrap(ctx)
+	if err != nil || key == "" {
+		return err
+	}
+	path := filepath.Join(dataDir, datadir.InitialKeyFile)
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	fmt.Fprintf(stdout, "Created project %q (ENTERPRISE) and its first API key, shown only this once:\n\n    %s\n\nIt is also in %s (mode 0600). Create more with: flowctl keys create --project %s\n\n",
+		automation.DefaultProject, key, path, automation.DefaultProject)
+	return nil
+}
+
+type server struct {
+	srv    *http.Server
+	ln     net.Listener
+	serves string
+}
+
+// listen binds the management address and, when split off, the receivers'.
+func listen(cfg config, api http.Handler) ([]server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	specs := []struct {
+		addr, serves string
+		h            http.Handler
+	}{{cfg.Addr, "management API and webhook receivers", mux}}
+	var out []server
+	for _, sp := range specs {
+		ln, err := net.Listen("tcp", sp.addr)
+		if err != nil {
+			for _, s := range out {
+				s.ln.Close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", sp.addr, err)
+		}
+		out = append(out, server{ln: ln, serves: sp.serves, srv: &http.Server{
+			Handler:           sp.h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			// ON_COMPLETION webhooks wait up to the sync timeout for their run.
+			WriteTimeout: 90 * time.Second,
+			IdleTimeout:  120 * time.Second,
+		}})
+	}
+	return out, nil
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level)) // checked in loadConfig
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,63 @@
+// Package datadir opens a flowd data directory: the SQLite store, the sealed
+// secrets over it, and the keys derived from the directory's key file. flowd
+// and flowctl both open it, so they agree on every file name.
+package datadir
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"flowservice/pkg/sealedsecrets"
+	"flowservice/pkg/sqlitestore"
+)
+
+// File names inside a data directory.
+const (
+	DBFile         = "flowd.db"
+	KeyFile        = "secrets.key"
+	InitialKeyFile = "initial-api-key"
+)
+
+// Dir is an open data directory.
+type Dir struct {
+	Path      string
+	Store     *sqlitestore.Store
+	Secrets   *sealedsecrets.Secrets
+	CursorKey []byte // authenticates page cursors; stable across restarts
+}
+
+// Open creates the directory (mode 0700) if needed and opens what is in it.
+func Open(ctx context.Context, path string) (*Dir, error) {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, fmt.Errorf("datadir: create %s: %w", path, err)
+	}
+	key, err := sealedsecrets.LoadOrCreateKey(filepath.Join(path, KeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("datadir: %w", err)
+	}
+	store, err := sqlitestore.Open(ctx, filepath.Join(path, DBFile))
+	if err != nil {
+		return nil, fmt.Errorf("datadir: %w", err)
+	}
+	secrets, err := sealedsecrets.New(store, key)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("datadir: %w", err)
+	}
+	return &Dir{Path: path, Store: store, Secrets: secrets, CursorKey: derive(key, "flowd cursor key v1")}, nil
+}
+
+// Close closes the store.
+func (d *Dir) Close() error { return d.Store.Close() }
+
+// derive gives each use of the directory key its own key, so that a cursor
+// MAC can never be turned against the secrets' encryption.
+func derive(key []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}
