@@ -23,9 +23,8 @@ const (
 	attrPath          = "path"   // routes: "/" + the webhook path, never empty
 	attrMethod        = "method" // routes: GET, POST, PUT or DELETE
 	attrFlowID        = "flowId"
-	attrRunID         = "runId"
 	attrFlowStatus    = "flowStatus" // runs: flowId + "#" + status
-	indexByCreated    = "byCreated"  // runs: (flowId, createdSort)
+	indexByFlow       = "byFlow"     // runs: (flowId, createdSort)
 )
 
 // Run statistics: written only when a run finishes, never by PutFlow, so a
@@ -383,19 +382,20 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 	return nil
 }
 
-// deleteRuns removes every run of a flow. The flow is already gone, so no
-// new run can appear; what a crash leaves behind expires through TTL.
+// deleteRuns removes every run of a flow, found through the byFlow index.
+// The flow is already gone, so no new run can appear (the receivers and the
+// runner read the flow first); a run the index had not shown yet, or a crash
+// midway, leaves runs nothing can reach, and TTL removes them.
 func (s *Store) deleteRuns(ctx context.Context, flowID string) error {
 	if s.t.Runs == "" {
 		return nil
 	}
 	keys, err := s.queryAll(ctx, &dynamodb.QueryInput{
-		TableName:                 &s.t.Runs,
+		TableName: &s.t.Runs, IndexName: aws.String(indexByFlow),
 		KeyConditionExpression:    aws.String("#f = :f"),
-		ProjectionExpression:      aws.String("#f, #r"),
-		ExpressionAttributeNames:  map[string]string{"#f": attrFlowID, "#r": attrRunID},
+		ProjectionExpression:      aws.String("#id"),
+		ExpressionAttributeNames:  map[string]string{"#f": attrFlowID, "#id": attrID},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":f": str(flowID)},
-		ConsistentRead:            aws.Bool(true),
 	})
 	if err != nil {
 		return err
@@ -403,7 +403,7 @@ func (s *Store) deleteRuns(ctx context.Context, flowID string) error {
 	for chunk := range slices.Chunk(keys, 25) { // BatchWriteItem's maximum
 		reqs := make([]types.WriteRequest, len(chunk))
 		for i, k := range chunk {
-			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
+			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{attrID: k[attrID]}}}
 		}
 		if err := s.batchWrite(ctx, s.t.Runs, reqs); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package dynamostore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -400,7 +401,7 @@ func TestDeleteFlowDeletesRuns(t *testing.T) {
 		}
 		for i := range 30 { // more than one BatchWriteItem
 			_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tables.Runs, Item: map[string]types.AttributeValue{
-				"flowId": &types.AttributeValueMemberS{Value: id}, "runId": &types.AttributeValueMemberS{Value: fmt.Sprintf("run_%02d", i)},
+				"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("run_%s_%02d", id, i)}, "flowId": &types.AttributeValueMemberS{Value: id},
 				"flowStatus":  &types.AttributeValueMemberS{Value: id + "#SUCCEEDED"},
 				"createdSort": &types.AttributeValueMemberS{Value: fmt.Sprintf("%02d", i)},
 			}})
@@ -414,7 +415,7 @@ func TestDeleteFlowDeletesRuns(t *testing.T) {
 	}
 	count := func(id string) int32 {
 		out, err := client.Query(ctx, &dynamodb.QueryInput{
-			TableName: &tables.Runs, KeyConditionExpression: aws.String("flowId = :f"), Select: types.SelectCount,
+			TableName: &tables.Runs, IndexName: aws.String("byFlow"), KeyConditionExpression: aws.String("flowId = :f"), Select: types.SelectCount,
 			ExpressionAttributeValues: map[string]types.AttributeValue{":f": &types.AttributeValueMemberS{Value: id}},
 		})
 		if err != nil {
@@ -494,5 +495,86 @@ func TestCreateTablesTwice(t *testing.T) {
 	if err != nil || ttl.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled ||
 		aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "expiresAt" {
 		t.Errorf("runs TTL = %+v, %v; want enabled on expiresAt", ttl, err)
+	}
+}
+
+// racing runs before each transaction, as another writer between the
+// Store's read and its write would.
+type racing struct {
+	dynamostore.API
+	before func()
+}
+
+func (r *racing) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if r.before != nil {
+		before := r.before
+		r.before = nil
+		before()
+	}
+	return r.API.TransactWriteItems(ctx, in, opts...)
+}
+
+// TestPutFlowRaces checks the conditions inside the transaction, which the
+// read before it cannot: a write or delete between the two.
+func TestPutFlowRaces(t *testing.T) {
+	s, client, tables := newStore(t)
+	ctx := t.Context()
+	f := workflow("prj_a", "flw_1", "POST", "race")
+	if err := s.CreateFlow(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	r := &racing{API: client}
+	racy := dynamostore.New(r, tables)
+
+	other := f
+	other.Version, other.Name = 2, "other writer"
+	r.before = func() {
+		if err := s.PutFlow(ctx, other); err != nil {
+			t.Errorf("concurrent PutFlow: %v", err)
+		}
+	}
+	mine := f
+	mine.Version = 2
+	mine.Trigger.Webhook = &automation.Webhook{HTTPMethod: "GET", Path: "race2"}
+	wantCode(t, racy.PutFlow(ctx, mine), automation.ErrConflict, "FLOW_MODIFIED")
+	if got, _ := s.Flow(ctx, "prj_a", "flw_1"); got.Name != "other writer" {
+		t.Errorf("flow = %+v, want the other writer's", got)
+	}
+	if routes, _ := s.RouteFlows(ctx, "race2"); len(routes) != 0 {
+		t.Errorf("the refused write moved routes: %v", routes)
+	}
+
+	r.before = func() {
+		if err := s.DeleteFlow(ctx, "prj_a", "flw_1"); err != nil {
+			t.Errorf("concurrent DeleteFlow: %v", err)
+		}
+	}
+	mine.Version = 3
+	wantCode(t, racy.PutFlow(ctx, mine), automation.ErrNotFound, "FLOW_NOT_FOUND")
+	if routes, _ := s.RouteFlows(ctx, "race2"); len(routes) != 0 {
+		t.Errorf("write to a deleted flow left routes: %v", routes)
+	}
+
+	// DeleteFlow retries when the flow moves its routes under it, so none
+	// is left behind.
+	g := workflow("prj_a", "flw_2", "POST", "del1")
+	if err := s.CreateFlow(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	moved := g
+	moved.Version = 2
+	moved.Trigger.Webhook = &automation.Webhook{HTTPMethod: "PUT", Path: "del2"}
+	r.before = func() {
+		if err := s.PutFlow(ctx, moved); err != nil {
+			t.Errorf("concurrent PutFlow: %v", err)
+		}
+	}
+	if err := racy.DeleteFlow(ctx, "prj_a", "flw_2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"del1", "del2"} {
+		if routes, _ := s.RouteFlows(ctx, p); len(routes) != 0 {
+			t.Errorf("routes of %s left after delete: %v", p, routes)
+		}
 	}
 }
