@@ -179,7 +179,9 @@ func TestPutRetries(t *testing.T) {
 
 func TestGetAndDeleteMapping(t *testing.T) {
 	st := &stub{
-		get: func(*secretsmanager.GetSecretValueInput) (*secretsmanager.GetSecretValueOutput, error) { return nil, errDeleting },
+		get: func(*secretsmanager.GetSecretValueInput) (*secretsmanager.GetSecretValueOutput, error) {
+			return nil, errDeleting
+		},
 		del: func(in *secretsmanager.DeleteSecretInput) error {
 			if !aws.ToBool(in.ForceDeleteWithoutRecovery) {
 				t.Errorf("DeleteSecret without ForceDeleteWithoutRecovery: the credential could be restored")
@@ -193,7 +195,9 @@ func TestGetAndDeleteMapping(t *testing.T) {
 	if err := s.DeleteSecret(context.Background(), "prj_a", "x"); err != nil {
 		t.Errorf("delete missing = %v", err)
 	}
-	st.get = func(*secretsmanager.GetSecretValueInput) (*secretsmanager.GetSecretValueOutput, error) { return nil, errBoom }
+	st.get = func(*secretsmanager.GetSecretValueInput) (*secretsmanager.GetSecretValueOutput, error) {
+		return nil, errBoom
+	}
 	st.del = func(*secretsmanager.DeleteSecretInput) error { return errBoom }
 	if _, err := s.Secret(context.Background(), "prj_a", "x"); !errors.Is(err, errBoom) || automation.IsNotFound(err) ||
 		!strings.HasPrefix(err.Error(), "smsecrets: get secret flow/dev/prj_a/x: ") {
