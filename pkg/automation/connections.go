@@ -21,7 +21,7 @@ func (s *Service) ListConnections(ctx context.Context, p Project, pr PageRequest
 	if pr.Status != "" {
 		return List[Connection]{}, InvalidCode("INVALID_PARAMETER", "connections take no status filter")
 	}
-	const scope = "connections"
+	scope := p.ID + "/connections" // a cursor is bound to its project
 	q, err := s.listQuery(scope, pr)
 	if err != nil {
 		return List[Connection]{}, err

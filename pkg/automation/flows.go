@@ -31,7 +31,7 @@ func (s *Service) ListFlows(ctx context.Context, p Project, pr PageRequest) (Lis
 	if pr.Status != "" && pr.Status != string(FlowActive) && pr.Status != string(FlowInactive) {
 		return List[FlowSummary]{}, InvalidCode("INVALID_PARAMETER", "status must be ACTIVE or INACTIVE, got %q", pr.Status)
 	}
-	const scope = "flows"
+	scope := p.ID + "/flows" // a cursor is bound to its project
 	q, err := s.listQuery(scope, pr)
 	if err != nil {
 		return List[FlowSummary]{}, err

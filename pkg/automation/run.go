@@ -44,11 +44,14 @@ type Run struct {
 type TriggerData struct {
 	Method  string            `json:"method"`
 	Path    string            `json:"path"`
-	Headers map[string]string `json:"headers"` // canonical names, values joined with ", "
+	Headers map[string]string `json:"headers"` // lower-case names, values joined with ", "
 	Query   map[string]string `json:"query"`
 	// Body: parsed JSON as is; a form as an object of strings; anything else
 	// as a JSON string.
 	Body json.RawMessage `json:"body"`
+	// RawBody is the body exactly as received, kept when it differs from
+	// Body (signatures are computed over the wire bytes); empty means Body.
+	RawBody string `json:"rawBody,omitempty"`
 }
 
 // StepStatus is the outcome of one step.

@@ -279,7 +279,7 @@ func (s *Service) ListRuns(ctx context.Context, p Project, flowID string, pr Pag
 	if _, err := s.store.Flow(ctx, p.ID, flowID); err != nil {
 		return List[Run]{}, wrap("list runs", err)
 	}
-	scope := "runs/" + flowID
+	scope := p.ID + "/runs/" + flowID
 	q, err := s.listQuery(scope, pr)
 	if err != nil {
 		return List[Run]{}, err

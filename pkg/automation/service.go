@@ -142,6 +142,10 @@ func list[T, U any](s *Service, scope string, q ListQuery, p Page[T], view func(
 }
 
 func wrap(op string, err error) error {
+	// Callers return wrap(op, err) on success paths too.
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return err

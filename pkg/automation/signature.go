@@ -1,0 +1,121 @@
+package automation
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SignatureTolerance is how far a timestamped signature (Stripe, Slack) may
+// be from now: older or newer deliveries are refused as replays.
+const SignatureTolerance = 5 * time.Minute
+
+// VerifySignature checks an HMAC-SHA256 signature of the raw body. header
+// looks up a request header by name, case-insensitively, with repeated values
+// joined by ","; Stripe's value is parsed accordingly, because API Gateway
+// adapters split headers on commas. Every failure is the same 401, so that a
+// caller learns nothing about which part was wrong.
+func VerifySignature(sig Signature, header func(name string) string, body []byte, now time.Time) error {
+	secret := sig.Secret.Reveal()
+	// An unset or still-masked secret would make the HMAC guessable.
+	if secret == "" || sig.Secret.Masked() {
+		return errInvalidSignature()
+	}
+	var ok bool
+	switch strings.ToUpper(sig.Preset) {
+	case PresetGitHub:
+		ok = verifyPrefixed(secret, header("X-Hub-Signature-256"), "sha256=", body)
+	case PresetStripe:
+		ok = verifyStripe(secret, header("Stripe-Signature"), body, now)
+	case PresetSlack:
+		ok = verifySlack(secret, header("X-Slack-Signature"), header("X-Slack-Request-Timestamp"), body, now)
+	case "":
+		ok = sig.Header != "" && verifyPrefixed(secret, header(sig.Header), sig.Prefix, body)
+	}
+	if !ok {
+		return errInvalidSignature()
+	}
+	return nil
+}
+
+func errInvalidSignature() *Error {
+	return Unauthorized("INVALID_SIGNATURE", "Invalid webhook signature")
+}
+
+// mac is the HMAC-SHA256 of the parts, concatenated.
+func mac(secret string, parts ...[]byte) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
+// hexEqual compares a hex digest (either case) with want in constant time.
+func hexEqual(digest string, want []byte) bool {
+	got, err := hex.DecodeString(strings.TrimSpace(digest))
+	return err == nil && hmac.Equal(got, want)
+}
+
+func verifyPrefixed(secret, value, prefix string, body []byte) bool {
+	value = strings.TrimSpace(value)
+	if value == "" || !strings.HasPrefix(value, prefix) {
+		return false
+	}
+	return hexEqual(value[len(prefix):], mac(secret, body))
+}
+
+// withinTolerance parses a Unix timestamp and checks it against now.
+func withinTolerance(ts string, now time.Time) bool {
+	t, err := strconv.ParseInt(strings.TrimSpace(ts), 10, 64)
+	if err != nil {
+		return false
+	}
+	d := now.Sub(time.Unix(t, 0))
+	return d <= SignatureTolerance && d >= -SignatureTolerance
+}
+
+// verifyStripe checks "t=<unix>,v1=<hex>[,v1=<hex>...]": the signed payload
+// is "<t>.<body>", and any v1 may match (Stripe sends several while a
+// secret is rolled).
+func verifyStripe(secret, value string, body []byte, now time.Time) bool {
+	var ts string
+	var sigs []string
+	for _, item := range strings.Split(value, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			sigs = append(sigs, v)
+		}
+	}
+	if ts == "" || len(sigs) == 0 || !withinTolerance(ts, now) {
+		return false
+	}
+	want := mac(secret, []byte(ts), []byte("."), body)
+	ok := false
+	for _, s := range sigs {
+		// No early exit: every candidate is compared.
+		if hexEqual(s, want) {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// verifySlack checks "v0=<hex>" of "v0:<timestamp>:<body>".
+func verifySlack(secret, value, ts string, body []byte, now time.Time) bool {
+	value = strings.TrimSpace(value)
+	ts = strings.TrimSpace(ts)
+	if ts == "" || !strings.HasPrefix(value, "v0=") || !withinTolerance(ts, now) {
+		return false
+	}
+	return hexEqual(value[len("v0="):], mac(secret, []byte("v0:"+ts+":"), body))
+}

@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm"
+	"github.com/robfig/cron/v3"
+
+	"flowservice/pkg/automation"
+)
+
+// Checker validates expressions, templates and cron specs with the same
+// compiler the Engine runs. The zero value is ready to use, and all Checkers
+// share one bounded cache of what they compiled, since the same expressions
+// are checked at definition time and evaluated on every run.
+type Checker struct{}
+
+var _ automation.Checker = Checker{}
+
+// cacheSize bounds each cache: flows repeat the same few expressions on
+// every run, and a bound keeps a stream of distinct ones from growing memory.
+const cacheSize = 4096
+
+var (
+	programs  = newCache[*vm.Program](cacheSize)
+	templates = newCache[template](cacheSize)
+)
+
+// compileEnv declares the top-level names expressions may use. Their values
+// are maps of unknown content, so any key below them compiles, while an
+// unknown top-level name is an error.
+var compileEnv = map[string]any{
+	"trigger": map[string]any{},
+	"steps":   map[string]any{},
+	"flow":    map[string]any{},
+	"run":     map[string]any{},
+}
+
+// Expression checks a bare expression, such as a FILTER condition.
+func (c Checker) Expression(src string) error {
+	_, err := c.compile(src)
+	return err
+}
+
+// Template checks a string that may hold {{ expression }} parts.
+func (c Checker) Template(s string) error {
+	_, err := c.template(s)
+	return err
+}
+
+// compile returns the cached program for src, compiling it once.
+func (c Checker) compile(src string) (*vm.Program, error) {
+	if p, ok := programs.get(src); ok {
+		return p, nil
+	}
+	if strings.TrimSpace(src) == "" {
+		return nil, automation.Invalid("expression is empty")
+	}
+	p, err := expr.Compile(src, expr.Env(compileEnv))
+	if err != nil {
+		return nil, automation.Invalid("%s", describe("expression", src, err))
+	}
+	programs.put(src, p)
+	return p, nil
+}
+
+// describe says what is wrong with an expression and where, on one line.
+func describe(what, src string, err error) string {
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		msg := fmt.Sprintf("%s %q: %s at line %d, column %d", what, src, fe.Message, fe.Line, fe.Column+1)
+		if strings.HasPrefix(fe.Message, "cannot fetch ") && strings.HasSuffix(fe.Message, "from <nil>") {
+			msg += " (the value before it is missing; use ?. for optional fields)"
+		}
+		if strings.HasPrefix(fe.Message, "unknown name ") {
+			msg += " (expressions may use trigger, steps, flow and run)"
+		}
+		return msg
+	}
+	return fmt.Sprintf("%s %q: %v", what, src, err)
+}
+
+// cronParser takes the five standard fields and the fixed descriptors.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+const cronHelp = "use five fields (minute hour day-of-month month day-of-week, for example \"*/5 * * * *\") " +
+	"or one of @yearly, @monthly, @weekly, @daily, @hourly"
+
+// Cron checks a five-field cron spec in an IANA time zone ("" is UTC).
+func (c Checker) Cron(spec, timezone string) error {
+	_, _, err := ParseCron(spec, timezone)
+	return err
+}
+
+// ParseCron parses a schedule as Cron checks it, returning the schedule and
+// its location, for schedulers that compute the next time.
+func ParseCron(spec, timezone string) (cron.Schedule, *time.Location, error) {
+	loc := time.UTC
+	if timezone != "" {
+		l, err := time.LoadLocation(timezone)
+		// "Local" depends on the host, so it means different things on flowd
+		// and on Lambda: only IANA names are allowed.
+		if err != nil || timezone == "Local" {
+			return nil, nil, automation.Invalid("timezone %q is not an IANA time zone name such as \"UTC\" or \"Europe/Paris\"", timezone)
+		}
+		loc = l
+	}
+	s := strings.TrimSpace(spec)
+	switch {
+	case s == "":
+		return nil, nil, automation.Invalid("cron is required: %s", cronHelp)
+	case strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ="):
+		return nil, nil, automation.Invalid("cron %q: set the time zone in the timezone field, not in the spec", spec)
+	case strings.HasPrefix(s, "@every"):
+		// EventBridge Scheduler has no equivalent; the fixed forms map to cron.
+		return nil, nil, automation.Invalid("cron %q: @every is not supported: %s", spec, cronHelp)
+	}
+	sched, err := cronParser.Parse(s)
+	if err != nil {
+		return nil, nil, automation.Invalid("cron %q: %v: %s", spec, err, cronHelp)
+	}
+	return sched, loc, nil
+}
+
+// cache is a bounded map: when full, an arbitrary entry makes room, which is
+// enough for a working set far below the bound.
+type cache[T any] struct {
+	mu  sync.RWMutex
+	max int
+	m   map[string]T
+}
+
+func newCache[T any](max int) *cache[T] { return &cache[T]{max: max, m: make(map[string]T)} }
+
+func (c *cache[T]) get(k string) (T, bool) {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	return v, ok
+}
+
+func (c *cache[T]) put(k string, v T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {
+		for old := range c.m {
+			delete(c.m, old)
+			break
+		}
+	}
+	c.m[k] = v
+}
+
+func (c *cache[T]) len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.m)
+}

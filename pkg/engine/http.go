@@ -1,0 +1,304 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+// http sends the step's request and outputs {"status", "headers", "body"}.
+// A connection's key goes into a header and never into the output or an
+// error: every occurrence is masked.
+func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
+	var (
+		conn    automation.Connection
+		keyName string // the header carrying the key, "" without a connection
+		keyVal  string
+		secrets []string
+	)
+	if s.ConnectionID != "" {
+		if x.e.creds == nil {
+			return nil, &stepError{msg: "connection " + s.ConnectionID + ": no credential store is configured"}
+		}
+		c, v, err := x.e.creds.ConnectionCredential(ctx, x.flow.Project, s.ConnectionID)
+		if err != nil {
+			var ae *automation.Error
+			if errors.As(err, &ae) {
+				// Its message names the connection and its state.
+				return nil, &stepError{msg: ae.Message}
+			}
+			return nil, &stepError{msg: fmt.Sprintf("connection %s: reading the credential failed: %v", s.ConnectionID, err), retryable: true}
+		}
+		conn = c
+		key := v.APIKey.Reveal()
+		if key == "" {
+			return nil, &stepError{msg: "connection " + s.ConnectionID + " has no API key"}
+		}
+		secrets = append(secrets, key)
+		keyName, keyVal = "Authorization", "Bearer "+key
+		if v.Header != "" {
+			keyName = v.Header
+		}
+		if v.Prefix != nil {
+			keyVal = *v.Prefix + key
+		}
+	}
+	masked := func(msg string) *stepError { return &stepError{msg: mask(msg, secrets)} }
+
+	req, err := x.request(ctx, s)
+	if err != nil {
+		return nil, masked(err.Error())
+	}
+	if keyName != "" {
+		req.Header.Set(keyName, keyVal)
+	}
+	where := req.Method + " " + redactURL(req.URL)
+
+	timeout := x.e.timeout
+	if s.TimeoutMs > 0 {
+		timeout = min(time.Duration(s.TimeoutMs)*time.Millisecond, MaxHTTPTimeout)
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req = req.WithContext(rctx)
+	origin := req.URL.Host
+	client := &http.Client{
+		Transport: x.e.transport,
+		CheckRedirect: func(next *http.Request, via []*http.Request) error {
+			if len(via) > maxRedirects {
+				return fmt.Errorf("stopped after %d redirects", maxRedirects)
+			}
+			// Go drops Authorization on a redirect to another host, but
+			// not a custom key header: drop it here.
+			if keyName != "" && next.URL.Host != origin {
+				next.Header.Del(keyName)
+			}
+			return nil
+		},
+	}
+
+	resp, err := client.Do(req)
+	if err != nil {
+		var pe *privateAddrError
+		switch {
+		case errors.As(err, &pe):
+			return nil, masked(where + ": " + pe.Error())
+		case ctx.Err() != nil:
+			return nil, &stepError{msg: where + ": the run ended", retryable: true}
+		case errors.Is(rctx.Err(), context.DeadlineExceeded):
+			return nil, &stepError{msg: fmt.Sprintf("%s: timed out after %s", where, timeout), retryable: true}
+		}
+		var de *net.DNSError
+		if errors.As(err, &de) {
+			// Its text names the resolver, an internal address.
+			return nil, &stepError{msg: fmt.Sprintf("%s: could not resolve host %s", where, de.Name), retryable: true}
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text repeats the full URL
+		}
+		e := masked(fmt.Sprintf("%s: request failed: %v", where, err))
+		e.retryable = true
+		return nil, e
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, x.e.maxResponse+1))
+	if err != nil {
+		e := masked(fmt.Sprintf("%s: reading the response failed: %v", where, err))
+		if errors.Is(rctx.Err(), context.DeadlineExceeded) {
+			e.msg = fmt.Sprintf("%s: timed out after %s", where, timeout)
+		}
+		e.retryable = true
+		return nil, e
+	}
+	truncated := int64(len(data)) > x.e.maxResponse
+	if truncated {
+		data = data[:x.e.maxResponse]
+	}
+	out := map[string]any{
+		"status":  resp.StatusCode,
+		"headers": responseHeaders(resp.Header),
+		"body":    responseBody(resp.Header.Get("Content-Type"), data, truncated),
+	}
+	if truncated {
+		out["truncated"] = true
+	}
+	output := maskValue(out, secrets)
+
+	if conn.ID != "" {
+		x.connectionSeen(ctx, conn, resp.StatusCode)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		msg := fmt.Sprintf("%s answered %d %s", where, resp.StatusCode, http.StatusText(resp.StatusCode))
+		if conn.ID != "" && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			msg += fmt.Sprintf("; connection %s (%s) was refused and is now in ERROR", conn.ID, conn.Name)
+		}
+		return nil, &stepError{
+			msg:       mask(msg, secrets),
+			retryable: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500,
+			output:    output,
+		}
+	}
+	return output, nil
+}
+
+// request builds the step's request from its templates.
+func (x *execution) request(ctx context.Context, s automation.Step) (*http.Request, error) {
+	c, env := x.e.checker, x.env
+	raw, err := c.evalText(s.URL, env)
+	if err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return nil, fmt.Errorf("url %q is not a valid URL", raw)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("url %q: only absolute http and https URLs are allowed", redactURL(u))
+	}
+	if len(s.Query) > 0 {
+		q := u.Query()
+		for k, v := range s.Query {
+			t, err := c.evalText(v, env)
+			if err != nil {
+				return nil, fmt.Errorf("query.%s: %w", k, err)
+			}
+			q.Set(k, t)
+		}
+		u.RawQuery = q.Encode()
+	}
+
+	var body io.Reader
+	contentType := ""
+	v, err := decode("body", s.Body)
+	if err != nil {
+		return nil, err
+	}
+	if v != nil {
+		v, err = c.evalValue(v, env)
+		if err != nil {
+			return nil, fmt.Errorf("body.%w", err)
+		}
+		if str, ok := v.(string); ok {
+			body, contentType = strings.NewReader(str), "text/plain; charset=utf-8"
+		} else {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("body: %w", err)
+			}
+			body, contentType = bytes.NewReader(b), "application/json"
+		}
+	}
+
+	method := strings.ToUpper(strings.TrimSpace(s.Method))
+	if method == "" {
+		method = http.MethodGet
+		if body != nil {
+			method = http.MethodPost
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("method %q or url is not valid", method)
+	}
+	for k, v := range s.Headers {
+		t, err := c.evalText(v, env)
+		if err != nil {
+			return nil, fmt.Errorf("headers.%s: %w", k, err)
+		}
+		req.Header.Set(k, t)
+	}
+	if contentType != "" && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return req, nil
+}
+
+// connectionSeen applies DESIGN §8: a 401 or 403 puts the connection in
+// ERROR, a later success takes it back to ACTIVE.
+func (x *execution) connectionSeen(ctx context.Context, c automation.Connection, status int) {
+	var to automation.ConnectionStatus
+	switch {
+	case (status == http.StatusUnauthorized || status == http.StatusForbidden) && c.Status != automation.ConnectionError:
+		to = automation.ConnectionError
+	case status >= 200 && status <= 299 && c.Status == automation.ConnectionError:
+		to = automation.ConnectionActive
+	default:
+		return
+	}
+	// The answer was seen: record it even if the run is being cut short.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := x.e.creds.SetConnectionStatus(sctx, x.flow.Project, c.ID, to); err != nil {
+		x.e.log.WarnContext(ctx, "connection status not recorded", "connection", c.ID, "status", to, "err", err)
+	}
+}
+
+// redactURL is a URL fit for messages: no user info, query or fragment.
+func redactURL(u *url.URL) string {
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return r.String()
+}
+
+func responseHeaders(h http.Header) map[string]any {
+	out := make(map[string]any, len(h))
+	for k, v := range h {
+		out[k] = strings.Join(v, ", ")
+	}
+	return out
+}
+
+// responseBody is parsed JSON when the response is JSON, and text otherwise
+// (including a JSON body that was cut).
+func responseBody(contentType string, data []byte, truncated bool) any {
+	if !truncated && (strings.Contains(contentType, "json") || contentType == "") && json.Valid(data) {
+		var v any
+		if json.Unmarshal(data, &v) == nil {
+			return v
+		}
+	}
+	return string(data)
+}
+
+// mask replaces every occurrence of the secrets in s with SecretMask.
+func mask(s string, secrets []string) string {
+	for _, k := range secrets {
+		s = strings.ReplaceAll(s, k, automation.SecretMask)
+	}
+	return s
+}
+
+// maskValue masks the secrets in every string and key of a JSON value. It
+// works on decoded values, so escaped forms in JSON text are caught too.
+func maskValue(v any, secrets []string) any {
+	if len(secrets) == 0 {
+		return v
+	}
+	switch v := v.(type) {
+	case string:
+		return mask(v, secrets)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[mask(k, secrets)] = maskValue(x, secrets)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = maskValue(x, secrets)
+		}
+		return out
+	}
+	return v
+}

@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"flowservice/pkg/automation"
+)
+
+// execution is the state of one run while its steps execute.
+type execution struct {
+	e     *Engine
+	flow  automation.Flow
+	run   *automation.Run
+	steps map[string]any // step name -> output, as expressions see it
+	env   map[string]any
+	// responded is set once a RESPOND step ran: the first one decides the
+	// answer, as it would once sent.
+	responded bool
+}
+
+// step runs one step and returns its output. Failures are *stepError; a
+// false FILTER is errFiltered.
+func (x *execution) step(ctx context.Context, s automation.Step) (out any, err error) {
+	// A bug in one step must fail that run, not the runner serving others.
+	defer func() {
+		if p := recover(); p != nil {
+			x.e.log.ErrorContext(ctx, "step panicked", "run", x.run.ID, "step", s.Name, "panic", fmt.Sprint(p))
+			out, err = nil, &stepError{msg: "internal error in the step"}
+		}
+	}()
+	switch s.Type {
+	case automation.StepHTTP:
+		return x.http(ctx, s)
+	case automation.StepSet:
+		return x.set(s)
+	case automation.StepFilter:
+		return x.filter(s)
+	case automation.StepVerifySignature:
+		return x.verify(s)
+	case automation.StepRespond:
+		return x.respond(s)
+	case automation.StepCode:
+		return nil, &stepError{msg: "CODE steps are not supported yet: use SET, FILTER and HTTP steps"}
+	}
+	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
+}
+
+// decode parses a step's JSON field; empty is nil.
+func decode(field string, raw json.RawMessage) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %w", field, err)
+	}
+	return v, nil
+}
+
+// set outputs its templated values object.
+func (x *execution) set(s automation.Step) (any, error) {
+	v, err := decode("values", s.Values)
+	if err != nil {
+		return nil, fail(false, err)
+	}
+	if v == nil {
+		return map[string]any{}, nil
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, &stepError{msg: "values must be a JSON object"}
+	}
+	out, err := x.e.checker.evalValue(v, x.env)
+	if err != nil {
+		return nil, fail(false, fmt.Errorf("values.%w", err))
+	}
+	return out, nil
+}
+
+// filter ends the run, successfully, when its condition is false.
+func (x *execution) filter(s automation.Step) (any, error) {
+	ok, err := x.e.checker.evalBool(s.Condition, x.env)
+	if err != nil {
+		return nil, fail(false, err)
+	}
+	out := map[string]any{"passed": ok}
+	if !ok {
+		return out, errFiltered
+	}
+	return out, nil
+}
+
+// verify checks the run's raw body against the step's signature settings,
+// or the webhook's when the step names none.
+func (x *execution) verify(s automation.Step) (any, error) {
+	sig := s.Signature
+	if sig == nil && x.flow.Trigger.Webhook != nil {
+		sig = x.flow.Trigger.Webhook.Signature
+	}
+	if sig == nil {
+		return nil, &stepError{msg: "no signature settings: set the step's signature or the webhook's"}
+	}
+	t := x.run.Trigger
+	body := []byte(t.RawBody)
+	if t.RawBody == "" {
+		body = t.Body
+	}
+	if err := automation.VerifySignature(*sig, headerLookup(t.Headers), body, x.e.now()); err != nil {
+		return nil, fail(false, err)
+	}
+	return map[string]any{"verified": true}, nil
+}
+
+// headerLookup finds a trigger header by name in any case.
+func headerLookup(h map[string]string) func(string) string {
+	return func(name string) string {
+		if v, ok := h[http.CanonicalHeaderKey(name)]; ok {
+			return v
+		}
+		for k, v := range h {
+			if strings.EqualFold(k, name) {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
+// respond sets the run's answer: a status code and a flat object of strings.
+func (x *execution) respond(s automation.Step) (any, error) {
+	code := s.StatusCode
+	if code == 0 {
+		code = http.StatusOK
+	}
+	if code < 100 || code > 599 {
+		return nil, &stepError{msg: fmt.Sprintf("statusCode %d is not an HTTP status (100 to 599)", code)}
+	}
+	v, err := decode("body", s.Body)
+	if err != nil {
+		return nil, fail(false, err)
+	}
+	fields, ok := v.(map[string]any)
+	if v != nil && !ok {
+		return nil, &stepError{msg: "body must be a flat JSON object of strings"}
+	}
+	out := make(map[string]string, len(fields))
+	for k, f := range fields {
+		switch f := f.(type) {
+		case string:
+			t, err := x.e.checker.evalText(f, x.env)
+			if err != nil {
+				return nil, fail(false, fmt.Errorf("body.%s: %w", k, err))
+			}
+			out[k] = t
+		case map[string]any, []any:
+			return nil, &stepError{msg: fmt.Sprintf("body.%s must be a string: RESPOND sends a flat object of strings", k)}
+		default:
+			out[k] = text(f)
+		}
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, fail(false, err)
+	}
+	if !x.responded {
+		x.responded = true
+		x.run.Response = &automation.RunResponse{StatusCode: code, Body: raw}
+	}
+	body := make(map[string]any, len(out))
+	for k, v := range out {
+		body[k] = v
+	}
+	return map[string]any{"statusCode": code, "body": body}, nil
+}

@@ -1,0 +1,139 @@
+// Package httpapi serves the flow service over HTTP: the management API
+// (NewAPI) with its OpenAPI document. Handlers are plain net/http, so the
+// same code runs in flowd and, wrapped by aws-lambda-go-api-proxy, on Lambda;
+// they read no environment and keep no globals.
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"path"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+// API is the management API: routes, authentication and the cross-cutting
+// behaviour every response shares (request IDs, error envelope, access log).
+type API struct {
+	svc *automation.Service
+	log *slog.Logger
+	mux *http.ServeMux
+	// patterns holds the registered patterns, to tell a route's match from
+	// the redirect ServeMux answers for unclean paths.
+	patterns map[string]bool
+}
+
+// route is one entry of the routing table. Public routes skip
+// authentication; every other route needs a bearer key.
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+	public  bool
+}
+
+// routes is the routing table: adding an endpoint is one line here.
+func (a *API) routes() []route {
+	return []route{
+		{pattern: "GET /api/v1/openapi.json", handler: a.openAPI, public: true},
+
+		{pattern: "GET /api/v1/flows", handler: a.listFlows},
+		{pattern: "POST /api/v1/flows", handler: a.createFlow},
+		{pattern: "GET /api/v1/flows/{flowId}", handler: a.getFlow},
+		{pattern: "POST /api/v1/flows/{flowId}", handler: a.updateFlow},
+		{pattern: "DELETE /api/v1/flows/{flowId}", handler: a.deleteFlow},
+		{pattern: "POST /api/v1/flows/{flowId}/enable", handler: a.enableFlow},
+		{pattern: "POST /api/v1/flows/{flowId}/disable", handler: a.disableFlow},
+		{pattern: "GET /api/v1/flows/{flowId}/webhook", handler: a.getWebhook},
+		{pattern: "GET /api/v1/flows/{flowId}/webhook/security", handler: a.getWebhookSecurity},
+		{pattern: "POST /api/v1/flows/{flowId}/webhook/security", handler: a.setWebhookSecurity},
+
+		{pattern: "GET /api/v1/connections", handler: a.listConnections},
+		{pattern: "POST /api/v1/connections", handler: a.createConnection},
+		{pattern: "GET /api/v1/connections/{connectionId}", handler: a.getConnection},
+		{pattern: "DELETE /api/v1/connections/{connectionId}", handler: a.deleteConnection},
+	}
+}
+
+// NewAPI returns the management API handler. log receives one access line per
+// request and the details of internal errors; nil discards them.
+func NewAPI(svc *automation.Service, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &API{svc: svc, log: log, mux: http.NewServeMux(), patterns: map[string]bool{}}
+	for _, rt := range a.routes() {
+		h := http.Handler(rt.handler)
+		if !rt.public {
+			h = a.authenticate(h)
+		}
+		a.mux.Handle(rt.pattern, h)
+		a.patterns[rt.pattern] = true
+	}
+	return a
+}
+
+// ServeHTTP runs the middleware chain, outermost first: request ID, access
+// log, panic recovery, common headers, routing.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	info := &requestInfo{id: requestIDFrom(r)}
+	r = r.WithContext(withInfo(r.Context(), info))
+	w.Header().Set("X-Request-Id", info.id)
+	rec := &recorder{ResponseWriter: w}
+	defer a.logAccess(r, rec, info, start)
+	defer a.recoverPanic(rec, r)
+
+	// Management answers carry keys' data: no cache may keep them.
+	rec.Header().Set("Cache-Control", "no-store")
+	a.dispatch(rec, r)
+}
+
+// dispatch routes r, answering unmatched requests with JSON 404 or 405
+// before any authentication: the route table is public (it is in the OpenAPI
+// document), so this reveals nothing about resources.
+func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
+	h, pattern := a.mux.Handler(r)
+	// ServeMux redirects unclean paths ("//", "..", a trailing slash) to
+	// their clean form, as text/html; no route has such a path, so they are
+	// unknown routes.
+	if path.Clean(r.URL.Path) != r.URL.Path {
+		pattern = ""
+	}
+	if pattern != "" && a.patterns[pattern] {
+		infoOf(r.Context()).route = pattern
+		// ServeHTTP sets the path values the handler reads.
+		a.mux.ServeHTTP(w, r)
+		return
+	}
+	// ServeMux knows whether the path matched with another method; its own
+	// answer is plain text, so read status and Allow from a scratch writer.
+	probe := &probeWriter{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		writeError(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED",
+			r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+probe.header.Get("Allow"))
+		return
+	}
+	writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route: "+r.Method+" "+r.URL.Path)
+}
+
+// probeWriter captures what ServeMux would answer to an unmatched request.
+type probeWriter struct {
+	header http.Header
+	status int
+}
+
+func (p *probeWriter) Header() http.Header { return p.header }
+func (p *probeWriter) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (p *probeWriter) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}

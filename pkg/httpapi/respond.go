@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"flowservice/pkg/automation"
+)
+
+// Kinds of failure that belong to HTTP rather than to the domain.
+var (
+	errUnsupportedMedia = errors.New("unsupported media type") // 415
+	errTooLarge         = errors.New("body too large")         // 413
+)
+
+// statusOf maps the kind of an *automation.Error to its status.
+var statusOf = map[error]int{
+	automation.ErrInvalid:      http.StatusBadRequest,
+	automation.ErrUnauthorized: http.StatusUnauthorized,
+	automation.ErrForbidden:    http.StatusForbidden,
+	automation.ErrNotFound:     http.StatusNotFound,
+	automation.ErrConflict:     http.StatusConflict,
+	automation.ErrUnavailable:  http.StatusServiceUnavailable,
+	errUnsupportedMedia:        http.StatusUnsupportedMediaType,
+	errTooLarge:                http.StatusRequestEntityTooLarge,
+}
+
+// fail writes the error envelope for err. Only *automation.Error text
+// reaches clients; anything else is logged with the request ID and answered
+// with a bare 500, so internals never leak.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var e *automation.Error
+	if errors.As(err, &e) {
+		if status, ok := statusOf[e.Kind]; ok {
+			if status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", "Bearer")
+			}
+			writeError(w, r, status, e.Code, e.Message)
+			return
+		}
+	}
+	a.log.ErrorContext(r.Context(), "request failed", "requestId", RequestID(r.Context()), "err", err)
+	writeError(w, r, http.StatusInternalServerError, "INTERNAL", "internal error")
+}
+
+// errorBody is the error envelope of every failed request.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"requestId"`
+}
+
+// writeError writes the error envelope with the request's ID.
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	writeJSON(w, status, errorBody{errorDetail{Code: code, Message: msg, RequestID: RequestID(r.Context())}})
+}
+
+// writeJSON encodes v as the response. Encoding first, into a buffer, means
+// a value that cannot be encoded becomes a clean 500 instead of a truncated
+// 200.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":{"code":"INTERNAL","message":"internal error","requestId":""}}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// writeNoContent answers 204.
+func writeNoContent(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }
