@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
+	"flowservice/pkg/runworker"
 )
 
 func main() {
@@ -48,13 +50,22 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	defer dir.Close()
 
+	policy := automation.RunPolicy{}
+	rt := &automation.RunRuntime{Runs: dir.Store, Policy: policy}
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
+		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Runtime: rt,
 	})
 	if err != nil {
 		return err
 	}
+	// The engine reads credentials through the Service, which runs flows
+	// through the engine: the runtime is completed after both exist.
+	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivate, Log: log})
+	pool := runworker.New(dir.Store, svc, runworker.Config{
+		Workers: cfg.Workers, Lease: policy.Lease() + 30*time.Second, Log: log,
+	})
+	rt.Queue = pool.Notifying(dir.Store)
 	if err := bootstrap(ctx, svc, cfg.DataDir, stdout); err != nil {
 		return err
 	}
@@ -64,6 +75,14 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
+	// Workers stop after the servers: a webhook accepted while shutting
+	// down is still durable, and runs resume at the next start.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	var background sync.WaitGroup
+	background.Go(func() { pool.Run(workCtx) })
+	background.Go(func() { purgeLoop(workCtx, svc, log) })
+
 	errc := make(chan error, len(servers))
 	for _, s := range servers {
 		log.Info("listening", "addr", s.ln.Addr().String(), "serves", s.serves)
@@ -82,7 +101,29 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 			log.Warn("shutdown", "addr", s.ln.Addr().String(), "err", err)
 		}
 	}
+	stopWork()
+	background.Wait()
 	return nil
+}
+
+// purgeLoop deletes runs past their retention once soon after start and
+// then every hour.
+func purgeLoop(ctx context.Context, svc *automation.Service, log *slog.Logger) {
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := svc.PurgeRuns(ctx); err != nil && ctx.Err() == nil {
+			log.Error("purge expired runs", "err", err)
+		} else if n > 0 {
+			log.Info("purged expired runs", "count", n)
+		}
+		t.Reset(time.Hour)
+	}
 }
 
 // bootstrap creates the first project and key of an empty data directory,

@@ -163,7 +163,9 @@ type RunQueue interface {
 	// Enqueue makes a new RUNNING run durable and due: when it returns nil,
 	// the run record exists and will be executed even if this process dies
 	// the next instant (embedded: run and queue entry in one transaction;
-	// AWS: run item written, then the message accepted by SQS).
+	// AWS: run item written, then the message accepted by SQS). A run ID
+	// that exists already is ErrConflict with code RUN_EXISTS and changes
+	// nothing: derived IDs deduplicate deliveries that way.
 	Enqueue(ctx context.Context, r Run) error
 }
 

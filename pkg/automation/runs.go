@@ -2,6 +2,8 @@ package automation
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -39,10 +41,11 @@ func (p RunPolicy) withDefaults() RunPolicy {
 	return p
 }
 
-// lease is how long a claim holds a run: longer than an attempt may take,
+// Lease is how long a claim holds a run: longer than an attempt may take,
 // so a live attempt is never taken over, short enough that the run of a
-// crashed process is taken up again soon.
-func (p RunPolicy) lease() time.Duration { return p.Timeout + 30*time.Second }
+// crashed process is taken up again soon. Queues lease their entries at
+// least as long.
+func (p RunPolicy) Lease() time.Duration { return p.withDefaults().Timeout + 30*time.Second }
 
 // RunRuntime is what running flows needs beyond the management API.
 type RunRuntime struct {
@@ -152,7 +155,7 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Run, e
 		return Run{}, err
 	}
 	p := rt.Policy.withDefaults()
-	r, err := rt.Runs.ClaimRun(ctx, project, runID, s.clock(), p.lease())
+	r, err := rt.Runs.ClaimRun(ctx, project, runID, s.clock(), p.Lease())
 	var e *Error
 	switch {
 	case errors.As(err, &e) && e.Code == "RUN_FINISHED":
@@ -334,4 +337,80 @@ func (s *Service) PurgeRuns(ctx context.Context) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// StartScheduledRun starts the run of an ACTIVE SCHEDULE flow for one firing
+// of its schedule. key names the firing (the scheduler's execution ID, or the
+// fire time) and fixes the run's ID, so a firing delivered twice starts one
+// run: the second gets the first run back.
+func (s *Service) StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (Run, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return Run{}, err
+	}
+	f, err := s.store.Flow(ctx, project, flowID)
+	if err != nil {
+		return Run{}, wrap("start scheduled run", err)
+	}
+	if f.Status != FlowActive || f.Trigger.Type != TriggerSchedule || f.Trigger.Schedule == nil {
+		return Run{}, Conflict("FLOW_NOT_SCHEDULED", "flow %q is not an active schedule flow", flowID)
+	}
+	body, err := json.Marshal(map[string]string{
+		"firedAt":  firedAt.UTC().Format(time.RFC3339),
+		"cron":     f.Trigger.Schedule.Cron,
+		"timezone": f.Trigger.Schedule.Timezone,
+	})
+	if err != nil {
+		return Run{}, wrap("start scheduled run", err)
+	}
+	r := Run{
+		ID: derivedRunID(flowID, key), Project: project, FlowID: flowID, Status: RunRunning,
+		Trigger: TriggerData{Method: "SCHEDULE", Headers: map[string]string{}, Query: map[string]string{}, Body: body},
+		Steps:   []StepResult{}, Created: s.clock(),
+	}
+	err = rt.Queue.Enqueue(ctx, r)
+	var e *Error
+	if errors.As(err, &e) && e.Code == "RUN_EXISTS" {
+		return rt.Runs.Run(ctx, project, flowID, r.ID)
+	}
+	if err != nil {
+		return Run{}, wrap("enqueue scheduled run", err)
+	}
+	return r, nil
+}
+
+// derivedRunID is the run ID of a deduplicated trigger: unguessable without
+// the flow ID, and the same for the same flow and key.
+func derivedRunID(flowID, key string) string {
+	sum := sha256.Sum256([]byte(flowID + "\x00" + key))
+	return PrefixRun + idEncoding.EncodeToString(sum[:16])
+}
+
+// ScheduledFlows lists every ACTIVE SCHEDULE flow of every project, for a
+// scheduler that keeps its schedules in memory and loads them at start.
+func (s *Service) ScheduledFlows(ctx context.Context) ([]Flow, error) {
+	projects, err := s.store.Projects(ctx)
+	if err != nil {
+		return nil, wrap("scheduled flows", err)
+	}
+	var out []Flow
+	for _, p := range projects {
+		q := ListQuery{Limit: MaxPageSize, Status: string(FlowActive)}
+		for {
+			page, err := s.store.ListFlows(ctx, p.ID, q)
+			if err != nil {
+				return nil, wrap("scheduled flows", err)
+			}
+			for _, f := range page.Items {
+				if f.Trigger.Type == TriggerSchedule && f.Trigger.Schedule != nil {
+					out = append(out, f)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+	}
+	return out, nil
 }

@@ -22,17 +22,19 @@ type Entry struct {
 	Attempts int // claims so far, this one included
 }
 
-// Queue is the embedded run queue (sqlitestore implements it).
+// Queue is the embedded run queue (sqlitestore implements it). Entries are
+// named by their run's ID.
 type Queue interface {
 	// ClaimDue takes the oldest due entry that no live lease holds, leasing
-	// it until now+lease; ok is false when none is due.
-	ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e Entry, ok bool, err error)
-	// Ack removes a finished entry.
-	Ack(ctx context.Context, e Entry) error
+	// it until now+lease and counting the claim in attempts; ok is false
+	// when none is due.
+	ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (runID, project string, attempts int, ok bool, err error)
+	// Ack removes a settled entry.
+	Ack(ctx context.Context, runID string) error
 	// Retry makes the entry due again at the given time.
-	Retry(ctx context.Context, e Entry, at time.Time) error
+	Retry(ctx context.Context, runID string, at time.Time) error
 	// Park sets an entry aside for good, with the reason, for inspection.
-	Park(ctx context.Context, e Entry, reason string) error
+	Park(ctx context.Context, runID, reason string) error
 }
 
 // Executor executes one attempt at a run: *automation.Service.
@@ -107,7 +109,10 @@ func (p *Pool) Run(ctx context.Context) {
 
 func (p *Pool) work(ctx context.Context) {
 	for ctx.Err() == nil {
-		e, ok, err := p.q.ClaimDue(ctx, time.Now(), p.cfg.Lease)
+		var e Entry
+		var ok bool
+		var err error
+		e.RunID, e.Project, e.Attempts, ok, err = p.q.ClaimDue(ctx, time.Now(), p.cfg.Lease)
 		if err != nil && ctx.Err() == nil {
 			p.cfg.Log.Error("claim queued run", "err", err)
 		}
@@ -133,14 +138,14 @@ func (p *Pool) handle(ctx context.Context, e Entry) {
 	_, err := p.exec.ExecuteRun(ctx, e.Project, e.RunID)
 	switch {
 	case err == nil:
-		err = p.q.Ack(ctx, e)
+		err = p.q.Ack(ctx, e.RunID)
 	case errors.Is(err, automation.ErrExhausted):
 		log.Warn("run failed for good; entry parked", "err", err)
-		err = p.q.Park(ctx, e, err.Error())
+		err = p.q.Park(ctx, e.RunID, err.Error())
 	default:
 		at := time.Now().Add(p.backoff(e.Attempts))
 		log.Info("run will be retried", "at", at, "err", err)
-		err = p.q.Retry(ctx, e, at)
+		err = p.q.Retry(ctx, e.RunID, at)
 	}
 	if err != nil {
 		// The lease expires and the entry is claimed again: nothing is lost.
@@ -157,4 +162,23 @@ func (p *Pool) backoff(n int) time.Duration {
 	}
 	d = min(d, p.cfg.MaxBackoff)
 	return d/2 + rand.N(d/2+1)
+}
+
+// Notifying wraps the queue runs are accepted into, so that every accepted
+// run wakes an idle worker at once.
+func (p *Pool) Notifying(q automation.RunQueue) automation.RunQueue {
+	return notifying{q, p}
+}
+
+type notifying struct {
+	automation.RunQueue
+	p *Pool
+}
+
+func (n notifying) Enqueue(ctx context.Context, r automation.Run) error {
+	if err := n.RunQueue.Enqueue(ctx, r); err != nil {
+		return err
+	}
+	n.p.Notify()
+	return nil
 }

@@ -1,0 +1,70 @@
+package automation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Message kinds on a run queue (SQS).
+const (
+	MessageRun      = "run"      // execute the queued run RunID
+	MessageSchedule = "schedule" // a schedule fired: start a run of FlowID
+)
+
+// QueueMessage is the body of a run queue message. Queue adapters write
+// "run" messages; schedulers (EventBridge Scheduler) write "schedule" ones
+// through an input template; the runner reads both.
+type QueueMessage struct {
+	Kind    string `json:"kind"`
+	Project string `json:"project"`
+	RunID   string `json:"runId,omitempty"`
+	FlowID  string `json:"flowId,omitempty"`
+	// ExecutionID names one firing of a schedule; ScheduledTime is when it
+	// was due (RFC 3339). Both come from the scheduler.
+	ExecutionID   string `json:"executionId,omitempty"`
+	ScheduledTime string `json:"scheduledTime,omitempty"`
+	// PayloadRef names where a run too large for a message was stored.
+	PayloadRef string `json:"payloadRef,omitempty"`
+}
+
+// HandleMessage does what one queue message asks: executes a run, or starts
+// and executes the run of a schedule firing. Its error contract is
+// ExecuteRun's: nil when the message is done with, ErrRetry or another error
+// to see it again, ErrExhausted when the run failed for good.
+func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
+	var m QueueMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		// A message nobody can read will not improve with retries; let it
+		// go to the dead-letter queue with a clear reason.
+		return fmt.Errorf("%w: unreadable queue message: %w", ErrExhausted, err)
+	}
+	switch m.Kind {
+	case MessageRun:
+		_, err := s.ExecuteRun(ctx, m.Project, m.RunID)
+		return err
+	case MessageSchedule:
+		fired, err := time.Parse(time.RFC3339, m.ScheduledTime)
+		if err != nil {
+			fired = s.clock()
+		}
+		key := m.ExecutionID
+		if key == "" {
+			key = m.ScheduledTime
+		}
+		r, err := s.StartScheduledRun(ctx, m.Project, m.FlowID, fired, key)
+		var e *Error
+		if errors.As(err, &e) && (e.Code == "FLOW_NOT_SCHEDULED" || errors.Is(err, ErrNotFound)) {
+			return nil // disabled or deleted since the schedule fired
+		}
+		if err != nil {
+			return fmt.Errorf("%w: start scheduled run of %s: %w", ErrRetry, m.FlowID, err)
+		}
+		_, err = s.ExecuteRun(ctx, r.Project, r.ID)
+		return err
+	default:
+		return fmt.Errorf("%w: queue message of unknown kind %q", ErrExhausted, m.Kind)
+	}
+}

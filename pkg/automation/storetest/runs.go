@@ -1,0 +1,299 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+// RunEnv is a store with its run store, as an adapter wires them.
+type RunEnv struct {
+	Store automation.Store
+	Runs  automation.RunStore
+	// Create records a new RUNNING run: the store half of the adapter's
+	// RunQueue.Enqueue (embedded: Enqueue itself; AWS: the run item write
+	// that precedes the SQS message).
+	Create func(ctx context.Context, r automation.Run) error
+}
+
+// RunRuns runs the run store contract against the environment open makes.
+// open must return empty stores each call and arrange its own cleanup.
+func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
+	t.Run("RunGet", func(t *testing.T) { testRunGet(t, open(t)) })
+	t.Run("RunClaim", func(t *testing.T) { testRunClaim(t, open(t)) })
+	t.Run("RunClaimRace", func(t *testing.T) { testRunClaimRace(t, open(t)) })
+	t.Run("RunFinishStats", func(t *testing.T) { testRunFinishStats(t, open(t)) })
+	t.Run("ListRuns", func(t *testing.T) { testListRuns(t, open(t)) })
+	t.Run("RunsGoWithFlow", func(t *testing.T) { testRunsGoWithFlow(t, open(t)) })
+	t.Run("RunsPurge", func(t *testing.T) { testRunsPurge(t, open(t)) })
+}
+
+// runFixture is a project with one flow, stored.
+func runFixture(t *testing.T, env RunEnv) automation.Flow {
+	t.Helper()
+	p := newProject("runs", now())
+	must(t, "create project", env.Store.CreateProject(context.Background(), p))
+	f := flowBuilderWebhook(p.ID, "hook", now())
+	must(t, "create flow", env.Store.CreateFlow(context.Background(), f))
+	return f
+}
+
+func newRun(f automation.Flow, created time.Time) automation.Run {
+	return automation.Run{
+		ID: automation.NewID(automation.PrefixRun), Project: f.Project, FlowID: f.ID,
+		Status: automation.RunRunning, Created: created, Steps: []automation.StepResult{},
+		Trigger: automation.TriggerData{
+			Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
+			Headers: map[string]string{"content-type": "application/json"},
+			Query:   map[string]string{"a": "1"},
+			Body:    json.RawMessage(`{"event":"push","data":{"ref":"main"}}`),
+		},
+	}
+}
+
+func getRun(t *testing.T, env RunEnv, r automation.Run) automation.Run {
+	t.Helper()
+	got, err := env.Runs.Run(context.Background(), r.Project, r.FlowID, r.ID)
+	must(t, "get run "+r.ID, err)
+	return got
+}
+
+func testRunGet(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	got := getRun(t, env, r)
+	if got.ID != r.ID || got.Status != automation.RunRunning || got.Project != f.Project ||
+		!got.Created.Equal(r.Created) || jsonOf(t, got.Trigger) != jsonOf(t, r.Trigger) {
+		t.Fatalf("run = %s, want %s", jsonOf(t, got), jsonOf(t, r))
+	}
+	dup := r
+	dup.Trigger.Body = json.RawMessage(`{"second":true}`)
+	wantKind(t, "create a run ID twice", env.Create(ctx, dup), automation.ErrConflict, "RUN_EXISTS")
+	if again := getRun(t, env, r); jsonOf(t, again.Trigger) != jsonOf(t, r.Trigger) {
+		t.Fatalf("a duplicate create changed the run: %s", jsonOf(t, again.Trigger))
+	}
+	_, err := env.Runs.Run(ctx, "prj_other", f.ID, r.ID)
+	wantKind(t, "run of another project", err, automation.ErrNotFound, "RUN_NOT_FOUND")
+	_, err = env.Runs.Run(ctx, f.Project, "flw_other", r.ID)
+	wantKind(t, "run of another flow", err, automation.ErrNotFound, "RUN_NOT_FOUND")
+}
+
+func testRunClaim(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	t0, lease := now(), time.Minute
+
+	c1, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, lease)
+	must(t, "first claim", err)
+	if c1.Attempts != 1 || c1.Status != automation.RunRunning || c1.FlowID != f.ID {
+		t.Fatalf("first claim = attempts %d status %s flow %s", c1.Attempts, c1.Status, c1.FlowID)
+	}
+	_, err = env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(time.Second), lease)
+	wantKind(t, "claim under a live lease", err, automation.ErrConflict, "RUN_CLAIMED")
+	_, err = env.Runs.ClaimRun(ctx, "prj_other", r.ID, t0, lease)
+	wantKind(t, "claim from another project", err, automation.ErrNotFound, "")
+
+	// A crashed attempt: once its lease has passed, the run is claimable.
+	c2, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(lease+time.Millisecond), lease)
+	must(t, "claim after the lease", err)
+	if c2.Attempts != 2 {
+		t.Fatalf("attempts after the second claim = %d, want 2", c2.Attempts)
+	}
+
+	// A released attempt keeps its record and frees the run at once.
+	c2.Error = "step call: 503 Service Unavailable"
+	c2.Steps = []automation.StepResult{{Name: "call", Type: automation.StepHTTP, Status: automation.StepFailed, Error: "503"}}
+	must(t, "release", env.Runs.ReleaseRun(ctx, c2))
+	got := getRun(t, env, r)
+	if got.Status != automation.RunRunning || got.Error != c2.Error || len(got.Steps) != 1 {
+		t.Fatalf("released run = %s", jsonOf(t, got))
+	}
+	c3, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(lease+2*time.Millisecond), lease)
+	must(t, "claim after release", err)
+	if c3.Attempts != 3 {
+		t.Fatalf("attempts = %d, want 3", c3.Attempts)
+	}
+
+	c3.Status = automation.RunSucceeded
+	must(t, "finish", env.Runs.FinishRun(ctx, c3))
+	_, err = env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(10*lease), lease)
+	wantKind(t, "claim of a finished run", err, automation.ErrConflict, "RUN_FINISHED")
+	_, err = env.Runs.ClaimRun(ctx, f.Project, "run_missing", t0, lease)
+	wantKind(t, "claim of a missing run", err, automation.ErrNotFound, "")
+}
+
+// testRunClaimRace claims one run from many goroutines at once: exactly one
+// wins, which is what makes redelivered messages harmless.
+func testRunClaimRace(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	t0 := now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, time.Minute)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+		} else {
+			wantKind(t, "losing claim", err, automation.ErrConflict, "RUN_CLAIMED")
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d of %d simultaneous claims won, want exactly 1", won, n)
+	}
+}
+
+func testRunFinishStats(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	base := now()
+	finish := func(created time.Time, status automation.RunStatus) automation.Run {
+		t.Helper()
+		r := newRun(f, created)
+		must(t, "create run", env.Create(ctx, r))
+		c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+		must(t, "claim", err)
+		c.Status = status
+		fin := created.Add(5 * time.Millisecond)
+		d := int64(5)
+		c.Started, c.Finished, c.DurationMs = &created, &fin, &d
+		c.Response = &automation.RunResponse{StatusCode: 202, Body: json.RawMessage(`{"ok":"yes"}`)}
+		must(t, "finish", env.Runs.FinishRun(ctx, c))
+		return c
+	}
+	later := finish(base.Add(2*time.Second), automation.RunSucceeded)
+	finish(base.Add(time.Second), automation.RunFailed) // older, finishing later
+	finish(base, automation.RunTimeout)
+
+	got := getRun(t, env, later)
+	if got.Status != automation.RunSucceeded || got.DurationMs == nil || *got.DurationMs != 5 ||
+		got.Response == nil || got.Response.StatusCode != 202 {
+		t.Fatalf("finished run = %s", jsonOf(t, got))
+	}
+	fl := getFlow(t, env.Store, f.Project, f.ID)
+	if fl.Stats.Finished != 3 || fl.Stats.Succeeded != 1 || fl.Stats.LastRun == nil || !fl.Stats.LastRun.Equal(later.Created) {
+		t.Fatalf("stats = %+v, want 3 finished, 1 succeeded, last run %v", fl.Stats, later.Created)
+	}
+
+	// Finishing again changes nothing: stats count each run once.
+	again := later
+	again.Status = automation.RunFailed
+	err := env.Runs.FinishRun(ctx, again)
+	wantKind(t, "finish twice", err, automation.ErrConflict, "RUN_FINISHED")
+	if fl2 := getFlow(t, env.Store, f.Project, f.ID); fl2.Stats.Finished != 3 || fl2.Stats.Succeeded != 1 {
+		t.Fatalf("stats after a second finish = %+v", fl2.Stats)
+	}
+	if got := getRun(t, env, later); got.Status != automation.RunSucceeded {
+		t.Fatalf("a second finish overwrote the run: %s", got.Status)
+	}
+}
+
+func testListRuns(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	other := flowBuilderWebhook(f.Project, "other", now())
+	must(t, "create other flow", env.Store.CreateFlow(ctx, other))
+	base := now()
+	var want []string // newest first
+	var failed []string
+	for i := range 12 {
+		r := newRun(f, base.Add(time.Duration(i)*time.Millisecond))
+		must(t, "create run", env.Create(ctx, r))
+		must(t, "create other run", env.Create(ctx, newRun(other, base)))
+		if i%3 == 0 {
+			c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+			must(t, "claim", err)
+			c.Status = automation.RunFailed
+			must(t, "finish", env.Runs.FinishRun(ctx, c))
+			failed = append([]string{r.ID}, failed...)
+		}
+		want = append([]string{r.ID}, want...)
+	}
+	for _, limit := range []int{5, 12, 100} {
+		items, sizes := walk(t, "list runs", func(after string) (automation.Page[automation.Run], error) {
+			return env.Runs.ListRuns(ctx, f.Project, f.ID, automation.ListQuery{Limit: limit, After: after})
+		})
+		if got := runIDs(items); !slices.Equal(got, want) {
+			t.Fatalf("limit %d: runs %v, want newest first %v", limit, got, want)
+		}
+		if !slices.Equal(sizes, pageSizes(len(want), limit)) {
+			t.Fatalf("limit %d: page sizes %v", limit, sizes)
+		}
+	}
+	items, sizes := walk(t, "list failed runs", func(after string) (automation.Page[automation.Run], error) {
+		return env.Runs.ListRuns(ctx, f.Project, f.ID, automation.ListQuery{Limit: 2, After: after, Status: string(automation.RunFailed)})
+	})
+	if got := runIDs(items); !slices.Equal(got, failed) || !slices.Equal(sizes, pageSizes(len(failed), 2)) {
+		t.Fatalf("failed runs %v in pages %v, want %v in full pages", got, sizes, failed)
+	}
+	page, err := env.Runs.ListRuns(ctx, "prj_other", f.ID, automation.ListQuery{Limit: 10})
+	must(t, "list another project's", err)
+	if len(page.Items) != 0 {
+		t.Fatalf("another project sees %d runs", len(page.Items))
+	}
+}
+
+func testRunsGoWithFlow(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	must(t, "delete flow", env.Store.DeleteFlow(ctx, f.Project, f.ID))
+	_, err := env.Runs.Run(ctx, f.Project, f.ID, r.ID)
+	wantKind(t, "run of a deleted flow", err, automation.ErrNotFound, "")
+	_, err = env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+	wantKind(t, "claim of a deleted flow's run", err, automation.ErrNotFound, "")
+}
+
+func testRunsPurge(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	base := now()
+	old1, old2, fresh := newRun(f, base.Add(-48*time.Hour)), newRun(f, base.Add(-25*time.Hour)), newRun(f, base)
+	for _, r := range []automation.Run{old1, old2, fresh} {
+		must(t, "create run", env.Create(ctx, r))
+	}
+	n, err := env.Runs.DeleteRunsBefore(ctx, base.Add(-24*time.Hour), 1)
+	must(t, "purge one", err)
+	if n != 1 {
+		t.Fatalf("purged %d with limit 1", n)
+	}
+	n, err = env.Runs.DeleteRunsBefore(ctx, base.Add(-24*time.Hour), 100)
+	must(t, "purge rest", err)
+	if n != 1 {
+		t.Fatalf("purged %d more, want 1", n)
+	}
+	for _, r := range []automation.Run{old1, old2} {
+		_, err := env.Runs.Run(ctx, f.Project, f.ID, r.ID)
+		wantKind(t, "purged run", err, automation.ErrNotFound, "")
+	}
+	getRun(t, env, fresh)
+}
+
+func runIDs(rs []automation.Run) []string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return ids
+}

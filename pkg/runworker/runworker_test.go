@@ -1,0 +1,209 @@
+package runworker_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/engine"
+	"flowservice/pkg/runworker"
+	"flowservice/pkg/sealedsecrets"
+	"flowservice/pkg/sqlitestore"
+)
+
+// env is a Service on a real SQLite store with the real engine, and a pool
+// that is not yet running.
+type env struct {
+	svc     *automation.Service
+	store   *sqlitestore.Store
+	pool    *runworker.Pool
+	project automation.Project
+}
+
+func newEnv(t *testing.T, policy automation.RunPolicy) *env {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := sqlitestore.Open(ctx, filepath.Join(dir, "flowd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	key, err := sealedsecrets.LoadOrCreateKey(filepath.Join(dir, "secrets.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := sealedsecrets.New(store, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &automation.RunRuntime{Runs: store, Policy: policy}
+	svc, err := automation.NewService(automation.Config{
+		Store: store, Secrets: secrets, Checker: engine.Checker{}, CursorKey: key, Runtime: rt,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: true})
+	pool := runworker.New(store, svc, runworker.Config{
+		Workers: 2, Poll: 20 * time.Millisecond, BaseBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
+	})
+	rt.Queue = pool.Notifying(store)
+	p, err := svc.CreateProject(ctx, "test", automation.PlanEnterprise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{svc: svc, store: store, pool: pool, project: p}
+}
+
+// start runs the pool until the test ends.
+func (e *env) start(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.pool.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// flowCalling makes an ACTIVE flow builder flow with one HTTP step to url.
+func (e *env) flowCalling(t *testing.T, url string) automation.Flow {
+	t.Helper()
+	ctx := context.Background()
+	name, eng := "caller", automation.FlowBuilder
+	steps := []automation.Step{{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: url,
+		Body: json.RawMessage(`{"ref": "{{ trigger.body.ref }}"}`)}}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (e *env) start1(t *testing.T, f automation.Flow) automation.Run {
+	t.Helper()
+	r, err := e.svc.StartRun(context.Background(), f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"ref":"main"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// waitFinal polls the run until it is final.
+func (e *env) waitFinal(t *testing.T, r automation.Run) automation.Run {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := e.svc.Run(context.Background(), e.project, r.FlowID, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Final() {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s after 10s: %+v", r.ID, got.Status, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// service answers with the statuses in order, then the last one forever.
+func service(t *testing.T, statuses ...int) (*httptest.Server, *atomic.Int32) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(calls.Add(1))
+		w.WriteHeader(statuses[min(n, len(statuses))-1])
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+func TestTransientFailuresAreRetried(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{MaxAttempts: 5})
+	srv, calls := service(t, 503, 502, 200)
+	e.start(t)
+	r := e.waitFinal(t, e.start1(t, e.flowCalling(t, srv.URL)))
+	if r.Status != automation.RunSucceeded || r.Attempts != 3 || calls.Load() != 3 {
+		t.Fatalf("run = %s after %d attempts, %d calls; want SUCCEEDED after 3", r.Status, r.Attempts, calls.Load())
+	}
+	f, _ := e.svc.Flow(context.Background(), e.project, r.FlowID)
+	if f.RunCount != 1 || f.SuccessRate != 100 || f.LastRun == nil {
+		t.Fatalf("flow stats = %d runs, %v%%, last %v", f.RunCount, f.SuccessRate, f.LastRun)
+	}
+	if pending, parked, _ := e.store.QueueStats(context.Background()); pending+parked != 0 {
+		t.Fatalf("queue keeps %d pending, %d parked after success", pending, parked)
+	}
+}
+
+func TestExhaustedRunIsFailedAndParked(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{MaxAttempts: 3})
+	srv, calls := service(t, 503)
+	e.start(t)
+	r := e.waitFinal(t, e.start1(t, e.flowCalling(t, srv.URL)))
+	if r.Status != automation.RunFailed || r.Attempts != 3 || calls.Load() != 3 {
+		t.Fatalf("run = %s after %d attempts, %d calls; want FAILED after 3", r.Status, r.Attempts, calls.Load())
+	}
+	if !strings.Contains(r.Error, "gave up after 3 attempts") || !strings.Contains(r.Error, "503") {
+		t.Fatalf("error = %q, want the reason", r.Error)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pending, parked, err := e.store.QueueStats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 && parked == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue: %d pending, %d parked; want the entry parked", pending, parked)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f, _ := e.svc.Flow(context.Background(), e.project, r.FlowID)
+	if f.RunCount != 1 || f.SuccessRate != 0 {
+		t.Fatalf("flow stats = %d runs, %v%%", f.RunCount, f.SuccessRate)
+	}
+}
+
+func TestPermanentFailureIsNotRetried(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{MaxAttempts: 5})
+	srv, calls := service(t, 400)
+	e.start(t)
+	r := e.waitFinal(t, e.start1(t, e.flowCalling(t, srv.URL)))
+	if r.Status != automation.RunFailed || r.Attempts != 1 || calls.Load() != 1 {
+		t.Fatalf("run = %s after %d attempts, %d calls; want FAILED after 1", r.Status, r.Attempts, calls.Load())
+	}
+}
+
+// TestRedeliveryDoesNotRunTwice executes a finished run again, as a second
+// delivery of its queue message would: nothing happens.
+func TestRedeliveryDoesNotRunTwice(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	srv, calls := service(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	first, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || first.Status != automation.RunSucceeded {
+		t.Fatalf("first execution = %s, %v", first.Status, err)
+	}
+	if _, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil {
+		t.Fatalf("second execution: %v", err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("the external service was called %d times, want 1", calls.Load())
+	}
+	if got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID); got.Attempts != 1 {
+		t.Fatalf("attempts = %d, want 1", got.Attempts)
+	}
+}

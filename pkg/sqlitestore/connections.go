@@ -1,0 +1,133 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+const connectionColumns = `seq, id, project, name, app, type, status, created, updated`
+
+// CreateConnection stores a connection's metadata; its credential lives in
+// the secret blobs.
+func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) error {
+	return s.write(ctx, "create connection "+c.ID, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO connections (id, project, name, app, type, status, created, updated)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.Project, c.Name, c.App, string(c.Type), string(c.Status),
+			formatTime(c.Created), formatTime(c.Updated))
+		return err
+	})
+}
+
+// Connection returns a connection of the project.
+func (s *Store) Connection(ctx context.Context, project, id string) (automation.Connection, error) {
+	c, _, err := scanConnection(s.r.QueryRowContext(ctx,
+		`SELECT `+connectionColumns+` FROM connections WHERE project = ? AND id = ?`, project, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return automation.Connection{}, automation.NotFound("connection", id)
+	} else if err != nil {
+		return automation.Connection{}, fmt.Errorf("sqlitestore: get connection %s: %w", id, err)
+	}
+	return c, nil
+}
+
+const listConnectionsSQL = `SELECT ` + connectionColumns + ` FROM connections
+	WHERE project = ? AND seq > ? ORDER BY seq LIMIT ?`
+
+// ListConnections returns the page of the project's connections after
+// q.After in creation order, reading at most q.Limit+1 rows. q.Status is
+// ignored: connections are not filtered.
+func (s *Store) ListConnections(ctx context.Context, project string, q automation.ListQuery) (automation.Page[automation.Connection], error) {
+	var page automation.Page[automation.Connection]
+	after, err := parsePosition(q.After)
+	if err != nil {
+		return page, err
+	}
+	limit := max(q.Limit, 1)
+	rows, err := s.r.QueryContext(ctx, listConnectionsSQL, project, after, limit+1)
+	if err != nil {
+		return page, fmt.Errorf("sqlitestore: list connections: %w", err)
+	}
+	defer rows.Close()
+	var lastSeq int64
+	for rows.Next() {
+		if len(page.Items) == limit {
+			page.Next = strconv.FormatInt(lastSeq, 10)
+			break
+		}
+		c, seq, err := scanConnection(rows)
+		if err != nil {
+			return page, fmt.Errorf("sqlitestore: list connections: %w", err)
+		}
+		page.Items = append(page.Items, c)
+		lastSeq = seq
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("sqlitestore: list connections: %w", err)
+	}
+	return page, nil
+}
+
+// DeleteConnection removes a connection of the project.
+func (s *Store) DeleteConnection(ctx context.Context, project, id string) error {
+	return s.write(ctx, "delete connection "+id, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM connections WHERE project = ? AND id = ?`, project, id)
+		if err != nil {
+			return err
+		}
+		return notFoundIfNone(res, "connection", id)
+	})
+}
+
+// SetConnectionStatus records a new status and when it changed.
+func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st automation.ConnectionStatus, at time.Time) error {
+	return s.write(ctx, "set status of connection "+id, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE connections SET status = ?, updated = ? WHERE project = ? AND id = ?`,
+			string(st), formatTime(at), project, id)
+		if err != nil {
+			return err
+		}
+		return notFoundIfNone(res, "connection", id)
+	})
+}
+
+// notFoundIfNone turns a statement that touched no row into NotFound.
+func notFoundIfNone(res sql.Result, kind, id string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return automation.NotFound(kind, id)
+	}
+	return nil
+}
+
+func scanConnection(row rowScanner) (automation.Connection, int64, error) {
+	var (
+		c                automation.Connection
+		seq              int64
+		typ, st          string
+		created, updated string
+	)
+	if err := row.Scan(&seq, &c.ID, &c.Project, &c.Name, &c.App, &typ, &st, &created, &updated); err != nil {
+		return c, 0, err
+	}
+	c.Type, c.Status = automation.ConnectionType(typ), automation.ConnectionStatus(st)
+	var err error
+	if c.Created, err = parseTime(created); err != nil {
+		return c, 0, err
+	}
+	if c.Updated, err = parseTime(updated); err != nil {
+		return c, 0, err
+	}
+	return c, seq, nil
+}

@@ -1,0 +1,284 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"flowservice/pkg/automation"
+)
+
+// flowColumns are read by scanFlow, in this order.
+const flowColumns = `seq, id, project, version, doc, allowed_ips, finished, succeeded, last_run`
+
+// CreateFlow stores a new flow at version 1 with zero run stats, and reserves
+// its routes in the same transaction.
+func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
+	doc, ips, err := encodeFlow(f)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create flow %s: %w", f.ID, err)
+	}
+	return s.write(ctx, "create flow "+f.ID, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO flows (id, project, status, version, doc, allowed_ips) VALUES (?, ?, ?, 1, ?, ?)`,
+			f.ID, f.Project, string(f.Status), doc, ips); err != nil {
+			return err
+		}
+		return reserveRoutes(ctx, tx, f)
+	})
+}
+
+// PutFlow replaces a flow's definition, metadata and allowlist if the stored
+// version is f.Version-1, and moves its routes to f.Routes(). The run stats
+// columns are left alone: runs own them.
+func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
+	doc, ips, err := encodeFlow(f)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: put flow %s: %w", f.ID, err)
+	}
+	return s.write(ctx, "put flow "+f.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE flows SET status = ?, version = ?, doc = ?, allowed_ips = ?
+			 WHERE project = ? AND id = ? AND version = ?`,
+			string(f.Status), f.Version, doc, ips, f.Project, f.ID, f.Version-1)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			// Missing, another project's, or changed since it was read.
+			var stored int64
+			err := tx.QueryRowContext(ctx,
+				`SELECT version FROM flows WHERE project = ? AND id = ?`, f.Project, f.ID).Scan(&stored)
+			if errors.Is(err, sql.ErrNoRows) {
+				return automation.NotFound("flow", f.ID)
+			} else if err != nil {
+				return err
+			}
+			return automation.Conflict("FLOW_MODIFIED",
+				"flow %q was modified by another request (version %d, expected %d): read it again and retry",
+				f.ID, stored, f.Version-1)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM routes WHERE flow = ?`, f.ID); err != nil {
+			return err
+		}
+		return reserveRoutes(ctx, tx, f)
+	})
+}
+
+// reserveRoutes inserts f's routes; a route another flow holds is
+// ROUTE_CONFLICT and, returned inside the transaction, undoes the write.
+func reserveRoutes(ctx context.Context, tx *sql.Tx, f automation.Flow) error {
+	for _, r := range f.Routes() {
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO routes (path, method, flow) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+			r.Path, r.Method, f.ID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			// The holder may be another project's flow: name the route,
+			// never the flow.
+			return automation.Conflict("ROUTE_CONFLICT",
+				"%s /webhook/%s is already used by another flow", r.Method, r.Path)
+		}
+	}
+	return nil
+}
+
+// Flow returns a flow of the project.
+func (s *Store) Flow(ctx context.Context, project, id string) (automation.Flow, error) {
+	f, _, err := scanFlow(s.r.QueryRowContext(ctx,
+		`SELECT `+flowColumns+` FROM flows WHERE project = ? AND id = ?`, project, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return automation.Flow{}, automation.NotFound("flow", id)
+	} else if err != nil {
+		return automation.Flow{}, fmt.Errorf("sqlitestore: get flow %s: %w", id, err)
+	}
+	return f, nil
+}
+
+// FlowByID finds a flow by its ID alone.
+func (s *Store) FlowByID(ctx context.Context, id string) (automation.Flow, error) {
+	f, _, err := scanFlow(s.r.QueryRowContext(ctx,
+		`SELECT `+flowColumns+` FROM flows WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return automation.Flow{}, automation.NotFound("flow", id)
+	} else if err != nil {
+		return automation.Flow{}, fmt.Errorf("sqlitestore: get flow %s: %w", id, err)
+	}
+	return f, nil
+}
+
+// DeleteFlow removes a flow of the project and everything that hangs off it.
+func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
+	return s.write(ctx, "delete flow "+id, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx,
+			`SELECT count(*) FROM flows WHERE project = ? AND id = ?`, project, id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return automation.NotFound("flow", id)
+		}
+		// What hangs off the flow goes first. Routes would also cascade
+		// on their foreign key; naming them keeps the list in one place.
+		for _, q := range []string{
+			`DELETE FROM run_queue WHERE run IN (SELECT id FROM runs WHERE flow = ?)`,
+			`DELETE FROM runs WHERE flow = ?`,
+			`DELETE FROM routes WHERE flow = ?`,
+			`DELETE FROM flows WHERE id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// The list queries; TestListPlans checks that each is an index range scan.
+const (
+	listFlowsSQL = `SELECT ` + flowColumns + ` FROM flows
+		WHERE project = ? AND seq > ? ORDER BY seq LIMIT ?`
+	listFlowsByStatusSQL = `SELECT ` + flowColumns + ` FROM flows
+		WHERE project = ? AND status = ? AND seq > ? ORDER BY seq LIMIT ?`
+)
+
+// ListFlows returns the page of the project's flows after q.After in
+// creation order. It reads at most q.Limit+1 rows through the (project,
+// seq) or (project, status, seq) index.
+func (s *Store) ListFlows(ctx context.Context, project string, q automation.ListQuery) (automation.Page[automation.Flow], error) {
+	var page automation.Page[automation.Flow]
+	after, err := parsePosition(q.After)
+	if err != nil {
+		return page, err
+	}
+	limit := max(q.Limit, 1)
+	query, args := listFlowsSQL, []any{project, after, limit + 1}
+	if q.Status != "" {
+		query, args = listFlowsByStatusSQL, []any{project, q.Status, after, limit + 1}
+	}
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return page, fmt.Errorf("sqlitestore: list flows: %w", err)
+	}
+	defer rows.Close()
+	var lastSeq int64
+	for rows.Next() {
+		if len(page.Items) == limit {
+			// The extra row: there is a next page, which starts after
+			// the last item returned.
+			page.Next = strconv.FormatInt(lastSeq, 10)
+			break
+		}
+		f, seq, err := scanFlow(rows)
+		if err != nil {
+			return page, fmt.Errorf("sqlitestore: list flows: %w", err)
+		}
+		page.Items = append(page.Items, f)
+		lastSeq = seq
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("sqlitestore: list flows: %w", err)
+	}
+	return page, nil
+}
+
+// RouteFlows returns method -> flow ID for the routes on path.
+func (s *Store) RouteFlows(ctx context.Context, path string) (map[string]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT method, flow FROM routes WHERE path = ?`, path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: routes of %s: %w", path, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var method, flow string
+		if err := rows.Scan(&method, &flow); err != nil {
+			return nil, fmt.Errorf("sqlitestore: routes of %s: %w", path, err)
+		}
+		out[method] = flow
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: routes of %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// encodeFlow returns the stored document of f and its allowlist as JSON
+// (NULL when empty). The document leaves out what has its own column or is
+// derived: the project, version, allowlist and stats have json:"-", and the
+// derived RunCount, SuccessRate and LastRun are cleared so that a stale copy
+// never shadows the stats columns.
+func encodeFlow(f automation.Flow) (doc string, ips sql.NullString, err error) {
+	f.RunCount, f.SuccessRate, f.LastRun = 0, 0, nil
+	b, err := json.Marshal(f)
+	if err != nil {
+		return "", ips, fmt.Errorf("encode flow: %w", err)
+	}
+	if len(f.AllowedIPs) > 0 {
+		a, err := json.Marshal(f.AllowedIPs)
+		if err != nil {
+			return "", ips, fmt.Errorf("encode allowlist: %w", err)
+		}
+		ips = sql.NullString{String: string(a), Valid: true}
+	}
+	return string(b), ips, nil
+}
+
+// scanFlow reads the columns of flowColumns into a Flow, and its seq.
+func scanFlow(row rowScanner) (automation.Flow, int64, error) {
+	var (
+		f        automation.Flow
+		seq      int64
+		id, proj string
+		version  int64
+		doc      string
+		ips      sql.NullString
+		stats    automation.FlowStats
+		lastRun  sql.NullString
+	)
+	if err := row.Scan(&seq, &id, &proj, &version, &doc, &ips, &stats.Finished, &stats.Succeeded, &lastRun); err != nil {
+		return f, 0, err
+	}
+	if err := json.Unmarshal([]byte(doc), &f); err != nil {
+		return f, 0, fmt.Errorf("decode flow %s: %w", id, err)
+	}
+	if ips.Valid {
+		if err := json.Unmarshal([]byte(ips.String), &f.AllowedIPs); err != nil {
+			return f, 0, fmt.Errorf("decode allowlist of flow %s: %w", id, err)
+		}
+	}
+	var err error
+	if stats.LastRun, err = parseTimePtr(lastRun); err != nil {
+		return f, 0, fmt.Errorf("decode stats of flow %s: %w", id, err)
+	}
+	f.ID, f.Project, f.Version, f.Stats = id, proj, version, stats
+	return f, seq, nil
+}
+
+// parsePosition reads a list position made by this store: the seq of the
+// last item of the previous page, or "" for the start.
+func parsePosition(after string) (int64, error) {
+	if after == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(after, 10, 64)
+	if err != nil || n < 0 {
+		// The Service only passes back positions it sealed, so this is a
+		// caller bug; it is still the caller's input, not a store fault.
+		return 0, automation.InvalidCode("INVALID_CURSOR", "list position %q is not valid", after)
+	}
+	return n, nil
+}

@@ -1,0 +1,319 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+var (
+	_ automation.RunStore = (*Store)(nil)
+	_ automation.RunQueue = (*Store)(nil)
+)
+
+// Enqueue stores a new run and its queue entry in one transaction: once it
+// commits, a crash loses neither.
+func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
+	doc, err := encodeRun(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
+	}
+	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
+			 ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return automation.Conflict("RUN_EXISTS", "run %s exists already", r.ID)
+		}
+		_, err = tx.ExecContext(ctx,
+			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
+			r.ID, r.Project, r.Created.UnixMilli())
+		return err
+	})
+}
+
+const runColumns = `seq, project, attempts, doc`
+
+// Run returns a run of a project's flow.
+func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation.Run, error) {
+	r, _, err := scanRun(s.r.QueryRowContext(ctx,
+		`SELECT `+runColumns+` FROM runs WHERE project = ? AND flow = ? AND id = ?`, project, flowID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return automation.Run{}, automation.NotFound("run", id)
+	} else if err != nil {
+		return automation.Run{}, fmt.Errorf("sqlitestore: get run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// The run list queries walk an index backwards: newest first.
+const (
+	listRunsSQL = `SELECT ` + runColumns + ` FROM runs
+		WHERE project = ? AND flow = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
+	listRunsByStatusSQL = `SELECT ` + runColumns + ` FROM runs
+		WHERE project = ? AND flow = ? AND status = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
+)
+
+// ListRuns returns the page of a flow's runs before q.After, newest first,
+// reading at most q.Limit+1 rows of an index.
+func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
+	var page automation.Page[automation.Run]
+	before := int64(math.MaxInt64)
+	if q.After != "" {
+		n, err := parsePosition(q.After)
+		if err != nil {
+			return page, err
+		}
+		before = n
+	}
+	limit := max(q.Limit, 1)
+	query, args := listRunsSQL, []any{project, flowID, before, limit + 1}
+	if q.Status != "" {
+		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
+	}
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+	}
+	defer rows.Close()
+	var lastSeq int64
+	for rows.Next() {
+		if len(page.Items) == limit {
+			page.Next = strconv.FormatInt(lastSeq, 10)
+			break
+		}
+		r, seq, err := scanRun(rows)
+		if err != nil {
+			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+		}
+		page.Items = append(page.Items, r)
+		lastSeq = seq
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+	}
+	return page, nil
+}
+
+// ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
+func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
+	var r automation.Run
+	err := s.write(ctx, "claim run "+id, func(tx *sql.Tx) error {
+		var (
+			status string
+			until  sql.NullInt64
+			err    error
+		)
+		err = tx.QueryRowContext(ctx,
+			`SELECT status, lease_until FROM runs WHERE project = ? AND id = ?`, project, id).Scan(&status, &until)
+		if errors.Is(err, sql.ErrNoRows) {
+			return automation.NotFound("run", id)
+		} else if err != nil {
+			return err
+		}
+		if automation.RunStatus(status).Final() {
+			return automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+		}
+		if until.Valid && until.Int64 > now.UnixMilli() {
+			return automation.Conflict("RUN_CLAIMED", "run %s is being executed", id)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE runs SET attempts = attempts + 1, lease_until = ? WHERE id = ?`,
+			now.Add(lease).UnixMilli(), id); err != nil {
+			return err
+		}
+		r, _, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+		return err
+	})
+	return r, err
+}
+
+// ReleaseRun records a failed attempt that will be retried.
+func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
+	r.Status = automation.RunRunning
+	doc, err := encodeRun(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
+	}
+	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`UPDATE runs SET doc = ?, lease_until = NULL WHERE project = ? AND id = ? AND status = 'RUNNING'`,
+			doc, r.Project, r.ID)
+		return err
+	})
+}
+
+// FinishRun writes a run's final state and adds it to its flow's stats in
+// the same transaction, so the stats count every finished run exactly once.
+func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
+	if !r.Status.Final() {
+		return fmt.Errorf("sqlitestore: finish run %s: status %q is not final", r.ID, r.Status)
+	}
+	doc, err := encodeRun(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
+	}
+	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx,
+			`UPDATE runs SET status = ?, doc = ?, lease_until = NULL WHERE project = ? AND id = ? AND status = 'RUNNING'`,
+			string(r.Status), doc, r.Project, r.ID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			var status string
+			err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
+			if errors.Is(err, sql.ErrNoRows) {
+				return automation.NotFound("run", r.ID)
+			} else if err != nil {
+				return err
+			}
+			return automation.Conflict("RUN_FINISHED", "run %s is already %s", r.ID, status)
+		}
+		var last sql.NullString
+		err = tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // the flow is gone; so are its stats
+		} else if err != nil {
+			return err
+		}
+		lastRun := formatTime(r.Created)
+		if prev, err := parseTimePtr(last); err != nil {
+			return err
+		} else if prev != nil && prev.After(r.Created) {
+			lastRun = last.String
+		}
+		succeeded := 0
+		if r.Status == automation.RunSucceeded {
+			succeeded = 1
+		}
+		_, err = tx.ExecContext(ctx,
+			`UPDATE flows SET finished = finished + 1, succeeded = succeeded + ?, last_run = ? WHERE id = ?`,
+			succeeded, lastRun, r.FlowID)
+		return err
+	})
+}
+
+// DeleteRunsBefore removes up to limit runs created before t, with their
+// queue entries.
+func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	var n int64
+	err := s.write(ctx, "purge runs", func(tx *sql.Tx) error {
+		const victims = `SELECT id FROM runs WHERE created_ms < ? ORDER BY created_ms LIMIT ?`
+		if _, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE run IN (`+victims+`)`, t.UnixMilli(), limit); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+victims+`)`, t.UnixMilli(), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// ClaimDue takes the oldest due queue entry no live lease holds, for the
+// worker pool (pkg/runworker).
+func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (runID, project string, attempts int, ok bool, err error) {
+	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
+		ms := now.UnixMilli()
+		err := tx.QueryRowContext(ctx,
+			`SELECT run, project, attempts FROM run_queue
+			 WHERE parked IS NULL AND due_ms <= ? AND (lease_until IS NULL OR lease_until <= ?)
+			 ORDER BY due_ms LIMIT 1`, ms, ms).Scan(&runID, &project, &attempts)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		attempts++
+		ok = true
+		_, err = tx.ExecContext(ctx,
+			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), attempts, runID)
+		return err
+	})
+	return runID, project, attempts, ok && err == nil, err
+}
+
+// Ack removes a settled queue entry.
+func (s *Store) Ack(ctx context.Context, runID string) error {
+	return s.write(ctx, "ack run "+runID, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE run = ?`, runID)
+		return err
+	})
+}
+
+// Retry makes a queue entry due again at a later time.
+func (s *Store) Retry(ctx context.Context, runID string, at time.Time) error {
+	return s.write(ctx, "reschedule run "+runID, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`UPDATE run_queue SET due_ms = ?, lease_until = NULL WHERE run = ?`, at.UnixMilli(), runID)
+		return err
+	})
+}
+
+// Park sets a queue entry aside for good, with the reason.
+func (s *Store) Park(ctx context.Context, runID, reason string) error {
+	return s.write(ctx, "park run "+runID, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`UPDATE run_queue SET parked = ?, lease_until = NULL WHERE run = ?`, reason, runID)
+		return err
+	})
+}
+
+// QueueStats counts queue entries by state, for tests and diagnostics.
+func (s *Store) QueueStats(ctx context.Context) (pending, parked int, err error) {
+	err = s.r.QueryRowContext(ctx,
+		`SELECT count(*) FILTER (WHERE parked IS NULL), count(*) FILTER (WHERE parked IS NOT NULL) FROM run_queue`).
+		Scan(&pending, &parked)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlitestore: queue stats: %w", err)
+	}
+	return pending, parked, nil
+}
+
+func encodeRun(r automation.Run) (string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encode run: %w", err)
+	}
+	return string(b), nil
+}
+
+// scanRun reads the columns of runColumns into a Run, and its seq.
+func scanRun(row rowScanner) (automation.Run, int64, error) {
+	var (
+		r        automation.Run
+		seq      int64
+		project  string
+		attempts int
+		doc      string
+	)
+	if err := row.Scan(&seq, &project, &attempts, &doc); err != nil {
+		return r, 0, err
+	}
+	if err := json.Unmarshal([]byte(doc), &r); err != nil {
+		return r, 0, fmt.Errorf("decode run: %w", err)
+	}
+	r.Project, r.Attempts = project, attempts
+	if r.Steps == nil {
+		r.Steps = []automation.StepResult{}
+	}
+	return r, seq, nil
+}
