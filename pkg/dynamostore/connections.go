@@ -64,7 +64,7 @@ func (s *Store) Connection(ctx context.Context, project, id string) (automation.
 
 // ListConnections pages through a project's connections in creation order.
 func (s *Store) ListConnections(ctx context.Context, project string, q automation.ListQuery) (automation.Page[automation.Connection], error) {
-	items, next, err := s.listPage(ctx, s.t.Connections, indexByProject, attrProject, project, q)
+	items, next, err := s.listPage(ctx, s.t.Connections, indexByProject, attrProject, project, q, true)
 	if err != nil {
 		return automation.Page[automation.Connection]{}, fmt.Errorf("dynamostore: list connections of %s: %w", project, err)
 	}

@@ -23,8 +23,6 @@ const (
 	attrPath          = "path"   // routes: "/" + the webhook path, never empty
 	attrMethod        = "method" // routes: GET, POST, PUT or DELETE
 	attrFlowID        = "flowId"
-	attrFlowStatus    = "flowStatus" // runs: flowId + "#" + status
-	indexByFlow       = "byFlow"     // runs: (flowId, createdSort)
 )
 
 // Run statistics: written only when a run finishes, never by PutFlow, so a
@@ -376,7 +374,7 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		}
 		break
 	}
-	if err := s.deleteRuns(ctx, id); err != nil {
+	if err := s.deleteRuns(ctx, project, id); err != nil {
 		return fmt.Errorf("dynamostore: delete runs of flow %s: %w", id, err)
 	}
 	return nil
@@ -386,7 +384,7 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 // The flow is already gone, so no new run can appear (the receivers and the
 // runner read the flow first); a run the index had not shown yet, or a crash
 // midway, leaves runs nothing can reach, and TTL removes them.
-func (s *Store) deleteRuns(ctx context.Context, flowID string) error {
+func (s *Store) deleteRuns(ctx context.Context, project, flowID string) error {
 	if s.t.Runs == "" {
 		return nil
 	}
@@ -394,18 +392,24 @@ func (s *Store) deleteRuns(ctx context.Context, flowID string) error {
 		TableName: &s.t.Runs, IndexName: aws.String(indexByFlow),
 		KeyConditionExpression:    aws.String("#f = :f"),
 		ProjectionExpression:      aws.String("#id"),
-		ExpressionAttributeNames:  map[string]string{"#f": attrFlowID, "#id": attrID},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":f": str(flowID)},
+		ExpressionAttributeNames:  map[string]string{"#f": attrProjectFlow, "#id": attrID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":f": str(project + "#" + flowID)},
 	})
 	if err != nil {
 		return err
 	}
-	for chunk := range slices.Chunk(keys, 25) { // BatchWriteItem's maximum
+	return s.deleteByID(ctx, s.t.Runs, keys)
+}
+
+// deleteByID deletes the items of a table keyed by id, 25 at a time
+// (BatchWriteItem's maximum).
+func (s *Store) deleteByID(ctx context.Context, table string, items []map[string]types.AttributeValue) error {
+	for chunk := range slices.Chunk(items, 25) {
 		reqs := make([]types.WriteRequest, len(chunk))
 		for i, k := range chunk {
 			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{attrID: k[attrID]}}}
 		}
-		if err := s.batchWrite(ctx, s.t.Runs, reqs); err != nil {
+		if err := s.batchWrite(ctx, table, reqs); err != nil {
 			return err
 		}
 	}
@@ -445,7 +449,7 @@ func (s *Store) ListFlows(ctx context.Context, project string, q automation.List
 	if q.Status != "" {
 		index, hashAttr, hashValue = indexByStatus, attrProjectStatus, project+"#"+q.Status
 	}
-	items, next, err := s.listPage(ctx, s.t.Flows, index, hashAttr, hashValue, q)
+	items, next, err := s.listPage(ctx, s.t.Flows, index, hashAttr, hashValue, q, true)
 	if err != nil {
 		return automation.Page[automation.Flow]{}, fmt.Errorf("dynamostore: list flows of %s: %w", project, err)
 	}
@@ -461,12 +465,13 @@ func (s *Store) ListFlows(ctx context.Context, project string, q automation.List
 }
 
 // listPage reads one page of an index keyed (hashAttr, createdSort) on a
-// table keyed by id. The position is the createdSort of the page's last
-// item: with the partition and the ID it holds, that is the whole
-// ExclusiveStartKey, so positions stay short and need no encoding.
-func (s *Store) listPage(ctx context.Context, table, index, hashAttr, hashValue string, q automation.ListQuery) ([]map[string]types.AttributeValue, string, error) {
+// table keyed by id, oldest first if forward, else newest first. The
+// position is the createdSort of the page's last item: with the partition
+// and the ID it holds, that is the whole ExclusiveStartKey, so positions
+// stay short and need no encoding.
+func (s *Store) listPage(ctx context.Context, table, index, hashAttr, hashValue string, q automation.ListQuery, forward bool) ([]map[string]types.AttributeValue, string, error) {
 	in := &dynamodb.QueryInput{
-		TableName: &table, IndexName: &index,
+		TableName: &table, IndexName: &index, ScanIndexForward: aws.Bool(forward),
 		KeyConditionExpression:    aws.String("#h = :h"),
 		ExpressionAttributeNames:  map[string]string{"#h": hashAttr},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(hashValue)},

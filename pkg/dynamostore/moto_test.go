@@ -393,19 +393,16 @@ func contains(ss []string, s string) bool {
 }
 
 func TestDeleteFlowDeletesRuns(t *testing.T) {
-	s, client, tables := newStore(t)
+	s, _, _ := newStore(t)
 	ctx := t.Context()
 	for _, id := range []string{"flw_1", "flw_2"} {
 		if err := s.CreateFlow(ctx, newFlow("prj_a", id, 0)); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 30 { // more than one BatchWriteItem
-			_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &tables.Runs, Item: map[string]types.AttributeValue{
-				"id": &types.AttributeValueMemberS{Value: fmt.Sprintf("run_%s_%02d", id, i)}, "flowId": &types.AttributeValueMemberS{Value: id},
-				"flowStatus":  &types.AttributeValueMemberS{Value: id + "#SUCCEEDED"},
-				"createdSort": &types.AttributeValueMemberS{Value: fmt.Sprintf("%02d", i)},
-			}})
-			if err != nil {
+			r := automation.Run{ID: fmt.Sprintf("run_%s_%02d", id, i), Project: "prj_a", FlowID: id,
+				Status: automation.RunRunning, Created: base.Add(time.Duration(i) * time.Second)}
+			if err := s.CreateRun(ctx, r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -413,18 +410,18 @@ func TestDeleteFlowDeletesRuns(t *testing.T) {
 	if err := s.DeleteFlow(ctx, "prj_a", "flw_1"); err != nil {
 		t.Fatal(err)
 	}
-	count := func(id string) int32 {
-		out, err := client.Query(ctx, &dynamodb.QueryInput{
-			TableName: &tables.Runs, IndexName: aws.String("byFlow"), KeyConditionExpression: aws.String("flowId = :f"), Select: types.SelectCount,
-			ExpressionAttributeValues: map[string]types.AttributeValue{":f": &types.AttributeValueMemberS{Value: id}},
-		})
+	count := func(id string) int {
+		p, err := s.ListRuns(ctx, "prj_a", id, automation.ListQuery{Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out.Count
+		return len(p.Items)
 	}
 	if n1, n2 := count("flw_1"), count("flw_2"); n1 != 0 || n2 != 30 {
 		t.Errorf("runs after deleting flw_1: %d of flw_1, %d of flw_2; want 0 and 30", n1, n2)
+	}
+	if _, err := s.Run(ctx, "prj_a", "flw_1", "run_flw_1_07"); !automation.IsNotFound(err) {
+		t.Errorf("run of the deleted flow: %v", err)
 	}
 }
 
@@ -577,4 +574,34 @@ func TestPutFlowRaces(t *testing.T) {
 			t.Errorf("routes of %s left after delete: %v", p, routes)
 		}
 	}
+}
+
+func TestRunExpiresAt(t *testing.T) {
+	_, client, tables := newStore(t)
+	s := dynamostore.New(client, tables, dynamostore.WithRunRetention(48*time.Hour))
+	ctx := t.Context()
+	f := newFlow("prj_a", "flw_1", 0)
+	if err := s.CreateFlow(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	r := automation.Run{ID: "run_1", Project: "prj_a", FlowID: "flw_1", Status: automation.RunRunning, Created: base}
+	if err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &tables.Runs,
+		Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "run_1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint(base.Add(48 * time.Hour).Unix())
+	if n, ok := out.Item["expiresAt"].(*types.AttributeValueMemberN); !ok || n.Value != want {
+		t.Errorf("expiresAt = %v, want N %s (created + retention, epoch seconds)", out.Item["expiresAt"], want)
+	}
+	// A run of a flow that is gone, or of another project's flow, is refused.
+	gone := r
+	gone.ID, gone.FlowID = "run_2", "flw_gone"
+	wantCode(t, s.CreateRun(ctx, gone), automation.ErrNotFound, "FLOW_NOT_FOUND")
+	foreign := r
+	foreign.ID, foreign.Project = "run_3", "prj_b"
+	wantCode(t, s.CreateRun(ctx, foreign), automation.ErrNotFound, "FLOW_NOT_FOUND")
 }

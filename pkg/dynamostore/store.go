@@ -59,15 +59,20 @@ func TableNames(prefix string) Tables {
 
 // Store is an automation.Store on DynamoDB. It is safe for concurrent use.
 type Store struct {
-	db API
-	t  Tables
+	db        API
+	t         Tables
+	retention time.Duration
 }
 
 var _ automation.Store = (*Store)(nil)
 
 // New returns a Store on the given tables, which must exist (CreateTables).
-func New(client API, tables Tables) *Store {
-	return &Store{db: client, t: tables}
+func New(client API, tables Tables, opts ...Option) *Store {
+	s := &Store{db: client, t: tables, retention: DefaultRunRetention}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Attribute and index names shared by several tables.

@@ -365,3 +365,64 @@ func TestPositions(t *testing.T) {
 		}
 	}
 }
+
+// TestFinishRunRetries checks that a finish whose flow update lost a race
+// (another finish moved lastRun) reads the flow again and retries, and that
+// a finish whose run condition failed reports RUN_FINISHED without retrying.
+func TestFinishRunRetries(t *testing.T) {
+	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	run := automation.Run{ID: "run_1", Project: "prj_a", FlowID: "flw_1", Status: automation.RunSucceeded, Created: created}
+	storedRun := func() map[string]types.AttributeValue {
+		rec, err := runRecord(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec[attrID], rec[attrProject] = str("run_1"), str("prj_a")
+		return rec
+	}
+	tests := []struct {
+		name         string
+		answers      []error
+		wantTransact int
+		wantCode     string
+	}{
+		{"lastRun moved", []error{canceled(reasonNone, reasonCondition), nil}, 2, ""},
+		{"transaction conflict", []error{canceled(reasonNone, reasonTxnConflict), nil}, 2, ""},
+		{"already finished", []error{canceled(reasonCondition, reasonNone)}, 1, "RUN_FINISHED"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var transacts, flowReads int
+			st := &stub{
+				getItem: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+					if *in.TableName == stubTables.Flows {
+						flowReads++
+						return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+					}
+					item := storedRun()
+					item["status"] = str("FAILED")
+					return &dynamodb.GetItemOutput{Item: item}, nil
+				},
+				transact: func(in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+					transacts++
+					if len(in.TransactItems) != 2 || in.TransactItems[1].Update == nil ||
+						!strings.Contains(*in.TransactItems[1].Update.UpdateExpression, "ADD") {
+						t.Errorf("transaction %+v lacks the stats update", in.TransactItems)
+					}
+					return &dynamodb.TransactWriteItemsOutput{}, tt.answers[transacts-1]
+				},
+			}
+			err := New(st, stubTables).FinishRun(context.Background(), run)
+			var e *automation.Error
+			switch {
+			case tt.wantCode == "" && err != nil:
+				t.Errorf("FinishRun = %v", err)
+			case tt.wantCode != "" && (!errors.As(err, &e) || e.Code != tt.wantCode):
+				t.Errorf("FinishRun = %v, want %s", err, tt.wantCode)
+			}
+			if transacts != tt.wantTransact || flowReads != tt.wantTransact {
+				t.Errorf("%d transactions after %d flow reads, want %d of each", transacts, flowReads, tt.wantTransact)
+			}
+		})
+	}
+}

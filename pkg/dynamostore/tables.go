@@ -65,9 +65,9 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 		table(t.Routes, []types.AttributeDefinition{s(attrPath), s(attrMethod)}, keys(attrPath, attrMethod)),
 		table(t.Connections, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrCreatedSort)}, keys(attrID, ""),
 			gsi(indexByProject, attrProject, attrCreatedSort)),
-		table(t.Runs, []types.AttributeDefinition{s(attrID), s(attrFlowID), s(attrFlowStatus), s(attrCreatedSort)}, keys(attrID, ""),
-			gsi(indexByFlow, attrFlowID, attrCreatedSort),
-			gsi(indexByStatus, attrFlowStatus, attrCreatedSort)),
+		table(t.Runs, []types.AttributeDefinition{s(attrID), s(attrProjectFlow), s(attrProjectFlowStatus), s(attrCreatedSort)}, keys(attrID, ""),
+			gsi(indexByFlow, attrProjectFlow, attrCreatedSort),
+			gsi(indexByStatus, attrProjectFlowStatus, attrCreatedSort)),
 	}
 }
 
