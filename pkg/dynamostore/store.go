@@ -41,7 +41,7 @@ type Tables struct {
 	Flows       string // flows by ID; indexes by project (and status) in creation order
 	Routes      string // workflow builder routes by (path, method)
 	Connections string // connection metadata by ID; index by project
-	Runs        string // runs by ID; indexes by flow (and status); expire through TTL on expiresAt
+	Runs        string // runs by ID; indexes by project+flow (and status); TTL on expiresAt
 }
 
 // TableNames returns the tables of a stage, named prefix-projects,
