@@ -7,7 +7,7 @@
 //	func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 //
 //	func TestX(t *testing.T) {
-//		cfg := awstest.Start(t)               // static fake credentials, loopback endpoint
+//		cfg := awstest.Start(t)                 // static fake credentials, loopback endpoint
 //		table := awstest.UniqueName(t, "flows") // tests share the server, not tables
 //		...
 //	}

@@ -1,8 +1,8 @@
-// Package dynamostore implements automation.Store on Amazon DynamoDB, for the
-// service's AWS deployment. Each kind of record has its own table, so that
-// every Lambda function gets least-privilege IAM per table; docs/dynamodb.md
-// describes the tables, their keys and indexes, and the access patterns they
-// serve.
+// Package dynamostore implements automation.Store and automation.RunStore on
+// Amazon DynamoDB, for the service's AWS deployment. Each kind of record has
+// its own table, so that every Lambda function gets least-privilege IAM per
+// table; docs/dynamodb.md describes the tables, their keys and indexes, and
+// the access patterns they serve.
 package dynamostore
 
 import (
@@ -57,7 +57,8 @@ func TableNames(prefix string) Tables {
 	}
 }
 
-// Store is an automation.Store on DynamoDB. It is safe for concurrent use.
+// Store is an automation.Store and automation.RunStore on DynamoDB. It is
+// safe for concurrent use.
 type Store struct {
 	db        API
 	t         Tables
