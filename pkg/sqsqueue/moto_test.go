@@ -30,12 +30,12 @@ func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 // env is the AWS run queue as the functions wire it, on moto: tables,
 // payload bucket, queue.
 type env struct {
-	store    *dynamostore.Store
-	s3       *s3.Client
-	bucket   string
-	sqs      *sqs.Client
-	url      string
-	queue    *sqsqueue.Queue
+	store  *dynamostore.Store
+	s3     *s3.Client
+	bucket string
+	sqs    *sqs.Client
+	url    string
+	queue  *sqsqueue.Queue
 }
 
 func newEnv(t *testing.T, queueAttrs map[string]string) *env {
@@ -282,7 +282,7 @@ func TestSendFailureAfterClaim(t *testing.T) {
 // stubRuns records CreateRun calls.
 type stubRuns struct{ created int }
 
-func (s *stubRuns) CreateRun(context.Context, automation.Run) error         { s.created++; return nil }
+func (s *stubRuns) CreateRun(context.Context, automation.Run) error          { s.created++; return nil }
 func (s *stubRuns) DeleteUnclaimedRun(context.Context, string, string) error { return nil }
 
 func TestMessageGuard(t *testing.T) {
