@@ -27,6 +27,16 @@ type Starter interface {
 	StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error)
 }
 
+// StarterFunc adapts a function to Starter. It lets flowd build the
+// Scheduler before the Service that takes it in its Config: the function
+// reaches the Service made afterwards.
+type StarterFunc func(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error)
+
+// StartScheduledRun calls f.
+func (f StarterFunc) StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error) {
+	return f(ctx, project, flowID, firedAt, key)
+}
+
 // fireTimeout bounds one firing's StartScheduledRun, which only writes the
 // run and queues it: a store that hangs must not pile up goroutines.
 const fireTimeout = time.Minute
