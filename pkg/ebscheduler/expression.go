@@ -121,3 +121,18 @@ func field(b uint64, lo, hi uint, names []string) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Checker is an automation.Checker for the AWS backend: its Cron also
+// refuses specs EventBridge Scheduler cannot express, so that such a flow is
+// a 400 at create and update time (DESIGN: validation happens there), not a
+// failure when it is enabled. Wire it as Checker{engine.Checker{}}.
+type Checker struct{ automation.Checker }
+
+// Cron checks spec with the wrapped Checker, then converts it.
+func (c Checker) Cron(spec, timezone string) error {
+	if err := c.Checker.Cron(spec, timezone); err != nil {
+		return err
+	}
+	_, err := Expression(spec)
+	return err
+}

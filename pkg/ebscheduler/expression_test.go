@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/engine"
 )
 
 func TestExpression(t *testing.T) {
@@ -83,5 +84,35 @@ func TestExpressionRefused(t *testing.T) {
 		if !errors.Is(err, automation.ErrInvalid) || !errors.As(err, &e) || !strings.Contains(e.Message, tt.wantInMessage) {
 			t.Errorf("Expression(%q) error = %v, want an invalid error saying %q", tt.spec, err, tt.wantInMessage)
 		}
+	}
+}
+
+func TestChecker(t *testing.T) {
+	c := Checker{engine.Checker{}}
+	var _ automation.Checker = c
+	tests := []struct {
+		spec, tz, wantErr string
+	}{
+		{"*/5 * * * *", "Europe/Berlin", ""},
+		{"@weekly", "", ""},
+		{"0 0 1 * 1", "UTC", "both the day of the month and the day of the week"},
+		{"0 0 * * *", "Mars/Olympus", "IANA"},
+		{"0 0 * *", "UTC", "five fields"},
+	}
+	for _, tt := range tests {
+		err := c.Cron(tt.spec, tt.tz)
+		if tt.wantErr == "" {
+			if err != nil {
+				t.Errorf("Cron(%q, %q) = %v", tt.spec, tt.tz, err)
+			}
+			continue
+		}
+		if !errors.Is(err, automation.ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("Cron(%q, %q) = %v, want an invalid error saying %q", tt.spec, tt.tz, err, tt.wantErr)
+		}
+	}
+	// Expressions and templates are the wrapped Checker's.
+	if err := c.Expression("trigger.body.x =="); !errors.Is(err, automation.ErrInvalid) {
+		t.Errorf("Expression = %v, want invalid", err)
 	}
 }
