@@ -229,14 +229,15 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 }
 
 // ClaimDue takes the oldest due queue entry no live lease holds, for the
-// worker pool (pkg/runworker).
+// worker pool (pkg/runworker): first in, first out among entries due at the
+// same millisecond.
 func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (runID, project string, attempts int, ok bool, err error) {
 	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
 		ms := now.UnixMilli()
 		err := tx.QueryRowContext(ctx,
-			`SELECT run, project, attempts FROM run_queue
-			 WHERE parked IS NULL AND due_ms <= ? AND (lease_until IS NULL OR lease_until <= ?)
-			 ORDER BY due_ms LIMIT 1`, ms, ms).Scan(&runID, &project, &attempts)
+			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
+			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
+			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&runID, &project, &attempts)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		} else if err != nil {
