@@ -81,7 +81,8 @@ type entry struct {
 }
 
 // New returns a Scheduler that starts runs through start and logs firings
-// that fail to log. It does not fire before Start.
+// that fail to log. It does not fire before Start; schedules may be loaded
+// and synced before.
 func New(start Starter, log *slog.Logger) *Scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Scheduler{
