@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -70,12 +69,11 @@ const (
 // ListRuns returns the page of a flow's runs before q.After, newest first,
 // reading at most q.Limit+1 rows of an index.
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
-	var page automation.Page[automation.Run]
 	before := int64(math.MaxInt64)
 	if q.After != "" {
 		n, err := parsePosition(q.After)
 		if err != nil {
-			return page, err
+			return automation.Page[automation.Run]{}, err
 		}
 		before = n
 	}
@@ -84,28 +82,7 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
-	}
-	defer rows.Close()
-	var lastSeq int64
-	for rows.Next() {
-		if len(page.Items) == limit {
-			page.Next = strconv.FormatInt(lastSeq, 10)
-			break
-		}
-		r, seq, err := scanRun(rows)
-		if err != nil {
-			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
-		}
-		page.Items = append(page.Items, r)
-		lastSeq = seq
-	}
-	if err := rows.Err(); err != nil {
-		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
-	}
-	return page, nil
+	return readPage(ctx, s.r, "runs", limit, scanRun, query, args...)
 }
 
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
