@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/engine"
 	"flowservice/pkg/datadir"
+	"flowservice/pkg/engine"
 )
 
 // TestWithService wires the Scheduler as flowd does, into a real Service on

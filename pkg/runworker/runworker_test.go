@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/runworker"
-	"flowservice/pkg/datadir"
 	"flowservice/pkg/sqlitestore"
 )
 
