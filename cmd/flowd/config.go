@@ -25,6 +25,11 @@ type config struct {
 	AllowPrivate   bool
 	LogLevel       string
 	ShutdownGrace  time.Duration
+	RunTimeout     time.Duration // one attempt at a run
+	RunAttempts    int           // attempts before a transient failure is final
+	Retention      time.Duration // how long run records are kept
+	SyncTimeout    time.Duration // how long ON_COMPLETION webhooks wait
+	MaxBody        int64         // webhook body limit in bytes
 }
 
 // loadConfig reads the environment through getenv, applying the documented
@@ -79,6 +84,24 @@ func loadConfig(getenv func(string) string) (config, error) {
 		}
 		c.TrustedProxies = append(c.TrustedProxies, p.Masked())
 	}
+	var err2 error
+	if c.RunTimeout, err2 = duration(getenv, "FLOWD_RUN_TIMEOUT", 5*time.Minute); err2 != nil {
+		return c, err2
+	}
+	if c.Retention, err2 = duration(getenv, "FLOWD_RETENTION", 30*24*time.Hour); err2 != nil {
+		return c, err2
+	}
+	if c.SyncTimeout, err2 = duration(getenv, "FLOWD_SYNC_TIMEOUT", 25*time.Second); err2 != nil {
+		return c, err2
+	}
+	if c.RunAttempts, err2 = strconv.Atoi(or(getenv("FLOWD_RUN_ATTEMPTS"), "5")); err2 != nil || c.RunAttempts < 1 || c.RunAttempts > 100 {
+		return c, fmt.Errorf("FLOWD_RUN_ATTEMPTS=%q: want an integer from 1 to 100", getenv("FLOWD_RUN_ATTEMPTS"))
+	}
+	maxBody, err := strconv.ParseInt(or(getenv("FLOWD_MAX_BODY_BYTES"), "10485760"), 10, 64)
+	if err != nil || maxBody < 1024 {
+		return c, fmt.Errorf("FLOWD_MAX_BODY_BYTES=%q: want a number of bytes, at least 1024", getenv("FLOWD_MAX_BODY_BYTES"))
+	}
+	c.MaxBody = maxBody
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -86,6 +109,19 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.DataDir = filepath.Clean(c.DataDir)
 	return c, nil
+}
+
+// duration reads a Go duration such as 90s or 720h, positive.
+func duration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 90s, 5m or 720h", name, v)
+	}
+	return d, nil
 }
 
 func or(v, def string) string {

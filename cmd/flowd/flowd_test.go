@@ -229,3 +229,16 @@ func TestFlowctlWhileFlowdRuns(t *testing.T) {
 		t.Errorf("keys for an unknown project: err = %v", err)
 	}
 }
+
+// TestSecondFlowdOnOneDirectoryRefused: two flowd on one data directory
+// would execute the same runs; the second stops with a clear error.
+func TestSecondFlowdOnOneDirectoryRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	startFlowd(t, dir)
+	cmd := exec.Command(flowdBin)
+	cmd.Env = append(os.Environ(), "FLOWD_ADDR="+freeAddr(t), "FLOWD_DATA_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "in use by another flowd") {
+		t.Fatalf("second flowd: err = %v, output %q", err, out)
+	}
+}

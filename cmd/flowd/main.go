@@ -49,8 +49,21 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer dir.Close()
+	// One flowd executes the runs of a data directory: with the lock held,
+	// every lease in the store belongs to a process that is gone, so the
+	// runs it was executing are taken up again at once.
+	unlock, err := dir.LockExclusive()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if n, err := dir.Store.ReleaseLeases(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("resuming runs left by a previous process", "count", n)
+	}
 
-	policy := automation.RunPolicy{}
+	policy := automation.RunPolicy{MaxAttempts: cfg.RunAttempts, Timeout: cfg.RunTimeout, Retention: cfg.Retention}
 	rt := &automation.RunRuntime{Runs: dir.Store, Policy: policy}
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
@@ -63,7 +76,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	// through the engine: the runtime is completed after both exist.
 	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivate, Log: log})
 	pool := runworker.New(dir.Store, svc, runworker.Config{
-		Workers: cfg.Workers, Lease: policy.Lease() + 30*time.Second, Log: log,
+		Workers: cfg.Workers, Lease: policy.Lease(), Log: log,
 	})
 	rt.Queue = pool.Notifying(dir.Store)
 	if err := bootstrap(ctx, svc, cfg.DataDir, stdout); err != nil {

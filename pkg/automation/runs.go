@@ -45,7 +45,10 @@ func (p RunPolicy) withDefaults() RunPolicy {
 // so a live attempt is never taken over, short enough that the run of a
 // crashed process is taken up again soon. Queues lease their entries at
 // least as long.
-func (p RunPolicy) Lease() time.Duration { return p.withDefaults().Timeout + 30*time.Second }
+func (p RunPolicy) Lease() time.Duration {
+	t := p.withDefaults().Timeout
+	return t + min(t/2, 30*time.Second)
+}
 
 // RunRuntime is what running flows needs beyond the management API.
 type RunRuntime struct {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"flowservice/pkg/sealedsecrets"
 	"flowservice/pkg/sqlitestore"
@@ -49,6 +50,25 @@ func Open(ctx context.Context, path string) (*Dir, error) {
 		return nil, fmt.Errorf("datadir: %w", err)
 	}
 	return &Dir{Path: path, Store: store, Secrets: secrets, CursorKey: derive(key, "flowd cursor key v1")}, nil
+}
+
+// LockFile is held by the one flowd process that runs flows on a directory.
+const LockFile = "flowd.lock"
+
+// LockExclusive takes the directory's lock file without waiting, so a second
+// flowd on the same directory stops with a clear error instead of executing
+// the same runs. The lock goes with the process, even on kill -9.
+func (d *Dir) LockExclusive() (unlock func(), err error) {
+	path := filepath.Join(d.Path, LockFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("datadir: lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("datadir: %s is in use by another flowd (lock %s): %w", d.Path, path, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // Close closes the store.

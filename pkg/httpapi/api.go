@@ -1,5 +1,7 @@
 // Package httpapi serves the flow service over HTTP: the management API
-// (NewAPI) with its OpenAPI document. Handlers are plain net/http, so the
+// (NewAPI) with its OpenAPI document, and the two webhook receivers
+// (NewWebhook for the flow builder, NewWorkflowHook for the workflow
+// builder). Handlers are plain net/http, so the
 // same code runs in flowd and, wrapped by aws-lambda-go-api-proxy, on Lambda;
 // they read no environment and keep no globals.
 package httpapi
@@ -47,6 +49,9 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/flows/{flowId}/webhook", handler: a.getWebhook},
 		{pattern: "GET /api/v1/flows/{flowId}/webhook/security", handler: a.getWebhookSecurity},
 		{pattern: "POST /api/v1/flows/{flowId}/webhook/security", handler: a.setWebhookSecurity},
+		{pattern: "GET /api/v1/flows/{flowId}/runs", handler: a.listRuns},
+		{pattern: "GET /api/v1/flows/{flowId}/runs/{runId}", handler: a.getRun},
+		{pattern: "POST /api/v1/flows/{flowId}/runs/{runId}/retry", handler: a.retryRun},
 
 		{pattern: "GET /api/v1/connections", handler: a.listConnections},
 		{pattern: "POST /api/v1/connections", handler: a.createConnection},
@@ -81,8 +86,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(withInfo(r.Context(), info))
 	w.Header().Set("X-Request-Id", info.id)
 	rec := &recorder{ResponseWriter: w}
-	defer a.logAccess(r, rec, info, start)
-	defer a.recoverPanic(rec, r)
+	defer logAccess(a.log, r, rec, info, start)
+	defer recoverPanic(a.log, rec, r)
 
 	// Management answers carry keys' data: no cache may keep them.
 	rec.Header().Set("Cache-Control", "no-store")

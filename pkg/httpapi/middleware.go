@@ -19,6 +19,8 @@ type requestInfo struct {
 	id      string
 	route   string
 	project automation.Project
+	// flowID and runID are set by the webhook receivers once known.
+	flowID, runID string
 }
 
 type infoKey struct{}
@@ -96,7 +98,7 @@ func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 
 // logAccess writes the access line: never headers or bodies, which carry
 // keys and credentials.
-func (a *API) logAccess(r *http.Request, rec *recorder, info *requestInfo, start time.Time) {
+func logAccess(log *slog.Logger, r *http.Request, rec *recorder, info *requestInfo, start time.Time) {
 	route := info.route
 	if route == "" {
 		route = r.URL.Path
@@ -116,12 +118,18 @@ func (a *API) logAccess(r *http.Request, rec *recorder, info *requestInfo, start
 	if info.project.ID != "" {
 		attrs = append(attrs, slog.String("projectId", info.project.ID))
 	}
-	a.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+	if info.flowID != "" {
+		attrs = append(attrs, slog.String("flowId", info.flowID))
+	}
+	if info.runID != "" {
+		attrs = append(attrs, slog.String("runId", info.runID))
+	}
+	log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
 }
 
 // recoverPanic turns a panic in a handler into the generic 500, logged with
 // the request ID. http.ErrAbortHandler keeps its meaning: abort silently.
-func (a *API) recoverPanic(rec *recorder, r *http.Request) {
+func recoverPanic(log *slog.Logger, rec *recorder, r *http.Request) {
 	v := recover()
 	if v == nil {
 		return
@@ -129,7 +137,7 @@ func (a *API) recoverPanic(rec *recorder, r *http.Request) {
 	if v == http.ErrAbortHandler {
 		panic(v)
 	}
-	a.log.ErrorContext(r.Context(), "handler panicked", "requestId", RequestID(r.Context()), "panic", fmt.Sprint(v))
+	log.ErrorContext(r.Context(), "handler panicked", "requestId", RequestID(r.Context()), "panic", fmt.Sprint(v))
 	if rec.status == 0 {
 		writeError(rec, r, http.StatusInternalServerError, "INTERNAL", "internal error")
 	}

@@ -22,8 +22,9 @@ import (
 // testEnv is what a test server is made of, for helpers that need the
 // Service itself (making projects and keys).
 type testEnv struct {
-	svc *automation.Service
-	log *syncBuffer // the API's JSON log lines
+	svc  *automation.Service
+	log  *syncBuffer // the API's JSON log lines
+	runs *testQueue  // the run queue, for draining and counting runs
 }
 
 var (
@@ -68,8 +69,12 @@ func openBackends(t *testing.T) (automation.Store, automation.Secrets, automatio
 func newTestServer(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	store, secrets, checker := openBackends(t)
+	runs := &testQueue{store: store.(*sqlitestore.Store)}
+	// The engine needs the Service for credentials, the Service the
+	// engine to run flows: the runtime is filled in after both exist.
+	rt := &automation.RunRuntime{Runs: runs.store, Queue: runs}
 	svc, err := automation.NewService(automation.Config{
-		Store: store, Secrets: secrets, Checker: checker,
+		Store: store, Secrets: secrets, Checker: checker, Runtime: rt,
 		CursorKey:   bytes.Repeat([]byte("k"), 32),
 		EngineURL:   "http://engine.test",
 		WorkflowURL: "http://workflow.test",
@@ -77,6 +82,7 @@ func newTestServer(t *testing.T) (*httptest.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rt.Executor = engine.New(engine.Config{AllowPrivateNetworks: true, Credentials: svc})
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	srv := httptest.NewServer(NewAPI(svc, log))
@@ -84,7 +90,7 @@ func newTestServer(t *testing.T) (*httptest.Server, string) {
 	srv.Client().Transport = newValidatingTransport(t, srv.Client().Transport)
 
 	envMu.Lock()
-	envs[srv] = &testEnv{svc: svc, log: logs}
+	envs[srv] = &testEnv{svc: svc, log: logs, runs: runs}
 	envMu.Unlock()
 	t.Cleanup(func() {
 		envMu.Lock()

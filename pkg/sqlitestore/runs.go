@@ -317,3 +317,23 @@ func scanRun(row rowScanner) (automation.Run, int64, error) {
 	}
 	return r, seq, nil
 }
+
+// ReleaseLeases drops every lease on runs and queue entries, so that the
+// work of a process that died is taken up at once. Only the one process that
+// executes runs on this file may call it, at its start (flowd holds a lock
+// file for that).
+func (s *Store) ReleaseLeases(ctx context.Context) (int, error) {
+	var n int64
+	err := s.write(ctx, "release leases", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_until = NULL WHERE lease_until IS NOT NULL`); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE run_queue SET lease_until = NULL WHERE lease_until IS NOT NULL`)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}

@@ -74,6 +74,13 @@ func TestQueue(t *testing.T) {
 	if id, n, ok := claim(t0.Add(10*time.Second + time.Minute)); !ok || id != "run_a" || n != 3 {
 		t.Fatalf("claim after an expired lease = %s attempt %d ok %v", id, n, ok)
 	}
+	// A restart releases the dead process's leases at once.
+	if n, err := s.ReleaseLeases(ctx); err != nil || n != 1 {
+		t.Fatalf("ReleaseLeases = %d, %v; want 1", n, err)
+	}
+	if id, n, ok := claim(t0.Add(10*time.Second + time.Minute)); !ok || id != "run_a" || n != 4 {
+		t.Fatalf("claim after a restart = %s attempt %d ok %v", id, n, ok)
+	}
 	if err := s.Park(ctx, "run_a", "gave up"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/sqlitestore"
+)
+
+// testQueue is the SQLite run queue with two test hooks: it counts the runs
+// it accepted, so that a test can assert that a refused delivery made none,
+// and it can fail on demand, to stand for a queue outage.
+type testQueue struct {
+	store    *sqlitestore.Store
+	fail     atomic.Bool
+	enqueued atomic.Int64
+}
+
+var _ automation.RunQueue = (*testQueue)(nil)
+
+func (q *testQueue) Enqueue(ctx context.Context, r automation.Run) error {
+	if q.fail.Load() {
+		return errors.New("testqueue: queue unavailable")
+	}
+	if err := q.store.Enqueue(ctx, r); err != nil {
+		return err
+	}
+	q.enqueued.Add(1)
+	return nil
+}
+
+// count is how many runs were made.
+func (q *testQueue) count() int { return int(q.enqueued.Load()) }
+
+// queued is one claimed queue entry.
+type queued struct{ runID, project string }
+
+// claim takes up to n due entries off the queue, as a worker would.
+func (q *testQueue) claim(t *testing.T, n int) []queued {
+	t.Helper()
+	var out []queued
+	for len(out) < n {
+		id, project, _, ok, err := q.store.ClaimDue(context.Background(), time.Now(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		out = append(out, queued{id, project})
+	}
+	return out
+}
+
+// drain executes every due run once and acknowledges it, as the worker
+// pool (pkg/runworker) does in flowd.
+func drain(t *testing.T, svc *automation.Service, q *testQueue) {
+	t.Helper()
+	for _, e := range q.claim(t, 1000) {
+		if _, err := svc.ExecuteRun(context.Background(), e.project, e.runID); err != nil {
+			t.Logf("execute run %s: %v", e.runID, err)
+		}
+		if err := q.store.Ack(context.Background(), e.runID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"flowservice/pkg/automation"
+)
+
+// webhookPrefix is where the flow builder receiver listens.
+const webhookPrefix = "/api/v1/webhooks/"
+
+// Webhook is the flow builder receiver, {engine_url}/api/v1/webhooks/{flowId}
+// (endpoint 14).
+type Webhook struct{ rc receiver }
+
+// NewWebhook returns the flow builder receiver: POST a JSON body to an
+// ACTIVE flow's URL and it answers 200 {"runId", "status": "RUNNING"} once
+// the run is durably queued.
+func NewWebhook(svc *automation.Service, cfg HookConfig) http.Handler {
+	return &Webhook{rc: receiver{svc: svc, cfg: cfg.withDefaults()}}
+}
+
+// ServeHTTP handles one delivery.
+func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.rc.serve(w, r, "POST "+webhookPrefix+"{flowId}", h.receive)
+}
+
+func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
+	id, ok := strings.CutPrefix(r.URL.Path, webhookPrefix)
+	if !ok || strings.Contains(id, "/") {
+		infoOf(r.Context()).route = ""
+		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route; webhooks are POST "+webhookPrefix+"{flowId}")
+		return
+	}
+	// The method is checked before the lookup, so that it says nothing
+	// about which flows exist.
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "flow builder webhooks take POST")
+		return
+	}
+	if !validID(id) {
+		h.rc.fail(w, r, automation.NotFound("flow", clip(id)))
+		return
+	}
+	f, err := h.rc.svc.WebhookFlow(r.Context(), id)
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	infoOf(r.Context()).flowID = f.ID
+	if err := h.rc.checkAllowed(r, f); err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	raw, err := h.rc.readBody(w, r)
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	if err := h.rc.checkSignature(r, f, raw); err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	// Any JSON value; the message never quotes the body.
+	if len(raw) == 0 || !json.Valid(raw) {
+		h.rc.fail(w, r, invalidJSON("the webhook body must be JSON"))
+		return
+	}
+	run, err := h.rc.startRun(w, r, f, triggerData(r, f, raw, raw, ""))
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, started{RunID: run.ID, Status: run.Status})
+}

@@ -1,0 +1,276 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"flowservice/pkg/automation"
+)
+
+// workflowPrefix is where the workflow builder receiver listens.
+const workflowPrefix = "/webhook/"
+
+// maxWebhookPath bounds a webhook path, as flow validation does.
+const maxWebhookPath = 200
+
+// WorkflowHook is the workflow builder receiver, {workflow_url}/webhook/{path}
+// (endpoint 15).
+type WorkflowHook struct{ rc receiver }
+
+// NewWorkflowHook returns the workflow builder receiver: each ACTIVE flow
+// answers on its path for its method, checks its authentication, and
+// answers at once (IMMEDIATE) or with the run's response (ON_COMPLETION).
+func NewWorkflowHook(svc *automation.Service, cfg HookConfig) http.Handler {
+	return &WorkflowHook{rc: receiver{svc: svc, cfg: cfg.withDefaults()}}
+}
+
+// ServeHTTP handles one delivery.
+func (h *WorkflowHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.rc.serve(w, r, r.Method+" "+workflowPrefix+"{path...}", h.receive)
+}
+
+func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request) {
+	p, ok := strings.CutPrefix(r.URL.Path, workflowPrefix)
+	if !ok {
+		infoOf(r.Context()).route = ""
+		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route; webhooks are "+workflowPrefix+"{path}")
+		return
+	}
+	if !validWebhookPath(p) {
+		h.rc.fail(w, r, automation.NotFound("webhook", clip(p)))
+		return
+	}
+	method := r.Method
+	if method == http.MethodOptions {
+		// Any method finds the flow for its CORS settings; the route's
+		// methods come back in the 405.
+		method = ""
+	}
+	f, err := h.rc.svc.RouteFlow(r.Context(), p, method)
+	var me *automation.MethodError
+	if r.Method == http.MethodOptions && errors.As(err, &me) {
+		h.preflight(w, r, p, me.Allowed)
+		return
+	}
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	infoOf(r.Context()).flowID = f.ID
+	wh := f.Trigger.Webhook
+	if wh == nil {
+		wh = &automation.Webhook{}
+	}
+	setCORS(w, r, wh.AllowedOrigins)
+	if err := h.rc.checkAllowed(r, f); err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	// Authentication before the body: an unknown caller costs no read.
+	dropHeader, err := authenticateHook(w, r, wh.Authentication)
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	raw, err := h.rc.readBody(w, r)
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	if err := h.rc.checkSignature(r, f, raw); err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	body, err := parseHookBody(r.Header.Get("Content-Type"), raw)
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	run, err := h.rc.startRun(w, r, f, triggerData(r, f, body, raw, dropHeader))
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	if wh.ResponseMode != automation.RespondOnCompletion {
+		writeJSON(w, http.StatusOK, started{RunID: run.ID, Status: run.Status})
+		return
+	}
+	h.respondOnCompletion(w, r, run)
+}
+
+// respondOnCompletion waits for the run and answers with its outcome. The
+// run is durable already, so every failure here still names it in X-Run-Id.
+func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Request, run automation.Run) {
+	out, err := h.rc.svc.AwaitRun(r.Context(), run, h.rc.cfg.SyncTimeout)
+	if err != nil {
+		// A store outage while watching, or the client hung up: the run
+		// goes on either way and is recorded.
+		if r.Context().Err() != nil {
+			// Still answer: the Lambda adapter fails an invocation that
+			// writes nothing.
+			writeError(w, r, http.StatusGatewayTimeout, "RUN_TIMEOUT", "the request ended before the run; it goes on as run "+run.ID)
+			return
+		}
+		h.rc.cfg.Log.ErrorContext(r.Context(), "await run", "requestId", RequestID(r.Context()), "runId", run.ID, "err", err)
+		writeError(w, r, http.StatusInternalServerError, "INTERNAL", "the run's outcome could not be read; see run "+run.ID)
+		return
+	}
+	switch out.Status {
+	case automation.RunSucceeded:
+		status, body := http.StatusOK, json.RawMessage(`{}`)
+		if resp := out.Response; resp != nil {
+			if resp.StatusCode >= 200 && resp.StatusCode <= 599 {
+				status = resp.StatusCode
+			}
+			if len(resp.Body) > 0 {
+				body = resp.Body
+			}
+		}
+		writeJSON(w, status, body)
+	case automation.RunFailed, automation.RunTimeout:
+		writeError(w, r, http.StatusInternalServerError, "RUN_FAILED", out.Error)
+	default:
+		writeError(w, r, http.StatusGatewayTimeout, "RUN_TIMEOUT",
+			"the run did not finish within "+h.rc.cfg.SyncTimeout.String()+"; it goes on as run "+run.ID)
+	}
+}
+
+// preflight answers OPTIONS on a known path: 204 with the route's methods
+// and the flow's CORS settings.
+func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p string, allowed []string) {
+	f, err := h.rc.svc.RouteFlow(r.Context(), p, allowed[0])
+	if err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	infoOf(r.Context()).flowID = f.ID
+	if err := h.rc.checkAllowed(r, f); err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
+	var origins []string
+	if f.Trigger.Webhook != nil {
+		origins = f.Trigger.Webhook.AllowedOrigins
+	}
+	methods := strings.Join(append(slices.Clone(allowed), http.MethodOptions), ", ")
+	w.Header().Set("Allow", methods)
+	if setCORS(w, r, origins) {
+		w.Header().Set("Access-Control-Allow-Methods", methods)
+		if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
+			w.Header().Set("Access-Control-Allow-Headers", rh)
+		}
+		w.Header().Set("Access-Control-Max-Age", "600")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// setCORS sets Access-Control-Allow-Origin when the request's origin is
+// allowed (default: any) and reports whether it did.
+func setCORS(w http.ResponseWriter, r *http.Request, origins []string) bool {
+	if len(origins) == 0 || slices.Contains(origins, "*") {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		return true
+	}
+	w.Header().Add("Vary", "Origin")
+	if o := r.Header.Get("Origin"); o != "" && slices.Contains(origins, o) {
+		w.Header().Set("Access-Control-Allow-Origin", o)
+		return true
+	}
+	return false
+}
+
+// validWebhookPath admits what flow validation admits: segments of
+// letters, digits and . _ ~ -, separated by single slashes.
+func validWebhookPath(p string) bool {
+	if p == "" || len(p) > maxWebhookPath {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" {
+			return false
+		}
+		for _, c := range seg {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._~-", c)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// authenticateHook checks the flow's authentication and returns the name
+// of a header to keep out of the run record ("" for none). Both sides are
+// hashed before the constant-time comparison, so that lengths leak nothing.
+func authenticateHook(w http.ResponseWriter, r *http.Request, a *automation.Authentication) (string, error) {
+	if a == nil {
+		return "", nil
+	}
+	switch a.Type {
+	case automation.AuthBasic:
+		user, pass, _ := r.BasicAuth()
+		// Both compared, without short-circuit, so timing says not which.
+		okUser := secretEqual(user, a.Username)
+		okPass := secretEqual(pass, a.Password.Reveal())
+		if okUser&okPass == 1 && a.Password.Reveal() != "" && !a.Password.Masked() {
+			return "", nil
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="webhook"`)
+		return "", hookUnauthorized()
+	case automation.AuthHeader:
+		want := a.Value.Reveal()
+		got := strings.Join(r.Header.Values(a.Name), ", ")
+		if a.Name != "" && want != "" && !a.Value.Masked() && secretEqual(got, want) == 1 {
+			return a.Name, nil
+		}
+		return a.Name, hookUnauthorized()
+	}
+	return "", nil
+}
+
+func secretEqual(got, want string) int {
+	g, wt := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], wt[:])
+}
+
+func hookUnauthorized() error {
+	return automation.Unauthorized("UNAUTHORIZED", "this webhook needs valid credentials")
+}
+
+// parseHookBody turns a body into the run's trigger.body: JSON as is
+// (invalid: 400), a form as an object of strings (repeated keys: arrays),
+// anything else as a JSON string, and nothing as null.
+func parseHookBody(contentType string, raw []byte) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch {
+	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		if !json.Valid(raw) {
+			return nil, invalidJSON("the webhook body is not valid JSON")
+		}
+		return json.RawMessage(raw), nil
+	case mt == "application/x-www-form-urlencoded":
+		vals, err := url.ParseQuery(string(raw))
+		if err != nil {
+			return nil, automation.InvalidCode("INVALID_FORM", "the webhook body is not a valid URL-encoded form")
+		}
+		form := make(map[string]any, len(vals))
+		for k, vs := range vals {
+			if len(vs) == 1 {
+				form[k] = vs[0]
+			} else {
+				form[k] = vs
+			}
+		}
+		return json.Marshal(form)
+	}
+	return json.Marshal(string(raw))
+}
