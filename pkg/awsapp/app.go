@@ -1,0 +1,139 @@
+package awsapp
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/dynamostore"
+	"flowservice/pkg/engine"
+	"flowservice/pkg/smsecrets"
+)
+
+// role says which function an app serves; it decides what is wired.
+type role string
+
+const (
+	roleAPI          role = "api"
+	roleWebhook      role = "webhook"
+	roleWorkflowHook role = "workflowhook"
+	roleRunner       role = "runner"
+)
+
+// app is what one cold start builds: SDK clients, adapters and the Service.
+type app struct {
+	svc *automation.Service
+	log *slog.Logger
+}
+
+// newApp builds the Service for a function. It runs once per cold start:
+// the SDK clients it creates keep their connections for every invocation
+// of the execution environment.
+func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, error) {
+	log := NewLogger(cfg)
+	t := cfg.Tables
+	if err := need(string(r)+" function", "TABLE_PROJECTS", t.Projects, "TABLE_KEYS", t.Keys, "TABLE_FLOWS", t.Flows,
+		"TABLE_ROUTES", t.Routes, "TABLE_CONNECTIONS", t.Connections, "TABLE_RUNS", t.Runs, "SECRET_PREFIX", cfg.SecretPrefix); err != nil {
+		return nil, err
+	}
+	db := dynamodb.NewFromConfig(awsCfg)
+	sm := secretsmanager.NewFromConfig(awsCfg)
+	store := dynamostore.New(db, cfg.Tables)
+	secrets := smsecrets.New(sm, cfg.SecretPrefix)
+
+	cursorKey, err := cursorKey(ctx, sm, cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	rt := &automation.RunRuntime{Policy: cfg.RunPolicy}
+	// TODO(lead): rt.Runs = the dynamostore RunStore on cfg.Tables.Runs,
+	// once it lands (the run history, claims and results).
+	// TODO(lead): rt.Queue = sqsqueue on cfg.QueueURL with large payloads in
+	// cfg.PayloadBucket (s3.NewFromConfig(awsCfg)), once it lands. Until
+	// both are wired, receivers answer 503 and the runner retries.
+	var scheduler automation.Scheduler
+	if r == roleAPI {
+		// TODO(lead): scheduler = ebscheduler on cfg.ScheduleGroup, target
+		// cfg.QueueARN as cfg.SchedulerRoleARN, once it lands. Only the
+		// management API changes schedules (and only it has the IAM grants).
+		scheduler = nil
+	}
+	svc, err := automation.NewService(automation.Config{
+		Store: store, Secrets: secrets, Checker: engine.Checker{}, Scheduler: scheduler, Runtime: rt,
+		CursorKey: cursorKey, EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("awsapp: %w", err)
+	}
+	// The engine reads credentials through the Service, which runs flows
+	// through the engine: the runtime is completed after both exist.
+	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Log: log})
+	return &app{svc: svc, log: log}, nil
+}
+
+// secretReader is the part of the Secrets Manager client cursorKey uses.
+type secretReader interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// cursorKey returns the key that authenticates page cursors. The management
+// API reads it from Secrets Manager once per cold start: every instance must
+// open the cursors any other issued. The receivers and the runner never
+// issue or open a cursor, so they get a random key instead of a grant on
+// the secret and a call on their cold start.
+func cursorKey(ctx context.Context, sm secretReader, cfg Config, r role) ([]byte, error) {
+	if r != roleAPI {
+		key := make([]byte, 32)
+		_, _ = rand.Read(key) // never fails (crypto/rand)
+		return key, nil
+	}
+	if err := need("api function", "CURSOR_KEY_SECRET_ARN", cfg.CursorKeySecretARN); err != nil {
+		return nil, err
+	}
+	out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(cfg.CursorKeySecretARN)})
+	if err != nil {
+		return nil, fmt.Errorf("awsapp: read cursor key %s: %w", cfg.CursorKeySecretARN, err)
+	}
+	key := out.SecretBinary
+	if out.SecretString != nil {
+		key = []byte(*out.SecretString)
+	}
+	if len(key) < 32 {
+		return nil, errors.New("awsapp: the cursor key secret holds fewer than 32 bytes")
+	}
+	return key, nil
+}
+
+// NewLogger returns the JSON logger of a function. Each line carries the
+// Lambda request ID when the context has one, so CloudWatch Logs Insights
+// can gather one invocation's lines.
+func NewLogger(cfg Config) *slog.Logger {
+	h := slog.NewJSONHandler(cfg.logOutput(), &slog.HandlerOptions{Level: cfg.LogLevel})
+	return slog.New(requestIDHandler{h})
+}
+
+// requestIDHandler adds awsRequestId from the Lambda context to records.
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		r.AddAttrs(slog.String("awsRequestId", lc.AwsRequestID))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
+}
