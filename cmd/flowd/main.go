@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -83,8 +84,14 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 
-	api := httpapi.NewAPI(svc, log)
-	servers, err := listen(cfg, api)
+	hooks := httpapi.HookConfig{
+		MaxBody: cfg.MaxBody, SyncTimeout: cfg.SyncTimeout, TrustedProxies: cfg.TrustedProxies, Log: log,
+	}
+	servers, err := listen(cfg, surfaces{
+		api:      httpapi.NewAPI(svc, log),
+		engine:   httpapi.NewWebhook(svc, hooks),
+		workflow: httpapi.NewWorkflowHook(svc, hooks),
+	})
 	if err != nil {
 		return err
 	}
@@ -161,29 +168,55 @@ type server struct {
 	serves string
 }
 
-// listen binds the management address and, when split off, the receivers'.
-func listen(cfg config, api http.Handler) ([]server, error) {
-	mux := http.NewServeMux()
-	mux.Handle("/", api)
-	specs := []struct {
-		addr, serves string
-		h            http.Handler
-	}{{cfg.Addr, "management API and webhook receivers", mux}}
+// surfaces are flowd's three HTTP handlers.
+type surfaces struct{ api, engine, workflow http.Handler }
+
+// listen binds the management address and, where configured, separate
+// addresses for the receivers. On a shared address the receivers take their
+// path prefixes and the management API everything else.
+func listen(cfg config, h surfaces) ([]server, error) {
+	type site struct {
+		mux    *http.ServeMux
+		serves []string
+	}
+	sites := map[string]*site{}
+	var order []string
+	mount := func(addr, pattern, what string, handler http.Handler) {
+		st, ok := sites[addr]
+		if !ok {
+			st = &site{mux: http.NewServeMux()}
+			sites[addr] = st
+			order = append(order, addr)
+		}
+		st.mux.Handle(pattern, handler)
+		st.serves = append(st.serves, what)
+	}
+	mount(cfg.Addr, "/", "management API", h.api)
+	if cfg.EngineAddr != "" && cfg.EngineAddr != cfg.Addr {
+		mount(cfg.EngineAddr, "/", "flow builder webhooks", h.engine)
+	} else {
+		mount(cfg.Addr, "/api/v1/webhooks/", "flow builder webhooks", h.engine)
+	}
+	if cfg.WorkflowAddr != "" && cfg.WorkflowAddr != cfg.Addr {
+		mount(cfg.WorkflowAddr, "/", "workflow builder webhooks", h.workflow)
+	} else {
+		mount(cfg.Addr, "/webhook/", "workflow builder webhooks", h.workflow)
+	}
 	var out []server
-	for _, sp := range specs {
-		ln, err := net.Listen("tcp", sp.addr)
+	for _, addr := range order {
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			for _, s := range out {
 				s.ln.Close()
 			}
-			return nil, fmt.Errorf("listen on %s: %w", sp.addr, err)
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
 		}
-		out = append(out, server{ln: ln, serves: sp.serves, srv: &http.Server{
-			Handler:           sp.h,
+		out = append(out, server{ln: ln, serves: strings.Join(sites[addr].serves, ", "), srv: &http.Server{
+			Handler:           sites[addr].mux,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       60 * time.Second,
 			// ON_COMPLETION webhooks wait up to the sync timeout for their run.
-			WriteTimeout: 90 * time.Second,
+			WriteTimeout: cfg.SyncTimeout + 30*time.Second,
 			IdleTimeout:  120 * time.Second,
 		}})
 	}

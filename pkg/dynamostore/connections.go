@@ -1,0 +1,131 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+func connectionKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrID: str(id)}
+}
+
+// CreateConnection stores a connection's metadata; its credential is in
+// Secrets.
+func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) error {
+	item := connectionKey(c.ID)
+	item[attrProject] = str(c.Project)
+	item["name"] = str(c.Name)
+	item["app"] = str(c.App)
+	item["type"] = str(string(c.Type))
+	item["status"] = str(string(c.Status))
+	item["created"] = timeValue(c.Created)
+	item["updated"] = timeValue(c.Updated)
+	item[attrCreatedSort] = str(createdSort(c.Created, c.ID))
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.t.Connections, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return automation.Conflict("CONNECTION_EXISTS", "connection %s already exists", c.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: create connection %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Connection reads a connection by ID, strongly consistent, because the
+// engine checks it before every use of its credential.
+func (s *Store) Connection(ctx context.Context, project, id string) (automation.Connection, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Connections, Key: connectionKey(id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return automation.Connection{}, fmt.Errorf("dynamostore: get connection %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return automation.Connection{}, automation.NotFound("connection", id)
+	}
+	c, err := decodeConnection(out.Item)
+	if err != nil {
+		return automation.Connection{}, err
+	}
+	if c.Project != project {
+		return automation.Connection{}, automation.NotFound("connection", id)
+	}
+	return c, nil
+}
+
+// ListConnections pages through a project's connections in creation order.
+func (s *Store) ListConnections(ctx context.Context, project string, q automation.ListQuery) (automation.Page[automation.Connection], error) {
+	items, next, err := s.listPage(ctx, s.t.Connections, indexByProject, attrProject, project, q, true)
+	if err != nil {
+		return automation.Page[automation.Connection]{}, fmt.Errorf("dynamostore: list connections of %s: %w", project, err)
+	}
+	page := automation.Page[automation.Connection]{Items: make([]automation.Connection, 0, len(items)), Next: next}
+	for _, it := range items {
+		c, err := decodeConnection(it)
+		if err != nil {
+			return automation.Page[automation.Connection]{}, err
+		}
+		page.Items = append(page.Items, c)
+	}
+	return page, nil
+}
+
+// DeleteConnection deletes a connection of the project; the condition makes
+// a connection of another project as missing as an absent one.
+func (s *Store) DeleteConnection(ctx context.Context, project, id string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.t.Connections, Key: connectionKey(id),
+		ConditionExpression:       aws.String("#project = :project"),
+		ExpressionAttributeNames:  map[string]string{"#project": attrProject},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
+	})
+	if _, ok := conditionFailed(err); ok {
+		return automation.NotFound("connection", id)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: delete connection %s: %w", id, err)
+	}
+	return nil
+}
+
+// SetConnectionStatus records a state change in place.
+func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st automation.ConnectionStatus, at time.Time) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Connections, Key: connectionKey(id),
+		UpdateExpression:         aws.String("SET #status = :status, #updated = :updated"),
+		ConditionExpression:      aws.String("#project = :project"),
+		ExpressionAttributeNames: map[string]string{"#status": "status", "#updated": "updated", "#project": attrProject},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":status": str(string(st)), ":updated": timeValue(at), ":project": str(project),
+		},
+	})
+	if _, ok := conditionFailed(err); ok {
+		return automation.NotFound("connection", id)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: set status of connection %s: %w", id, err)
+	}
+	return nil
+}
+
+func decodeConnection(item map[string]types.AttributeValue) (automation.Connection, error) {
+	r := reader{item: item}
+	c := automation.Connection{
+		ID: r.str(attrID), Project: r.str(attrProject), Name: r.str("name"), App: r.str("app"),
+		Type: automation.ConnectionType(r.str("type")), Status: automation.ConnectionStatus(r.str("status")),
+		Created: r.time("created"), Updated: r.time("updated"),
+	}
+	if r.err != nil {
+		return automation.Connection{}, fmt.Errorf("dynamostore: decode connection %s: %w", c.ID, r.err)
+	}
+	return c, nil
+}

@@ -1,0 +1,523 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+// Attributes of the flows, routes and runs tables.
+const (
+	attrProjectStatus = "projectStatus" // project + "#" + status: the byStatus index's partition
+	attrVersion       = "version"
+	attrPath          = "path"   // routes: "/" + the webhook path, never empty
+	attrMethod        = "method" // routes: GET, POST, PUT or DELETE
+	attrFlowID        = "flowId"
+)
+
+// Run statistics: written only when a run finishes, never by PutFlow, so a
+// flow update cannot lose a concurrent run's count.
+const (
+	attrFinished  = "finished"
+	attrSucceeded = "succeeded"
+	attrLastRun   = "lastRun"
+)
+
+// The definition (trigger, steps, allowlist) is stored as native maps and
+// lists, encoded through the domain's json tags: stores never add their own
+// tags to domain types, and secret fields keep what they hold (SecretMask
+// once stored), where JSON would replace any value with the mask.
+var (
+	defEncoder = attributevalue.NewEncoder(func(o *attributevalue.EncoderOptions) { o.TagKey = "json" })
+	defDecoder = attributevalue.NewDecoder(func(o *attributevalue.DecoderOptions) { o.TagKey = "json" })
+)
+
+// flowUpdateAttempts bounds DeleteFlow's retries when the flow changes
+// between its read and its delete.
+const flowUpdateAttempts = 3
+
+func flowKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrID: str(id)}
+}
+
+// routePath is a route's partition key: "/" + path, so that even an empty
+// path is a valid key.
+func routePath(path string) string { return "/" + path }
+
+func routeKey(r automation.Route) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPath: str(routePath(r.Path)), attrMethod: str(r.Method)}
+}
+
+func routeConflict(r automation.Route) error {
+	return automation.Conflict("ROUTE_CONFLICT", "another flow already receives %s requests on webhook path %q", r.Method, r.Path)
+}
+
+func flowModified(id string) error {
+	return automation.Conflict("FLOW_MODIFIED", "flow %s was modified by another request: read it again and retry", id)
+}
+
+// flowAttrs returns the attributes a write of f sets: everything but the
+// key, the creation time and the run statistics.
+func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
+	trigger, err := defEncoder.Encode(f.Trigger)
+	if err != nil {
+		return nil, fmt.Errorf("encode trigger: %w", err)
+	}
+	steps, err := defEncoder.Encode(f.Steps)
+	if err != nil {
+		return nil, fmt.Errorf("encode steps: %w", err)
+	}
+	ips, err := defEncoder.Encode(f.AllowedIPs)
+	if err != nil {
+		return nil, fmt.Errorf("encode allowlist: %w", err)
+	}
+	return map[string]types.AttributeValue{
+		"name":            str(f.Name),
+		"description":     str(f.Description),
+		"status":          str(string(f.Status)),
+		"engine":          str(string(f.Engine)),
+		"triggerType":     str(string(f.TriggerType)),
+		"updated":         timeValue(f.Updated),
+		attrVersion:       num(f.Version),
+		attrProjectStatus: str(f.Project + "#" + string(f.Status)),
+		"trigger":         trigger,
+		"steps":           steps,
+		"allowedIPs":      ips,
+	}, nil
+}
+
+func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
+	r := reader{item: item}
+	f := automation.Flow{
+		ID: r.str(attrID), Project: r.str(attrProject), Name: r.str("name"), Description: r.str("description"),
+		Status: automation.FlowStatus(r.str("status")), Engine: automation.Engine(r.str("engine")),
+		TriggerType: automation.TriggerType(r.str("triggerType")),
+		Created:     r.time("created"), Updated: r.time("updated"), Version: r.int(attrVersion),
+		Stats: automation.FlowStats{
+			Finished: r.int(attrFinished), Succeeded: r.int(attrSucceeded), LastRun: r.timePtr(attrLastRun),
+		},
+	}
+	if r.err == nil {
+		r.err = decodeDef(item, &f)
+	}
+	if r.err != nil {
+		return automation.Flow{}, fmt.Errorf("dynamostore: decode flow %s: %w", f.ID, r.err)
+	}
+	return f, nil
+}
+
+func decodeDef(item map[string]types.AttributeValue, f *automation.Flow) error {
+	for name, dst := range map[string]any{"trigger": &f.Trigger, "steps": &f.Steps, "allowedIPs": &f.AllowedIPs} {
+		if av, ok := item[name]; ok {
+			if err := defDecoder.Decode(av, dst); err != nil {
+				return fmt.Errorf("attribute %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func routeItem(r automation.Route, f automation.Flow) map[string]types.AttributeValue {
+	item := routeKey(r)
+	item[attrFlowID] = str(f.ID)
+	item[attrProject] = str(f.Project)
+	return item
+}
+
+// CreateFlow writes the flow and reserves its routes in one transaction.
+func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
+	item, err := flowAttrs(f)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
+	}
+	item[attrID] = str(f.ID)
+	item[attrProject] = str(f.Project)
+	item["created"] = timeValue(f.Created)
+	item[attrCreatedSort] = str(createdSort(f.Created, f.ID))
+	routes := f.Routes()
+	tx := []types.TransactWriteItem{{Put: &types.Put{
+		TableName: &s.t.Flows, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
+	}}}
+	for _, r := range routes {
+		tx = append(tx, types.TransactWriteItem{Put: &types.Put{
+			TableName: &s.t.Routes, Item: routeItem(r, f),
+			ConditionExpression:      aws.String("attribute_not_exists(#path)"),
+			ExpressionAttributeNames: map[string]string{"#path": attrPath},
+		}})
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+	if rs := cancelReasons(err); rs != nil {
+		if reasonCode(rs, 0) == reasonCondition {
+			return automation.Conflict("FLOW_EXISTS", "flow %s already exists", f.ID)
+		}
+		for i, r := range routes {
+			if reasonCode(rs, i+1) == reasonCondition {
+				return routeConflict(r)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
+	}
+	return nil
+}
+
+// getFlow reads a flow by ID, strongly consistent; nil if there is none.
+func (s *Store) getFlow(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Flows, Key: flowKey(id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+// Flow reads a flow of a project: a flow of another project is not found,
+// exactly like a missing one.
+func (s *Store) Flow(ctx context.Context, project, id string) (automation.Flow, error) {
+	item, err := s.getFlow(ctx, id)
+	if err != nil {
+		return automation.Flow{}, fmt.Errorf("dynamostore: get flow %s: %w", id, err)
+	}
+	if len(item) == 0 {
+		return automation.Flow{}, automation.NotFound("flow", id)
+	}
+	f, err := decodeFlow(item)
+	if err != nil {
+		return automation.Flow{}, err
+	}
+	if f.Project != project {
+		return automation.Flow{}, automation.NotFound("flow", id)
+	}
+	return f, nil
+}
+
+// FlowByID reads a flow by its ID alone: flow IDs are unique across
+// projects, so the table's key is the ID and this is one strongly
+// consistent read, as the webhook receiver needs.
+func (s *Store) FlowByID(ctx context.Context, id string) (automation.Flow, error) {
+	item, err := s.getFlow(ctx, id)
+	if err != nil {
+		return automation.Flow{}, fmt.Errorf("dynamostore: get flow %s: %w", id, err)
+	}
+	if len(item) == 0 {
+		return automation.Flow{}, automation.NotFound("flow", id)
+	}
+	return decodeFlow(item)
+}
+
+// PutFlow replaces a flow and moves its routes in one transaction whose
+// first item checks the version read, so the routes it removes are the ones
+// the stored flow holds.
+func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
+	stored, err := s.Flow(ctx, f.Project, f.ID)
+	if err != nil {
+		return err
+	}
+	if stored.Version != f.Version-1 {
+		return flowModified(f.ID)
+	}
+	attrs, err := flowAttrs(f)
+	if err != nil {
+		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
+	update, names, values := setExpression(attrs)
+	names["#project"], values[":project"] = attrProject, str(f.Project)
+	names["#version"] = attrVersion
+	values[":prev"] = num(f.Version - 1)
+	tx := []types.TransactWriteItem{{Update: &types.Update{
+		TableName: &s.t.Flows, Key: flowKey(f.ID), UpdateExpression: &update,
+		ConditionExpression:                 aws.String("attribute_exists(id) AND #project = :project AND #version = :prev"),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}}
+	added, removed := diffRoutes(stored.Routes(), f.Routes())
+	// A route this flow holds already is written again: the condition lets
+	// its owner through and stops every other flow.
+	ownOrFree := aws.String("attribute_not_exists(#path) OR #flowId = :flowId")
+	routeNames := map[string]string{"#path": attrPath, "#flowId": attrFlowID}
+	routeValues := map[string]types.AttributeValue{":flowId": str(f.ID)}
+	for _, r := range added {
+		tx = append(tx, types.TransactWriteItem{Put: &types.Put{
+			TableName: &s.t.Routes, Item: routeItem(r, f), ConditionExpression: ownOrFree,
+			ExpressionAttributeNames: routeNames, ExpressionAttributeValues: routeValues,
+		}})
+	}
+	for _, r := range removed {
+		tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{
+			TableName: &s.t.Routes, Key: routeKey(r), ConditionExpression: ownOrFree,
+			ExpressionAttributeNames: routeNames, ExpressionAttributeValues: routeValues,
+		}})
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+	if rs := cancelReasons(err); rs != nil {
+		switch reasonCode(rs, 0) {
+		case reasonCondition:
+			return s.putFlowFailed(ctx, f, rs[0])
+		case reasonTxnConflict:
+			return flowModified(f.ID)
+		}
+		for i, r := range added {
+			if reasonCode(rs, i+1) == reasonCondition {
+				return routeConflict(r)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
+	return nil
+}
+
+// putFlowFailed tells why PutFlow's condition on the flow failed: gone (or
+// moved to no project of the caller's) or modified since it was read.
+func (s *Store) putFlowFailed(ctx context.Context, f automation.Flow, reason types.CancellationReason) error {
+	old := reason.Item
+	if len(old) == 0 {
+		// Not every emulator returns the item: read it.
+		item, err := s.getFlow(ctx, f.ID)
+		if err != nil {
+			return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+		}
+		old = item
+	}
+	r := reader{item: old}
+	if len(old) == 0 || r.str(attrProject) != f.Project {
+		return automation.NotFound("flow", f.ID)
+	}
+	return flowModified(f.ID)
+}
+
+// setExpression turns attributes into "SET #a0 = :a0, ...", in name order so
+// that requests are reproducible.
+func setExpression(attrs map[string]types.AttributeValue) (string, map[string]string, map[string]types.AttributeValue) {
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{}
+	expr := "SET "
+	for i, k := range keys {
+		n, v := "#a"+strconv.Itoa(i), ":a"+strconv.Itoa(i)
+		if i > 0 {
+			expr += ", "
+		}
+		expr += n + " = " + v
+		names[n], values[v] = k, attrs[k]
+	}
+	return expr, names, values
+}
+
+// diffRoutes returns the routes of next that old lacks, and those of old
+// that next lacks.
+func diffRoutes(old, next []automation.Route) (added, removed []automation.Route) {
+	for _, r := range next {
+		if !slices.Contains(old, r) {
+			added = append(added, r)
+		}
+	}
+	for _, r := range old {
+		if !slices.Contains(next, r) {
+			removed = append(removed, r)
+		}
+	}
+	return added, removed
+}
+
+// DeleteFlow deletes the flow and its routes in one transaction, then its
+// runs. The transaction checks the version read, so routes added by a
+// concurrent update are never left behind; on such a race it reads again.
+func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
+	for attempt := 1; ; attempt++ {
+		f, err := s.Flow(ctx, project, id)
+		if err != nil {
+			return err
+		}
+		tx := []types.TransactWriteItem{{Delete: &types.Delete{
+			TableName: &s.t.Flows, Key: flowKey(id),
+			ConditionExpression:      aws.String("#project = :project AND #version = :version"),
+			ExpressionAttributeNames: map[string]string{"#project": attrProject, "#version": attrVersion},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":project": str(project), ":version": num(f.Version),
+			},
+		}}}
+		for _, r := range f.Routes() {
+			tx = append(tx, types.TransactWriteItem{Delete: &types.Delete{
+				TableName: &s.t.Routes, Key: routeKey(r),
+				ConditionExpression:       aws.String("attribute_not_exists(#path) OR #flowId = :flowId"),
+				ExpressionAttributeNames:  map[string]string{"#path": attrPath, "#flowId": attrFlowID},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":flowId": str(id)},
+			}})
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+		if rs := cancelReasons(err); rs != nil && attempt < flowUpdateAttempts {
+			if c := reasonCode(rs, 0); c == reasonCondition || c == reasonTxnConflict {
+				continue // changed or gone since read: the next read tells
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("dynamostore: delete flow %s: %w", id, err)
+		}
+		break
+	}
+	if err := s.deleteRuns(ctx, project, id); err != nil {
+		return fmt.Errorf("dynamostore: delete runs of flow %s: %w", id, err)
+	}
+	return nil
+}
+
+// deleteRuns removes every run of a flow, found through the byFlow index.
+// The flow is already gone, so no new run can appear (the receivers and the
+// runner read the flow first); a run the index had not shown yet, or a crash
+// midway, leaves runs nothing can reach, and TTL removes them.
+func (s *Store) deleteRuns(ctx context.Context, project, flowID string) error {
+	if s.t.Runs == "" {
+		return nil
+	}
+	keys, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		TableName: &s.t.Runs, IndexName: aws.String(indexByFlow),
+		KeyConditionExpression:    aws.String("#f = :f"),
+		ProjectionExpression:      aws.String("#id"),
+		ExpressionAttributeNames:  map[string]string{"#f": attrProjectFlow, "#id": attrID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":f": str(project + "#" + flowID)},
+	})
+	if err != nil {
+		return err
+	}
+	return s.deleteByID(ctx, s.t.Runs, keys)
+}
+
+// deleteByID deletes the items of a table keyed by id, 25 at a time
+// (BatchWriteItem's maximum).
+func (s *Store) deleteByID(ctx context.Context, table string, items []map[string]types.AttributeValue) error {
+	for chunk := range slices.Chunk(items, 25) {
+		reqs := make([]types.WriteRequest, len(chunk))
+		for i, k := range chunk {
+			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: map[string]types.AttributeValue{attrID: k[attrID]}}}
+		}
+		if err := s.batchWrite(ctx, table, reqs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchWrite writes a batch, resending what DynamoDB left unprocessed
+// (throttling) with a growing pause.
+func (s *Store) batchWrite(ctx context.Context, table string, reqs []types.WriteRequest) error {
+	pending := map[string][]types.WriteRequest{table: reqs}
+	for attempt := 0; len(pending[table]) > 0; attempt++ {
+		if attempt == 8 {
+			return errors.New("batch write: items still unprocessed after 8 attempts")
+		}
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
+			}
+		}
+		out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+		if err != nil {
+			return err
+		}
+		pending = out.UnprocessedItems
+	}
+	return nil
+}
+
+// ListFlows pages through a project's flows in creation order. With a
+// status filter it queries the byStatus index, whose partition is
+// (project, status), so every page is full: a FilterExpression would apply
+// after Limit and return short pages.
+func (s *Store) ListFlows(ctx context.Context, project string, q automation.ListQuery) (automation.Page[automation.Flow], error) {
+	index, hashAttr, hashValue := indexByProject, attrProject, project
+	if q.Status != "" {
+		index, hashAttr, hashValue = indexByStatus, attrProjectStatus, project+"#"+q.Status
+	}
+	items, next, err := s.listPage(ctx, s.t.Flows, index, hashAttr, hashValue, q, true)
+	if err != nil {
+		return automation.Page[automation.Flow]{}, fmt.Errorf("dynamostore: list flows of %s: %w", project, err)
+	}
+	page := automation.Page[automation.Flow]{Items: make([]automation.Flow, 0, len(items)), Next: next}
+	for _, it := range items {
+		f, err := decodeFlow(it)
+		if err != nil {
+			return automation.Page[automation.Flow]{}, err
+		}
+		page.Items = append(page.Items, f)
+	}
+	return page, nil
+}
+
+// listPage reads one page of an index keyed (hashAttr, createdSort) on a
+// table keyed by id, oldest first if forward, else newest first. The
+// position is the createdSort of the page's last item: with the partition
+// and the ID it holds, that is the whole ExclusiveStartKey, so positions
+// stay short and need no encoding.
+func (s *Store) listPage(ctx context.Context, table, index, hashAttr, hashValue string, q automation.ListQuery, forward bool) ([]map[string]types.AttributeValue, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName: &table, IndexName: &index, ScanIndexForward: aws.Bool(forward),
+		KeyConditionExpression:    aws.String("#h = :h"),
+		ExpressionAttributeNames:  map[string]string{"#h": hashAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(hashValue)},
+	}
+	if q.After != "" {
+		id, err := positionID(q.After)
+		if err != nil {
+			return nil, "", err
+		}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			attrID: str(id), hashAttr: str(hashValue), attrCreatedSort: str(q.After),
+		}
+	}
+	items, more, err := s.queryPage(ctx, in, q.Limit)
+	if err != nil || !more {
+		return items, "", err
+	}
+	r := reader{item: items[len(items)-1]}
+	next := r.str(attrCreatedSort)
+	if r.err != nil || next == "" {
+		return nil, "", fmt.Errorf("item without %s", attrCreatedSort)
+	}
+	return items, next, nil
+}
+
+// RouteFlows reads the routes of a path: one strongly consistent query on
+// the path's partition.
+func (s *Store) RouteFlows(ctx context.Context, path string) (map[string]string, error) {
+	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.t.Routes,
+		KeyConditionExpression:    aws.String("#p = :p"),
+		ExpressionAttributeNames:  map[string]string{"#p": attrPath},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(routePath(path))},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: routes of %q: %w", path, err)
+	}
+	m := make(map[string]string, len(items))
+	for _, it := range items {
+		r := reader{item: it}
+		method, flow := r.str(attrMethod), r.str(attrFlowID)
+		if r.err != nil {
+			return nil, fmt.Errorf("dynamostore: routes of %q: %w", path, r.err)
+		}
+		m[method] = flow
+	}
+	return m, nil
+}

@@ -1,0 +1,370 @@
+package dynamostore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+// Attributes of the runs table beside the run record's own (id, flowId,
+// status, created, ...).
+const (
+	attrProjectFlow       = "projectFlow"       // project#flowId: the byFlow index's partition
+	attrProjectFlowStatus = "projectFlowStatus" // project#flowId#status: the byStatus index's partition
+	attrLeaseUntil        = "leaseUntil"        // N, Unix nanoseconds: a claim holds the run until then
+	indexByFlow           = "byFlow"
+)
+
+// DefaultRunRetention is how long run records live before TTL removes them,
+// unless WithRunRetention says otherwise.
+const DefaultRunRetention = 30 * 24 * time.Hour
+
+// finishAttempts bounds FinishRun's retries when another run's finish moves
+// the flow's lastRun between its read and its write.
+const finishAttempts = 5
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithRunRetention sets how long after its creation a run expires: its
+// expiresAt, which the table's TTL acts on. It should match the Service's
+// RunPolicy.Retention.
+func WithRunRetention(d time.Duration) Option {
+	return func(s *Store) { s.retention = d }
+}
+
+var _ automation.RunStore = (*Store)(nil)
+
+func runKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrID: str(id)}
+}
+
+// runRecord encodes the fields of a run that change as it executes: the
+// whole record through the domain's json tags, minus its key.
+func runRecord(r automation.Run) (map[string]types.AttributeValue, error) {
+	av, err := defEncoder.Encode(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode run: %w", err)
+	}
+	m, ok := av.(*types.AttributeValueMemberM)
+	if !ok {
+		return nil, fmt.Errorf("encode run: got %T, want a map", av)
+	}
+	delete(m.Value, attrID)
+	m.Value[attrProjectFlowStatus] = str(r.Project + "#" + r.FlowID + "#" + string(r.Status))
+	return m.Value, nil
+}
+
+func decodeRun(item map[string]types.AttributeValue) (automation.Run, error) {
+	var r automation.Run
+	if err := defDecoder.Decode(&types.AttributeValueMemberM{Value: item}, &r); err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: decode run: %w", err)
+	}
+	rd := reader{item: item}
+	r.Project = rd.str(attrProject)
+	if rd.err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: decode run %s: %w", r.ID, rd.err)
+	}
+	return r, nil
+}
+
+// CreateRun writes a new RUNNING run: the store half of the AWS run queue,
+// which sends the SQS message once this returns. A condition check on the
+// flow in the same transaction keeps runs of a deleted flow from appearing
+// after DeleteFlow removed the others.
+func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
+	item, err := runRecord(r)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
+	}
+	item[attrID] = str(r.ID)
+	item[attrProject] = str(r.Project)
+	item[attrProjectFlow] = str(r.Project + "#" + r.FlowID)
+	item[attrCreatedSort] = str(createdSort(r.Created, r.ID))
+	item[attrExpiresAt] = num(r.Created.Add(s.retention).Unix())
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{
+			TableName: &s.t.Flows, Key: flowKey(r.FlowID),
+			ConditionExpression:       aws.String("#project = :project"),
+			ExpressionAttributeNames:  map[string]string{"#project": attrProject},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(r.Project)},
+		}},
+		{Put: &types.Put{TableName: &s.t.Runs, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}},
+	}})
+	if rs := cancelReasons(err); rs != nil {
+		switch {
+		case reasonCode(rs, 1) == reasonCondition:
+			return automation.Conflict("RUN_EXISTS", "run %s already exists", r.ID)
+		case reasonCode(rs, 0) == reasonCondition:
+			return automation.NotFound("flow", r.FlowID)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// getRun reads a run of a project, strongly consistent.
+func (s *Store) getRun(ctx context.Context, project, id string) (automation.Run, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Runs, Key: runKey(id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: get run %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return automation.Run{}, automation.NotFound("run", id)
+	}
+	r, err := decodeRun(out.Item)
+	if err != nil {
+		return automation.Run{}, err
+	}
+	if r.Project != project {
+		return automation.Run{}, automation.NotFound("run", id)
+	}
+	return r, nil
+}
+
+// Run reads a run of a project's flow.
+func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation.Run, error) {
+	r, err := s.getRun(ctx, project, id)
+	if err != nil {
+		return automation.Run{}, err
+	}
+	if r.FlowID != flowID {
+		return automation.Run{}, automation.NotFound("run", id)
+	}
+	return r, nil
+}
+
+// ListRuns pages through a flow's runs newest first. The index partitions
+// carry the project, so another project's request reads an empty partition.
+func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
+	index, hashAttr, hashValue := indexByFlow, attrProjectFlow, project+"#"+flowID
+	if q.Status != "" {
+		index, hashAttr, hashValue = indexByStatus, attrProjectFlowStatus, project+"#"+flowID+"#"+q.Status
+	}
+	items, next, err := s.listPage(ctx, s.t.Runs, index, hashAttr, hashValue, q, false)
+	if err != nil {
+		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: %w", flowID, err)
+	}
+	page := automation.Page[automation.Run]{Items: make([]automation.Run, 0, len(items)), Next: next}
+	for _, it := range items {
+		r, err := decodeRun(it)
+		if err != nil {
+			return automation.Page[automation.Run]{}, err
+		}
+		page.Items = append(page.Items, r)
+	}
+	return page, nil
+}
+
+// ClaimRun takes a run with one conditional update: RUNNING, of the
+// project, and no live lease. Of many simultaneous claims exactly one
+// passes the condition.
+func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Runs, Key: runKey(id),
+		UpdateExpression: aws.String("SET #attempts = if_not_exists(#attempts, :zero) + :one, #lease = :until"),
+		ConditionExpression: aws.String("#project = :project AND #status = :running AND " +
+			"(attribute_not_exists(#lease) OR #lease <= :now)"),
+		ExpressionAttributeNames: map[string]string{
+			"#attempts": "attempts", "#lease": attrLeaseUntil, "#project": attrProject, "#status": "status",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":zero": num(0), ":one": num(1), ":project": str(project), ":running": str(string(automation.RunRunning)),
+			":until": num(now.Add(lease).UnixNano()), ":now": num(now.UnixNano()),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if old, ok := conditionFailed(err); ok {
+		if len(old) == 0 {
+			// Not every emulator returns the item: read it.
+			out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Runs, Key: runKey(id), ConsistentRead: aws.Bool(true)})
+			if err != nil {
+				return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, err)
+			}
+			old = out.Item
+		}
+		r := reader{item: old}
+		switch status := automation.RunStatus(r.str("status")); {
+		case len(old) == 0 || r.str(attrProject) != project:
+			return automation.Run{}, automation.NotFound("run", id)
+		case status.Final():
+			return automation.Run{}, automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+		default:
+			return automation.Run{}, automation.Conflict("RUN_CLAIMED", "run %s is being executed", id)
+		}
+	}
+	if err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, err)
+	}
+	return decodeRun(out.Attributes)
+}
+
+// ReleaseRun records a failed attempt and drops its lease. A run that is
+// gone or already final is left alone, as the embedded store does: the
+// attempt has nothing left to record.
+func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
+	r.Status = automation.RunRunning
+	err := s.updateRun(ctx, r)
+	if _, ok := conditionFailed(err); ok {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: release run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// updateRun writes r's record over a RUNNING run of its project and drops
+// the lease.
+func (s *Store) updateRun(ctx context.Context, r automation.Run) error {
+	in, err := s.runUpdate(r)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: in.TableName, Key: in.Key, UpdateExpression: in.UpdateExpression,
+		ConditionExpression: in.ConditionExpression, ExpressionAttributeNames: in.ExpressionAttributeNames,
+		ExpressionAttributeValues: in.ExpressionAttributeValues,
+	})
+	return err
+}
+
+// runUpdate is the write of a run's record, conditioned on the run being
+// RUNNING in r's project; attempts, created and the keys stay as stored.
+func (s *Store) runUpdate(r automation.Run) (*types.Update, error) {
+	rec, err := runRecord(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"attempts", "created", attrFlowID} {
+		delete(rec, k)
+	}
+	set, names, values := setExpression(rec)
+	names["#project"], names["#status"], names["#lease"] = attrProject, "status", attrLeaseUntil
+	values[":project"], values[":running"] = str(r.Project), str(string(automation.RunRunning))
+	return &types.Update{
+		TableName: &s.t.Runs, Key: runKey(r.ID),
+		UpdateExpression:          aws.String(set + " REMOVE #lease"),
+		ConditionExpression:       aws.String("#project = :project AND #status = :running"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	}, nil
+}
+
+// FinishRun writes a run's final state and adds it to the flow's stats in
+// one transaction. DynamoDB has no max(), so lastRun is set from the value
+// read, under a condition that it has not moved; a concurrent finish that
+// moved it makes this one read again.
+func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
+	if !r.Status.Final() {
+		return fmt.Errorf("dynamostore: finish run %s: status %q is not final", r.ID, r.Status)
+	}
+	run, err := s.runUpdate(r)
+	if err != nil {
+		return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
+	}
+	run.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	for attempt := 1; ; attempt++ {
+		flow, err := s.getFlow(ctx, r.FlowID)
+		if err != nil {
+			return fmt.Errorf("dynamostore: finish run %s: read flow: %w", r.ID, err)
+		}
+		tx := []types.TransactWriteItem{{Update: run}}
+		owner := reader{item: flow}
+		if len(flow) > 0 && owner.str(attrProject) == r.Project {
+			tx = append(tx, types.TransactWriteItem{Update: s.statsUpdate(r, flow)})
+		} // else the flow is gone, and so are its stats
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+		rs := cancelReasons(err)
+		if rs == nil {
+			if err != nil {
+				return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
+			}
+			return nil
+		}
+		if reasonCode(rs, 0) == reasonCondition {
+			stored, err := s.getRun(ctx, r.Project, r.ID)
+			if err != nil {
+				return err
+			}
+			return automation.Conflict("RUN_FINISHED", "run %s is already %s", r.ID, stored.Status)
+		}
+		c0, c1 := reasonCode(rs, 0), reasonCode(rs, 1)
+		retry := c1 == reasonCondition || c0 == reasonTxnConflict || c1 == reasonTxnConflict
+		if !retry || attempt == finishAttempts {
+			return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
+		}
+	}
+}
+
+// statsUpdate adds a finished run to a flow's stats, given the flow as read.
+func (s *Store) statsUpdate(r automation.Run, flow map[string]types.AttributeValue) *types.Update {
+	succeeded := int64(0)
+	if r.Status == automation.RunSucceeded {
+		succeeded = 1
+	}
+	names := map[string]string{"#f": attrFinished, "#s": attrSucceeded, "#project": attrProject}
+	values := map[string]types.AttributeValue{":one": num(1), ":s": num(succeeded), ":project": str(r.Project)}
+	expr := "ADD #f :one, #s :s"
+	cond := "#project = :project"
+	rd := reader{item: flow}
+	last := rd.timePtr(attrLastRun)
+	if rd.err != nil || last == nil || r.Created.After(*last) {
+		names["#l"] = attrLastRun
+	}
+	switch {
+	case rd.err != nil || last == nil:
+		// No lastRun yet (or an unreadable one): set it, unless another
+		// finish sets one first.
+		expr += " SET #l = :created"
+		values[":created"] = timeValue(r.Created)
+		cond += " AND attribute_not_exists(#l)"
+	case r.Created.After(*last):
+		expr += " SET #l = :created"
+		values[":created"], values[":last"] = timeValue(r.Created), flow[attrLastRun]
+		cond += " AND #l = :last"
+	default:
+		// An older run finishing later leaves lastRun alone; lastRun only
+		// grows, so no condition is needed.
+	}
+	return &types.Update{
+		TableName: &s.t.Flows, Key: flowKey(r.FlowID), UpdateExpression: &expr, ConditionExpression: &cond,
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	}
+}
+
+// DeleteRunsBefore removes up to limit runs created before t, oldest first.
+// On AWS the table's TTL does this work; this scan is for completeness and
+// for operators, not for a schedule.
+func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
+	items, err := s.scanAll(ctx, &dynamodb.ScanInput{
+		TableName:                 &s.t.Runs,
+		FilterExpression:          aws.String("#c < :t"),
+		ProjectionExpression:      aws.String("#id, #c"),
+		ExpressionAttributeNames:  map[string]string{"#c": attrCreatedSort, "#id": attrID},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(t.UTC().Format(sortTimeLayout))},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dynamostore: purge runs: %w", err)
+	}
+	slices.SortFunc(items, byCreatedSort)
+	if len(items) > limit {
+		items = items[:limit]
+	}
+	if err := s.deleteByID(ctx, s.t.Runs, items); err != nil {
+		return 0, fmt.Errorf("dynamostore: purge runs: %w", err)
+	}
+	return len(items), nil
+}

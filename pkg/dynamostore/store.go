@@ -1,0 +1,294 @@
+// Package dynamostore implements automation.Store and automation.RunStore on
+// Amazon DynamoDB, for the service's AWS deployment. Each kind of record has
+// its own table, so that every Lambda function gets least-privilege IAM per
+// table; docs/dynamodb.md describes the tables, their keys and indexes, and
+// the access patterns they serve.
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+// API is the part of the DynamoDB client the Store uses. *dynamodb.Client
+// implements it; tests substitute a stub to inject failures.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+}
+
+var _ API = (*dynamodb.Client)(nil)
+
+// Tables names the tables of one deployment (one stage).
+type Tables struct {
+	Projects    string // projects and their name reservations
+	Keys        string // API keys by hash, and ID pointers
+	Flows       string // flows by ID; indexes by project (and status) in creation order
+	Routes      string // workflow builder routes by (path, method)
+	Connections string // connection metadata by ID; index by project
+	Runs        string // runs by ID; indexes by project+flow (and status); TTL on expiresAt
+}
+
+// TableNames returns the tables of a stage, named prefix-projects,
+// prefix-keys, and so on.
+func TableNames(prefix string) Tables {
+	return Tables{
+		Projects:    prefix + "-projects",
+		Keys:        prefix + "-keys",
+		Flows:       prefix + "-flows",
+		Routes:      prefix + "-routes",
+		Connections: prefix + "-connections",
+		Runs:        prefix + "-runs",
+	}
+}
+
+// Store is an automation.Store and automation.RunStore on DynamoDB. It is
+// safe for concurrent use.
+type Store struct {
+	db        API
+	t         Tables
+	retention time.Duration
+}
+
+var _ automation.Store = (*Store)(nil)
+
+// New returns a Store on the given tables, which must exist (CreateTables).
+func New(client API, tables Tables, opts ...Option) *Store {
+	s := &Store{db: client, t: tables, retention: DefaultRunRetention}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Attribute and index names shared by several tables.
+const (
+	attrCreatedSort = "createdSort" // creation time (fixed width) + "#" + ID: orders lists
+	indexByProject  = "byProject"   // (project, createdSort)
+	indexByStatus   = "byStatus"    // (projectStatus, createdSort) on flows
+)
+
+// sortTimeLayout writes times at a fixed width, so that their strings sort
+// as the times do.
+const sortTimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// createdSort is the sort key that lists items in creation order. The ID
+// breaks ties between items created in the same instant, so every item has
+// a distinct, stable position.
+func createdSort(created time.Time, id string) string {
+	return created.UTC().Format(sortTimeLayout) + "#" + id
+}
+
+// positionID returns the ID inside a position made by createdSort. Positions
+// reach the store only through the Service's sealed cursors, so a malformed
+// one is a bug, not a client error.
+func positionID(pos string) (string, error) {
+	t, id, ok := strings.Cut(pos, "#")
+	if !ok || id == "" || len(t) != len(sortTimeLayout) {
+		return "", fmt.Errorf("malformed list position %q", pos)
+	}
+	if _, err := time.Parse(sortTimeLayout, t); err != nil {
+		return "", fmt.Errorf("malformed list position %q", pos)
+	}
+	return id, nil
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// timeValue is how times are stored: RFC 3339 with nanoseconds, UTC, which
+// round-trips exactly.
+func timeValue(t time.Time) types.AttributeValue { return str(t.UTC().Format(time.RFC3339Nano)) }
+
+// reader decodes the attributes of one item, keeping the first error, so
+// that decoders read as a list of fields.
+type reader struct {
+	item map[string]types.AttributeValue
+	err  error
+}
+
+func (r *reader) fail(name, want string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("attribute %s: want %s, got %T", name, want, r.item[name])
+	}
+}
+
+// str returns a string attribute; a missing one is "".
+func (r *reader) str(name string) string {
+	switch v := r.item[name].(type) {
+	case nil:
+		return ""
+	case *types.AttributeValueMemberS:
+		return v.Value
+	default:
+		r.fail(name, "a string")
+		return ""
+	}
+}
+
+// int returns a number attribute; a missing one is 0.
+func (r *reader) int(name string) int64 {
+	switch v := r.item[name].(type) {
+	case nil:
+		return 0
+	case *types.AttributeValueMemberN:
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil && r.err == nil {
+			r.err = fmt.Errorf("attribute %s: %w", name, err)
+		}
+		return n
+	default:
+		r.fail(name, "a number")
+		return 0
+	}
+}
+
+// time returns a time attribute; a missing one is the zero time.
+func (r *reader) time(name string) time.Time {
+	s := r.str(name)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("attribute %s: %w", name, err)
+	}
+	return t
+}
+
+// timePtr returns a time attribute, or nil if it is missing or NULL.
+func (r *reader) timePtr(name string) *time.Time {
+	switch r.item[name].(type) {
+	case nil, *types.AttributeValueMemberNULL:
+		return nil
+	}
+	t := r.time(name)
+	return &t
+}
+
+// Reasons a write's condition fails, as DynamoDB names them in transaction
+// cancellation reasons.
+const (
+	reasonNone        = "None"
+	reasonCondition   = "ConditionalCheckFailed"
+	reasonTxnConflict = "TransactionConflict"
+)
+
+// cancelReasons returns the cancellation reasons of a failed transaction,
+// one per item in request order, or nil if err is not a cancellation.
+func cancelReasons(err error) []types.CancellationReason {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return nil
+	}
+	if len(tce.CancellationReasons) > 0 {
+		return tce.CancellationReasons
+	}
+	// Some emulators only put the reasons in the message:
+	// "Transaction cancelled, please refer cancellation reasons for specific
+	// reasons [None, ConditionalCheckFailed]".
+	msg := tce.ErrorMessage()
+	open, end := strings.LastIndex(msg, "["), strings.LastIndex(msg, "]")
+	if open < 0 || end < open {
+		return nil
+	}
+	var rs []types.CancellationReason
+	for _, code := range strings.Split(msg[open+1:end], ",") {
+		code := strings.TrimSpace(code)
+		rs = append(rs, types.CancellationReason{Code: &code})
+	}
+	return rs
+}
+
+// reasonCode is the code of reason i, or "" if there is none.
+func reasonCode(rs []types.CancellationReason, i int) string {
+	if i >= len(rs) || rs[i].Code == nil {
+		return ""
+	}
+	return *rs[i].Code
+}
+
+// conditionFailed reports whether err is a failed condition of a single-item
+// write, and returns the item as it was if the request asked for it.
+func conditionFailed(err error) (map[string]types.AttributeValue, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item, true
+	}
+	return nil, false
+}
+
+// queryAll runs a query to its end, for the short lists that are not paged.
+func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, out.Items...)
+		if len(out.LastEvaluatedKey) == 0 {
+			return items, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// scanAll reads a whole table (filtered), for the admin lists of all
+// projects and all keys.
+func (s *Store) scanAll(ctx context.Context, in *dynamodb.ScanInput) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	for {
+		out, err := s.db.Scan(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, out.Items...)
+		if len(out.LastEvaluatedKey) == 0 {
+			return items, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// queryPage reads up to limit items of an index in key order, and reports
+// whether more follow. It reads limit+1 items, looping because a query stops
+// at 1 MB whatever its Limit.
+func (s *Store) queryPage(ctx context.Context, in *dynamodb.QueryInput, limit int) ([]map[string]types.AttributeValue, bool, error) {
+	var items []map[string]types.AttributeValue
+	for len(items) <= limit {
+		n := int32(limit + 1 - len(items))
+		in.Limit = &n
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, false, err
+		}
+		items = append(items, out.Items...)
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	if len(items) > limit {
+		return items[:limit], true, nil
+	}
+	return items, false, nil
+}

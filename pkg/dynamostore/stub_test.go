@@ -1,0 +1,428 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+// stub is an API whose methods are function fields, to inject failures; an
+// unset one fails the call.
+type stub struct {
+	getItem  func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
+	query    func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error)
+	transact func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error)
+	update   func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
+	delete   func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error)
+	put      func(*dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error)
+}
+
+var errUnexpected = errors.New("unexpected call")
+
+func (s *stub) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if s.getItem == nil {
+		return nil, errUnexpected
+	}
+	return s.getItem(in)
+}
+
+func (s *stub) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	if s.put == nil {
+		return nil, errUnexpected
+	}
+	return s.put(in)
+}
+
+func (s *stub) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if s.update == nil {
+		return nil, errUnexpected
+	}
+	return s.update(in)
+}
+
+func (s *stub) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	if s.delete == nil {
+		return nil, errUnexpected
+	}
+	return s.delete(in)
+}
+
+func (s *stub) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if s.query == nil {
+		return nil, errUnexpected
+	}
+	return s.query(in)
+}
+
+func (s *stub) Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	return nil, errUnexpected
+}
+
+func (s *stub) TransactWriteItems(_ context.Context, in *dynamodb.TransactWriteItemsInput, _ ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if s.transact == nil {
+		return nil, errUnexpected
+	}
+	return s.transact(in)
+}
+
+func (s *stub) BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	return nil, errUnexpected
+}
+
+func canceled(codes ...string) error {
+	rs := make([]types.CancellationReason, len(codes))
+	for i, c := range codes {
+		rs[i] = types.CancellationReason{Code: aws.String(c)}
+	}
+	return &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"), CancellationReasons: rs}
+}
+
+var stubTables = TableNames("stub")
+
+// storedFlow is the item of a flow builder flow of prj_a at version 1.
+func storedFlow(t *testing.T) map[string]types.AttributeValue {
+	f := automation.Flow{
+		ID: "flw_1", Project: "prj_a", Name: "n", Status: automation.FlowInactive, Engine: automation.WorkflowBuilder,
+		TriggerType: automation.TriggerWebhook, Version: 1,
+		Trigger: automation.Trigger{Type: automation.TriggerWebhook, Webhook: &automation.Webhook{HTTPMethod: "POST", Path: "p"}},
+	}
+	item, err := flowAttrs(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	item[attrID], item[attrProject] = str(f.ID), str(f.Project)
+	return item
+}
+
+func TestErrorMapping(t *testing.T) {
+	boom := errors.New("boom")
+	flow := func(version int64, method, path string) automation.Flow {
+		return automation.Flow{ID: "flw_1", Project: "prj_a", Engine: automation.WorkflowBuilder, Version: version,
+			Trigger: automation.Trigger{Type: automation.TriggerWebhook, Webhook: &automation.Webhook{HTTPMethod: method, Path: path}}}
+	}
+	tests := []struct {
+		name     string
+		stub     func(t *testing.T) *stub
+		call     func(s *Store) error
+		wantKind error  // nil: not an *automation.Error
+		wantCode string // or the wrapped message prefix when wantKind is nil
+		wantIn   string // in the message
+	}{
+		{
+			name: "get flow fails: wrapped with context",
+			stub: func(*testing.T) *stub {
+				return &stub{getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return nil, boom }}
+			},
+			call:     func(s *Store) error { _, err := s.Flow(context.Background(), "prj_a", "flw_1"); return err },
+			wantCode: "dynamostore: get flow flw_1: boom",
+		},
+		{
+			name: "missing flow",
+			stub: func(*testing.T) *stub {
+				return &stub{getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) { return &dynamodb.GetItemOutput{}, nil }}
+			},
+			call:     func(s *Store) error { _, err := s.FlowByID(context.Background(), "flw_1"); return err },
+			wantKind: automation.ErrNotFound, wantCode: "FLOW_NOT_FOUND",
+		},
+		{
+			name: "another project's flow is not found",
+			stub: func(t *testing.T) *stub {
+				return &stub{getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+					return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+				}}
+			},
+			call:     func(s *Store) error { _, err := s.Flow(context.Background(), "prj_b", "flw_1"); return err },
+			wantKind: automation.ErrNotFound, wantCode: "FLOW_NOT_FOUND",
+		},
+		{
+			name: "create flow: second route taken",
+			stub: func(*testing.T) *stub {
+				return &stub{transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+					return nil, canceled(reasonNone, reasonNone, reasonCondition, reasonNone, reasonNone)
+				}}
+			},
+			call:     func(s *Store) error { return s.CreateFlow(context.Background(), flow(1, "ANY", "hooks/x")) },
+			wantKind: automation.ErrConflict, wantCode: "ROUTE_CONFLICT", wantIn: `POST requests on webhook path "hooks/x"`,
+		},
+		{
+			name: "create flow: reasons only in the message",
+			stub: func(*testing.T) *stub {
+				return &stub{transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+					return nil, &types.TransactionCanceledException{Message: aws.String(
+						"Transaction cancelled, please refer cancellation reasons for specific reasons [None, ConditionalCheckFailed]")}
+				}}
+			},
+			call:     func(s *Store) error { return s.CreateFlow(context.Background(), flow(1, "DELETE", "x")) },
+			wantKind: automation.ErrConflict, wantCode: "ROUTE_CONFLICT", wantIn: "DELETE",
+		},
+		{
+			name: "create flow: ID taken",
+			stub: func(*testing.T) *stub {
+				return &stub{transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+					return nil, canceled(reasonCondition, reasonNone)
+				}}
+			},
+			call:     func(s *Store) error { return s.CreateFlow(context.Background(), flow(1, "GET", "x")) },
+			wantKind: automation.ErrConflict, wantCode: "FLOW_EXISTS",
+		},
+		{
+			name: "create flow: throttled is an internal error",
+			stub: func(*testing.T) *stub {
+				return &stub{transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+					return nil, canceled(reasonNone, "ThrottlingError")
+				}}
+			},
+			call:     func(s *Store) error { return s.CreateFlow(context.Background(), flow(1, "GET", "x")) },
+			wantCode: "dynamostore: create flow flw_1: ",
+		},
+		{
+			name: "put flow: changed between read and write",
+			stub: func(t *testing.T) *stub {
+				return &stub{
+					getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+						return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+					},
+					transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+						err := canceled(reasonCondition, reasonNone)
+						err.(*types.TransactionCanceledException).CancellationReasons[0].Item = storedFlow(t)
+						return nil, err
+					},
+				}
+			},
+			call:     func(s *Store) error { return s.PutFlow(context.Background(), flow(2, "GET", "q")) },
+			wantKind: automation.ErrConflict, wantCode: "FLOW_MODIFIED",
+		},
+		{
+			name: "put flow: deleted between read and write",
+			stub: func(t *testing.T) *stub {
+				reads := 0
+				return &stub{
+					getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+						reads++
+						if reads > 1 {
+							return &dynamodb.GetItemOutput{}, nil
+						}
+						return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+					},
+					transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+						return nil, canceled(reasonCondition, reasonNone, reasonNone)
+					},
+				}
+			},
+			call:     func(s *Store) error { return s.PutFlow(context.Background(), flow(2, "GET", "q")) },
+			wantKind: automation.ErrNotFound, wantCode: "FLOW_NOT_FOUND",
+		},
+		{
+			name: "put flow: concurrent transaction",
+			stub: func(t *testing.T) *stub {
+				return &stub{
+					getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+						return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+					},
+					transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+						return nil, canceled(reasonTxnConflict, reasonNone)
+					},
+				}
+			},
+			call:     func(s *Store) error { return s.PutFlow(context.Background(), flow(2, "GET", "q")) },
+			wantKind: automation.ErrConflict, wantCode: "FLOW_MODIFIED",
+		},
+		{
+			name: "put flow: new route taken (after the removed one in the request)",
+			stub: func(t *testing.T) *stub {
+				return &stub{
+					getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+						return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+					},
+					transact: func(in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+						// flow, PUT q (added), then the delete of POST p.
+						if len(in.TransactItems) != 3 || in.TransactItems[1].Put == nil || in.TransactItems[2].Delete == nil {
+							t.Errorf("transaction = %+v, want update, put, delete", in.TransactItems)
+						}
+						return nil, canceled(reasonNone, reasonCondition, reasonNone)
+					},
+				}
+			},
+			call:     func(s *Store) error { return s.PutFlow(context.Background(), flow(2, "PUT", "q")) },
+			wantKind: automation.ErrConflict, wantCode: "ROUTE_CONFLICT", wantIn: `PUT requests on webhook path "q"`,
+		},
+		{
+			name: "put flow: stale version seen on read",
+			stub: func(t *testing.T) *stub {
+				return &stub{getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+					return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+				}}
+			},
+			call:     func(s *Store) error { return s.PutFlow(context.Background(), flow(5, "GET", "q")) },
+			wantKind: automation.ErrConflict, wantCode: "FLOW_MODIFIED",
+		},
+		{
+			name: "project name taken",
+			stub: func(*testing.T) *stub {
+				return &stub{transact: func(*dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+					return nil, canceled(reasonNone, reasonCondition)
+				}}
+			},
+			call: func(s *Store) error {
+				return s.CreateProject(context.Background(), automation.Project{ID: "prj_1", Name: "acme"})
+			},
+			wantKind: automation.ErrConflict, wantCode: "PROJECT_EXISTS", wantIn: `"acme"`,
+		},
+		{
+			name: "delete connection of another project",
+			stub: func(*testing.T) *stub {
+				return &stub{delete: func(*dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+					return nil, &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+				}}
+			},
+			call:     func(s *Store) error { return s.DeleteConnection(context.Background(), "prj_b", "con_1") },
+			wantKind: automation.ErrNotFound, wantCode: "CONNECTION_NOT_FOUND",
+		},
+		{
+			name: "set connection status fails",
+			stub: func(*testing.T) *stub {
+				return &stub{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, boom }}
+			},
+			call: func(s *Store) error {
+				return s.SetConnectionStatus(context.Background(), "prj_a", "con_1", automation.ConnectionError, time.Time{})
+			},
+			wantCode: "dynamostore: set status of connection con_1: boom",
+		},
+		{
+			name: "list flows with a malformed position",
+			stub: func(*testing.T) *stub { return &stub{} },
+			call: func(s *Store) error {
+				_, err := s.ListFlows(context.Background(), "prj_a", automation.ListQuery{Limit: 1, After: "garbage"})
+				return err
+			},
+			wantCode: "dynamostore: list flows of prj_a: malformed list position",
+		},
+		{
+			name: "undecodable item",
+			stub: func(*testing.T) *stub {
+				return &stub{getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+					return &dynamodb.GetItemOutput{Item: map[string]types.AttributeValue{
+						attrID: str("flw_1"), attrProject: str("prj_a"), attrVersion: str("one"),
+					}}, nil
+				}}
+			},
+			call:     func(s *Store) error { _, err := s.Flow(context.Background(), "prj_a", "flw_1"); return err },
+			wantCode: "dynamostore: decode flow flw_1: attribute version: want a number",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call(New(tt.stub(t), stubTables))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var e *automation.Error
+			isDomain := errors.As(err, &e)
+			switch {
+			case tt.wantKind != nil && (!isDomain || !errors.Is(err, tt.wantKind) || e.Code != tt.wantCode):
+				t.Errorf("err = %v, want code %s (%v)", err, tt.wantCode, tt.wantKind)
+			case tt.wantKind == nil && (isDomain || !strings.HasPrefix(err.Error(), tt.wantCode)):
+				t.Errorf("err = %v, want an internal error starting %q", err, tt.wantCode)
+			case !strings.Contains(err.Error(), tt.wantIn):
+				t.Errorf("err = %v, want it to mention %q", err, tt.wantIn)
+			}
+			if tt.wantCode == "dynamostore: get flow flw_1: boom" && !errors.Is(err, boom) {
+				t.Errorf("err = %v does not wrap the SDK error", err)
+			}
+		})
+	}
+}
+
+func TestPositions(t *testing.T) {
+	ts := []time.Time{
+		time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 1, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 100_000_000, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 6, 0, time.FixedZone("x", 3600)), // 02:04:06 UTC: earliest
+	}
+	sorts := make([]string, len(ts))
+	for i, tm := range ts {
+		sorts[i] = createdSort(tm, "flw_x")
+		id, err := positionID(sorts[i])
+		if err != nil || id != "flw_x" {
+			t.Errorf("positionID(%q) = %q, %v", sorts[i], id, err)
+		}
+	}
+	if !(sorts[3] < sorts[0] && sorts[0] < sorts[1] && sorts[1] < sorts[2]) {
+		t.Errorf("sort keys do not order as times: %q", sorts)
+	}
+	for _, bad := range []string{"", "flw_x", "#flw_x", "2026-01-02T03:04:05.000000000Z#", "2026-13-02T03:04:05.000000000Z#flw_x"} {
+		if _, err := positionID(bad); err == nil {
+			t.Errorf("positionID(%q) accepted a malformed position", bad)
+		}
+	}
+}
+
+// TestFinishRunRetries checks that a finish whose flow update lost a race
+// (another finish moved lastRun) reads the flow again and retries, and that
+// a finish whose run condition failed reports RUN_FINISHED without retrying.
+func TestFinishRunRetries(t *testing.T) {
+	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	run := automation.Run{ID: "run_1", Project: "prj_a", FlowID: "flw_1", Status: automation.RunSucceeded, Created: created}
+	storedRun := func() map[string]types.AttributeValue {
+		rec, err := runRecord(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec[attrID], rec[attrProject] = str("run_1"), str("prj_a")
+		return rec
+	}
+	tests := []struct {
+		name         string
+		answers      []error
+		wantTransact int
+		wantCode     string
+	}{
+		{"lastRun moved", []error{canceled(reasonNone, reasonCondition), nil}, 2, ""},
+		{"transaction conflict", []error{canceled(reasonNone, reasonTxnConflict), nil}, 2, ""},
+		{"already finished", []error{canceled(reasonCondition, reasonNone)}, 1, "RUN_FINISHED"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var transacts, flowReads int
+			st := &stub{
+				getItem: func(in *dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+					if *in.TableName == stubTables.Flows {
+						flowReads++
+						return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+					}
+					item := storedRun()
+					item["status"] = str("FAILED")
+					return &dynamodb.GetItemOutput{Item: item}, nil
+				},
+				transact: func(in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+					transacts++
+					if len(in.TransactItems) != 2 || in.TransactItems[1].Update == nil ||
+						!strings.Contains(*in.TransactItems[1].Update.UpdateExpression, "ADD") {
+						t.Errorf("transaction %+v lacks the stats update", in.TransactItems)
+					}
+					return &dynamodb.TransactWriteItemsOutput{}, tt.answers[transacts-1]
+				},
+			}
+			err := New(st, stubTables).FinishRun(context.Background(), run)
+			var e *automation.Error
+			switch {
+			case tt.wantCode == "" && err != nil:
+				t.Errorf("FinishRun = %v", err)
+			case tt.wantCode != "" && (!errors.As(err, &e) || e.Code != tt.wantCode):
+				t.Errorf("FinishRun = %v, want %s", err, tt.wantCode)
+			}
+			if transacts != tt.wantTransact || flowReads != tt.wantTransact {
+				t.Errorf("%d transactions after %d flow reads, want %d of each", transacts, flowReads, tt.wantTransact)
+			}
+		})
+	}
+}
