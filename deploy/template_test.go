@@ -11,6 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/dynamostore"
 )
 
 // cfnTemplate is the part of a CloudFormation template the tests read.
@@ -289,6 +293,98 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 		if id != "ApiFunction" && strings.Contains(s, "KeysTable") {
 			t.Errorf("%s: may read API keys", id)
+		}
+	}
+}
+
+// TestTablesMatchStore checks that the template declares exactly the tables
+// dynamostore creates (docs/dynamodb.md): keys, attribute types, indexes
+// and billing, plus what only a deployment has: point-in-time recovery on
+// every table and TTL on the runs table.
+func TestTablesMatchStore(t *testing.T) {
+	tpl := translate(t, nil)
+	declared := map[string]map[string]any{} // by name suffix: projects, keys, ...
+	for id, r := range tpl.Resources {
+		if r.Type != "AWS::DynamoDB::Table" {
+			continue
+		}
+		sub, _ := r.Properties["TableName"].(map[string]any)["Fn::Sub"].(string)
+		suffix, ok := strings.CutPrefix(sub, "flow-${Stage}-")
+		if !ok {
+			t.Errorf("%s: TableName %v, want flow-${Stage}-<kind>", id, r.Properties["TableName"])
+			continue
+		}
+		declared[suffix] = r.Properties
+	}
+	const prefix = "T"
+	defs := dynamostore.TableDefinitions(dynamostore.TableNames(prefix))
+	if len(declared) != len(defs) {
+		t.Errorf("template declares %d tables, dynamostore %d", len(declared), len(defs))
+	}
+	for _, def := range defs {
+		kind := strings.TrimPrefix(*def.TableName, prefix+"-")
+		got, ok := declared[kind]
+		if !ok {
+			t.Errorf("table %s: not in the template", kind)
+			continue
+		}
+		var want struct {
+			BillingMode            string
+			AttributeDefinitions   []map[string]string
+			KeySchema              []map[string]string
+			GlobalSecondaryIndexes []map[string]any
+		}
+		want.BillingMode = string(def.BillingMode)
+		for _, a := range def.AttributeDefinitions {
+			want.AttributeDefinitions = append(want.AttributeDefinitions, map[string]string{"AttributeName": *a.AttributeName, "AttributeType": string(a.AttributeType)})
+		}
+		keys := func(ks []dbtypes.KeySchemaElement) []map[string]string {
+			var out []map[string]string
+			for _, k := range ks {
+				out = append(out, map[string]string{"AttributeName": *k.AttributeName, "KeyType": string(k.KeyType)})
+			}
+			return out
+		}
+		want.KeySchema = keys(def.KeySchema)
+		for _, g := range def.GlobalSecondaryIndexes {
+			want.GlobalSecondaryIndexes = append(want.GlobalSecondaryIndexes, map[string]any{
+				"IndexName": *g.IndexName, "KeySchema": keys(g.KeySchema),
+				"Projection": map[string]string{"ProjectionType": string(g.Projection.ProjectionType)},
+			})
+		}
+		// Compare as JSON values, attribute order aside.
+		norm := func(v any) any {
+			b, _ := json.Marshal(v)
+			var out any
+			_ = json.Unmarshal(b, &out)
+			if l, ok := out.([]any); ok {
+				slices.SortFunc(l, func(a, b any) int {
+					x, _ := json.Marshal(a)
+					y, _ := json.Marshal(b)
+					return strings.Compare(string(x), string(y))
+				})
+			}
+			return out
+		}
+		for _, f := range []struct {
+			name      string
+			got, want any
+		}{
+			{"BillingMode", got["BillingMode"], want.BillingMode},
+			{"AttributeDefinitions", got["AttributeDefinitions"], want.AttributeDefinitions},
+			{"KeySchema", got["KeySchema"], want.KeySchema},
+			{"GlobalSecondaryIndexes", got["GlobalSecondaryIndexes"], want.GlobalSecondaryIndexes},
+		} {
+			if g, w := norm(f.got), norm(f.want); !reflect.DeepEqual(g, w) {
+				t.Errorf("table %s: %s = %v, dynamostore has %v", kind, f.name, g, w)
+			}
+		}
+		if pitr, _ := got["PointInTimeRecoverySpecification"].(map[string]any); pitr["PointInTimeRecoveryEnabled"] != true {
+			t.Errorf("table %s: no point-in-time recovery", kind)
+		}
+		ttl, _ := got["TimeToLiveSpecification"].(map[string]any)
+		if wantTTL := kind == "runs"; wantTTL != (ttl["Enabled"] == true && ttl["AttributeName"] == "expiresAt") {
+			t.Errorf("table %s: TimeToLiveSpecification = %v, want TTL on expiresAt only on runs", kind, ttl)
 		}
 	}
 }
