@@ -46,19 +46,23 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	}
 	db := dynamodb.NewFromConfig(awsCfg)
 	sm := secretsmanager.NewFromConfig(awsCfg)
-	store := dynamostore.New(db, cfg.Tables)
+	var opts []dynamostore.Option
+	if cfg.RunPolicy.Retention > 0 {
+		// Runs expire (TTL) when the Service's policy says they do.
+		opts = append(opts, dynamostore.WithRunRetention(cfg.RunPolicy.Retention))
+	}
+	store := dynamostore.New(db, cfg.Tables, opts...)
 	secrets := smsecrets.New(sm, cfg.SecretPrefix)
 
 	cursorKey, err := cursorKey(ctx, sm, cfg, r)
 	if err != nil {
 		return nil, err
 	}
-	rt := &automation.RunRuntime{Policy: cfg.RunPolicy}
-	// TODO(lead): rt.Runs = the dynamostore RunStore on cfg.Tables.Runs,
-	// once it lands (the run history, claims and results).
+	rt := &automation.RunRuntime{Runs: store, Policy: cfg.RunPolicy}
 	// TODO(lead): rt.Queue = sqsqueue on cfg.QueueURL with large payloads in
-	// cfg.PayloadBucket (s3.NewFromConfig(awsCfg)), once it lands. Until
-	// both are wired, receivers answer 503 and the runner retries.
+	// cfg.PayloadBucket (s3.NewFromConfig(awsCfg)), once it lands; its store
+	// half is dynamostore's CreateRun. Until then receivers answer 503 and
+	// scheduled runs are retried.
 	var scheduler automation.Scheduler
 	if r == roleAPI {
 		// TODO(lead): scheduler = ebscheduler on cfg.ScheduleGroup, target
