@@ -85,7 +85,7 @@ func newStack(t *testing.T) *stack {
 	cfg := awsapp.Config{
 		Stage: "test", Tables: tables, QueueURL: *q.QueueUrl, PayloadBucket: bucket,
 		SecretPrefix: "flow/" + name, CursorKeySecretARN: *sec.ARN,
-		EngineURL: "https://engine0api.execute-api.us-east-1.amazonaws.com/dev",
+		EngineURL:   "https://engine0api.execute-api.us-east-1.amazonaws.com/dev",
 		WorkflowURL: "https://wflow0api1.execute-api.us-east-1.amazonaws.com/dev",
 		// The events come from 198.51.100.10.
 		AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8::/32")},
