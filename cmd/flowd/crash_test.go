@@ -17,7 +17,7 @@ import (
 
 // api calls the management API of p with key and decodes the answer into
 // out (when not nil), failing the test unless the status is want.
-func api(t *testing.T, p *proc, key, method, path, body string, want int, out any) {
+func api(t testing.TB, p *proc, key, method, path, body string, want int, out any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, p.base+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -40,7 +40,7 @@ func api(t *testing.T, p *proc, key, method, path, body string, want int, out an
 	}
 }
 
-func initialKey(t *testing.T, dir string) string {
+func initialKey(t testing.TB, dir string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, "initial-api-key"))
 	if err != nil {

@@ -49,7 +49,7 @@ type proc struct {
 
 // startFlowd starts flowd on a free loopback port with data in dataDir and
 // waits until it answers; cleanup stops it by PID.
-func startFlowd(t *testing.T, dataDir string, env ...string) *proc {
+func startFlowd(t testing.TB, dataDir string, env ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	p := &proc{base: "http://" + addr, dir: dataDir, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
@@ -76,7 +76,7 @@ func startFlowd(t *testing.T, dataDir string, env ...string) *proc {
 }
 
 // stop sends SIGTERM and waits for a graceful exit.
-func (p *proc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	if p.cmd.ProcessState != nil {
 		return
 	}
@@ -95,7 +95,7 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/cronscheduler"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
@@ -66,9 +67,16 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 
 	policy := automation.RunPolicy{MaxAttempts: cfg.RunAttempts, Timeout: cfg.RunTimeout, Retention: cfg.Retention}
 	rt := &automation.RunRuntime{Runs: dir.Store, Policy: policy}
-	svc, err := automation.NewService(automation.Config{
+	// The scheduler starts runs through the Service, which keeps the
+	// scheduler in step with the flows: the closure ties the knot.
+	var svc *automation.Service
+	sched := cronscheduler.New(cronscheduler.StarterFunc(
+		func(ctx context.Context, project, flowID string, at time.Time, key string) (automation.Run, error) {
+			return svc.StartScheduledRun(ctx, project, flowID, at, key)
+		}), log)
+	svc, err = automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Runtime: rt,
+		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Runtime: rt, Scheduler: sched,
 	})
 	if err != nil {
 		return err
@@ -82,6 +90,15 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	rt.Queue = pool.Notifying(dir.Store)
 	if err := bootstrap(ctx, svc, cfg.DataDir, stdout); err != nil {
 		return err
+	}
+	scheduled, err := svc.ScheduledFlows(ctx)
+	if err != nil {
+		return err
+	}
+	if err := sched.Load(ctx, scheduled); err != nil {
+		// A flow whose schedule no longer parses must not keep the rest
+		// from running.
+		log.Error("load schedules", "err", err)
 	}
 
 	hooks := httpapi.HookConfig{
@@ -101,6 +118,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	defer stopWork()
 	var background sync.WaitGroup
 	background.Go(func() { pool.Run(workCtx) })
+	sched.Start()
 	background.Go(func() { purgeLoop(workCtx, svc, log) })
 
 	errc := make(chan error, len(servers))
@@ -120,6 +138,9 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		if err := s.srv.Shutdown(sctx); err != nil {
 			log.Warn("shutdown", "addr", s.ln.Addr().String(), "err", err)
 		}
+	}
+	if err := sched.Stop(sctx); err != nil {
+		log.Warn("stop scheduler", "err", err)
 	}
 	stopWork()
 	background.Wait()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -129,8 +130,14 @@ func (s *Service) RouteFlow(ctx context.Context, path, method string) (Flow, err
 	return s.RevealFlow(ctx, f)
 }
 
+// IdempotencyWindow is how long a repeated delivery (same idempotency
+// header value) gets the first run back instead of a new run.
+const IdempotencyWindow = 24 * time.Hour
+
 // StartRun makes a run of f for the trigger data durable and queued, and
-// returns it RUNNING. Only then may a receiver answer 200.
+// returns it RUNNING. Only then may a receiver answer 200. When the flow
+// names an idempotency header and the delivery carries it, a repeat within
+// IdempotencyWindow returns the first run and starts none.
 func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
@@ -140,10 +147,40 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
 		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
 	}
-	if err := rt.Queue.Enqueue(ctx, r); err != nil {
+	key := idempotencyKey(f, td)
+	if key == "" {
+		if err := rt.Queue.Enqueue(ctx, r); err != nil {
+			return Run{}, wrap("enqueue run", err)
+		}
+		return r, nil
+	}
+	// The first delivery's run has the ID derived from the key. Past the
+	// window, a repeat is a new delivery: its run ID also carries the time.
+	r.ID = derivedRunID(f.ID, key)
+	err = rt.Queue.Enqueue(ctx, r)
+	var e *Error
+	if errors.As(err, &e) && e.Code == "RUN_EXISTS" {
+		first, ferr := rt.Runs.Run(ctx, f.Project, f.ID, r.ID)
+		if ferr != nil || r.Created.Sub(first.Created) < IdempotencyWindow {
+			return first, wrap("find first delivery", ferr)
+		}
+		r.ID = derivedRunID(f.ID, key+"\x00"+r.Created.Format(time.RFC3339Nano))
+		err = rt.Queue.Enqueue(ctx, r)
+	}
+	if err != nil {
 		return Run{}, wrap("enqueue run", err)
 	}
 	return r, nil
+}
+
+// idempotencyKey is the value of the flow's idempotency header in the
+// delivery, or "" when there is none.
+func idempotencyKey(f Flow, td TriggerData) string {
+	w := f.Trigger.Webhook
+	if w == nil || w.IdempotencyHeader == "" {
+		return ""
+	}
+	return td.Headers[strings.ToLower(w.IdempotencyHeader)]
 }
 
 // ExecuteRun makes one attempt at a queued run. It returns nil when the run

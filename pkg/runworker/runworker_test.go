@@ -27,7 +27,7 @@ type env struct {
 	project automation.Project
 }
 
-func newEnv(t *testing.T, policy automation.RunPolicy) *env {
+func newEnv(t *testing.T, policy automation.RunPolicy, clock ...func() time.Time) *env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -45,9 +45,11 @@ func newEnv(t *testing.T, policy automation.RunPolicy) *env {
 		t.Fatal(err)
 	}
 	rt := &automation.RunRuntime{Runs: store, Policy: policy}
-	svc, err := automation.NewService(automation.Config{
-		Store: store, Secrets: secrets, Checker: engine.Checker{}, CursorKey: key, Runtime: rt,
-	})
+	cfg := automation.Config{Store: store, Secrets: secrets, Checker: engine.Checker{}, CursorKey: key, Runtime: rt}
+	if len(clock) > 0 {
+		cfg.Clock = clock[0]
+	}
+	svc, err := automation.NewService(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,5 +207,49 @@ func TestRedeliveryDoesNotRunTwice(t *testing.T) {
 	}
 	if got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID); got.Attempts != 1 {
 		t.Fatalf("attempts = %d, want 1", got.Attempts)
+	}
+}
+
+// TestIdempotentDeliveries: a flow that names an idempotency header gets one
+// run per header value within the window, however often it is delivered.
+func TestIdempotentDeliveries(t *testing.T) {
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	ctx := context.Background()
+	name, eng := "dedup", automation.FlowBuilder
+	trig := automation.Trigger{Type: automation.TriggerWebhook, Webhook: &automation.Webhook{IdempotencyHeader: "X-GitHub-Delivery"}}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Trigger: &trig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(id string) automation.Run {
+		t.Helper()
+		td := automation.TriggerData{Method: "POST", Headers: map[string]string{}, Body: json.RawMessage(`{}`)}
+		if id != "" {
+			td.Headers["x-github-delivery"] = id
+		}
+		r, err := e.svc.StartRun(ctx, f, td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a1, a2, b := deliver("d-1"), deliver("d-1"), deliver("d-2")
+	if a1.ID != a2.ID || a1.ID == b.ID {
+		t.Fatalf("runs %s, %s, %s: want the repeat to get the first run and d-2 its own", a1.ID, a2.ID, b.ID)
+	}
+	if n1, n2 := deliver(""), deliver(""); n1.ID == n2.ID {
+		t.Fatal("deliveries without the header were deduplicated")
+	}
+	now = now.Add(automation.IdempotencyWindow + time.Minute)
+	if late := deliver("d-1"); late.ID == a1.ID {
+		t.Fatal("a repeat past the window got the first run back")
+	}
+	page, err := e.svc.ListRuns(ctx, e.project, f.ID, automation.PageRequest{Limit: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 5 {
+		t.Fatalf("%d runs recorded, want 5 (d-1, d-2, two without the header, d-1 past the window)", len(page.Data))
 	}
 }

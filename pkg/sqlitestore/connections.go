@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -45,34 +44,12 @@ const listConnectionsSQL = `SELECT ` + connectionColumns + ` FROM connections
 // q.After in creation order, reading at most q.Limit+1 rows. q.Status is
 // ignored: connections are not filtered.
 func (s *Store) ListConnections(ctx context.Context, project string, q automation.ListQuery) (automation.Page[automation.Connection], error) {
-	var page automation.Page[automation.Connection]
 	after, err := parsePosition(q.After)
 	if err != nil {
-		return page, err
+		return automation.Page[automation.Connection]{}, err
 	}
 	limit := max(q.Limit, 1)
-	rows, err := s.r.QueryContext(ctx, listConnectionsSQL, project, after, limit+1)
-	if err != nil {
-		return page, fmt.Errorf("sqlitestore: list connections: %w", err)
-	}
-	defer rows.Close()
-	var lastSeq int64
-	for rows.Next() {
-		if len(page.Items) == limit {
-			page.Next = strconv.FormatInt(lastSeq, 10)
-			break
-		}
-		c, seq, err := scanConnection(rows)
-		if err != nil {
-			return page, fmt.Errorf("sqlitestore: list connections: %w", err)
-		}
-		page.Items = append(page.Items, c)
-		lastSeq = seq
-	}
-	if err := rows.Err(); err != nil {
-		return page, fmt.Errorf("sqlitestore: list connections: %w", err)
-	}
-	return page, nil
+	return readPage(ctx, s.r, "connections", limit, scanConnection, listConnectionsSQL, project, after, limit+1)
 }
 
 // DeleteConnection removes a connection of the project.

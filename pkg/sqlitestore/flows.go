@@ -159,40 +159,16 @@ const (
 // creation order. It reads at most q.Limit+1 rows through the (project,
 // seq) or (project, status, seq) index.
 func (s *Store) ListFlows(ctx context.Context, project string, q automation.ListQuery) (automation.Page[automation.Flow], error) {
-	var page automation.Page[automation.Flow]
 	after, err := parsePosition(q.After)
 	if err != nil {
-		return page, err
+		return automation.Page[automation.Flow]{}, err
 	}
 	limit := max(q.Limit, 1)
 	query, args := listFlowsSQL, []any{project, after, limit + 1}
 	if q.Status != "" {
 		query, args = listFlowsByStatusSQL, []any{project, q.Status, after, limit + 1}
 	}
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return page, fmt.Errorf("sqlitestore: list flows: %w", err)
-	}
-	defer rows.Close()
-	var lastSeq int64
-	for rows.Next() {
-		if len(page.Items) == limit {
-			// The extra row: there is a next page, which starts after
-			// the last item returned.
-			page.Next = strconv.FormatInt(lastSeq, 10)
-			break
-		}
-		f, seq, err := scanFlow(rows)
-		if err != nil {
-			return page, fmt.Errorf("sqlitestore: list flows: %w", err)
-		}
-		page.Items = append(page.Items, f)
-		lastSeq = seq
-	}
-	if err := rows.Err(); err != nil {
-		return page, fmt.Errorf("sqlitestore: list flows: %w", err)
-	}
-	return page, nil
+	return readPage(ctx, s.r, "flows", limit, scanFlow, query, args...)
 }
 
 // RouteFlows returns method -> flow ID for the routes on path.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -70,12 +69,11 @@ const (
 // ListRuns returns the page of a flow's runs before q.After, newest first,
 // reading at most q.Limit+1 rows of an index.
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
-	var page automation.Page[automation.Run]
 	before := int64(math.MaxInt64)
 	if q.After != "" {
 		n, err := parsePosition(q.After)
 		if err != nil {
-			return page, err
+			return automation.Page[automation.Run]{}, err
 		}
 		before = n
 	}
@@ -84,28 +82,7 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
-	rows, err := s.r.QueryContext(ctx, query, args...)
-	if err != nil {
-		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
-	}
-	defer rows.Close()
-	var lastSeq int64
-	for rows.Next() {
-		if len(page.Items) == limit {
-			page.Next = strconv.FormatInt(lastSeq, 10)
-			break
-		}
-		r, seq, err := scanRun(rows)
-		if err != nil {
-			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
-		}
-		page.Items = append(page.Items, r)
-		lastSeq = seq
-	}
-	if err := rows.Err(); err != nil {
-		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
-	}
-	return page, nil
+	return readPage(ctx, s.r, "runs", limit, scanRun, query, args...)
 }
 
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
@@ -229,14 +206,15 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 }
 
 // ClaimDue takes the oldest due queue entry no live lease holds, for the
-// worker pool (pkg/runworker).
+// worker pool (pkg/runworker): first in, first out among entries due at the
+// same millisecond.
 func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (runID, project string, attempts int, ok bool, err error) {
 	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
 		ms := now.UnixMilli()
 		err := tx.QueryRowContext(ctx,
-			`SELECT run, project, attempts FROM run_queue
-			 WHERE parked IS NULL AND due_ms <= ? AND (lease_until IS NULL OR lease_until <= ?)
-			 ORDER BY due_ms LIMIT 1`, ms, ms).Scan(&runID, &project, &attempts)
+			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
+			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
+			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&runID, &project, &attempts)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		} else if err != nil {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -195,3 +196,32 @@ func parseTimePtr(s sql.NullString) (*time.Time, error) {
 
 // rowScanner is a *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
+
+// readPage runs a list query that reads limit+1 rows and scans them into a
+// page: the extra row only tells that there is a next page, which starts
+// after the seq of the last item returned.
+func readPage[T any](ctx context.Context, db *sql.DB, what string, limit int, scan func(rowScanner) (T, int64, error), query string, args ...any) (automation.Page[T], error) {
+	var page automation.Page[T]
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return page, fmt.Errorf("sqlitestore: list %s: %w", what, err)
+	}
+	defer rows.Close()
+	var lastSeq int64
+	for rows.Next() {
+		if len(page.Items) == limit {
+			page.Next = strconv.FormatInt(lastSeq, 10)
+			break
+		}
+		item, seq, err := scan(rows)
+		if err != nil {
+			return page, fmt.Errorf("sqlitestore: list %s: %w", what, err)
+		}
+		page.Items = append(page.Items, item)
+		lastSeq = seq
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("sqlitestore: list %s: %w", what, err)
+	}
+	return page, nil
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkWebhookAccept measures what a sender waits for: a flow builder
+// webhook answered 200 by a real flowd process, which means the run and its
+// queue entry are committed to SQLite (WAL, synchronous=NORMAL). Workers
+// execute the (one SET step) runs meanwhile, as in production.
+func BenchmarkWebhookAccept(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "data")
+	p := startFlowd(b, dir, "FLOWD_LOG_LEVEL=error")
+	key := initialKey(b, dir)
+	var flow struct{ ID string }
+	api(b, p, key, "POST", "/api/v1/flows", `{"name": "bench", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "s", "type": "SET", "values": {"ref": "{{ trigger.body.ref }}"}}]}`, 201, &flow)
+	api(b, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+	url := p.base + "/api/v1/webhooks/" + flow.ID
+	body := []byte(`{"event":"push","data":{"ref":"refs/heads/main"},"ref":"main"}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	b.SetParallelism(4) // 4 × GOMAXPROCS concurrent senders
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("status %d", resp.StatusCode)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,249 @@
+// Package cronscheduler is flowd's automation.Scheduler: an in-process cron
+// (robfig/cron) that starts a scheduled run of each ACTIVE SCHEDULE flow
+// when its schedule fires. Schedules live in memory only, so flowd loads
+// them from the store at start (Load with Service.ScheduledFlows) and the
+// Service keeps them in step through SyncSchedule and RemoveSchedule.
+//
+// A firing is named by its due time (RFC 3339, UTC): the Service derives
+// the run ID from it, so a firing handled twice is still one run.
+package cronscheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/engine"
+)
+
+// Starter starts the run of one firing; *automation.Service implements it.
+type Starter interface {
+	StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error)
+}
+
+// StarterFunc adapts a function to Starter. It lets flowd build the
+// Scheduler before the Service that takes it in its Config: the function
+// reaches the Service made afterwards.
+type StarterFunc func(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error)
+
+// StartScheduledRun calls f.
+func (f StarterFunc) StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error) {
+	return f(ctx, project, flowID, firedAt, key)
+}
+
+// fireTimeout bounds one firing's StartScheduledRun, which only writes the
+// run and queues it: a store that hangs must not pile up goroutines.
+const fireTimeout = time.Minute
+
+// Scheduler keeps one cron entry per ACTIVE SCHEDULE flow.
+type Scheduler struct {
+	start Starter
+	log   *slog.Logger
+	cron  *cron.Cron
+	// parse is engine.ParseCron, so that what validates is what runs;
+	// tests swap it for a parser with seconds.
+	parse func(spec, timezone string) (cron.Schedule, *time.Location, error)
+	// now is the clock firings are named by; the runner itself keeps
+	// time.Now.
+	now func() time.Time
+
+	// ctx is the context of firings; cancel aborts them when Stop gives up
+	// waiting.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	entries map[key]*entry
+}
+
+var _ automation.Scheduler = (*Scheduler)(nil)
+
+// key identifies a flow; flow IDs are unique, but the project keeps a
+// RemoveSchedule of another project's flow from touching it.
+type key struct{ project, flowID string }
+
+// entry is one flow's schedule.
+type entry struct {
+	id              cron.EntryID
+	project, flowID string
+	cron, timezone  string
+	schedule        cron.Schedule // in the flow's time zone
+	s               *Scheduler
+
+	mu   sync.Mutex
+	last time.Time // the last due time fired, or when the entry was made
+}
+
+// New returns a Scheduler that starts runs through start and logs firings
+// that fail to log. It does not fire before Start; schedules may be loaded
+// and synced before.
+func New(start Starter, log *slog.Logger) *Scheduler {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Scheduler{
+		start: start, log: log,
+		// Entries carry their own time zone (zoned), so the runner's own
+		// location does not matter; UTC keeps it independent of the host.
+		cron:    cron.New(cron.WithLocation(time.UTC)),
+		parse:   engine.ParseCron,
+		now:     time.Now,
+		ctx:     ctx,
+		cancel:  cancel,
+		entries: make(map[key]*entry),
+	}
+}
+
+// Load registers the schedules of flows, as flowd does at start with
+// Service.ScheduledFlows. It registers every flow it can and returns an
+// error naming those it could not (a spec stored before validation tightened).
+func (s *Scheduler) Load(ctx context.Context, flows []automation.Flow) error {
+	var errs []error
+	for _, f := range flows {
+		if err := s.SyncSchedule(ctx, f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Start begins firing schedules.
+func (s *Scheduler) Start() { s.cron.Start() }
+
+// Stop stops firing and waits for firings under way to finish, until ctx
+// is done; then it cancels them and returns ctx's error.
+func (s *Scheduler) Stop(ctx context.Context) error {
+	done := s.cron.Stop()
+	select {
+	case <-done.Done():
+		return nil
+	case <-ctx.Done():
+		s.cancel()
+		return fmt.Errorf("cronscheduler: stop: %w", ctx.Err())
+	}
+}
+
+// SyncSchedule makes f's schedule exist while f is an ACTIVE SCHEDULE flow
+// and not otherwise. An unchanged schedule keeps its entry, so syncing after
+// an unrelated update neither skips nor repeats a firing.
+func (s *Scheduler) SyncSchedule(ctx context.Context, f automation.Flow) error {
+	k := key{f.Project, f.ID}
+	if f.Status != automation.FlowActive || f.Trigger.Type != automation.TriggerSchedule || f.Trigger.Schedule == nil {
+		s.remove(k)
+		return nil
+	}
+	spec, tz := f.Trigger.Schedule.Cron, f.Trigger.Schedule.Timezone
+	if tz == "" {
+		tz = "UTC" // the validator's default
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.entries[k]; ok && old.cron == spec && old.timezone == tz {
+		return nil
+	}
+	sched, loc, err := s.parse(spec, tz)
+	if err != nil {
+		return fmt.Errorf("cronscheduler: schedule flow %s: %w", f.ID, err)
+	}
+	e := &entry{project: f.Project, flowID: f.ID, cron: spec, timezone: tz,
+		schedule: zoned{sched, loc}, s: s, last: s.now()}
+	if old, ok := s.entries[k]; ok {
+		s.cron.Remove(old.id)
+	}
+	e.id = s.cron.Schedule(e.schedule, e)
+	s.entries[k] = e
+	return nil
+}
+
+// RemoveSchedule removes a flow's schedule; a missing one is not an error.
+func (s *Scheduler) RemoveSchedule(ctx context.Context, project, flowID string) error {
+	s.remove(key{project, flowID})
+	return nil
+}
+
+func (s *Scheduler) remove(k key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.entries[k]; ok {
+		s.cron.Remove(e.id)
+		delete(s.entries, k)
+	}
+}
+
+// lookup reports the schedule held for a flow.
+func (s *Scheduler) lookup(project, flowID string) (spec, timezone string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[key{project, flowID}]
+	if !ok {
+		return "", "", false
+	}
+	return e.cron, e.timezone, true
+}
+
+// Run is called by the cron runner when the entry is due. The runner does
+// not say which due time it is serving, so the entry works it out: the
+// latest time of its schedule not after now.
+func (e *entry) Run() {
+	now := e.s.now()
+	e.mu.Lock()
+	due := latest(e.schedule, e.last, now)
+	e.last = due
+	e.mu.Unlock()
+	e.s.fire(e, due)
+}
+
+// latest returns the last time of sched after from and not after now, or
+// now itself if there is none (the runner woke early).
+func latest(sched cron.Schedule, from, now time.Time) time.Time {
+	due := time.Time{}
+	for t := sched.Next(from); !t.IsZero() && !t.After(now); t = sched.Next(t) {
+		due = t
+	}
+	if due.IsZero() {
+		return now.Truncate(time.Second)
+	}
+	return due
+}
+
+// fire starts the run of e's firing due at t. Failures are logged: the next
+// firing is another chance, and a cron has nobody to return them to.
+func (s *Scheduler) fire(e *entry, t time.Time) {
+	ctx, cancel := context.WithTimeout(s.ctx, fireTimeout)
+	defer cancel()
+	firedAt := t.UTC()
+	r, err := s.start.StartScheduledRun(ctx, e.project, e.flowID, firedAt, firedAt.Format(time.RFC3339))
+	var ae *automation.Error
+	switch {
+	case errors.As(err, &ae) && (ae.Code == "FLOW_NOT_SCHEDULED" || errors.Is(err, automation.ErrNotFound)):
+		// Disabled or deleted while the firing was on its way.
+		s.log.InfoContext(ctx, "schedule fired for a flow no longer scheduled",
+			"project", e.project, "flow", e.flowID, "firedAt", firedAt, "reason", ae.Message)
+	case err != nil:
+		s.log.ErrorContext(ctx, "start scheduled run", "project", e.project, "flow", e.flowID,
+			"firedAt", firedAt, "err", err)
+	default:
+		s.log.DebugContext(ctx, "scheduled run started", "project", e.project, "flow", e.flowID,
+			"firedAt", firedAt, "run", r.ID)
+	}
+}
+
+// zoned evaluates a schedule in a time zone: robfig's specs use the time
+// zone of the time they are given, and the runner's clock is in UTC.
+type zoned struct {
+	cron.Schedule
+	loc *time.Location
+}
+
+// Next returns the next activation time after t, in t's location.
+func (z zoned) Next(t time.Time) time.Time {
+	n := z.Schedule.Next(t.In(z.loc))
+	if n.IsZero() {
+		return n
+	}
+	return n.In(t.Location())
+}
