@@ -133,6 +133,7 @@ func TestBootstrapBinary(t *testing.T) {
 		"TABLE_CONNECTIONS=" + st.cfg.Tables.Connections, "TABLE_RUNS=" + st.cfg.Tables.Runs,
 		"QUEUE_URL=" + st.cfg.QueueURL, "PAYLOAD_BUCKET=" + st.cfg.PayloadBucket,
 		"SECRET_PREFIX=" + st.cfg.SecretPrefix, "CURSOR_KEY_SECRET_ARN=" + st.cfg.CursorKeySecretARN,
+		"QUEUE_ARN=" + st.cfg.QueueARN, "SCHEDULE_GROUP=" + st.cfg.ScheduleGroup, "SCHEDULER_ROLE_ARN=" + st.cfg.SchedulerRoleARN,
 		"ENGINE_URL=" + st.cfg.EngineURL, "WORKFLOW_URL=" + st.cfg.WorkflowURL,
 		"RUN_TIMEOUT=300s", "MAX_BODY_BYTES=6000000", "ALLOWED_CIDRS=0.0.0.0/0,::/0",
 	}

@@ -19,8 +19,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
@@ -67,6 +69,15 @@ func newStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	qa, err := sqs.NewFromConfig(awsCfg).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := scheduler.NewFromConfig(awsCfg).CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
 	bucket := strings.ToLower(name)
 	if _, err := s3.NewFromConfig(awsCfg).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
@@ -85,8 +96,10 @@ func newStack(t *testing.T) *stack {
 	cfg := awsapp.Config{
 		Stage: "test", Tables: tables, QueueURL: *q.QueueUrl, PayloadBucket: bucket,
 		SecretPrefix: "flow/" + name, CursorKeySecretARN: *sec.ARN,
-		EngineURL:   "https://engine0api.execute-api.us-east-1.amazonaws.com/dev",
-		WorkflowURL: "https://wflow0api1.execute-api.us-east-1.amazonaws.com/dev",
+		QueueARN: qa.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], ScheduleGroup: name,
+		SchedulerRoleARN: "arn:aws:iam::123456789012:role/" + name + "-scheduler",
+		EngineURL:        "https://engine0api.execute-api.us-east-1.amazonaws.com/dev",
+		WorkflowURL:      "https://wflow0api1.execute-api.us-east-1.amazonaws.com/dev",
 		// The events come from 198.51.100.10.
 		AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("2001:db8::/32")},
 		SyncTimeout:  10 * time.Second,
@@ -257,6 +270,26 @@ func TestAPIEvents(t *testing.T) {
 			tt.check(t, decodeBody(t, resp), resp.Body)
 		})
 	}
+
+	// Enabling a SCHEDULE flow through the API creates its schedule in the
+	// stage's group, targeting the run queue.
+	t.Run("schedule on enable", func(t *testing.T) {
+		sf := st.flow(t, `{"name": "Nightly", "engine": "FLOW_BUILDER",
+			"trigger": {"type": "SCHEDULE", "schedule": {"cron": "0 3 * * *", "timezone": "Europe/Paris"}}}`, false)
+		resp := invoke(t, h, event(t, "api-enable-flow.json", map[string]string{"__API_KEY__": st.key, "__FLOW_ID__": sf.ID}))
+		if resp.StatusCode != 200 {
+			t.Fatalf("enable: %d %s", resp.StatusCode, resp.Body)
+		}
+		out, err := scheduler.NewFromConfig(st.aws).GetSchedule(ctx, &scheduler.GetScheduleInput{
+			GroupName: aws.String(st.cfg.ScheduleGroup), Name: aws.String("flow-" + sf.ID),
+		})
+		if err != nil {
+			t.Fatalf("schedule of the enabled flow: %v", err)
+		}
+		if *out.Target.Arn != st.cfg.QueueARN || *out.Target.RoleArn != st.cfg.SchedulerRoleARN {
+			t.Errorf("schedule target %s as %s, want the run queue as the scheduler role", *out.Target.Arn, *out.Target.RoleArn)
+		}
+	})
 
 	t.Run("no key", func(t *testing.T) {
 		resp := invoke(t, h, event(t, "api-list-flows.json", map[string]string{"__API_KEY__": "wrong"}))

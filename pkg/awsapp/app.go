@@ -10,10 +10,12 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/dynamostore"
+	"flowservice/pkg/ebscheduler"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/smsecrets"
 )
@@ -63,15 +65,28 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	// cfg.PayloadBucket (s3.NewFromConfig(awsCfg)), once it lands; its store
 	// half is dynamostore's CreateRun. Until then receivers answer 503 and
 	// scheduled runs are retried.
-	var scheduler automation.Scheduler
+	// Only the management API changes schedules (and only it has the IAM
+	// grants); the other functions never enable, update or delete flows.
+	var sched automation.Scheduler
 	if r == roleAPI {
-		// TODO(lead): scheduler = ebscheduler on cfg.ScheduleGroup, target
-		// cfg.QueueARN as cfg.SchedulerRoleARN, once it lands. Only the
-		// management API changes schedules (and only it has the IAM grants).
-		scheduler = nil
+		if err := need("api function", "SCHEDULE_GROUP", cfg.ScheduleGroup, "QUEUE_ARN", cfg.QueueARN,
+			"SCHEDULER_ROLE_ARN", cfg.SchedulerRoleARN); err != nil {
+			return nil, err
+		}
+		s, err := ebscheduler.New(scheduler.NewFromConfig(awsCfg), ebscheduler.Config{
+			Group: cfg.ScheduleGroup, QueueARN: cfg.QueueARN, RoleARN: cfg.SchedulerRoleARN,
+			DeadLetterARN: cfg.ScheduleDeadLetterARN,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("awsapp: %w", err)
+		}
+		sched = s
 	}
 	svc, err := automation.NewService(automation.Config{
-		Store: store, Secrets: secrets, Checker: engine.Checker{}, Scheduler: scheduler, Runtime: rt,
+		// EventBridge Scheduler cannot express every cron spec: refuse those
+		// when the flow is saved, not when it is enabled.
+		Checker: ebscheduler.Checker{Checker: engine.Checker{}},
+		Store:   store, Secrets: secrets, Scheduler: sched, Runtime: rt,
 		CursorKey: cursorKey, EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
 	})
 	if err != nil {

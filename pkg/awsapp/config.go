@@ -51,6 +51,9 @@ type Config struct {
 	// ScheduleGroup and SchedulerRoleARN are where schedules go and the role
 	// they send to the queue as (management API only).
 	ScheduleGroup, SchedulerRoleARN string
+	// ScheduleDeadLetterARN, if set, receives firings EventBridge Scheduler
+	// could not deliver to the queue.
+	ScheduleDeadLetterARN string
 	// AllowedCIDRs is the platform-wide allowlist of the receivers, also
 	// enforced by the API Gateway resource policy; empty admits every
 	// address. Per-flow allowlists apply on top.
@@ -85,15 +88,16 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 			Connections: getenv("TABLE_CONNECTIONS"),
 			Runs:        getenv("TABLE_RUNS"),
 		},
-		QueueURL:           getenv("QUEUE_URL"),
-		QueueARN:           getenv("QUEUE_ARN"),
-		PayloadBucket:      getenv("PAYLOAD_BUCKET"),
-		SecretPrefix:       getenv("SECRET_PREFIX"),
-		CursorKeySecretARN: getenv("CURSOR_KEY_SECRET_ARN"),
-		EngineURL:          getenv("ENGINE_URL"),
-		WorkflowURL:        getenv("WORKFLOW_URL"),
-		ScheduleGroup:      getenv("SCHEDULE_GROUP"),
-		SchedulerRoleARN:   getenv("SCHEDULER_ROLE_ARN"),
+		QueueURL:              getenv("QUEUE_URL"),
+		QueueARN:              getenv("QUEUE_ARN"),
+		PayloadBucket:         getenv("PAYLOAD_BUCKET"),
+		SecretPrefix:          getenv("SECRET_PREFIX"),
+		CursorKeySecretARN:    getenv("CURSOR_KEY_SECRET_ARN"),
+		EngineURL:             getenv("ENGINE_URL"),
+		WorkflowURL:           getenv("WORKFLOW_URL"),
+		ScheduleGroup:         getenv("SCHEDULE_GROUP"),
+		SchedulerRoleARN:      getenv("SCHEDULER_ROLE_ARN"),
+		ScheduleDeadLetterARN: getenv("SCHEDULE_DLQ_ARN"),
 	}
 	for _, s := range strings.Split(getenv("ALLOWED_CIDRS"), ",") {
 		if s = strings.TrimSpace(s); s == "" {
