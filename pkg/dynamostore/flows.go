@@ -391,14 +391,18 @@ func (s *Store) deleteRuns(ctx context.Context, project, flowID string) error {
 	keys, err := s.queryAll(ctx, &dynamodb.QueryInput{
 		TableName: &s.t.Runs, IndexName: aws.String(indexByFlow),
 		KeyConditionExpression:    aws.String("#f = :f"),
-		ProjectionExpression:      aws.String("#id"),
-		ExpressionAttributeNames:  map[string]string{"#f": attrProjectFlow, "#id": attrID},
+		ProjectionExpression:      aws.String("#id, #tp, #sp"),
+		ExpressionAttributeNames:  map[string]string{"#f": attrProjectFlow, "#id": attrID, "#tp": attrTriggerPayload, "#sp": attrStepsPayload},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":f": str(project + "#" + flowID)},
 	})
 	if err != nil {
 		return err
 	}
-	return s.deleteByID(ctx, s.t.Runs, keys)
+	if err := s.deleteByID(ctx, s.t.Runs, keys); err != nil {
+		return err
+	}
+	s.deletePayloads(ctx, keys)
+	return nil
 }
 
 // deleteByID deletes the items of a table keyed by id, 25 at a time

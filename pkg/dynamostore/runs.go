@@ -79,10 +79,21 @@ func decodeRun(item map[string]types.AttributeValue) (automation.Run, error) {
 // which sends the SQS message once this returns. A condition check on the
 // flow in the same transaction keeps runs of a deleted flow from appearing
 // after DeleteFlow removed the others.
+//
+// With WithPayloads, a trigger body too large for the item is stored first,
+// under a key of its own content: a duplicate ID (RUN_EXISTS) leaves an
+// unreferenced object under the run's prefix, never a changed one.
 func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
+	r, ref, err := s.storeTrigger(ctx, r)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
+	}
 	item, err := runRecord(r)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
+	}
+	if ref != "" {
+		item[attrTriggerPayload] = str(ref)
 	}
 	item[attrID] = str(r.ID)
 	item[attrProject] = str(r.Project)
@@ -130,6 +141,9 @@ func (s *Store) getRun(ctx context.Context, project, id string) (automation.Run,
 	if r.Project != project {
 		return automation.Run{}, automation.NotFound("run", id)
 	}
+	if err := s.loadPayloads(ctx, out.Item, &r); err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: get run %s: %w", id, err)
+	}
 	return r, nil
 }
 
@@ -147,6 +161,8 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 
 // ListRuns pages through a flow's runs newest first. The index partitions
 // carry the project, so another project's request reads an empty partition.
+// Values stored with Payloads are not loaded: list items hold
+// {"truncated":true,"bytes":N} in their place (Run has them all).
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
 	index, hashAttr, hashValue := indexByFlow, attrProjectFlow, project+"#"+flowID
 	if q.Status != "" {
@@ -208,7 +224,14 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 	if err != nil {
 		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, err)
 	}
-	return decodeRun(out.Attributes)
+	r, err := decodeRun(out.Attributes)
+	if err != nil {
+		return automation.Run{}, err
+	}
+	if err := s.loadPayloads(ctx, out.Attributes, &r); err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, err)
+	}
+	return r, nil
 }
 
 // ReleaseRun records a failed attempt and drops its lease. A run that is
@@ -229,7 +252,7 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 // updateRun writes r's record over a RUNNING run of its project and drops
 // the lease.
 func (s *Store) updateRun(ctx context.Context, r automation.Run) error {
-	in, err := s.runUpdate(r)
+	in, err := s.runUpdate(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -242,21 +265,36 @@ func (s *Store) updateRun(ctx context.Context, r automation.Run) error {
 }
 
 // runUpdate is the write of a run's record, conditioned on the run being
-// RUNNING in r's project; attempts, created and the keys stay as stored.
-func (s *Store) runUpdate(r automation.Run) (*types.Update, error) {
+// RUNNING in r's project; attempts, created, the trigger (written once, by
+// CreateRun) and the keys stay as stored. With WithPayloads, step outputs
+// too large for the item are stored first and referenced.
+func (s *Store) runUpdate(ctx context.Context, r automation.Run) (*types.Update, error) {
+	r, ref, err := s.storeSteps(ctx, r)
+	if err != nil {
+		return nil, err
+	}
 	rec, err := runRecord(r)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"attempts", "created", attrFlowID} {
+	for _, k := range []string{"attempts", "created", "trigger", attrFlowID} {
 		delete(rec, k)
 	}
+	remove := " REMOVE #lease"
+	if ref != "" {
+		rec[attrStepsPayload] = str(ref)
+	}
 	set, names, values := setExpression(rec)
+	if ref == "" {
+		// Steps small again after a large attempt: the item holds them.
+		remove += ", #stepsPayload"
+		names["#stepsPayload"] = attrStepsPayload
+	}
 	names["#project"], names["#status"], names["#lease"] = attrProject, "status", attrLeaseUntil
 	values[":project"], values[":running"] = str(r.Project), str(string(automation.RunRunning))
 	return &types.Update{
 		TableName: &s.t.Runs, Key: runKey(r.ID),
-		UpdateExpression:          aws.String(set + " REMOVE #lease"),
+		UpdateExpression:          aws.String(set + remove),
 		ConditionExpression:       aws.String("#project = :project AND #status = :running"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
@@ -271,7 +309,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("dynamostore: finish run %s: status %q is not final", r.ID, r.Status)
 	}
-	run, err := s.runUpdate(r)
+	run, err := s.runUpdate(ctx, r)
 	if err != nil {
 		return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
 	}
@@ -352,8 +390,8 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 	items, err := s.scanAll(ctx, &dynamodb.ScanInput{
 		TableName:                 &s.t.Runs,
 		FilterExpression:          aws.String("#c < :t"),
-		ProjectionExpression:      aws.String("#id, #c"),
-		ExpressionAttributeNames:  map[string]string{"#c": attrCreatedSort, "#id": attrID},
+		ProjectionExpression:      aws.String("#id, #c, #tp, #sp"),
+		ExpressionAttributeNames:  map[string]string{"#c": attrCreatedSort, "#id": attrID, "#tp": attrTriggerPayload, "#sp": attrStepsPayload},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":t": str(t.UTC().Format(sortTimeLayout))},
 	})
 	if err != nil {
@@ -366,5 +404,51 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 	if err := s.deleteByID(ctx, s.t.Runs, items); err != nil {
 		return 0, fmt.Errorf("dynamostore: purge runs: %w", err)
 	}
+	s.deletePayloads(ctx, items)
 	return len(items), nil
+}
+
+// DeleteUnclaimedRun removes a run that no attempt has claimed yet, with its
+// payloads: the SQS run queue's undo when the message for a run it just
+// created could not be sent. A run that an attempt claimed (its message was
+// delivered after all) or finished stays, and the result is ErrConflict
+// with code RUN_CLAIMED or RUN_FINISHED; a missing run, or one of another
+// project, is ErrNotFound.
+func (s *Store) DeleteUnclaimedRun(ctx context.Context, project, id string) error {
+	out, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.t.Runs, Key: runKey(id),
+		ConditionExpression: aws.String("#project = :project AND #status = :running AND " +
+			"attribute_not_exists(#lease) AND (attribute_not_exists(#attempts) OR #attempts = :zero)"),
+		ExpressionAttributeNames: map[string]string{
+			"#project": attrProject, "#status": "status", "#lease": attrLeaseUntil, "#attempts": "attempts",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":project": str(project), ":running": str(string(automation.RunRunning)), ":zero": num(0),
+		},
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if old, ok := conditionFailed(err); ok {
+		if len(old) == 0 {
+			out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Runs, Key: runKey(id), ConsistentRead: aws.Bool(true)})
+			if err != nil {
+				return fmt.Errorf("dynamostore: delete run %s: %w", id, err)
+			}
+			old = out.Item
+		}
+		r := reader{item: old}
+		switch status := automation.RunStatus(r.str("status")); {
+		case len(old) == 0 || r.str(attrProject) != project:
+			return automation.NotFound("run", id)
+		case status.Final():
+			return automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+		default:
+			return automation.Conflict("RUN_CLAIMED", "run %s has been claimed by an attempt", id)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: delete run %s: %w", id, err)
+	}
+	s.deletePayloads(ctx, []map[string]types.AttributeValue{out.Attributes})
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -63,13 +64,16 @@ type Store struct {
 	db        API
 	t         Tables
 	retention time.Duration
+	payloads  Payloads // nil: run items hold everything
+	threshold int
+	log       *slog.Logger
 }
 
 var _ automation.Store = (*Store)(nil)
 
 // New returns a Store on the given tables, which must exist (CreateTables).
 func New(client API, tables Tables, opts ...Option) *Store {
-	s := &Store{db: client, t: tables, retention: DefaultRunRetention}
+	s := &Store{db: client, t: tables, retention: DefaultRunRetention, threshold: DefaultPayloadThreshold, log: slog.Default()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -1,0 +1,320 @@
+package dynamostore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+// Payloads keeps the parts of run records too large for a DynamoDB item
+// (400 KB at most): webhook bodies up to the Lambda proxy's 6 MB, and large
+// step outputs. *s3payloads.Store implements it.
+type Payloads interface {
+	// Put stores data under key, replacing any object there.
+	Put(ctx context.Context, key string, data []byte) error
+	// Get returns the data stored under key.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// DeletePrefix removes every object whose key starts with prefix.
+	DeletePrefix(ctx context.Context, prefix string) error
+}
+
+// DefaultPayloadThreshold is the size in bytes above which the large parts
+// of a run leave its item, unless WithPayloadThreshold says otherwise: well
+// below DynamoDB's 400 KB item limit, so that the rest of the record (IDs,
+// headers, step names, errors, timings) always fits beside it.
+const DefaultPayloadThreshold = 300 << 10
+
+// WithPayloads stores the large parts of run records in p, with a reference
+// in the run item. Without it, a run item larger than 400 KB fails to write.
+func WithPayloads(p Payloads) Option {
+	return func(s *Store) { s.payloads = p }
+}
+
+// WithPayloadThreshold sets the size, in bytes as DynamoDB counts them,
+// above which a run's trigger body, or its step outputs, are stored with
+// Payloads instead of in the item (DefaultPayloadThreshold).
+func WithPayloadThreshold(n int) Option {
+	return func(s *Store) { s.threshold = n }
+}
+
+// WithLogger sets where the store logs what it does not return: failures of
+// best-effort cleanup. The default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) { s.log = l }
+}
+
+// Run item attributes that reference stored payloads.
+const (
+	attrTriggerPayload = "triggerPayload" // key of the trigger body and raw body
+	attrStepsPayload   = "stepsPayload"   // key of the step outputs and response body
+)
+
+// payloadPrefix is where a run's payloads live: deleting the prefix deletes
+// them all, including ones a later write superseded.
+func payloadPrefix(runID string) string { return "runs/" + runID + "/" }
+
+// payloadKey names a payload by its content. Two writes of one run never
+// overwrite each other's object with other data: a duplicate CreateRun
+// (RUN_EXISTS) or a second FinishRun (RUN_FINISHED) that loses its condition
+// cannot corrupt what the winning write references.
+func payloadKey(runID, part string, data []byte) string {
+	sum := sha256.Sum256(data)
+	return payloadPrefix(runID) + part + "-" + hex.EncodeToString(sum[:16])
+}
+
+// truncated is what an item holds in place of a value stored as a payload,
+// and what ListRuns returns there: list pages never load payloads (a page of
+// 100 runs could be hundreds of megabytes). Run and ClaimRun return the
+// whole value.
+func truncated(n int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"truncated":true,"bytes":%d}`, n))
+}
+
+// triggerPayload and stepsPayload are the stored objects. Byte slices
+// (base64 in JSON) keep bodies and outputs exactly as they were, where
+// json.RawMessage fields would be compacted.
+type triggerPayload struct {
+	Body    []byte `json:"body"`
+	RawBody string `json:"rawBody,omitempty"`
+}
+
+type stepsPayload struct {
+	Outputs  [][]byte `json:"outputs"`            // by step index; nil where a step had none
+	Response []byte   `json:"response,omitempty"` // Run.Response.Body
+}
+
+// triggerOffloaded reports whether a run's trigger data goes to Payloads:
+// it depends on the trigger alone, so that later writes of the run know
+// what the item holds without reading it.
+func (s *Store) triggerOffloaded(t automation.TriggerData) (bool, int, error) {
+	if s.payloads == nil {
+		return false, 0, nil
+	}
+	n, err := encodedSize(t)
+	if err != nil {
+		return false, 0, err
+	}
+	return n > s.threshold, n, nil
+}
+
+// storeTrigger stores r's trigger body and raw body as a payload if they are
+// too large for the item, and returns r as the item keeps it with the
+// payload's key ("" when nothing was stored).
+func (s *Store) storeTrigger(ctx context.Context, r automation.Run) (automation.Run, string, error) {
+	off, _, err := s.triggerOffloaded(r.Trigger)
+	if err != nil || !off {
+		return r, "", err
+	}
+	data, err := json.Marshal(triggerPayload{Body: r.Trigger.Body, RawBody: r.Trigger.RawBody})
+	if err != nil {
+		return r, "", fmt.Errorf("encode trigger payload: %w", err)
+	}
+	key := payloadKey(r.ID, "trigger", data)
+	if err := s.payloads.Put(ctx, key, data); err != nil {
+		return r, "", fmt.Errorf("store trigger payload: %w", err)
+	}
+	r.Trigger.Body = truncated(len(r.Trigger.Body))
+	r.Trigger.RawBody = ""
+	return r, key, nil
+}
+
+// storeSteps stores r's step outputs and response body as a payload if,
+// beside the trigger as its item holds it, they would make the item larger
+// than the threshold.
+func (s *Store) storeSteps(ctx context.Context, r automation.Run) (automation.Run, string, error) {
+	if s.payloads == nil {
+		return r, "", nil
+	}
+	off, trig, err := s.triggerOffloaded(r.Trigger)
+	if err != nil {
+		return r, "", err
+	}
+	if off {
+		stub := r.Trigger
+		stub.Body, stub.RawBody = truncated(0), ""
+		if trig, err = encodedSize(stub); err != nil {
+			return r, "", err
+		}
+	}
+	steps, err := encodedSize(r.Steps)
+	if err != nil {
+		return r, "", err
+	}
+	resp, err := encodedSize(r.Response)
+	if err != nil {
+		return r, "", err
+	}
+	if trig+steps+resp <= s.threshold {
+		return r, "", nil
+	}
+	p := stepsPayload{Outputs: make([][]byte, len(r.Steps))}
+	for i, st := range r.Steps {
+		if len(st.Output) > 0 {
+			p.Outputs[i] = st.Output
+		}
+	}
+	if r.Response != nil {
+		p.Response = r.Response.Body
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return r, "", fmt.Errorf("encode steps payload: %w", err)
+	}
+	key := payloadKey(r.ID, "steps", data)
+	if err := s.payloads.Put(ctx, key, data); err != nil {
+		return r, "", fmt.Errorf("store steps payload: %w", err)
+	}
+	// Copy before replacing outputs: r.Steps belongs to the caller.
+	stepsCopy := make([]automation.StepResult, len(r.Steps))
+	for i, st := range r.Steps {
+		if len(st.Output) > 0 {
+			st.Output = truncated(len(st.Output))
+		}
+		stepsCopy[i] = st
+	}
+	r.Steps = stepsCopy
+	if r.Response != nil {
+		resp := *r.Response
+		if len(resp.Body) > 0 {
+			resp.Body = truncated(len(resp.Body))
+		}
+		r.Response = &resp
+	}
+	return r, key, nil
+}
+
+// loadPayloads puts the payloads an item references back into r.
+func (s *Store) loadPayloads(ctx context.Context, item map[string]types.AttributeValue, r *automation.Run) error {
+	rd := reader{item: item}
+	tkey, skey := rd.str(attrTriggerPayload), rd.str(attrStepsPayload)
+	if rd.err != nil {
+		return rd.err
+	}
+	if tkey == "" && skey == "" {
+		return nil
+	}
+	if s.payloads == nil {
+		return fmt.Errorf("run %s has payloads stored outside DynamoDB, and the store has none configured (WithPayloads)", r.ID)
+	}
+	if tkey != "" {
+		var p triggerPayload
+		if err := s.getPayload(ctx, tkey, &p); err != nil {
+			return err
+		}
+		r.Trigger.Body, r.Trigger.RawBody = p.Body, p.RawBody
+	}
+	if skey != "" {
+		var p stepsPayload
+		if err := s.getPayload(ctx, skey, &p); err != nil {
+			return err
+		}
+		if len(p.Outputs) != len(r.Steps) {
+			return fmt.Errorf("payload %s holds %d step outputs, the run has %d steps", skey, len(p.Outputs), len(r.Steps))
+		}
+		for i, out := range p.Outputs {
+			if out != nil {
+				r.Steps[i].Output = out
+			}
+		}
+		if r.Response != nil && p.Response != nil {
+			r.Response.Body = p.Response
+		}
+	}
+	return nil
+}
+
+func (s *Store) getPayload(ctx context.Context, key string, dst any) error {
+	data, err := s.payloads.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("load payload: %w", err)
+	}
+	if err := json.Unmarshal(data, dst); err != nil {
+		return fmt.Errorf("decode payload %s: %w", key, err)
+	}
+	return nil
+}
+
+// deletePayloads removes the payloads of deleted runs, best effort: the
+// runs are gone already, and the bucket's lifecycle rule removes what a
+// failure here leaves. items are run items projected to their ID and
+// payload references.
+func (s *Store) deletePayloads(ctx context.Context, items []map[string]types.AttributeValue) {
+	if s.payloads == nil {
+		return
+	}
+	for _, it := range items {
+		rd := reader{item: it}
+		id := rd.str(attrID)
+		if id == "" || (rd.str(attrTriggerPayload) == "" && rd.str(attrStepsPayload) == "") {
+			continue
+		}
+		if err := s.payloads.DeletePrefix(ctx, payloadPrefix(id)); err != nil {
+			s.log.WarnContext(ctx, "dynamostore: payloads of a deleted run left to the bucket's lifecycle rule",
+				"run", id, "err", err)
+		}
+	}
+}
+
+// encodedSize is the size DynamoDB counts for v encoded as an attribute.
+func encodedSize(v any) (int, error) {
+	av, err := defEncoder.Encode(v)
+	if err != nil {
+		return 0, fmt.Errorf("encode run: %w", err)
+	}
+	return attrSize(av), nil
+}
+
+// attrSize follows DynamoDB's item size rules closely enough for a
+// threshold well below the limit: strings and binaries by length, numbers
+// by digits, 3 bytes per map or list plus 1 per element, names by length.
+func attrSize(av types.AttributeValue) int {
+	switch v := av.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return len(v.Value)/2 + 2
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + attrSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + attrSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)/2 + 2
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)
+		}
+		return n
+	default:
+		return 0
+	}
+}

@@ -1,0 +1,112 @@
+// Package sqsqueue implements automation.RunQueue on Amazon SQS, for the
+// service's AWS deployment: Enqueue writes the run record (DynamoDB, through
+// pkg/dynamostore), then sends a message naming the run to a standard queue
+// whose consumer, the runner Lambda, executes it. Messages carry IDs only;
+// a run's data, however large, stays with the run record (dynamostore keeps
+// bodies too large for an item in S3).
+package sqsqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"flowservice/pkg/automation"
+)
+
+// MaxMessageBytes is SQS's limit on a message body (1 MiB since August
+// 2025; 256 KiB before). Run messages hold IDs only and stay far below it;
+// Enqueue checks anyway, before it writes anything.
+const MaxMessageBytes = 1 << 20
+
+// RunCreator writes and unwrites run records: *dynamostore.Store.
+type RunCreator interface {
+	// CreateRun writes a new RUNNING run; an existing ID is ErrConflict with
+	// code RUN_EXISTS.
+	CreateRun(ctx context.Context, r automation.Run) error
+	// DeleteUnclaimedRun removes a run no attempt has claimed yet; a claimed
+	// or finished one is ErrConflict (RUN_CLAIMED, RUN_FINISHED).
+	DeleteUnclaimedRun(ctx context.Context, project, id string) error
+}
+
+// API is the part of the SQS client the Queue uses. *sqs.Client implements
+// it; tests substitute a stub to inject failures.
+type API interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
+var _ API = (*sqs.Client)(nil)
+
+// Queue is an automation.RunQueue on one SQS queue. It is safe for
+// concurrent use.
+type Queue struct {
+	runs RunCreator
+	sqs  API
+	url  string
+}
+
+var _ automation.RunQueue = (*Queue)(nil)
+
+// New returns a Queue that records runs with runs and sends their messages
+// to the queue at queueURL.
+func New(runs RunCreator, client API, queueURL string) *Queue {
+	return &Queue{runs: runs, sqs: client, url: queueURL}
+}
+
+// Message returns the body of the message that asks for run r.
+func Message(r automation.Run) ([]byte, error) {
+	body, err := json.Marshal(automation.QueueMessage{Kind: automation.MessageRun, Project: r.Project, RunID: r.ID})
+	if err != nil {
+		return nil, fmt.Errorf("encode message: %w", err)
+	}
+	if len(body) > MaxMessageBytes {
+		return nil, fmt.Errorf("message for run %s is %d bytes, over the SQS limit of %d", r.ID, len(body), MaxMessageBytes)
+	}
+	return body, nil
+}
+
+// Enqueue writes the run record, then sends its message. When it returns
+// nil, both are durable. A run ID that exists already is RUN_EXISTS, and no
+// message is sent.
+//
+// If the message cannot be sent, the run record is deleted again and the
+// error returned, so that the receiver answers 503 and the sender retries.
+// Deleting, rather than finishing the run FAILED, is what makes that retry
+// work: a run ID derived from an idempotency key or a schedule firing would
+// otherwise meet its own failed record (RUN_EXISTS) and never run, and a
+// FAILED run the sender was told nothing about would sit in the history. A
+// send that failed on our side but reached SQS (a lost answer) is harmless
+// too: the runner finds no run and drops the message. If the run has been
+// claimed meanwhile, the message evidently went out, and Enqueue succeeds.
+func (q *Queue) Enqueue(ctx context.Context, r automation.Run) error {
+	body, err := Message(r)
+	if err != nil {
+		return fmt.Errorf("sqsqueue: enqueue run %s: %w", r.ID, err)
+	}
+	if err := q.runs.CreateRun(ctx, r); err != nil {
+		return err // RUN_EXISTS and NotFound reach the caller as they are
+	}
+	text := string(body)
+	_, sendErr := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text})
+	if sendErr == nil {
+		return nil
+	}
+	// The caller's context may be what failed the send: undo regardless.
+	undo := context.WithoutCancel(ctx)
+	err = q.runs.DeleteUnclaimedRun(undo, r.Project, r.ID)
+	var e *automation.Error
+	switch {
+	case err == nil || errors.Is(err, automation.ErrNotFound):
+		return fmt.Errorf("sqsqueue: send message for run %s (run record removed): %w", r.ID, sendErr)
+	case errors.As(err, &e) && (e.Code == "RUN_CLAIMED" || e.Code == "RUN_FINISHED"):
+		return nil
+	default:
+		// Neither the message nor the undo: the record stays RUNNING with
+		// no message until its retention ends. Say so, for the logs.
+		return fmt.Errorf("sqsqueue: send message for run %s: %w; and the run record could not be removed, so it stays RUNNING without a message: %w",
+			r.ID, sendErr, err)
+	}
+}
