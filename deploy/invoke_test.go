@@ -29,16 +29,9 @@ import (
 	"flowservice/pkg/awstest"
 	"flowservice/pkg/dynamostore"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/s3payloads"
 	"flowservice/pkg/smsecrets"
 )
-
-// queueWired says whether awsapp wires a run queue yet. The Service needs
-// one for anything about runs: receivers answer 503 without it, the runs
-// API 500, and the runner retries every message.
-//
-// TODO(lead): set true when awsapp wires sqsqueue (pkg/awsapp/app.go); the
-// tests below that skip on it then run as written.
-const queueWired = false
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
@@ -79,7 +72,8 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	bucket := strings.ToLower(name)
-	if _, err := s3.NewFromConfig(awsCfg).CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
+	if err := s3payloads.CreateBucket(ctx, s3c, bucket, 31); err != nil {
 		t.Fatal(err)
 	}
 	// As GenerateSecretString makes it: 64 characters, no punctuation.
@@ -108,7 +102,7 @@ func newStack(t *testing.T) *stack {
 	if testing.Verbose() {
 		cfg.LogOutput = os.Stderr
 	}
-	st := &stack{aws: awsCfg, cfg: cfg, store: dynamostore.New(db, tables)}
+	st := &stack{aws: awsCfg, cfg: cfg, store: dynamostore.New(db, tables, dynamostore.WithPayloads(s3payloads.New(s3c, bucket)))}
 	st.svc, err = automation.NewService(automation.Config{
 		Store: st.store, Secrets: smsecrets.New(sm, cfg.SecretPrefix), Checker: engine.Checker{},
 		CursorKey: []byte(cursorKey), EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL,
@@ -257,9 +251,6 @@ func TestAPIEvents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			if tt.file == "api-list-runs.json" && !queueWired {
-				t.Skip("TODO(lead): the Service serves runs only with a whole runtime, queue included")
-			}
 			resp := invoke(t, h, event(t, tt.file, ph))
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.wantStatus, resp.Body)
@@ -339,9 +330,6 @@ func TestWebhookEvents(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("accepted", func(t *testing.T) {
-		if !queueWired {
-			t.Skip("TODO(lead): no run queue wired in awsapp yet")
-		}
 		f := st.flow(t, formFlow, true)
 		resp := invoke(t, h, event(t, "webhook-post.json", map[string]string{"__FLOW_ID__": f.ID}))
 		b := decodeBody(t, resp)
@@ -352,8 +340,48 @@ func TestWebhookEvents(t *testing.T) {
 		if header(resp, "X-Run-Id") != runID {
 			t.Errorf("X-Run-Id %q, want %q", header(resp, "X-Run-Id"), runID)
 		}
-		if r, err := st.svc.Run(ctx, st.project, f.ID, runID); err != nil || r.Status != automation.RunRunning {
+		if r, err := st.store.Run(ctx, st.project.ID, f.ID, runID); err != nil || r.Status != automation.RunRunning {
 			t.Errorf("run record = %+v, %v; want it durable and RUNNING", r, err)
+		}
+		// And its message is on the queue for the runner.
+		out, err := sqs.NewFromConfig(st.aws).ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &st.cfg.QueueURL, MaxNumberOfMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, m := range out.Messages {
+			found = found || strings.Contains(*m.Body, runID)
+		}
+		if !found {
+			t.Errorf("no queue message names run %s", runID)
+		}
+	})
+
+	// Bodies up to API Gateway's 6 MB cap are accepted (the run keeps the
+	// body in the payload bucket); one byte more is 413.
+	t.Run("body limit", func(t *testing.T) {
+		f := st.flow(t, formFlow, true)
+		body := func(size int) string {
+			pad := size - len(`{"event":"bulk","data":""}`)
+			return `{"event":"bulk","data":"` + strings.Repeat("x", pad) + `"}`
+		}
+		var req events.APIGatewayProxyRequest
+		if err := json.Unmarshal(event(t, "webhook-post.json", map[string]string{"__FLOW_ID__": f.ID}), &req); err != nil {
+			t.Fatal(err)
+		}
+		req.Body = body(awsapp.MaxProxyBody)
+		resp, err := h(ctx, req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("6 MB body: %d %.200s %v", resp.StatusCode, resp.Body, err)
+		}
+		runID, _ := decodeBody(t, resp)["runId"].(string)
+		r, err := st.store.Run(ctx, st.project.ID, f.ID, runID)
+		if err != nil || len(r.Trigger.Body) != awsapp.MaxProxyBody {
+			t.Errorf("stored trigger body %d bytes (%v), want %d", len(r.Trigger.Body), err, awsapp.MaxProxyBody)
+		}
+		req.Body = body(awsapp.MaxProxyBody + 1)
+		if resp, err := h(ctx, req); err != nil || resp.StatusCode != 413 {
+			t.Errorf("6 MB + 1 body: %d %.200s %v, want 413", resp.StatusCode, resp.Body, err)
 		}
 	})
 
@@ -405,9 +433,6 @@ func TestWorkflowHookEvents(t *testing.T) {
 		}
 	})
 	t.Run("on completion", func(t *testing.T) {
-		if !queueWired {
-			t.Skip("TODO(lead): no run queue wired in awsapp yet")
-		}
 		st.flow(t, `{"name": "Deploy notifier", "engine": "WORKFLOW_BUILDER",
 			"trigger": {"type": "WEBHOOK", "webhook": {"httpMethod": "POST", "path": "deploys/github", "responseMode": "ON_COMPLETION"}},
 			"steps": [
@@ -426,9 +451,6 @@ func TestWorkflowHookEvents(t *testing.T) {
 // run, plus an unreadable record: the run is executed and only the bad
 // record is reported back.
 func TestRunnerEvents(t *testing.T) {
-	if !queueWired {
-		t.Skip("TODO(lead): the Service executes runs only with a whole runtime, queue included")
-	}
 	st := newStack(t)
 	h, err := awsapp.NewRunnerHandler(context.Background(), st.aws, st.cfg)
 	if err != nil {
@@ -466,7 +488,7 @@ func TestRunnerEvents(t *testing.T) {
 	if !slices.Equal(ids, []string{"bad-record"}) {
 		t.Errorf("BatchItemFailures = %v, want only the unreadable record", ids)
 	}
-	got, err := st.svc.Run(ctx, st.project, f.ID, run.ID)
+	got, err := st.store.Run(ctx, st.project.ID, f.ID, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,14 +10,18 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/dynamostore"
 	"flowservice/pkg/ebscheduler"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/s3payloads"
 	"flowservice/pkg/smsecrets"
+	"flowservice/pkg/sqsqueue"
 )
 
 // role says which function an app serves; it decides what is wired.
@@ -43,12 +47,23 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	log := NewLogger(cfg)
 	t := cfg.Tables
 	if err := need(string(r)+" function", "TABLE_PROJECTS", t.Projects, "TABLE_KEYS", t.Keys, "TABLE_FLOWS", t.Flows,
-		"TABLE_ROUTES", t.Routes, "TABLE_CONNECTIONS", t.Connections, "TABLE_RUNS", t.Runs, "SECRET_PREFIX", cfg.SecretPrefix); err != nil {
+		"TABLE_ROUTES", t.Routes, "TABLE_CONNECTIONS", t.Connections, "TABLE_RUNS", t.Runs, "SECRET_PREFIX", cfg.SecretPrefix,
+		"QUEUE_URL", cfg.QueueURL, "PAYLOAD_BUCKET", cfg.PayloadBucket); err != nil {
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(awsCfg)
 	sm := secretsmanager.NewFromConfig(awsCfg)
-	var opts []dynamostore.Option
+	s3c := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		// An explicit endpoint is a local emulator (moto_server, sam local
+		// with one), which serves buckets by path, not by host name.
+		o.UsePathStyle = awsCfg.BaseEndpoint != nil
+	})
+	opts := []dynamostore.Option{
+		// Run parts too large for an item (webhook bodies up to 6 MB, big
+		// step outputs) go to the payload bucket.
+		dynamostore.WithPayloads(s3payloads.New(s3c, cfg.PayloadBucket)),
+		dynamostore.WithLogger(log),
+	}
 	if cfg.RunPolicy.Retention > 0 {
 		// Runs expire (TTL) when the Service's policy says they do.
 		opts = append(opts, dynamostore.WithRunRetention(cfg.RunPolicy.Retention))
@@ -60,11 +75,11 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	if err != nil {
 		return nil, err
 	}
-	rt := &automation.RunRuntime{Runs: store, Policy: cfg.RunPolicy}
-	// TODO(lead): rt.Queue = sqsqueue on cfg.QueueURL with large payloads in
-	// cfg.PayloadBucket (s3.NewFromConfig(awsCfg)), once it lands; its store
-	// half is dynamostore's CreateRun. Until then receivers answer 503 and
-	// scheduled runs are retried.
+	// A run is durable once its record is in DynamoDB and its message in
+	// SQS; the runner executes it from there.
+	rt := &automation.RunRuntime{
+		Runs: store, Queue: sqsqueue.New(store, sqs.NewFromConfig(awsCfg), cfg.QueueURL), Policy: cfg.RunPolicy,
+	}
 	// Only the management API changes schedules (and only it has the IAM
 	// grants); the other functions never enable, update or delete flows.
 	var sched automation.Scheduler
