@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/engine"
-	"flowservice/pkg/sealedsecrets"
-	"flowservice/pkg/sqlitestore"
+	"flowservice/pkg/datadir"
 )
 
 // TestWithService wires the Scheduler as flowd does, into a real Service on
@@ -20,20 +18,12 @@ import (
 // handled), disable, delete, and Load from ScheduledFlows after a restart.
 func TestWithService(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	store, err := sqlitestore.Open(ctx, filepath.Join(dir, "flowd.db"))
+	dir, err := datadir.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	key, err := sealedsecrets.LoadOrCreateKey(filepath.Join(dir, "secrets.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secrets, err := sealedsecrets.New(store, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { dir.Close() })
+	store, secrets, key := dir.Store, dir.Secrets, dir.CursorKey
 	var logs bytes.Buffer
 	var svc *automation.Service
 	sched := New(StarterFunc(func(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error) {

@@ -8,14 +8,13 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
-	"flowservice/pkg/sealedsecrets"
 	"flowservice/pkg/sqlitestore"
 )
 
@@ -44,23 +43,14 @@ func envOf(t *testing.T, srv *httptest.Server) *testEnv {
 }
 
 // openBackends returns an empty store, secret store and checker.
-func openBackends(t *testing.T) (automation.Store, automation.Secrets, automation.Checker) {
+func openBackends(t *testing.T) (*sqlitestore.Store, automation.Secrets, automation.Checker) {
 	t.Helper()
-	dir := t.TempDir()
-	store, err := sqlitestore.Open(context.Background(), filepath.Join(dir, "flowd.db"))
+	dir, err := datadir.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	key, err := sealedsecrets.LoadOrCreateKey(filepath.Join(dir, "secrets.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secrets, err := sealedsecrets.New(store, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store, secrets, engine.Checker{}
+	t.Cleanup(func() { dir.Close() })
+	return dir.Store, dir.Secrets, engine.Checker{}
 }
 
 // newTestServer starts the API on 127.0.0.1 over fresh backends, with an
@@ -69,7 +59,7 @@ func openBackends(t *testing.T) (automation.Store, automation.Secrets, automatio
 func newTestServer(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	store, secrets, checker := openBackends(t)
-	runs := &testQueue{store: store.(*sqlitestore.Store)}
+	runs := &testQueue{store: store}
 	// The engine needs the Service for credentials, the Service the
 	// engine to run flows: the runtime is filled in after both exist.
 	rt := &automation.RunRuntime{Runs: runs.store, Queue: runs}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/runworker"
-	"flowservice/pkg/sealedsecrets"
+	"flowservice/pkg/datadir"
 	"flowservice/pkg/sqlitestore"
 )
 
@@ -30,20 +29,12 @@ type env struct {
 func newEnv(t *testing.T, policy automation.RunPolicy, clock ...func() time.Time) *env {
 	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	store, err := sqlitestore.Open(ctx, filepath.Join(dir, "flowd.db"))
+	dir, err := datadir.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	key, err := sealedsecrets.LoadOrCreateKey(filepath.Join(dir, "secrets.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secrets, err := sealedsecrets.New(store, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { dir.Close() })
+	store, secrets, key := dir.Store, dir.Secrets, dir.CursorKey
 	rt := &automation.RunRuntime{Runs: store, Policy: policy}
 	cfg := automation.Config{Store: store, Secrets: secrets, Checker: engine.Checker{}, CursorKey: key, Runtime: rt}
 	if len(clock) > 0 {
