@@ -12,7 +12,6 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"flowservice/pkg/awsapp"
 )
@@ -23,7 +22,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("runner: %v", err)
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := awsapp.AWSConfig(os.Getenv)
 	if err != nil {
 		log.Fatalf("runner: aws config: %v", err)
 	}

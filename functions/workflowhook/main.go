@@ -13,7 +13,6 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"flowservice/pkg/awsapp"
 )
@@ -24,7 +23,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("workflowhook: %v", err)
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := awsapp.AWSConfig(os.Getenv)
 	if err != nil {
 		log.Fatalf("workflowhook: aws config: %v", err)
 	}
