@@ -1,0 +1,231 @@
+package deploy
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// runtimeAPI is a Lambda Runtime API on loopback that hands out one event
+// and records what the function answers, as the Lambda service does for a
+// provided.al2023 function.
+type runtimeAPI struct {
+	srv      *httptest.Server
+	event    []byte
+	reqID    string
+	served   sync.Once
+	done     chan struct{} // closed by the first answer
+	stop     chan struct{} // closed when the test ends: releases waiting polls
+	mu       sync.Mutex
+	response []byte
+	errBody  string
+}
+
+func newRuntimeAPI(t *testing.T, event []byte) *runtimeAPI {
+	rt := &runtimeAPI{event: event, reqID: "8476a536-e9f4-11e8-9739-2dfe598c3fcd", done: make(chan struct{}), stop: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", rt.next)
+	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", func(w http.ResponseWriter, r *http.Request) {
+		rt.answer(w, r, false)
+	})
+	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", func(w http.ResponseWriter, r *http.Request) {
+		rt.answer(w, r, true)
+	})
+	mux.HandleFunc("POST /2018-06-01/runtime/init/error", func(w http.ResponseWriter, r *http.Request) {
+		rt.answer(w, r, true)
+	})
+	rt.srv = httptest.NewServer(mux) // 127.0.0.1, a free port
+	t.Cleanup(func() {
+		close(rt.stop)
+		rt.srv.Close()
+	})
+	return rt
+}
+
+// next hands out the event once; later polls wait, as they do on Lambda
+// between invocations, until the test ends.
+func (rt *runtimeAPI) next(w http.ResponseWriter, r *http.Request) {
+	first := false
+	rt.served.Do(func() { first = true })
+	if !first {
+		select {
+		case <-rt.stop:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "runtime stopping", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Lambda-Runtime-Aws-Request-Id", rt.reqID)
+	h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10))
+	h.Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:123456789012:function:flow-test-api")
+	h.Set("Lambda-Runtime-Trace-Id", "Root=1-5bef4de7-ad49b0e87f6ef6c87fc2e700;Parent=9a9197af755a6419;Sampled=1")
+	h.Set("Content-Type", "application/json")
+	_, _ = w.Write(rt.event)
+}
+
+func (rt *runtimeAPI) answer(w http.ResponseWriter, r *http.Request, failed bool) {
+	body, _ := io.ReadAll(r.Body)
+	rt.mu.Lock()
+	if failed {
+		rt.errBody = r.URL.Path + ": " + string(body)
+	} else if id := r.PathValue("id"); id != rt.reqID {
+		rt.errBody = "answer for unknown request " + id
+	} else {
+		rt.response = body
+	}
+	rt.mu.Unlock()
+	w.WriteHeader(http.StatusAccepted)
+	select {
+	case <-rt.done:
+	default:
+		close(rt.done)
+	}
+}
+
+// TestBootstrapBinary builds the api function's bootstrap as `sam build`
+// does (for this machine's OS and architecture, so it can run here), starts
+// it against the local Runtime API with the environment the template sets
+// and moto as AWS, and checks its answer to api-list-flows.json.
+func TestBootstrapBinary(t *testing.T) {
+	st := newStack(t)
+	st.flow(t, formFlow, false)
+
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../functions/api")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	rt := newRuntimeAPI(t, event(t, "api-list-flows.json", map[string]string{"__API_KEY__": st.key}))
+	endpoint := *st.aws.BaseEndpoint
+	cmd := exec.Command(bin)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(rt.srv.URL, "http://"),
+		"AWS_LAMBDA_FUNCTION_NAME=flow-test-api",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
+		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
+		// moto as AWS: static fake credentials, explicit endpoint, no IMDS,
+		// no shared config files.
+		"AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing",
+		"AWS_ENDPOINT_URL=" + endpoint,
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+		// What template.yaml sets.
+		"STAGE=test", "LOG_LEVEL=info",
+		"TABLE_PROJECTS=" + st.cfg.Tables.Projects, "TABLE_KEYS=" + st.cfg.Tables.Keys,
+		"TABLE_FLOWS=" + st.cfg.Tables.Flows, "TABLE_ROUTES=" + st.cfg.Tables.Routes,
+		"TABLE_CONNECTIONS=" + st.cfg.Tables.Connections, "TABLE_RUNS=" + st.cfg.Tables.Runs,
+		"QUEUE_URL=" + st.cfg.QueueURL, "PAYLOAD_BUCKET=" + st.cfg.PayloadBucket,
+		"SECRET_PREFIX=" + st.cfg.SecretPrefix, "CURSOR_KEY_SECRET_ARN=" + st.cfg.CursorKeySecretARN,
+		"QUEUE_ARN=" + st.cfg.QueueARN, "SCHEDULE_GROUP=" + st.cfg.ScheduleGroup, "SCHEDULER_ROLE_ARN=" + st.cfg.SchedulerRoleARN,
+		"ENGINE_URL=" + st.cfg.EngineURL, "WORKFLOW_URL=" + st.cfg.WorkflowURL,
+		"RUN_TIMEOUT=300s", "MAX_BODY_BYTES=6000000", "ALLOWED_CIDRS=0.0.0.0/0,::/0",
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	logsDone := make(chan struct{})
+	go func() {
+		defer close(logsDone)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs = append(logs, sc.Text())
+		}
+	}()
+	t.Cleanup(func() {
+		// Stopped by its PID, as Lambda freezes and ends environments.
+		_ = cmd.Process.Kill()
+		<-logsDone
+		_ = cmd.Wait()
+	})
+
+	select {
+	case <-rt.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no answer from the bootstrap within 60 s")
+	}
+	rt.mu.Lock()
+	respBody, errBody := rt.response, rt.errBody
+	rt.mu.Unlock()
+	if errBody != "" {
+		t.Fatalf("the function reported an error: %s", errBody)
+	}
+	var resp events.APIGatewayProxyResponse
+	if err := json.Unmarshal(respBody, &resp); err != nil {
+		t.Fatalf("response %s: %v", respBody, err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
+	}
+	var list struct {
+		Data []struct{ Name string } `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &list); err != nil || len(list.Data) != 1 || list.Data[0].Name != "Form intake" {
+		t.Errorf("body %s (%v), want the seeded flow", resp.Body, err)
+	}
+
+	// Its logs are JSON lines that name the invocation.
+	_ = cmd.Process.Kill()
+	<-logsDone
+	var tagged bool
+	for _, l := range logs {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Errorf("log line is not JSON: %s", l)
+			continue
+		}
+		if rec["awsRequestId"] == rt.reqID {
+			tagged = true
+		}
+	}
+	if !tagged {
+		t.Errorf("no log line carries awsRequestId %s: %v", rt.reqID, logs)
+	}
+}
+
+// TestBinarySizes builds every function as `make build-lambdas` does
+// (linux/arm64) and checks each stays under 20 MB: cold starts grow with
+// the package, and a function's zip must stay well under Lambda's limits.
+func TestBinarySizes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds four binaries")
+	}
+	dir := t.TempDir()
+	for _, fn := range []string{"api", "webhook", "workflowhook", "runner"} {
+		out := filepath.Join(dir, fn, "bootstrap")
+		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, "../functions/"+fn)
+		build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+		if b, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", fn, err, b)
+		}
+		fi, err := os.Stat(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %.1f MB", fn, float64(fi.Size())/1e6)
+		if fi.Size() >= 20_000_000 {
+			t.Errorf("%s bootstrap is %d bytes, over 20 MB", fn, fi.Size())
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package awsapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"flowservice/pkg/automation"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestConfigFrom(t *testing.T) {
+	c, err := ConfigFrom(env(map[string]string{
+		"TABLE_FLOWS": "flow-dev-flows", "QUEUE_URL": "https://sqs/q", "SECRET_PREFIX": "flow/dev",
+		"ALLOWED_CIDRS": "192.0.2.0/24, 2001:db8::/32,198.51.100.7", "MAX_BODY_BYTES": "6000000",
+		"SYNC_TIMEOUT": "25s", "RUN_TIMEOUT": "300s", "RUN_ATTEMPTS": "5", "LOG_LEVEL": "debug",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("198.51.100.7/32")}
+	if !slices.Equal(c.AllowedCIDRs, want) {
+		t.Errorf("AllowedCIDRs = %v, want %v", c.AllowedCIDRs, want)
+	}
+	if c.Tables.Flows != "flow-dev-flows" || c.MaxBody != 6_000_000 || c.SyncTimeout != 25*time.Second ||
+		c.RunPolicy.Timeout != 300*time.Second || c.RunPolicy.MaxAttempts != 5 || c.LogLevel != slog.LevelDebug {
+		t.Errorf("config = %+v", c)
+	}
+
+	bad := []struct{ k, v, want string }{
+		{"ALLOWED_CIDRS", "10.0.0.0/8,nonsense", "neither an address nor a CIDR"},
+		{"MAX_BODY_BYTES", "10485760", "proxy payload cap"},
+		{"SYNC_TIMEOUT", "30s", "29 s"},
+		{"RUN_TIMEOUT", "five minutes", "duration"},
+		{"LOG_LEVEL", "loud", "LOG_LEVEL"},
+		{"ALLOW_PRIVATE_NETWORKS", "maybe", "true or false"},
+	}
+	for _, b := range bad {
+		if _, err := ConfigFrom(env(map[string]string{b.k: b.v})); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s=%s: err %v, want one saying %q", b.k, b.v, err, b.want)
+		}
+	}
+}
+
+// stubMessages is a messageHandler with a canned outcome per body.
+type stubMessages struct {
+	outcome  map[string]error
+	inFlight atomic.Int32
+	peak     atomic.Int32
+}
+
+func (s *stubMessages) HandleMessage(ctx context.Context, body []byte) error {
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	return s.outcome[string(body)]
+}
+
+// TestRunnerReportsFailedRecords: every record whose handling failed, and
+// only those, is reported; the batch itself never fails; records run
+// concurrently.
+func TestRunnerReportsFailedRecords(t *testing.T) {
+	stub := &stubMessages{outcome: map[string]error{
+		"ok":        nil,
+		"retry":     fmt.Errorf("%w: store busy", automation.ErrRetry),
+		"exhausted": fmt.Errorf("%w: gave up", automation.ErrExhausted),
+		"other":     errors.New("network down"),
+	}}
+	h := runner(stub, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	ev := events.SQSEvent{}
+	for i, b := range []string{"ok", "retry", "ok", "exhausted", "other"} {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("m%d", i), Body: b})
+	}
+	resp, err := h(context.Background(), ev)
+	if err != nil {
+		t.Fatalf("batch error %v: the whole batch would come back", err)
+	}
+	var got []string
+	for _, f := range resp.BatchItemFailures {
+		got = append(got, f.ItemIdentifier)
+	}
+	if want := []string{"m1", "m3", "m4"}; !slices.Equal(got, want) {
+		t.Errorf("BatchItemFailures = %v, want %v", got, want)
+	}
+	if stub.peak.Load() < 2 {
+		t.Errorf("records ran one at a time (peak %d)", stub.peak.Load())
+	}
+
+	resp, _ = h(context.Background(), events.SQSEvent{Records: ev.Records[:1]})
+	if resp.BatchItemFailures == nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("all good: BatchItemFailures = %#v, want an empty list", resp.BatchItemFailures)
+	}
+}
+
+// TestSourceIP reads API Gateway's sourceIp through the proxy adapter, and
+// refuses requests outside the platform ranges.
+func TestSourceIP(t *testing.T) {
+	var seen netip.Addr
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen, _ = SourceIP(r)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	h := httpadapter.New(platformAllowlist([]netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, inner)).ProxyWithContext
+	req := func(ip string) events.APIGatewayProxyRequest {
+		return events.APIGatewayProxyRequest{
+			HTTPMethod: "POST", Path: "/api/v1/webhooks/flw_x",
+			Headers: map[string]string{"X-Forwarded-For": "198.51.100.1"},
+			RequestContext: events.APIGatewayProxyRequestContext{
+				RequestID: "req-1", Identity: events.APIGatewayRequestIdentity{SourceIP: ip},
+			},
+		}
+	}
+	resp, err := h(context.Background(), req("198.51.100.10"))
+	if err != nil || resp.StatusCode != 204 || seen != netip.MustParseAddr("198.51.100.10") {
+		t.Errorf("allowed address: %d %v, handler saw %v", resp.StatusCode, err, seen)
+	}
+	seen = netip.Addr{}
+	resp, err = h(context.Background(), req("203.0.113.9"))
+	if err != nil || resp.StatusCode != 403 || !strings.Contains(resp.Body, `"IP_NOT_ALLOWED"`) || !strings.Contains(resp.Body, "req-1") || seen.IsValid() {
+		t.Errorf("outside address: %d %s %v (handler saw %v), want 403 before the handler", resp.StatusCode, resp.Body, err, seen)
+	}
+	if _, ok := SourceIP(&http.Request{}); ok {
+		t.Error("a request not from API Gateway has a source IP")
+	}
+}
+
+func TestAWSConfig(t *testing.T) {
+	cfg, err := AWSConfig(env(map[string]string{
+		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_SESSION_TOKEN": "token", "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := cfg.Credentials.Retrieve(context.Background())
+	if err != nil || creds.AccessKeyID != "AKIDEXAMPLE" || creds.SessionToken != "token" {
+		t.Errorf("credentials = %+v, %v", creds, err)
+	}
+	if cfg.Region != "eu-west-1" || cfg.BaseEndpoint == nil || *cfg.BaseEndpoint != "http://127.0.0.1:5000" {
+		t.Errorf("config = region %s endpoint %v", cfg.Region, cfg.BaseEndpoint)
+	}
+	if _, err := AWSConfig(env(map[string]string{"AWS_REGION": "eu-west-1"})); err == nil {
+		t.Error("no credentials: no error")
+	}
+}

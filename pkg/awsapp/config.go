@@ -1,0 +1,186 @@
+// Package awsapp wires the flow service for AWS Lambda: it builds the
+// Service on the AWS adapters (DynamoDB, Secrets Manager, SQS, EventBridge
+// Scheduler) once per cold start and returns the handlers the four
+// functions in functions/ pass to lambda.Start. Handler construction is a
+// plain function of a Config and an aws.Config, so tests call it with a
+// local AWS emulator exactly as the Lambda runtime would.
+//
+// The package never reads the environment itself: each main calls
+// ConfigFrom(os.Getenv), so the variables the template sets are listed in
+// one place (ConfigFrom) and read only in main.
+package awsapp
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/dynamostore"
+)
+
+// MaxProxyBody is the largest webhook body a receiver accepts on Lambda:
+// API Gateway's proxy integration caps the whole payload at 6 MB (10 MiB on
+// flowd), and a larger request never reaches the function.
+const MaxProxyBody = 6_000_000
+
+// Config is what the functions need to know about their deployment. main
+// fills it from the environment the template sets (ConfigFrom); tests fill
+// it directly.
+type Config struct {
+	Stage  string
+	Tables dynamostore.Tables
+	// QueueURL is the run queue; QueueARN is the target that schedules send
+	// to (management API only).
+	QueueURL, QueueARN string
+	// PayloadBucket keeps webhook bodies too large for a queue message.
+	PayloadBucket string
+	// SecretPrefix names the stage's secrets: <prefix>/<project>/<name>.
+	SecretPrefix string
+	// CursorKeySecretARN is the secret whose value authenticates page
+	// cursors (management API only).
+	CursorKeySecretARN string
+	// EngineURL and WorkflowURL are the receivers' public bases, put in
+	// webhook descriptors (management API only).
+	EngineURL, WorkflowURL string
+	// ScheduleGroup and SchedulerRoleARN are where schedules go and the role
+	// they send to the queue as (management API only).
+	ScheduleGroup, SchedulerRoleARN string
+	// ScheduleDeadLetterARN, if set, receives firings EventBridge Scheduler
+	// could not deliver to the queue.
+	ScheduleDeadLetterARN string
+	// AllowedCIDRs is the platform-wide allowlist of the receivers, also
+	// enforced by the API Gateway resource policy; empty admits every
+	// address. Per-flow allowlists apply on top.
+	AllowedCIDRs []netip.Prefix
+	// MaxBody bounds a webhook body; default MaxProxyBody.
+	MaxBody int64
+	// SyncTimeout is how long an ON_COMPLETION webhook waits for its run:
+	// below the function's timeout and API Gateway's 29 s.
+	SyncTimeout time.Duration
+	// RunPolicy bounds runs: its Timeout must stay below the runner's.
+	RunPolicy automation.RunPolicy
+	// AllowPrivateNetworks lets HTTP steps reach private addresses.
+	AllowPrivateNetworks bool
+	LogLevel             slog.Level
+	// LogOutput receives the JSON log lines; default os.Stderr, which
+	// Lambda sends to CloudWatch Logs.
+	LogOutput io.Writer
+}
+
+// ConfigFrom reads the variables template.yaml sets, through getenv (main
+// passes os.Getenv), and refuses values it cannot use. Variables a function
+// does not get are left empty; the handler constructors check what they
+// need.
+func ConfigFrom(getenv func(string) string) (Config, error) {
+	c := Config{
+		Stage: getenv("STAGE"),
+		Tables: dynamostore.Tables{
+			Projects:    getenv("TABLE_PROJECTS"),
+			Keys:        getenv("TABLE_KEYS"),
+			Flows:       getenv("TABLE_FLOWS"),
+			Routes:      getenv("TABLE_ROUTES"),
+			Connections: getenv("TABLE_CONNECTIONS"),
+			Runs:        getenv("TABLE_RUNS"),
+		},
+		QueueURL:              getenv("QUEUE_URL"),
+		QueueARN:              getenv("QUEUE_ARN"),
+		PayloadBucket:         getenv("PAYLOAD_BUCKET"),
+		SecretPrefix:          getenv("SECRET_PREFIX"),
+		CursorKeySecretARN:    getenv("CURSOR_KEY_SECRET_ARN"),
+		EngineURL:             getenv("ENGINE_URL"),
+		WorkflowURL:           getenv("WORKFLOW_URL"),
+		ScheduleGroup:         getenv("SCHEDULE_GROUP"),
+		SchedulerRoleARN:      getenv("SCHEDULER_ROLE_ARN"),
+		ScheduleDeadLetterARN: getenv("SCHEDULE_DLQ_ARN"),
+	}
+	for _, s := range strings.Split(getenv("ALLOWED_CIDRS"), ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := parsePrefix(s)
+		if err != nil {
+			return c, fmt.Errorf("ALLOWED_CIDRS: %w", err)
+		}
+		c.AllowedCIDRs = append(c.AllowedCIDRs, p)
+	}
+	if v := getenv("MAX_BODY_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > MaxProxyBody {
+			return c, fmt.Errorf("MAX_BODY_BYTES=%q: want 1 to %d (API Gateway's proxy payload cap)", v, MaxProxyBody)
+		}
+		c.MaxBody = n
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"SYNC_TIMEOUT", &c.SyncTimeout}, {"RUN_TIMEOUT", &c.RunPolicy.Timeout}, {"RUN_RETENTION", &c.RunPolicy.Retention}} {
+		v := getenv(d.name)
+		if v == "" {
+			continue
+		}
+		t, err := time.ParseDuration(v)
+		if err != nil || t <= 0 {
+			return c, fmt.Errorf("%s=%q: want a positive duration such as 25s", d.name, v)
+		}
+		*d.dst = t
+	}
+	if c.SyncTimeout >= 29*time.Second {
+		return c, fmt.Errorf("SYNC_TIMEOUT=%s: must be below API Gateway's 29 s integration timeout", c.SyncTimeout)
+	}
+	if v := getenv("RUN_ATTEMPTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return c, fmt.Errorf("RUN_ATTEMPTS=%q: want 1 to 100", v)
+		}
+		c.RunPolicy.MaxAttempts = n
+	}
+	if v := getenv("ALLOW_PRIVATE_NETWORKS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("ALLOW_PRIVATE_NETWORKS=%q: want true or false", v)
+		}
+		c.AllowPrivateNetworks = b
+	}
+	if v := getenv("LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			return c, fmt.Errorf("LOG_LEVEL=%q: allowed values are debug, info, warn, error", v)
+		}
+	}
+	return c, nil
+}
+
+// parsePrefix reads a CIDR range or a single address.
+func parsePrefix(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is neither an address nor a CIDR range", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// need reports the first empty setting among name=value pairs.
+func need(what string, pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			return fmt.Errorf("awsapp: %s needs %s", what, pairs[i])
+		}
+	}
+	return nil
+}
+
+func (c Config) logOutput() io.Writer {
+	if c.LogOutput != nil {
+		return c.LogOutput
+	}
+	return os.Stderr
+}

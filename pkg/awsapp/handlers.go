@@ -1,0 +1,156 @@
+package awsapp
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"flowservice/pkg/httpapi"
+)
+
+// ProxyHandler handles one API Gateway REST API (v1) proxy event; it is what
+// the HTTP functions pass to lambda.Start.
+type ProxyHandler func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
+
+// SQSHandler handles one batch of run queue messages; it is what the runner
+// passes to lambda.Start.
+type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+
+// NewAPIHandler builds the management API function.
+func NewAPIHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (ProxyHandler, error) {
+	a, err := newApp(ctx, awsCfg, cfg, roleAPI)
+	if err != nil {
+		return nil, err
+	}
+	return httpadapter.New(httpapi.NewAPI(a.svc, a.log)).ProxyWithContext, nil
+}
+
+// NewWebhookHandler builds the flow builder receiver function.
+func NewWebhookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (ProxyHandler, error) {
+	a, err := newApp(ctx, awsCfg, cfg, roleWebhook)
+	if err != nil {
+		return nil, err
+	}
+	h := httpapi.NewWebhook(a.svc, hookConfig(cfg, a))
+	return httpadapter.New(platformAllowlist(cfg.AllowedCIDRs, h)).ProxyWithContext, nil
+}
+
+// NewWorkflowHookHandler builds the workflow builder receiver function. It
+// executes ON_COMPLETION runs inline, waiting at most cfg.SyncTimeout.
+func NewWorkflowHookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (ProxyHandler, error) {
+	a, err := newApp(ctx, awsCfg, cfg, roleWorkflowHook)
+	if err != nil {
+		return nil, err
+	}
+	h := httpapi.NewWorkflowHook(a.svc, hookConfig(cfg, a))
+	return httpadapter.New(platformAllowlist(cfg.AllowedCIDRs, h)).ProxyWithContext, nil
+}
+
+func hookConfig(cfg Config, a *app) httpapi.HookConfig {
+	maxBody := cfg.MaxBody
+	if maxBody <= 0 {
+		maxBody = MaxProxyBody
+	}
+	return httpapi.HookConfig{
+		MaxBody: maxBody, SyncTimeout: cfg.SyncTimeout, ClientIP: SourceIP, Log: a.log,
+	}
+}
+
+// SourceIP is the client address of a request that came through API
+// Gateway: requestContext.identity.sourceIp, which the proxy adapter keeps
+// in the request's context. API Gateway sets it from the connection, so,
+// unlike X-Forwarded-For, a client cannot choose it.
+func SourceIP(r *http.Request) (netip.Addr, bool) {
+	rc, ok := core.GetAPIGatewayContextFromContext(r.Context())
+	if !ok {
+		return netip.Addr{}, false
+	}
+	ip, err := netip.ParseAddr(rc.Identity.SourceIP)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ip.Unmap(), true
+}
+
+// platformAllowlist refuses requests from outside the platform-wide ranges
+// before the receiver sees them. The API Gateway resource policy does the
+// same; checking here too keeps the rule where `sam local` and a policy
+// lost to a template mistake would otherwise drop it.
+func platformAllowlist(allowed []netip.Prefix, next http.Handler) http.Handler {
+	if len(allowed) == 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip, ok := SourceIP(r)
+		if ok {
+			for _, p := range allowed {
+				if p.Contains(ip) {
+					next.ServeHTTP(w, r)
+					return
+				}
+			}
+		}
+		var requestID string
+		if rc, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok {
+			requestID = rc.RequestID
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{
+			"code": "IP_NOT_ALLOWED", "message": "this webhook does not accept requests from your address", "requestId": requestID,
+		}})
+	})
+}
+
+// messageHandler is the part of the Service the runner uses.
+type messageHandler interface {
+	HandleMessage(ctx context.Context, body []byte) error
+}
+
+// NewRunnerHandler builds the runner function: it executes each message of
+// a batch and reports the ones that failed, so that only those come back.
+func NewRunnerHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (SQSHandler, error) {
+	a, err := newApp(ctx, awsCfg, cfg, roleRunner)
+	if err != nil {
+		return nil, err
+	}
+	return runner(a.svc, a.log), nil
+}
+
+// runner handles a batch. Records run concurrently: a batch of ten
+// attempts must fit in the function's timeout, which is sized for one.
+func runner(svc messageHandler, log *slog.Logger) SQSHandler {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		failed := make([]bool, len(ev.Records))
+		var wg sync.WaitGroup
+		for i, m := range ev.Records {
+			wg.Go(func() {
+				if err := svc.HandleMessage(ctx, []byte(m.Body)); err != nil {
+					log.ErrorContext(ctx, "run message failed", "messageId", m.MessageId,
+						"receiveCount", m.Attributes["ApproximateReceiveCount"], "err", err)
+					failed[i] = true
+				}
+			})
+		}
+		wg.Wait()
+		resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+		for i, f := range failed {
+			if f {
+				resp.BatchItemFailures = append(resp.BatchItemFailures,
+					events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+			}
+		}
+		// Never an error: that would return the whole batch, finished runs
+		// included.
+		return resp, nil
+	}
+}
