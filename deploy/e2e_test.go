@@ -1,0 +1,267 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awstest"
+)
+
+// e2e is a deployment on moto with the three functions a webhook crosses:
+// the api and webhook handlers as API Gateway calls them, and the runner as
+// the SQS event source mapping calls it, driven by the test.
+type e2e struct {
+	*stack
+	api, hook awsapp.ProxyHandler
+	runner    awsapp.SQSHandler
+	sqs       *sqs.Client
+	dlqURL    string
+}
+
+// newE2E builds the stack with a run queue whose redrive policy sends a
+// message to a DLQ after maxReceive receives, as template.yaml does, and a
+// short visibility timeout so that retries come quickly.
+func newE2E(t *testing.T, maxReceive int, policy automation.RunPolicy) *e2e {
+	t.Helper()
+	ctx := context.Background()
+	st := newStack(t)
+	client := sqs.NewFromConfig(st.aws)
+	name := awstest.UniqueName(t, "e2e")
+	dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqAttrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: dlq.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redrive, _ := json.Marshal(map[string]string{
+		"deadLetterTargetArn": dlqAttrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)],
+		"maxReceiveCount":     strconv.Itoa(maxReceive),
+	})
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{
+		string(sqstypes.QueueAttributeNameRedrivePolicy):     string(redrive),
+		string(sqstypes.QueueAttributeNameVisibilityTimeout): "1",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.cfg.QueueURL = *q.QueueUrl
+	st.cfg.RunPolicy = policy
+	st.cfg.AllowPrivateNetworks = true // the external service is a loopback fake
+	e := &e2e{stack: st, sqs: client, dlqURL: *dlq.QueueUrl}
+	if e.api, err = awsapp.NewAPIHandler(ctx, st.aws, st.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if e.hook, err = awsapp.NewWebhookHandler(ctx, st.aws, st.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if e.runner, err = awsapp.NewRunnerHandler(ctx, st.aws, st.cfg); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// call sends one REST API proxy event to h, as API Gateway would.
+func call(t *testing.T, h awsapp.ProxyHandler, method, path, key, body string) (int, map[string]any) {
+	t.Helper()
+	req := events.APIGatewayProxyRequest{
+		HTTPMethod: method, Path: path, Body: body,
+		MultiValueHeaders: map[string][]string{"Content-Type": {"application/json"}},
+		RequestContext: events.APIGatewayProxyRequestContext{
+			Identity: events.APIGatewayRequestIdentity{SourceIP: "198.51.100.10"}, HTTPMethod: method, Path: path,
+		},
+	}
+	if key != "" {
+		req.MultiValueHeaders["Authorization"] = []string{"Bearer " + key}
+	}
+	resp, err := h(context.Background(), req)
+	if err != nil {
+		t.Fatalf("%s %s: invocation failed: %v", method, path, err)
+	}
+	var m map[string]any
+	if resp.Body != "" {
+		if err := json.Unmarshal([]byte(resp.Body), &m); err != nil {
+			t.Fatalf("%s %s: body %q: %v", method, path, resp.Body, err)
+		}
+	}
+	return resp.StatusCode, m
+}
+
+// poll receives what the run queue delivers and hands it to the runner as
+// one batch; the records the runner does not report as failed are deleted,
+// as the event source mapping does. It returns the messages it delivered.
+func (e *e2e) poll(t *testing.T) []sqstypes.Message {
+	t.Helper()
+	ctx := context.Background()
+	out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl: &e.cfg.QueueURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Messages) == 0 {
+		return nil
+	}
+	var ev events.SQSEvent
+	for _, m := range out.Messages {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body})
+	}
+	resp, err := e.runner(ctx, ev)
+	if err != nil {
+		t.Fatalf("runner returned an error: the whole batch would come back: %v", err)
+	}
+	failed := map[string]bool{}
+	for _, f := range resp.BatchItemFailures {
+		failed[f.ItemIdentifier] = true
+	}
+	for _, m := range out.Messages {
+		if failed[*m.MessageId] {
+			continue
+		}
+		if _, err := e.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &e.cfg.QueueURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.Messages
+}
+
+// external is a fake external service that answers status and counts calls.
+func external(t *testing.T, status int) (*httptest.Server, func() int) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		w.WriteHeader(status)
+		fmt.Fprint(w, `{"received":true}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// activeFlow creates and enables a flow through the api handler.
+func (e *e2e) activeFlow(t *testing.T, url string) string {
+	t.Helper()
+	status, f := call(t, e.api, "POST", "/api/v1/flows", e.key, fmt.Sprintf(`{"name": "Deploys", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "notify", "type": "HTTP", "method": "POST", "url": %q, "body": {"ref": "{{ trigger.body.ref }}"}}]}`, url))
+	if status != 201 {
+		t.Fatalf("create flow = %d %v", status, f)
+	}
+	id := f["id"].(string)
+	if status, g := call(t, e.api, "POST", "/api/v1/flows/"+id+"/enable", e.key, ""); status != 200 || g["status"] != "ACTIVE" {
+		t.Fatalf("enable = %d %v", status, g)
+	}
+	return id
+}
+
+// TestEndToEndOnMoto: create and enable a flow through the api function,
+// POST its webhook through the webhook function, drain the queue into the
+// runner, and read the SUCCEEDED run back through the api function; then
+// redeliver the same message and see no second execution.
+func TestEndToEndOnMoto(t *testing.T) {
+	e := newE2E(t, 3, automation.RunPolicy{MaxAttempts: 3})
+	ext, calls := external(t, 200)
+	flowID := e.activeFlow(t, ext.URL)
+
+	status, acc := call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", `{"event": "push", "ref": "main"}`)
+	if status != 200 || acc["status"] != "RUNNING" {
+		t.Fatalf("webhook = %d %v", status, acc)
+	}
+	runID := acc["runId"].(string)
+
+	var delivered []sqstypes.Message
+	for i := 0; i < 5 && len(delivered) == 0; i++ {
+		delivered = e.poll(t)
+	}
+	if len(delivered) != 1 {
+		t.Fatalf("the queue delivered %d messages, want the run's one", len(delivered))
+	}
+	status, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, "")
+	if status != 200 || run["status"] != "SUCCEEDED" || calls() != 1 {
+		t.Fatalf("run = %d %v after %d external calls; want SUCCEEDED after 1", status, run, calls())
+	}
+	if _, f := call(t, e.api, "GET", "/api/v1/flows/"+flowID, e.key, ""); f["runCount"] != 1.0 || f["successRate"] != 100.0 {
+		t.Fatalf("flow stats = runCount %v, successRate %v", f["runCount"], f["successRate"])
+	}
+
+	// At-least-once delivery: the same message again executes nothing.
+	if _, err := e.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &e.cfg.QueueURL, MessageBody: delivered[0].Body}); err != nil {
+		t.Fatal(err)
+	}
+	var again []sqstypes.Message
+	for i := 0; i < 5 && len(again) == 0; i++ {
+		again = e.poll(t)
+	}
+	if len(again) != 1 {
+		t.Fatalf("redelivery: %d messages", len(again))
+	}
+	_, list := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs", e.key, "")
+	if data := list["data"].([]any); len(data) != 1 || calls() != 1 {
+		t.Fatalf("after a redelivery: %d runs, %d external calls; want 1 and 1", len(data), calls())
+	}
+	if _, r := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, ""); r["attempts"] != 1.0 {
+		t.Fatalf("attempts after a redelivery = %v, want 1", r["attempts"])
+	}
+}
+
+// TestFailingMessageReachesDLQ: a run whose external service keeps failing
+// is retried through the queue's visibility timeout until its last attempt
+// marks it FAILED; the message then moves to the dead-letter queue.
+func TestFailingMessageReachesDLQ(t *testing.T) {
+	e := newE2E(t, 2, automation.RunPolicy{MaxAttempts: 2})
+	ext, calls := external(t, 503)
+	flowID := e.activeFlow(t, ext.URL)
+	status, acc := call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", `{"event": "push", "ref": "main"}`)
+	if status != 200 {
+		t.Fatalf("webhook = %d %v", status, acc)
+	}
+	runID := acc["runId"].(string)
+
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e.poll(t)
+		out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: &e.dlqURL, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)] == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failing message never reached the DLQ (%d external calls)", calls())
+		}
+	}
+	status, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, "")
+	if status != 200 || run["status"] != "FAILED" || run["attempts"] != 2.0 || calls() != 2 {
+		t.Fatalf("run = %d %v after %d calls; want FAILED after 2 attempts", status, run, calls())
+	}
+	if msg, _ := run["error"].(string); !strings.Contains(msg, "gave up after 2 attempts") || !strings.Contains(msg, "503") {
+		t.Fatalf("run error = %q, want the reason", msg)
+	}
+	dl, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.dlqURL, WaitTimeSeconds: 1})
+	if err != nil || len(dl.Messages) != 1 || !strings.Contains(*dl.Messages[0].Body, runID) {
+		t.Fatalf("DLQ holds %v, %v; want the run's message", dl.Messages, err)
+	}
+}
