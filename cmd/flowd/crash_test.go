@@ -138,7 +138,7 @@ func TestKill9LosesNoAcceptedWebhook(t *testing.T) {
 	if err := p.cmd.Process.Kill(); err != nil { // SIGKILL: no cleanup at all
 		t.Fatal(err)
 	}
-	_ = p.cmd.Wait()
+	<-p.exited
 	time.Sleep(200 * time.Millisecond) // clients see the refusals
 	close(stop)
 	wg.Wait()

@@ -45,6 +45,7 @@ type proc struct {
 	dir    string // FLOWD_DATA_DIR
 	stdout *bytes.Buffer
 	stderr *bytes.Buffer
+	exited <-chan struct{} // closed once the process has exited and been waited for
 }
 
 // startFlowd starts flowd on a free loopback port with data in dataDir and
@@ -60,6 +61,9 @@ func startFlowd(t testing.TB, dataDir string, env ...string) *proc {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start flowd: %v", err)
 	}
+	exited := make(chan struct{})
+	go func() { p.cmd.Wait(); close(exited) }()
+	p.exited = exited
 	t.Cleanup(func() { p.stop(t) })
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -67,6 +71,11 @@ func startFlowd(t testing.TB, dataDir string, env ...string) *proc {
 		if err == nil {
 			resp.Body.Close()
 			return p
+		}
+		select {
+		case <-exited:
+			t.Fatalf("flowd exited at start: %v\nstderr:\n%s", p.cmd.ProcessState, p.stderr)
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("flowd did not answer on %s: %v\nstderr:\n%s", addr, err, p.stderr)
@@ -77,20 +86,20 @@ func startFlowd(t testing.TB, dataDir string, env ...string) *proc {
 
 // stop sends SIGTERM and waits for a graceful exit.
 func (p *proc) stop(t testing.TB) {
-	if p.cmd.ProcessState != nil {
+	select {
+	case <-p.exited:
 		return
+	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("flowd exited with %v\nstderr:\n%s", err, p.stderr)
+	case <-p.exited:
+		if !p.cmd.ProcessState.Success() {
+			t.Errorf("flowd exited with %v\nstderr:\n%s", p.cmd.ProcessState, p.stderr)
 		}
 	case <-time.After(25 * time.Second):
 		_ = p.cmd.Process.Kill()
-		<-done
+		<-p.exited
 		t.Errorf("flowd did not stop within 25s of SIGTERM")
 	}
 }

@@ -43,24 +43,89 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
-	if cfg.Backend != "embedded" {
-		return fmt.Errorf("FLOWD_BACKEND=%s is not available in this build yet; use embedded", cfg.Backend)
+	open := openEmbedded
+	if cfg.Backend == "aws" {
+		open = openAWS
 	}
-	dir, err := datadir.Open(ctx, cfg.DataDir)
+	b, err := open(ctx, cfg, getenv, log, stderr)
 	if err != nil {
 		return err
 	}
-	defer dir.Close()
+	defer b.close()
+	if err := bootstrap(ctx, b.svc, cfg.DataDir, stdout); err != nil {
+		return err
+	}
+
+	hooks := httpapi.HookConfig{
+		MaxBody: cfg.MaxBody, SyncTimeout: cfg.SyncTimeout, TrustedProxies: cfg.TrustedProxies, Log: log,
+	}
+	servers, err := listen(cfg, surfaces{
+		api:      httpapi.NewAPI(b.svc, log),
+		engine:   httpapi.NewWebhook(b.svc, hooks),
+		workflow: httpapi.NewWorkflowHook(b.svc, hooks),
+	})
+	if err != nil {
+		return err
+	}
+	// Background work stops after the servers: a webhook accepted while
+	// shutting down is still durable, and its run resumes at the next start.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	var background sync.WaitGroup
+	b.start(workCtx, &background)
+
+	errc := make(chan error, len(servers))
+	for _, s := range servers {
+		log.Info("listening", "addr", s.ln.Addr().String(), "serves", s.serves, "backend", cfg.Backend)
+		go func() { errc <- s.srv.Serve(s.ln) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.srv.Shutdown(sctx); err != nil {
+			log.Warn("shutdown", "addr", s.ln.Addr().String(), "err", err)
+		}
+	}
+	b.stop(sctx)
+	stopWork()
+	background.Wait()
+	return nil
+}
+
+// backend is a Service over one kind of adapters, with the background work
+// that runs its flows.
+type backend struct {
+	svc   *automation.Service
+	start func(ctx context.Context, wg *sync.WaitGroup) // until ctx ends
+	stop  func(ctx context.Context)                     // before ctx ends: drain what must finish
+	close func()
+}
+
+// openEmbedded wires the SQLite store, sealed secrets, the worker pool and
+// the in-process scheduler of a data directory.
+func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *slog.Logger, _ io.Writer) (*backend, error) {
+	dir, err := datadir.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
 	// One flowd executes the runs of a data directory: with the lock held,
 	// every lease in the store belongs to a process that is gone, so the
 	// runs it was executing are taken up again at once.
 	unlock, err := dir.LockExclusive()
 	if err != nil {
-		return err
+		dir.Close()
+		return nil, err
 	}
-	defer unlock()
+	closeAll := func() { unlock(); dir.Close() }
 	if n, err := dir.Store.ReleaseLeases(ctx); err != nil {
-		return err
+		closeAll()
+		return nil, err
 	} else if n > 0 {
 		log.Info("resuming runs left by a previous process", "count", n)
 	}
@@ -79,72 +144,38 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Runtime: rt, Scheduler: sched,
 	})
 	if err != nil {
-		return err
+		closeAll()
+		return nil, err
 	}
 	// The engine reads credentials through the Service, which runs flows
 	// through the engine: the runtime is completed after both exist.
 	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivate, Log: log})
-	pool := runworker.New(dir.Store, svc, runworker.Config{
-		Workers: cfg.Workers, Lease: policy.Lease(), Log: log,
-	})
+	pool := runworker.New(dir.Store, svc, runworker.Config{Workers: cfg.Workers, Lease: policy.Lease(), Log: log})
 	rt.Queue = pool.Notifying(dir.Store)
-	if err := bootstrap(ctx, svc, cfg.DataDir, stdout); err != nil {
-		return err
-	}
 	scheduled, err := svc.ScheduledFlows(ctx)
 	if err != nil {
-		return err
+		closeAll()
+		return nil, err
 	}
 	if err := sched.Load(ctx, scheduled); err != nil {
 		// A flow whose schedule no longer parses must not keep the rest
 		// from running.
 		log.Error("load schedules", "err", err)
 	}
-
-	hooks := httpapi.HookConfig{
-		MaxBody: cfg.MaxBody, SyncTimeout: cfg.SyncTimeout, TrustedProxies: cfg.TrustedProxies, Log: log,
-	}
-	servers, err := listen(cfg, surfaces{
-		api:      httpapi.NewAPI(svc, log),
-		engine:   httpapi.NewWebhook(svc, hooks),
-		workflow: httpapi.NewWorkflowHook(svc, hooks),
-	})
-	if err != nil {
-		return err
-	}
-	// Workers stop after the servers: a webhook accepted while shutting
-	// down is still durable, and runs resume at the next start.
-	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWork()
-	var background sync.WaitGroup
-	background.Go(func() { pool.Run(workCtx) })
-	sched.Start()
-	background.Go(func() { purgeLoop(workCtx, svc, log) })
-
-	errc := make(chan error, len(servers))
-	for _, s := range servers {
-		log.Info("listening", "addr", s.ln.Addr().String(), "serves", s.serves)
-		go func() { errc <- s.srv.Serve(s.ln) }()
-	}
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	}
-	log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
-	defer cancel()
-	for _, s := range servers {
-		if err := s.srv.Shutdown(sctx); err != nil {
-			log.Warn("shutdown", "addr", s.ln.Addr().String(), "err", err)
-		}
-	}
-	if err := sched.Stop(sctx); err != nil {
-		log.Warn("stop scheduler", "err", err)
-	}
-	stopWork()
-	background.Wait()
-	return nil
+	return &backend{
+		svc: svc,
+		start: func(ctx context.Context, wg *sync.WaitGroup) {
+			wg.Go(func() { pool.Run(ctx) })
+			wg.Go(func() { purgeLoop(ctx, svc, log) })
+			sched.Start()
+		},
+		stop: func(ctx context.Context) {
+			if err := sched.Stop(ctx); err != nil {
+				log.Warn("stop scheduler", "err", err)
+			}
+		},
+		close: closeAll,
+	}, nil
 }
 
 // purgeLoop deletes runs past their retention once soon after start and
@@ -175,6 +206,9 @@ func bootstrap(ctx context.Context, svc *automation.Service, dataDir string, std
 		return err
 	}
 	path := filepath.Join(dataDir, datadir.InitialKeyFile)
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dataDir, err)
+	}
 	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
