@@ -12,9 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/awsapp"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 )
@@ -27,9 +29,11 @@ func main() {
 
 // cli holds the global flags and opens the data directory on demand.
 type cli struct {
-	dataDir string
-	output  string
-	stdout  io.Writer
+	dataDir   string
+	backend   string
+	awsPrefix string
+	output    string
+	stdout    io.Writer
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -47,6 +51,12 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		def = ".flowd"
 	}
 	root.PersistentFlags().StringVar(&c.dataDir, "data-dir", def, "flowd data directory (FLOWD_DATA_DIR)")
+	backend := os.Getenv("FLOWD_BACKEND")
+	if backend == "" {
+		backend = "embedded"
+	}
+	root.PersistentFlags().StringVar(&c.backend, "backend", backend, "embedded (a data directory) or aws (a deployed stage's tables; FLOWD_BACKEND)")
+	root.PersistentFlags().StringVar(&c.awsPrefix, "aws-prefix", "flow-dev", "with --backend aws: the stage's table prefix, flow-<stage>")
 	root.PersistentFlags().StringVarP(&c.output, "output", "o", "table", "output format: table or json")
 	root.AddCommand(c.projectsCmd(), c.keysCmd())
 	return root
@@ -56,6 +66,18 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 func (c *cli) service(ctx context.Context) (*automation.Service, func(), error) {
 	if c.output != "table" && c.output != "json" {
 		return nil, nil, fmt.Errorf("--output %q: allowed values are table, json", c.output)
+	}
+	switch c.backend {
+	case "aws":
+		awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		svc, err := awsapp.NewAdminService(awsCfg, c.awsPrefix)
+		return svc, func() {}, err
+	case "embedded":
+	default:
+		return nil, nil, fmt.Errorf("--backend %q: allowed values are embedded, aws", c.backend)
 	}
 	if _, err := os.Stat(c.dataDir); err != nil {
 		return nil, nil, fmt.Errorf("data directory %s: %w (start flowd once, or pass --data-dir)", c.dataDir, err)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -27,11 +29,30 @@ func TestAWSBackendOnMoto(t *testing.T) {
 	defer ext.Close()
 
 	dir := filepath.Join(t.TempDir(), "data")
-	p := startFlowd(t, dir, "FLOWD_BACKEND=aws", "FLOWD_AWS_PROVISION=true", "FLOWD_AWS_PREFIX=flowdtest",
-		"AWS_ENDPOINT_URL="+moto.URL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing",
-		"AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-		"FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_WORKERS=1", "FLOWD_LOG_LEVEL=warn")
+	awsEnv := []string{"AWS_ENDPOINT_URL=" + moto.URL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=testing",
+		"AWS_SECRET_ACCESS_KEY=testing", "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null"}
+	p := startFlowd(t, dir, append(awsEnv, "FLOWD_BACKEND=aws", "FLOWD_AWS_PROVISION=true", "FLOWD_AWS_PREFIX=flowdtest",
+		"FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_WORKERS=1", "FLOWD_LOG_LEVEL=warn")...)
 	key := initialKey(t, dir)
+
+	// flowctl administers the same tables.
+	ctl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(flowctlBin, append([]string{"--backend", "aws", "--aws-prefix", "flowdtest"}, args...)...)
+		cmd.Env = append(os.Environ(), awsEnv...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("flowctl %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if out := ctl("projects", "create", "acme", "--plan", "TEAM"); !strings.Contains(out, "acme") {
+		t.Fatalf("projects create = %q", out)
+	}
+	if got := status(t, p.base, ctl("keys", "create", "--project", "acme")); got != 200 {
+		t.Fatalf("a key made by flowctl on the stage's tables gets %d from flowd, want 200", got)
+	}
 
 	var flow struct{ ID string }
 	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "on aws", "engine": "FLOW_BUILDER",

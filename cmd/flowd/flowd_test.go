@@ -175,7 +175,7 @@ func flowctl(t *testing.T, dataDir string, args ...string) (string, error) {
 	return string(out), nil
 }
 
-func status(t *testing.T, base, key string) int {
+func status(t testing.TB, base, key string) int {
 	t.Helper()
 	req, _ := http.NewRequest("GET", base+"/api/v1/flows", nil)
 	req.Header.Set("Authorization", "Bearer "+key)

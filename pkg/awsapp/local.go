@@ -24,7 +24,9 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/dynamostore"
+	"flowservice/pkg/engine"
 	"flowservice/pkg/s3payloads"
+	"flowservice/pkg/smsecrets"
 )
 
 // NewService builds the Service with every part wired, as the api function
@@ -176,3 +178,21 @@ func Poll(ctx context.Context, client ReceiveAPI, queueURL string, h SQSHandler,
 
 // Runner is the runner function's batch handler over an existing Service.
 func Runner(svc *automation.Service, log *slog.Logger) SQSHandler { return runner(svc, log) }
+
+// NewAdminService builds a Service for administration (projects and API
+// keys, as flowctl does) on a stage's tables: no queue, no scheduler, no
+// cursors. tablePrefix is what template.yaml names the tables with,
+// flow-<stage>.
+func NewAdminService(awsCfg aws.Config, tablePrefix string) (*automation.Service, error) {
+	store := dynamostore.New(dynamodb.NewFromConfig(awsCfg), dynamostore.TableNames(tablePrefix))
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	svc, err := automation.NewService(automation.Config{
+		Store: store, Secrets: smsecrets.New(secretsmanager.NewFromConfig(awsCfg), "flow/"+tablePrefix),
+		Checker: engine.Checker{}, CursorKey: key,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("awsapp: %w", err)
+	}
+	return svc, nil
+}
