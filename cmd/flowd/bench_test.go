@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -38,4 +42,23 @@ func BenchmarkWebhookAccept(b *testing.B) {
 			}
 		}
 	})
+	b.StopTimer()
+	if mb, ok := peakRSS(p.cmd.Process.Pid); ok {
+		b.ReportMetric(mb, "flowd-peak-RSS-MB")
+	}
+}
+
+// peakRSS reads a process's peak resident set size (VmHWM) in MB.
+func peakRSS(pid int) (float64, bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			return float64(kb) / 1024, err == nil
+		}
+	}
+	return 0, false
 }
