@@ -105,20 +105,22 @@ func (c *cli) readDefinition(file string) ([]byte, error) {
 
 // listFlags are the paging flags of list commands.
 type listFlags struct {
+	cmd    *cobra.Command
 	limit  int
 	cursor string
 	all    bool
 }
 
 func (l *listFlags) add(cmd *cobra.Command) {
-	cmd.Flags().IntVar(&l.limit, "limit", 0, "page size, 1..100 (server default 10)")
+	l.cmd = cmd
+	cmd.Flags().IntVar(&l.limit, "limit", 10, "page size, 1..100")
 	cmd.Flags().StringVar(&l.cursor, "cursor", "", "start at this cursor, from a previous page")
 	cmd.Flags().BoolVar(&l.all, "all", false, "follow the cursors and show every item")
 }
 
 func (l *listFlags) query() url.Values {
 	q := url.Values{}
-	if l.limit != 0 {
+	if l.cmd.Flags().Changed("limit") {
 		q.Set("limit", strconv.Itoa(l.limit))
 	}
 	if l.cursor != "" {
