@@ -85,3 +85,14 @@ func TestAllFollowsCursors(t *testing.T) {
 		t.Errorf("cursors asked %q, output:\n%s", cursors, out.String())
 	}
 }
+
+func TestInitialKeyOnlyForThisMachine(t *testing.T) {
+	for url, want := range map[string]bool{
+		"http://127.0.0.1:8080": true, "http://localhost:8080": true, "http://[::1]:8080": true,
+		"https://flows.example.com": false, "http://10.0.0.5:8080": false, "not a url\x7f": false,
+	} {
+		if got := isLoopback(url); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", url, got, want)
+		}
+	}
+}

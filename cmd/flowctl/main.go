@@ -57,7 +57,8 @@ flowd runs on it, or on a deployed stage's tables (--backend aws).
 flows, runs and connections talk to a running server's management API:
 --url picks it (default $FLOWCTL_URL, else http://127.0.0.1:8080) and
 --api-key authenticates (default $FLOWCTL_API_KEY, else the initial-api-key
-file in --data-dir, which flowd writes on its first start).`,
+file in --data-dir, which flowd writes on its first start, for a server on
+this machine only).`,
 		SilenceUsage:  true,
 		SilenceErrors: true, // main prints "flowctl: <error>"
 	}
@@ -82,7 +83,7 @@ file in --data-dir, which flowd writes on its first start).`,
 	}
 	root.PersistentFlags().StringVar(&c.url, "url", defURL, "management API of a running flowd or stage (FLOWCTL_URL)")
 	// No default shown: help must never print a key taken from the environment.
-	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key)")
+	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
 	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd())
 	return root
 }

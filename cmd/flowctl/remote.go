@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -32,7 +33,9 @@ func (c *cli) api() (*client, error) {
 	if key == "" {
 		key = os.Getenv("FLOWCTL_API_KEY")
 	}
-	if key == "" {
+	if key == "" && isLoopback(c.url) {
+		// The local data directory's key belongs to the local server: it
+		// is never sent anywhere else.
 		raw, err := os.ReadFile(filepath.Join(c.dataDir, datadir.InitialKeyFile))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("reading the initial API key: %w", err)
@@ -40,9 +43,22 @@ func (c *cli) api() (*client, error) {
 		key = strings.TrimSpace(string(raw))
 	}
 	if key == "" {
-		return nil, fmt.Errorf("no API key: pass --api-key, set FLOWCTL_API_KEY, or point --data-dir at flowd's data directory (no %s in %s)", datadir.InitialKeyFile, c.dataDir)
+		return nil, fmt.Errorf("no API key: pass --api-key, set FLOWCTL_API_KEY, or, for a flowd on this machine, point --data-dir at its data directory (no %s in %s)", datadir.InitialKeyFile, c.dataDir)
 	}
 	return newClient(c.url, key)
+}
+
+// isLoopback reports whether a server URL names this machine.
+func isLoopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	return err == nil && ip.IsLoopback()
 }
 
 // printJSON writes the API's JSON indented, as it came.
