@@ -3,6 +3,7 @@ package runworker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -242,5 +243,35 @@ func TestIdempotentDeliveries(t *testing.T) {
 	}
 	if len(page.Data) != 5 {
 		t.Fatalf("%d runs recorded, want 5 (d-1, d-2, two without the header, d-1 past the window)", len(page.Data))
+	}
+}
+
+// TestRetentionPurge: runs older than the retention period go, younger ones
+// stay, and the flow's stats are kept.
+func TestRetentionPurge(t *testing.T) {
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{Retention: 48 * time.Hour}, func() time.Time { return now })
+	srv, _ := service(t, 200)
+	f := e.flowCalling(t, srv.URL)
+	ctx := context.Background()
+	old := e.start1(t, f)
+	if _, err := e.svc.ExecuteRun(ctx, old.Project, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(24 * time.Hour)
+	young := e.start1(t, f)
+	now = now.Add(25 * time.Hour) // old is 49 h old, young 25 h
+	n, err := e.svc.PurgeRuns(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("PurgeRuns = %d, %v; want 1", n, err)
+	}
+	if _, err := e.svc.Run(ctx, e.project, f.ID, old.ID); !errors.Is(err, automation.ErrNotFound) {
+		t.Fatalf("the expired run: err = %v, want not found", err)
+	}
+	if _, err := e.svc.Run(ctx, e.project, f.ID, young.ID); err != nil {
+		t.Fatalf("the young run: %v", err)
+	}
+	if got, _ := e.svc.Flow(ctx, e.project, f.ID); got.RunCount != 1 {
+		t.Fatalf("runCount after the purge = %d, want 1 (stats outlive records)", got.RunCount)
 	}
 }
