@@ -164,4 +164,3 @@ func (s *Store) sampleDelete(flowID string) *types.TransactWriteItem {
 	}
 	return &types.TransactWriteItem{Delete: &types.Delete{TableName: &s.t.Samples, Key: sampleKey(flowID)}}
 }
-
