@@ -20,6 +20,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awstest"
+	"flowservice/pkg/sqsqueue"
 )
 
 // e2e is a deployment on moto with the three functions a webhook crosses:
@@ -105,42 +106,16 @@ func call(t *testing.T, h awsapp.ProxyHandler, method, path, key, body string) (
 	return resp.StatusCode, m
 }
 
-// poll receives what the run queue delivers and hands it to the runner as
-// one batch; the records the runner does not report as failed are deleted,
-// as the event source mapping does. It returns the messages it delivered.
-func (e *e2e) poll(t *testing.T) []sqstypes.Message {
+// poll delivers what the run queue holds to the runner as the event source
+// mapping would (awsapp.PollOnce, which flowd's aws backend also uses) and
+// returns how many messages it delivered.
+func (e *e2e) poll(t *testing.T) int {
 	t.Helper()
-	ctx := context.Background()
-	out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl: &e.cfg.QueueURL, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
-	})
+	n, err := awsapp.PollOnce(context.Background(), e.sqs, e.cfg.QueueURL, time.Second, e.runner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Messages) == 0 {
-		return nil
-	}
-	var ev events.SQSEvent
-	for _, m := range out.Messages {
-		ev.Records = append(ev.Records, events.SQSMessage{MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body})
-	}
-	resp, err := e.runner(ctx, ev)
-	if err != nil {
-		t.Fatalf("runner returned an error: the whole batch would come back: %v", err)
-	}
-	failed := map[string]bool{}
-	for _, f := range resp.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
-	}
-	for _, m := range out.Messages {
-		if failed[*m.MessageId] {
-			continue
-		}
-		if _, err := e.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &e.cfg.QueueURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out.Messages
+	return n
 }
 
 // external is a fake external service that answers status and counts calls.
@@ -188,12 +163,12 @@ func TestEndToEndOnMoto(t *testing.T) {
 	}
 	runID := acc["runId"].(string)
 
-	var delivered []sqstypes.Message
-	for i := 0; i < 5 && len(delivered) == 0; i++ {
+	delivered := 0
+	for i := 0; i < 5 && delivered == 0; i++ {
 		delivered = e.poll(t)
 	}
-	if len(delivered) != 1 {
-		t.Fatalf("the queue delivered %d messages, want the run's one", len(delivered))
+	if delivered != 1 {
+		t.Fatalf("the queue delivered %d messages, want the run's one", delivered)
 	}
 	status, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, "")
 	if status != 200 || run["status"] != "SUCCEEDED" || calls() != 1 {
@@ -204,15 +179,19 @@ func TestEndToEndOnMoto(t *testing.T) {
 	}
 
 	// At-least-once delivery: the same message again executes nothing.
-	if _, err := e.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &e.cfg.QueueURL, MessageBody: delivered[0].Body}); err != nil {
+	msg, err := sqsqueue.Message(automation.Run{Project: e.project.ID, ID: runID})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var again []sqstypes.Message
-	for i := 0; i < 5 && len(again) == 0; i++ {
+	if _, err := e.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &e.cfg.QueueURL, MessageBody: aws.String(string(msg))}); err != nil {
+		t.Fatal(err)
+	}
+	again := 0
+	for i := 0; i < 5 && again == 0; i++ {
 		again = e.poll(t)
 	}
-	if len(again) != 1 {
-		t.Fatalf("redelivery: %d messages", len(again))
+	if again != 1 {
+		t.Fatalf("redelivery: %d messages", again)
 	}
 	_, list := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs", e.key, "")
 	if data := list["data"].([]any); len(data) != 1 || calls() != 1 {

@@ -1,5 +1,7 @@
 // Command flowctl administers a flowd installation: projects and API keys,
-// straight on its data directory, safely while flowd runs on it.
+// straight on its data directory (safely while flowd runs on it) or on a
+// deployed stage's tables; and flows, runs and connections through a
+// running server's management API.
 package main
 
 import (
@@ -22,28 +24,45 @@ import (
 )
 
 func main() {
-	if err := newRoot(os.Stdout, os.Stderr).Execute(); err != nil {
+	if err := newRoot(os.Stdin, os.Stdout, os.Stderr).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "flowctl:", err)
 		os.Exit(1)
 	}
 }
 
-// cli holds the global flags and opens the data directory on demand.
+// cli holds the global flags and opens the data directory or the API client
+// on demand.
 type cli struct {
 	dataDir   string
 	backend   string
 	awsPrefix string
 	output    string
+	url       string
+	apiKey    string
+	stdin     io.Reader
 	stdout    io.Writer
+	stderr    io.Writer
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	c := &cli{stdout: stdout}
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
-		Use:           "flowctl",
-		Short:         "Administer a flowd installation: projects and API keys",
+		Use:   "flowctl",
+		Short: "Administer flowd: projects and keys on its data, flows and runs through its API",
+		Long: `flowctl administers a flowd installation.
+
+projects and keys work straight on a data directory (--data-dir), also while
+flowd runs on it, or on a deployed stage's tables (--backend aws).
+
+flows, runs and connections talk to a running server's management API:
+--url picks it (default $FLOWCTL_URL, else http://127.0.0.1:8080) and
+--api-key authenticates (default $FLOWCTL_API_KEY, else the initial-api-key
+file in --data-dir, which flowd writes on its first start, for a server on
+this machine only).`,
 		SilenceUsage:  true,
-		SilenceErrors: false,
+		SilenceErrors: true, // main prints "flowctl: <error>"
 	}
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	def := os.Getenv("FLOWD_DATA_DIR")
@@ -58,7 +77,14 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&c.backend, "backend", backend, "embedded (a data directory) or aws (a deployed stage's tables; FLOWD_BACKEND)")
 	root.PersistentFlags().StringVar(&c.awsPrefix, "aws-prefix", "flow-dev", "with --backend aws: the stage's table prefix, flow-<stage>")
 	root.PersistentFlags().StringVarP(&c.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(c.projectsCmd(), c.keysCmd())
+	defURL := os.Getenv("FLOWCTL_URL")
+	if defURL == "" {
+		defURL = "http://127.0.0.1:8080"
+	}
+	root.PersistentFlags().StringVar(&c.url, "url", defURL, "management API of a running flowd or stage (FLOWCTL_URL)")
+	// No default shown: help must never print a key taken from the environment.
+	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
+	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd())
 	return root
 }
 

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"

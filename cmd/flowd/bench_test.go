@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"net/http"
-	"path/filepath"
 	"testing"
 )
 

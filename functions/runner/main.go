@@ -7,7 +7,6 @@
 package main
 
 import (
-	"context"
 	"log"
 	"os"
 
@@ -17,16 +16,7 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	cfg, err := awsapp.ConfigFrom(os.Getenv)
-	if err != nil {
-		log.Fatalf("runner: %v", err)
-	}
-	awsCfg, err := awsapp.AWSConfig(os.Getenv)
-	if err != nil {
-		log.Fatalf("runner: aws config: %v", err)
-	}
-	h, err := awsapp.NewRunnerHandler(ctx, awsCfg, cfg)
+	h, err := awsapp.Build(os.Getenv, awsapp.NewRunnerHandler)
 	if err != nil {
 		log.Fatalf("runner: %v", err)
 	}

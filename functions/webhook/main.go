@@ -7,7 +7,6 @@
 package main
 
 import (
-	"context"
 	"log"
 	"os"
 
@@ -17,16 +16,7 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	cfg, err := awsapp.ConfigFrom(os.Getenv)
-	if err != nil {
-		log.Fatalf("webhook: %v", err)
-	}
-	awsCfg, err := awsapp.AWSConfig(os.Getenv)
-	if err != nil {
-		log.Fatalf("webhook: aws config: %v", err)
-	}
-	h, err := awsapp.NewWebhookHandler(ctx, awsCfg, cfg)
+	h, err := awsapp.Build(os.Getenv, awsapp.NewWebhookHandler)
 	if err != nil {
 		log.Fatalf("webhook: %v", err)
 	}

@@ -8,7 +8,6 @@
 package main
 
 import (
-	"context"
 	"log"
 	"os"
 
@@ -18,16 +17,7 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	cfg, err := awsapp.ConfigFrom(os.Getenv)
-	if err != nil {
-		log.Fatalf("workflowhook: %v", err)
-	}
-	awsCfg, err := awsapp.AWSConfig(os.Getenv)
-	if err != nil {
-		log.Fatalf("workflowhook: aws config: %v", err)
-	}
-	h, err := awsapp.NewWorkflowHookHandler(ctx, awsCfg, cfg)
+	h, err := awsapp.Build(os.Getenv, awsapp.NewWorkflowHookHandler)
 	if err != nil {
 		log.Fatalf("workflowhook: %v", err)
 	}

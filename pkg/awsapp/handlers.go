@@ -3,6 +3,7 @@ package awsapp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -153,4 +154,20 @@ func runner(svc messageHandler, log *slog.Logger) SQSHandler {
 		// included.
 		return resp, nil
 	}
+}
+
+// Build reads a function's configuration from the environment through
+// getenv (main passes os.Getenv) and builds its handler with newHandler,
+// once per cold start.
+func Build[H any](getenv func(string) string, newHandler func(context.Context, aws.Config, Config) (H, error)) (H, error) {
+	var zero H
+	cfg, err := ConfigFrom(getenv)
+	if err != nil {
+		return zero, err
+	}
+	awsCfg, err := AWSConfig(getenv)
+	if err != nil {
+		return zero, fmt.Errorf("aws config: %w", err)
+	}
+	return newHandler(context.Background(), awsCfg, cfg)
 }
