@@ -256,6 +256,8 @@ func listen(cfg config, h surfaces) ([]server, error) {
 		mount(cfg.WorkflowAddr, "/", "workflow builder webhooks", h.workflow)
 	} else {
 		mount(cfg.Addr, "/webhook/", "workflow builder webhooks", h.workflow)
+		// The Test Trigger URL of workflow builder flows.
+		mount(cfg.Addr, "/webhook-test/", "workflow builder test URLs", h.workflow)
 	}
 	var out []server
 	for _, addr := range order {

@@ -63,7 +63,8 @@ type FlowStore interface {
 	// ErrConflict (ROUTE_CONFLICT) if a new route is held by another flow,
 	// and with ErrNotFound if the flow is gone. Run stats are not written.
 	PutFlow(ctx context.Context, f Flow) error
-	// DeleteFlow removes a flow, its routes, its runs and its queued work.
+	// DeleteFlow removes a flow, its routes, its runs, its queued work and
+	// its Test Trigger capture (SampleStore).
 	DeleteFlow(ctx context.Context, project, id string) error
 	// ListFlows pages through a project's flows in creation order; with
 	// q.Status set, every page but the last still holds q.Limit items.
@@ -86,12 +87,38 @@ type ConnectionStore interface {
 	SetConnectionStatus(ctx context.Context, project, id string, s ConnectionStatus, at time.Time) error
 }
 
+// SampleStore keeps each webhook flow's Test Trigger state: until when a
+// capture is armed, and the latest captured event. It lives beside the flow,
+// never in its versioned definition, so that arming and capturing neither
+// bump the flow's version nor race with edits. FlowStore.DeleteFlow removes
+// it with the flow.
+type SampleStore interface {
+	// ArmCapture arms (or re-arms) the flow's capture until the given time,
+	// keeping any earlier sample. A flow missing from the project is
+	// ErrNotFound (FLOW_NOT_FOUND).
+	ArmCapture(ctx context.Context, project, flowID string, until time.Time) error
+	// ArmedUntil returns when the flow's armed capture expires, or the zero
+	// time when none is armed (also for a flow never armed).
+	ArmedUntil(ctx context.Context, project, flowID string) (time.Time, error)
+	// TakeCapture disarms the flow's capture if it is armed beyond now, and
+	// reports whether it did, atomically: of the events arriving while one
+	// arming holds, exactly one gets true.
+	TakeCapture(ctx context.Context, project, flowID string, now time.Time) (bool, error)
+	// PutSample replaces the flow's sample. It fails with ErrNotFound if
+	// the flow was never armed or is gone.
+	PutSample(ctx context.Context, project, flowID string, s Sample) error
+	// Capture returns the flow's capture state and sample; a flow never
+	// armed (or another project's) is ErrNotFound (SAMPLE_NOT_FOUND).
+	Capture(ctx context.Context, project, flowID string) (Capture, error)
+}
+
 // Store is everything the Service persists outside Secrets.
 type Store interface {
 	ProjectStore
 	KeyStore
 	FlowStore
 	ConnectionStore
+	SampleStore
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of

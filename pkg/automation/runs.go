@@ -77,16 +77,27 @@ func (s *Service) runtime() (*RunRuntime, error) {
 	return s.rt, nil
 }
 
-// WebhookFlow returns the ACTIVE flow builder flow a webhook addresses by
-// ID, with its secrets revealed for the receiver's checks. Unknown, inactive
-// and workflow builder flows are all the same 404.
+// WebhookFlow returns the flow builder flow a webhook addresses by ID, with
+// its secrets revealed for the receiver's checks: an ACTIVE flow, or an
+// INACTIVE one whose Test Trigger is armed (ReceiveWebhook then lets one
+// delivery through). Unknown, other inactive and workflow builder flows are
+// all the same 404.
 func (s *Service) WebhookFlow(ctx context.Context, flowID string) (Flow, error) {
 	f, err := s.store.FlowByID(ctx, flowID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Flow{}, wrap("find webhook flow", err)
 	}
-	if err != nil || f.Status != FlowActive || f.Engine != FlowBuilder || f.Trigger.Type != TriggerWebhook {
+	if err != nil || f.Engine != FlowBuilder || f.Trigger.Type != TriggerWebhook {
 		return Flow{}, NotFound("flow", flowID)
+	}
+	if f.Status != FlowActive {
+		armed, err := s.armed(ctx, f)
+		if err != nil {
+			return Flow{}, err
+		}
+		if !armed {
+			return Flow{}, NotFound("flow", flowID)
+		}
 	}
 	return s.RevealFlow(ctx, f)
 }
@@ -95,6 +106,14 @@ func (s *Service) WebhookFlow(ctx context.Context, flowID string) (Flow, error) 
 // method, secrets revealed. A path no active flow serves is a 404; a path
 // served for other methods only is a *MethodError (405).
 func (s *Service) RouteFlow(ctx context.Context, path, method string) (Flow, error) {
+	return s.routeFlow(ctx, path, method, func(_ context.Context, f Flow) (bool, error) {
+		return f.Status == FlowActive, nil
+	})
+}
+
+// routeFlow finds the flow registered on path for method; usable decides
+// whether the flow answers there now (a flow that does not is a 404).
+func (s *Service) routeFlow(ctx context.Context, path, method string, usable func(context.Context, Flow) (bool, error)) (Flow, error) {
 	routes, err := s.store.RouteFlows(ctx, path)
 	if err != nil {
 		return Flow{}, wrap("find route", err)
@@ -122,10 +141,17 @@ func (s *Service) RouteFlow(ctx context.Context, path, method string) (Flow, err
 		}
 	}
 	f, err := s.store.FlowByID(ctx, target)
-	if errors.Is(err, ErrNotFound) || (err == nil && f.Status != FlowActive) {
+	if errors.Is(err, ErrNotFound) {
 		return Flow{}, notFound
 	} else if err != nil {
 		return Flow{}, wrap("find route flow", err)
+	}
+	ok, err := usable(ctx, f)
+	if err != nil {
+		return Flow{}, err
+	}
+	if !ok {
+		return Flow{}, notFound
 	}
 	return s.RevealFlow(ctx, f)
 }

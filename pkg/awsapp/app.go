@@ -47,7 +47,8 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	log := NewLogger(cfg)
 	t := cfg.Tables
 	if err := need(string(r)+" function", "TABLE_PROJECTS", t.Projects, "TABLE_KEYS", t.Keys, "TABLE_FLOWS", t.Flows,
-		"TABLE_ROUTES", t.Routes, "TABLE_CONNECTIONS", t.Connections, "TABLE_RUNS", t.Runs, "SECRET_PREFIX", cfg.SecretPrefix,
+		"TABLE_ROUTES", t.Routes, "TABLE_CONNECTIONS", t.Connections, "TABLE_RUNS", t.Runs, "TABLE_SAMPLES", t.Samples,
+		"SECRET_PREFIX", cfg.SecretPrefix,
 		"QUEUE_URL", cfg.QueueURL, "PAYLOAD_BUCKET", cfg.PayloadBucket); err != nil {
 		return nil, err
 	}

@@ -87,6 +87,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 			Routes:      getenv("TABLE_ROUTES"),
 			Connections: getenv("TABLE_CONNECTIONS"),
 			Runs:        getenv("TABLE_RUNS"),
+			Samples:     getenv("TABLE_SAMPLES"),
 		},
 		QueueURL:              getenv("QUEUE_URL"),
 		QueueARN:              getenv("QUEUE_ARN"),

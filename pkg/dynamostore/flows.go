@@ -338,8 +338,8 @@ func diffRoutes(old, next []automation.Route) (added, removed []automation.Route
 	return added, removed
 }
 
-// DeleteFlow deletes the flow and its routes in one transaction, then its
-// runs. The transaction checks the version read, so routes added by a
+// DeleteFlow deletes the flow, its routes and its sample in one
+// transaction, then its runs. The transaction checks the version read, so routes added by a
 // concurrent update are never left behind; on such a race it reads again.
 func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 	for attempt := 1; ; attempt++ {
@@ -362,6 +362,10 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 				ExpressionAttributeNames:  map[string]string{"#path": attrPath, "#flowId": attrFlowID},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":flowId": str(id)},
 			}})
+		}
+		// The Test Trigger state goes with the flow, in the same write.
+		if d := s.sampleDelete(id); d != nil {
+			tx = append(tx, *d)
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 		if rs := cancelReasons(err); rs != nil && attempt < flowUpdateAttempts {

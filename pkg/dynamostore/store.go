@@ -43,6 +43,7 @@ type Tables struct {
 	Routes      string // workflow builder routes by (path, method)
 	Connections string // connection metadata by ID; index by project
 	Runs        string // runs by ID; indexes by project+flow (and status); TTL on expiresAt
+	Samples     string // Test Trigger state and latest sample by flow ID
 }
 
 // TableNames returns the tables of a stage, named prefix-projects,
@@ -55,6 +56,7 @@ func TableNames(prefix string) Tables {
 		Routes:      prefix + "-routes",
 		Connections: prefix + "-connections",
 		Runs:        prefix + "-runs",
+		Samples:     prefix + "-samples",
 	}
 }
 

@@ -68,6 +68,7 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 		table(t.Runs, []types.AttributeDefinition{s(attrID), s(attrProjectFlow), s(attrProjectFlowStatus), s(attrCreatedSort)}, keys(attrID, ""),
 			gsi(indexByFlow, attrProjectFlow, attrCreatedSort),
 			gsi(indexByStatus, attrProjectFlowStatus, attrCreatedSort)),
+		table(t.Samples, []types.AttributeDefinition{s(attrFlowID)}, keys(attrFlowID, "")),
 	}
 }
 

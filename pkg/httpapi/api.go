@@ -49,6 +49,8 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/flows/{flowId}/webhook", handler: a.getWebhook},
 		{pattern: "GET /api/v1/flows/{flowId}/webhook/security", handler: a.getWebhookSecurity},
 		{pattern: "POST /api/v1/flows/{flowId}/webhook/security", handler: a.setWebhookSecurity},
+		{pattern: "POST /api/v1/flows/{flowId}/webhook/test", handler: a.armWebhookTest},
+		{pattern: "GET /api/v1/flows/{flowId}/webhook/sample", handler: a.getWebhookSample},
 		{pattern: "GET /api/v1/flows/{flowId}/runs", handler: a.listRuns},
 		{pattern: "GET /api/v1/flows/{flowId}/runs/{runId}", handler: a.getRun},
 		{pattern: "POST /api/v1/flows/{flowId}/runs/{runId}/retry", handler: a.retryRun},

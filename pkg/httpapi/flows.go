@@ -127,3 +127,23 @@ func (a *API) setWebhookSecurity(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, sec)
 }
+
+// armWebhookTest arms the flow's Test Trigger: the next event received is
+// kept as its sample.
+func (a *API) armWebhookTest(w http.ResponseWriter, r *http.Request) {
+	t, err := a.svc.ArmWebhookTest(r.Context(), projectOf(r), r.PathValue("flowId"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (a *API) getWebhookSample(w http.ResponseWriter, r *http.Request) {
+	s, err := a.svc.WebhookSample(r.Context(), projectOf(r), r.PathValue("flowId"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}

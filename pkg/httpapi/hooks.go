@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -303,11 +304,14 @@ type started struct {
 	Status automation.RunStatus `json:"status"`
 }
 
-// startRun makes the run durable and notes its ID for the access log and
-// the X-Run-Id header. On failure nothing was promised: the caller answers
-// 503 and the sender retries.
-func (rc *receiver) startRun(w http.ResponseWriter, r *http.Request, f automation.Flow, td automation.TriggerData) (automation.Run, error) {
-	run, err := rc.svc.StartRun(r.Context(), f, td)
+// startRun hands the delivery to accept (the Service's ReceiveWebhook or
+// ReceiveTestWebhook), which captures it when a Test Trigger is armed and
+// makes the run durable, and notes the run's ID for the access log and the
+// X-Run-Id header. On failure nothing was promised: the caller answers 503
+// and the sender retries.
+func (rc *receiver) startRun(w http.ResponseWriter, r *http.Request, f automation.Flow, td automation.TriggerData,
+	accept func(context.Context, automation.Flow, automation.TriggerData) (automation.Run, error)) (automation.Run, error) {
+	run, err := accept(r.Context(), f, td)
 	if err != nil {
 		return automation.Run{}, err
 	}

@@ -35,7 +35,13 @@ type hookEnv struct {
 // clients validate every exchange against the OpenAPI document.
 func newHookEnv(t *testing.T, cfg HookConfig) *hookEnv {
 	t.Helper()
-	api, key := newTestServer(t)
+	return newHookEnvClock(t, cfg, nil)
+}
+
+// newHookEnvClock is newHookEnv with the Service's clock injected.
+func newHookEnvClock(t *testing.T, cfg HookConfig, clock func() time.Time) *hookEnv {
+	t.Helper()
+	api, key := newTestServerClock(t, clock)
 	env := envOf(t, api)
 	logs := &syncBuffer{}
 	cfg.Log = slog.New(slog.NewJSONHandler(logs, nil))

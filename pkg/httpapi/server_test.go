@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
@@ -58,6 +59,13 @@ func openBackends(t *testing.T) (*sqlitestore.Store, automation.Secrets, automat
 // against the OpenAPI document.
 func newTestServer(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
+	return newTestServerClock(t, nil)
+}
+
+// newTestServerClock is newTestServer with the Service's clock injected
+// (nil: time.Now), for tests of expiry.
+func newTestServerClock(t *testing.T, clock func() time.Time) (*httptest.Server, string) {
+	t.Helper()
 	store, secrets, checker := openBackends(t)
 	runs := &testQueue{store: store}
 	// The engine needs the Service for credentials, the Service the
@@ -68,6 +76,7 @@ func newTestServer(t *testing.T) (*httptest.Server, string) {
 		CursorKey:   bytes.Repeat([]byte("k"), 32),
 		EngineURL:   "http://engine.test",
 		WorkflowURL: "http://workflow.test",
+		Clock:       clock,
 	})
 	if err != nil {
 		t.Fatal(err)

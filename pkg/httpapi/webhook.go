@@ -17,7 +17,9 @@ type Webhook struct{ rc receiver }
 
 // NewWebhook returns the flow builder receiver: POST a JSON body to an
 // ACTIVE flow's URL and it answers 200 {"runId", "status": "RUNNING"} once
-// the run is durably queued.
+// the run is durably queued. While the flow's Test Trigger is armed, the
+// next delivery is also kept as its sample, and runs even if the flow is
+// INACTIVE.
 func NewWebhook(svc *automation.Service, cfg HookConfig) http.Handler {
 	return &Webhook{rc: receiver{svc: svc, cfg: cfg.withDefaults()}}
 }
@@ -69,7 +71,7 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 		h.rc.fail(w, r, invalidJSON("the webhook body must be JSON"))
 		return
 	}
-	run, err := h.rc.startRun(w, r, f, triggerData(r, f, raw, raw, ""))
+	run, err := h.rc.startRun(w, r, f, triggerData(r, f, raw, raw, ""), h.rc.svc.ReceiveWebhook)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return

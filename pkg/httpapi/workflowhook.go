@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -14,8 +15,13 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// workflowPrefix is where the workflow builder receiver listens.
-const workflowPrefix = "/webhook/"
+// workflowPrefix is where the workflow builder receiver listens;
+// workflowTestPrefix is its Test Trigger URL, which answers only while the
+// flow's capture is armed.
+const (
+	workflowPrefix     = "/webhook/"
+	workflowTestPrefix = "/webhook-test/"
+)
 
 // maxWebhookPath bounds a webhook path, as flow validation does.
 const maxWebhookPath = 200
@@ -27,17 +33,39 @@ type WorkflowHook struct{ rc receiver }
 // NewWorkflowHook returns the workflow builder receiver: each ACTIVE flow
 // answers on its path for its method, checks its authentication, and
 // answers at once (IMMEDIATE) or with the run's response (ON_COMPLETION).
+// Under /webhook-test/{path} the same flow answers, whatever its status,
+// exactly once per arming of its Test Trigger: the call is kept as the
+// flow's sample and runs the flow; otherwise that URL is a 404.
 func NewWorkflowHook(svc *automation.Service, cfg HookConfig) http.Handler {
 	return &WorkflowHook{rc: receiver{svc: svc, cfg: cfg.withDefaults()}}
 }
 
 // ServeHTTP handles one delivery.
 func (h *WorkflowHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.rc.serve(w, r, r.Method+" "+workflowPrefix+"{path...}", h.receive)
+	if strings.HasPrefix(r.URL.Path, workflowTestPrefix) {
+		h.rc.serve(w, r, r.Method+" "+workflowTestPrefix+"{path...}", h.receiveTest)
+		return
+	}
+	h.rc.serve(w, r, r.Method+" "+workflowPrefix+"{path...}", h.receiveLive)
 }
 
-func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request) {
-	p, ok := strings.CutPrefix(r.URL.Path, workflowPrefix)
+// hookMode is what differs between the live and the test URL.
+type hookMode struct {
+	prefix string
+	lookup func(ctx context.Context, path, method string) (automation.Flow, error)
+	accept func(context.Context, automation.Flow, automation.TriggerData) (automation.Run, error)
+}
+
+func (h *WorkflowHook) receiveLive(w http.ResponseWriter, r *http.Request) {
+	h.receive(w, r, hookMode{prefix: workflowPrefix, lookup: h.rc.svc.RouteFlow, accept: h.rc.svc.ReceiveWebhook})
+}
+
+func (h *WorkflowHook) receiveTest(w http.ResponseWriter, r *http.Request) {
+	h.receive(w, r, hookMode{prefix: workflowTestPrefix, lookup: h.rc.svc.TestRouteFlow, accept: h.rc.svc.ReceiveTestWebhook})
+}
+
+func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hookMode) {
+	p, ok := strings.CutPrefix(r.URL.Path, mode.prefix)
 	if !ok {
 		infoOf(r.Context()).route = ""
 		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route; webhooks are "+workflowPrefix+"{path}")
@@ -53,10 +81,10 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request) {
 		// methods come back in the 405.
 		method = ""
 	}
-	f, err := h.rc.svc.RouteFlow(r.Context(), p, method)
+	f, err := mode.lookup(r.Context(), p, method)
 	var me *automation.MethodError
 	if r.Method == http.MethodOptions && errors.As(err, &me) {
-		h.preflight(w, r, p, me.Allowed)
+		h.preflight(w, r, p, me.Allowed, mode)
 		return
 	}
 	if err != nil {
@@ -93,7 +121,7 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request) {
 		h.rc.fail(w, r, err)
 		return
 	}
-	run, err := h.rc.startRun(w, r, f, triggerData(r, f, body, raw, dropHeader))
+	run, err := h.rc.startRun(w, r, f, triggerData(r, f, body, raw, dropHeader), mode.accept)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
@@ -144,8 +172,8 @@ func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Reques
 
 // preflight answers OPTIONS on a known path: 204 with the route's methods
 // and the flow's CORS settings.
-func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p string, allowed []string) {
-	f, err := h.rc.svc.RouteFlow(r.Context(), p, allowed[0])
+func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p string, allowed []string, mode hookMode) {
+	f, err := mode.lookup(r.Context(), p, allowed[0])
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return

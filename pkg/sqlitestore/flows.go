@@ -137,6 +137,7 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 			`DELETE FROM run_queue WHERE run IN (SELECT id FROM runs WHERE flow = ?)`,
 			`DELETE FROM runs WHERE flow = ?`,
 			`DELETE FROM routes WHERE flow = ?`,
+			`DELETE FROM webhook_samples WHERE flow = ?`,
 			`DELETE FROM flows WHERE id = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {

@@ -13,6 +13,7 @@ import (
 var migrations = []string{
 	schemaV1,
 	schemaV2,
+	schemaV3,
 }
 
 // SchemaVersion is the version Open brings a database to.
@@ -125,6 +126,22 @@ CREATE TABLE run_queue (
 	parked      TEXT
 ) WITHOUT ROWID;
 CREATE INDEX run_queue_due ON run_queue (parked, due_ms);
+`
+
+// schemaV3: Test Trigger state, one row per webhook flow ever armed.
+//
+// It is kept out of the flow's document so that arming and capturing never
+// bump the flow's version or race with edits. armed_until is integer
+// milliseconds since the epoch (compared in TakeCapture's conditional
+// UPDATE), NULL when no capture is armed; sample is the latest captured
+// event as JSON, NULL before the first. The row goes with its flow.
+const schemaV3 = `
+CREATE TABLE webhook_samples (
+	flow        TEXT PRIMARY KEY REFERENCES flows (id) ON DELETE CASCADE,
+	project     TEXT NOT NULL,
+	armed_until INTEGER,
+	sample      TEXT
+);
 `
 
 // migrate applies the migrations the database lacks. Each check and apply

@@ -33,6 +33,10 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("ListFlowsStatus", func(t *testing.T) { testListFlowsStatus(t, open(t)) })
 	t.Run("Connections", func(t *testing.T) { testConnections(t, open(t)) })
 	t.Run("ListConnections", func(t *testing.T) { testListConnections(t, open(t)) })
+	t.Run("SampleArming", func(t *testing.T) { testSampleArming(t, open(t)) })
+	t.Run("SamplePut", func(t *testing.T) { testSamplePut(t, open(t)) })
+	t.Run("SampleTakeRace", func(t *testing.T) { testSampleTakeRace(t, open(t)) })
+	t.Run("SampleGoesWithFlow", func(t *testing.T) { testSampleGoesWithFlow(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.

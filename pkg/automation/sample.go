@@ -1,0 +1,187 @@
+package automation
+
+import (
+	"context"
+	"time"
+)
+
+// CaptureWindow is how long a Test Trigger stays armed: the next event
+// received within it becomes the flow's sample.
+const CaptureWindow = 120 * time.Second
+
+// Sample is one event a Test Trigger captured: the trigger data exactly as
+// the run records it (credentials the receiver checked are never in it) and
+// the inferred structure of its body.
+type Sample struct {
+	CapturedAt time.Time   `json:"capturedAt"`
+	Trigger    TriggerData `json:"trigger"`
+	// Schema is inferred when the event is captured, from the whole body:
+	// an adapter that must shorten a large body (dynamostore) still keeps
+	// the schema of all of it.
+	Schema *Schema `json:"schema"`
+}
+
+// Capture is a flow's Test Trigger state as a SampleStore keeps it.
+type Capture struct {
+	// ArmedUntil is when the armed capture expires; zero when none is
+	// armed. A time in the past is expired: the Service compares it with
+	// its clock.
+	ArmedUntil time.Time
+	// Sample is the latest captured event, nil before the first.
+	Sample *Sample
+}
+
+// WebhookTest is the answer to arming a Test Trigger.
+type WebhookTest struct {
+	FlowID string `json:"flowId"`
+	// TestURL is where the next event is captured: the flow's own webhook
+	// URL for a flow builder flow, {workflow_url}/webhook-test/{path} for a
+	// workflow builder flow.
+	TestURL   string    `json:"testUrl"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// WebhookSample is a flow's captured sample as clients see it, with the
+// state of its Test Trigger.
+type WebhookSample struct {
+	FlowID string `json:"flowId"`
+	// Armed says whether a Test Trigger is waiting for the next event, which
+	// will replace this sample; ExpiresAt is when it stops waiting.
+	Armed      bool        `json:"armed"`
+	ExpiresAt  *time.Time  `json:"expiresAt,omitempty"`
+	CapturedAt time.Time   `json:"capturedAt"`
+	Trigger    TriggerData `json:"trigger"`
+	Schema     *Schema     `json:"schema"`
+}
+
+// ArmWebhookTest arms the Test Trigger of a webhook flow for CaptureWindow:
+// the next event received is kept as the flow's sample. Arming again
+// restarts the window.
+func (s *Service) ArmWebhookTest(ctx context.Context, p Project, id string) (WebhookTest, error) {
+	f, err := s.store.Flow(ctx, p.ID, id)
+	if err != nil {
+		return WebhookTest{}, wrap("arm webhook test", err)
+	}
+	if f.Trigger.Type != TriggerWebhook || f.Trigger.Webhook == nil {
+		return WebhookTest{}, notWebhook(f)
+	}
+	until := s.clock().Add(CaptureWindow)
+	if err := s.store.ArmCapture(ctx, p.ID, f.ID, until); err != nil {
+		return WebhookTest{}, wrap("arm webhook test", err)
+	}
+	t := WebhookTest{FlowID: f.ID, ExpiresAt: until}
+	if f.Engine == FlowBuilder {
+		t.TestURL = s.engineURL + "/api/v1/webhooks/" + f.ID
+	} else {
+		t.TestURL = s.workflowURL + "/webhook-test/" + f.Trigger.Webhook.Path
+	}
+	return t, nil
+}
+
+// WebhookSample returns the event a Test Trigger captured for the flow, or
+// SAMPLE_NOT_FOUND before the first capture.
+func (s *Service) WebhookSample(ctx context.Context, p Project, id string) (WebhookSample, error) {
+	f, err := s.store.Flow(ctx, p.ID, id)
+	if err != nil {
+		return WebhookSample{}, wrap("get webhook sample", err)
+	}
+	if f.Trigger.Type != TriggerWebhook || f.Trigger.Webhook == nil {
+		return WebhookSample{}, notWebhook(f)
+	}
+	c, err := s.store.Capture(ctx, p.ID, f.ID)
+	if err != nil && !IsNotFound(err) {
+		return WebhookSample{}, wrap("get webhook sample", err)
+	}
+	armed := c.ArmedUntil.After(s.clock())
+	if c.Sample == nil {
+		e := NotFound("sample", f.ID)
+		e.Message = "flow " + f.ID + " has no captured sample yet: POST /api/v1/flows/" + f.ID +
+			"/webhook/test, then send an event to the test URL"
+		if armed {
+			e.Message = "flow " + f.ID + " has no captured sample yet; its Test Trigger is waiting for an event until " +
+				c.ArmedUntil.Format(time.RFC3339)
+		}
+		return WebhookSample{}, e
+	}
+	out := WebhookSample{FlowID: f.ID, Armed: armed, CapturedAt: c.Sample.CapturedAt,
+		Trigger: c.Sample.Trigger, Schema: c.Sample.Schema}
+	if armed {
+		until := c.ArmedUntil
+		out.ExpiresAt = &until
+	}
+	return out, nil
+}
+
+// armed reports whether the flow's Test Trigger waits for an event now.
+func (s *Service) armed(ctx context.Context, f Flow) (bool, error) {
+	until, err := s.store.ArmedUntil(ctx, f.Project, f.ID)
+	if err != nil {
+		return false, wrap("read test trigger", err)
+	}
+	return until.After(s.clock()), nil
+}
+
+// capture takes the flow's armed Test Trigger, if one holds now, and keeps
+// td as its sample. It reports whether it took one. A sample that cannot be
+// stored is logged: the event was accepted and still runs.
+func (s *Service) capture(ctx context.Context, f Flow, td TriggerData) (bool, error) {
+	now := s.clock()
+	taken, err := s.store.TakeCapture(ctx, f.Project, f.ID, now)
+	if err != nil || !taken {
+		return false, wrap("take test trigger", err)
+	}
+	sample := Sample{CapturedAt: now, Trigger: td}
+	if sample.Schema, err = InferSchema(td.Body); err != nil {
+		// Receivers always pass JSON; the sample is still worth keeping.
+		s.log.WarnContext(ctx, "infer sample schema", "flow", f.ID, "err", err)
+	}
+	if err := s.store.PutSample(ctx, f.Project, f.ID, sample); err != nil {
+		s.log.ErrorContext(ctx, "store webhook sample", "flow", f.ID, "err", err)
+	}
+	return true, nil
+}
+
+// ReceiveWebhook starts the run of a delivery to a flow's live webhook URL
+// that passed the receiver's checks. For a flow builder flow with an armed
+// Test Trigger it first captures the delivery as the flow's sample; an
+// INACTIVE flow (which WebhookFlow lets through only while armed) accepts
+// exactly the delivery that takes the capture, and is a 404 otherwise.
+func (s *Service) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+	if f.Engine == FlowBuilder {
+		taken, err := s.capture(ctx, f, td)
+		switch {
+		case err != nil && f.Status != FlowActive:
+			return Run{}, err
+		case err != nil:
+			// A live flow keeps working when its Test Trigger cannot be read.
+			s.log.WarnContext(ctx, "capture webhook sample", "flow", f.ID, "err", err)
+		case !taken && f.Status != FlowActive:
+			// Another delivery took the capture, or it expired since.
+			return Run{}, NotFound("flow", f.ID)
+		}
+	} else if f.Status != FlowActive {
+		return Run{}, NotFound("flow", f.ID)
+	}
+	return s.StartRun(ctx, f, td)
+}
+
+// TestRouteFlow is RouteFlow for the workflow builder test URL: it finds the
+// flow on path for method whatever its status, but only while its Test
+// Trigger is armed; otherwise the path is a 404.
+func (s *Service) TestRouteFlow(ctx context.Context, path, method string) (Flow, error) {
+	return s.routeFlow(ctx, path, method, s.armed)
+}
+
+// ReceiveTestWebhook captures a delivery to the workflow builder test URL
+// as the flow's sample and runs the flow, even while it is INACTIVE. One
+// delivery per arming gets through; the others are a 404.
+func (s *Service) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+	taken, err := s.capture(ctx, f, td)
+	if err != nil {
+		return Run{}, err
+	}
+	if !taken {
+		return Run{}, NotFound("flow", f.ID)
+	}
+	return s.StartRun(ctx, f, td)
+}

@@ -1,0 +1,166 @@
+package dynamostore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+// Attributes of the samples table: one item per webhook flow ever armed,
+// keyed by flowId, beside the flow item rather than in it, so that arming
+// and capturing never touch the flow's version.
+const (
+	attrArmedUntil = "armedUntil" // N, Unix milliseconds; absent when no capture is armed
+	attrSample     = "sample"     // S, the latest automation.Sample as JSON
+)
+
+var _ automation.SampleStore = (*Store)(nil)
+
+func sampleKey(flowID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrFlowID: str(flowID)}
+}
+
+// ArmCapture sets armedUntil in one transaction with a condition check on
+// the flow in the project, so no item appears for a missing (or just
+// deleted) flow.
+func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until time.Time) error {
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{ConditionCheck: &types.ConditionCheck{
+			TableName: &s.t.Flows, Key: flowKey(flowID),
+			ConditionExpression:       aws.String("#project = :project"),
+			ExpressionAttributeNames:  map[string]string{"#project": attrProject},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
+		}},
+		{Update: &types.Update{
+			TableName: &s.t.Samples, Key: sampleKey(flowID),
+			UpdateExpression:          aws.String("SET #project = :project, #armedUntil = :until"),
+			ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#armedUntil": attrArmedUntil},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project), ":until": num(until.UnixMilli())},
+		}},
+	}})
+	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
+		return automation.NotFound("flow", flowID)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: arm capture of flow %s: %w", flowID, err)
+	}
+	return nil
+}
+
+// ArmedUntil reads armedUntil alone (consistent), leaving the sample.
+func (s *Store) ArmedUntil(ctx context.Context, project, flowID string) (time.Time, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Samples, Key: sampleKey(flowID), ConsistentRead: aws.Bool(true),
+		ProjectionExpression:     aws.String("#project, #armedUntil"),
+		ExpressionAttributeNames: map[string]string{"#project": attrProject, "#armedUntil": attrArmedUntil},
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("dynamostore: capture of flow %s: %w", flowID, err)
+	}
+	r := reader{item: out.Item}
+	if len(out.Item) == 0 || r.str(attrProject) != project || out.Item[attrArmedUntil] == nil {
+		return time.Time{}, r.err
+	}
+	ms := r.int(attrArmedUntil)
+	if r.err != nil {
+		return time.Time{}, fmt.Errorf("dynamostore: capture of flow %s: %w", flowID, r.err)
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
+// TakeCapture removes armedUntil with the condition that it is later than
+// now: DynamoDB applies the condition and the write atomically, so one
+// caller per arming succeeds. A failed condition (nothing armed, expired,
+// another project's, no item) is false.
+func (s *Store) TakeCapture(ctx context.Context, project, flowID string, now time.Time) (bool, error) {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Samples, Key: sampleKey(flowID),
+		UpdateExpression:          aws.String("REMOVE #armedUntil"),
+		ConditionExpression:       aws.String("#project = :project AND #armedUntil > :now"),
+		ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#armedUntil": attrArmedUntil},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project), ":now": num(now.UnixMilli())},
+	})
+	if _, failed := conditionFailed(err); failed {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("dynamostore: take capture of flow %s: %w", flowID, err)
+	}
+	return true, nil
+}
+
+// PutSample stores the sample as JSON in the item. A sample whose encoding
+// is larger than the payload threshold (DefaultPayloadThreshold, below the
+// 400 KB item limit) keeps its trigger body as the truncation marker
+// {"truncated":true,"bytes":N}, without the raw body: the schema, inferred
+// from the whole body when it was captured, and the headers stay.
+func (s *Store) PutSample(ctx context.Context, project, flowID string, smp automation.Sample) error {
+	doc, err := json.Marshal(smp)
+	if err != nil {
+		return fmt.Errorf("dynamostore: put sample of flow %s: encode: %w", flowID, err)
+	}
+	if len(doc) > s.threshold {
+		smp.Trigger.Body, smp.Trigger.RawBody = truncated(len(smp.Trigger.Body)), ""
+		if doc, err = json.Marshal(smp); err != nil {
+			return fmt.Errorf("dynamostore: put sample of flow %s: encode: %w", flowID, err)
+		}
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Samples, Key: sampleKey(flowID),
+		UpdateExpression:          aws.String("SET #sample = :sample"),
+		ConditionExpression:       aws.String("#project = :project"),
+		ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#sample": attrSample},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project), ":sample": str(string(doc))},
+	})
+	if _, failed := conditionFailed(err); failed {
+		return automation.NotFound("flow", flowID)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: put sample of flow %s: %w", flowID, err)
+	}
+	return nil
+}
+
+// Capture reads the flow's item (consistent).
+func (s *Store) Capture(ctx context.Context, project, flowID string) (automation.Capture, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Samples, Key: sampleKey(flowID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return automation.Capture{}, fmt.Errorf("dynamostore: capture of flow %s: %w", flowID, err)
+	}
+	r := reader{item: out.Item}
+	if len(out.Item) == 0 || r.str(attrProject) != project {
+		return automation.Capture{}, automation.NotFound("sample", flowID)
+	}
+	var c automation.Capture
+	if out.Item[attrArmedUntil] != nil {
+		c.ArmedUntil = time.UnixMilli(r.int(attrArmedUntil)).UTC()
+	}
+	if doc := r.str(attrSample); doc != "" {
+		c.Sample = &automation.Sample{}
+		if err := json.Unmarshal([]byte(doc), c.Sample); err != nil && r.err == nil {
+			r.err = fmt.Errorf("attribute %s: %w", attrSample, err)
+		}
+	}
+	if r.err != nil {
+		return automation.Capture{}, fmt.Errorf("dynamostore: capture of flow %s: %w", flowID, r.err)
+	}
+	return c, nil
+}
+
+// sampleDelete is the transaction item that removes a flow's sample with
+// the flow; nil when the store has no samples table.
+func (s *Store) sampleDelete(flowID string) *types.TransactWriteItem {
+	if s.t.Samples == "" {
+		return nil
+	}
+	return &types.TransactWriteItem{Delete: &types.Delete{TableName: &s.t.Samples, Key: sampleKey(flowID)}}
+}
