@@ -80,7 +80,17 @@ func (s *Store) ArmedUntil(ctx context.Context, project, flowID string) (time.Ti
 // caller per arming succeeds. A failed condition (nothing armed, expired,
 // another project's, no item) is false.
 func (s *Store) TakeCapture(ctx context.Context, project, flowID string, now time.Time) (bool, error) {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	// Nearly every delivery finds nothing armed: a consistent read settles
+	// that for half a read unit, where a failed conditional write costs a
+	// whole write unit.
+	until, err := s.ArmedUntil(ctx, project, flowID)
+	if err != nil {
+		return false, err
+	}
+	if !until.After(now) {
+		return false, nil
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.t.Samples, Key: sampleKey(flowID),
 		UpdateExpression:          aws.String("REMOVE #armedUntil"),
 		ConditionExpression:       aws.String("#project = :project AND #armedUntil > :now"),
