@@ -29,9 +29,10 @@ test: tools-check lint-template
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## lint: vet and gofmt
+## lint: vet, staticcheck (a tool of go.mod: `go tool staticcheck`) and gofmt
 lint:
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 fmt:

@@ -301,12 +301,11 @@ func TestPutFlowKeepsStats(t *testing.T) {
 func TestListFlows(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := t.Context()
-	var all, active []string
+	var all []string
 	for i := range 11 {
 		f := newFlow("prj_a", fmt.Sprintf("flw_%02d", i), i)
 		if i%3 == 0 {
 			f.Status = automation.FlowActive
-			active = append(active, f.ID)
 		}
 		all = append(all, f.ID)
 		if err := s.CreateFlow(ctx, f); err != nil {
@@ -329,7 +328,7 @@ func TestListFlows(t *testing.T) {
 	if err := s.PutFlow(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	active = []string{"flw_00", "flw_01", "flw_03", "flw_06", "flw_09"}
+	active := []string{"flw_00", "flw_01", "flw_03", "flw_06", "flw_09"}
 
 	tests := []struct {
 		status string
@@ -428,13 +427,11 @@ func TestDeleteFlowDeletesRuns(t *testing.T) {
 func TestConnections(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := t.Context()
-	var ids []string
 	for i := range 5 {
 		c := automation.Connection{
 			ID: fmt.Sprintf("con_%d", i), Project: "prj_a", Name: "c", App: "slack", Type: automation.ConnectionAPIKey,
 			Status: automation.ConnectionActive, Created: base.Add(time.Duration(i) * time.Second), Updated: base,
 		}
-		ids = append(ids, c.ID)
 		if err := s.CreateConnection(ctx, c); err != nil {
 			t.Fatal(err)
 		}

@@ -85,7 +85,7 @@ func New(api Client, cfg Config) (*Scheduler, error) {
 	case cfg.QueueARN == "" || cfg.RoleARN == "":
 		return nil, errors.New("ebscheduler: the queue ARN and the role ARN are required")
 	case !namePrefix.MatchString(cfg.Prefix) || len(cfg.Prefix)+1+len(automation.NewID(automation.PrefixFlow)) > maxName:
-		return nil, fmt.Errorf("ebscheduler: schedule name prefix %q: want at most 33 of 0-9 a-z A-Z - _ .", cfg.Prefix)
+		return nil, fmt.Errorf("ebscheduler: schedule name prefix %q: want at most 33 characters of 0-9 a-z A-Z - _ and dots", cfg.Prefix)
 	}
 	return &Scheduler{api: api, cfg: cfg}, nil
 }

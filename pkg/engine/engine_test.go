@@ -79,12 +79,11 @@ func (f *fakeCredentials) SetConnectionStatus(_ context.Context, project, id str
 // external is a fake external service on 127.0.0.1.
 type external struct {
 	*httptest.Server
-	hits     atomic.Int64
-	accepts  atomic.Int64
-	accept   atomic.Bool // /guarded answers 200 instead of 401
-	mu       sync.Mutex
-	lastHdr  http.Header
-	lastBody string
+	hits    atomic.Int64
+	accepts atomic.Int64
+	accept  atomic.Bool // /guarded answers 200 instead of 401
+	mu      sync.Mutex
+	lastHdr http.Header
 }
 
 func newExternal(t *testing.T) *external {
