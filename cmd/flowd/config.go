@@ -30,6 +30,7 @@ type config struct {
 	Retention      time.Duration // how long run records are kept
 	SyncTimeout    time.Duration // how long ON_COMPLETION webhooks wait
 	MaxBody        int64         // webhook body limit in bytes
+	RateLimit      float64       // management requests per second per project; 0 for none
 }
 
 // loadConfig reads the environment through getenv, applying the documented
@@ -102,6 +103,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, fmt.Errorf("FLOWD_MAX_BODY_BYTES=%q: want a number of bytes, at least 1024", getenv("FLOWD_MAX_BODY_BYTES"))
 	}
 	c.MaxBody = maxBody
+	if c.RateLimit, err = strconv.ParseFloat(or(getenv("FLOWD_RATE_LIMIT"), "50"), 64); err != nil || c.RateLimit < 0 {
+		return c, fmt.Errorf("FLOWD_RATE_LIMIT=%q: want requests per second per project, 0 for no limit", getenv("FLOWD_RATE_LIMIT"))
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -20,7 +20,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	if c.Addr != "127.0.0.1:8080" || c.EngineURL != "http://127.0.0.1:8080" || c.DataDir != ".flowd" ||
 		c.Workers != 4 || c.AllowPrivate || c.RunTimeout != 5*time.Minute || c.SyncTimeout != 25*time.Second ||
-		c.MaxBody != 10<<20 || c.Retention != 720*time.Hour {
+		c.MaxBody != 10<<20 || c.Retention != 720*time.Hour || c.RateLimit != 50 {
 		t.Fatalf("defaults = %+v", c)
 	}
 	c, err = loadConfig(env("FLOWD_ENGINE_ADDR", "127.0.0.1:9001", "FLOWD_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.1",
@@ -41,6 +41,7 @@ func TestLoadConfig(t *testing.T) {
 		{"FLOWD_RUN_TIMEOUT", "-1s", "positive duration"},
 		{"FLOWD_MAX_BODY_BYTES", "12", "at least 1024"},
 		{"FLOWD_LOG_LEVEL", "loud", "debug, info"},
+		{"FLOWD_RATE_LIMIT", "-3", "requests per second"},
 	} {
 		if _, err := loadConfig(env(tt.k, tt.v)); err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.k) {
 			t.Errorf("%s=%q: err = %v, want it named with %q", tt.k, tt.v, err, tt.want)

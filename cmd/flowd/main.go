@@ -60,7 +60,8 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		MaxBody: cfg.MaxBody, SyncTimeout: cfg.SyncTimeout, TrustedProxies: cfg.TrustedProxies, Log: log,
 	}
 	servers, err := listen(cfg, surfaces{
-		api:      httpapi.NewAPI(b.svc, log),
+		api: httpapi.NewAPI(b.svc, log,
+			httpapi.WithRateLimit(httpapi.RateLimit{PerSecond: cfg.RateLimit, Burst: int(2*cfg.RateLimit) + 1})),
 		engine:   httpapi.NewWebhook(b.svc, hooks),
 		workflow: httpapi.NewWorkflowHook(b.svc, hooks),
 	})

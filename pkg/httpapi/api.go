@@ -24,6 +24,8 @@ type API struct {
 	// patterns holds the registered patterns, to tell a route's match from
 	// the redirect ServeMux answers for unclean paths.
 	patterns map[string]bool
+	// limits is the per-project rate limit; nil for none.
+	limits *limiter
 }
 
 // route is one entry of the routing table. Public routes skip
@@ -64,15 +66,18 @@ func (a *API) routes() []route {
 
 // NewAPI returns the management API handler. log receives one access line per
 // request and the details of internal errors; nil discards them.
-func NewAPI(svc *automation.Service, log *slog.Logger) http.Handler {
+func NewAPI(svc *automation.Service, log *slog.Logger, opts ...APIOption) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	a := &API{svc: svc, log: log, mux: http.NewServeMux(), patterns: map[string]bool{}}
+	for _, o := range opts {
+		o(a)
+	}
 	for _, rt := range a.routes() {
 		h := http.Handler(rt.handler)
 		if !rt.public {
-			h = a.authenticate(h)
+			h = a.authenticate(a.limit(h))
 		}
 		a.mux.Handle(rt.pattern, h)
 		a.patterns[rt.pattern] = true
