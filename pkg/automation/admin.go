@@ -73,27 +73,39 @@ func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) error {
 // Authenticate returns the project of a bearer key. Every failure is the same
 // 401, so a caller learns nothing about which keys exist.
 func (s *Service) Authenticate(ctx context.Context, key string) (Project, error) {
-	denied := Unauthorized("UNAUTHORIZED", "missing or invalid API key: send Authorization: Bearer <API key>")
 	if !strings.HasPrefix(key, PrefixAPIKey) || len(key) > 128 {
-		return Project{}, denied
+		return Project{}, deniedKey()
 	}
-	hash := HashAPIKey(key)
+	return s.AuthenticateKeyHash(ctx, HashAPIKey(key))
+}
+
+// AuthenticateKeyHash is Authenticate for a caller that keeps only the hash
+// of a key (HashAPIKey), such as a dashboard session: it checks the key
+// again on every call, so a revoked key stops working at once.
+func (s *Service) AuthenticateKeyHash(ctx context.Context, hash string) (Project, error) {
+	if len(hash) != 64 {
+		return Project{}, deniedKey()
+	}
 	k, err := s.store.KeyByHash(ctx, hash)
 	if errors.Is(err, ErrNotFound) {
-		return Project{}, denied
+		return Project{}, deniedKey()
 	} else if err != nil {
 		return Project{}, wrap("authenticate", err)
 	}
 	// The lookup was by hash; compare again in constant time so that no
 	// store's index comparison decides alone.
 	if subtle.ConstantTimeCompare([]byte(k.Hash), []byte(hash)) != 1 || k.Revoked != nil {
-		return Project{}, denied
+		return Project{}, deniedKey()
 	}
 	p, err := s.store.Project(ctx, k.Project)
 	if errors.Is(err, ErrNotFound) {
-		return Project{}, denied
+		return Project{}, deniedKey()
 	}
 	return p, wrap("authenticate", err)
+}
+
+func deniedKey() *Error {
+	return Unauthorized("UNAUTHORIZED", "missing or invalid API key: send Authorization: Bearer <API key>")
 }
 
 func join[T ~string](vs []T) string {
