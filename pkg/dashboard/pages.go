@@ -1,0 +1,284 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"flowservice/pkg/automation"
+)
+
+// notices are the confirmations a redirect after a form may ask for; only
+// these fixed texts are shown.
+var notices = map[string]string{
+	"enabled":   "Flow enabled: its trigger fires now.",
+	"disabled":  "Flow disabled: its trigger no longer fires.",
+	"allowlist": "IP allowlist saved.",
+	"created":   "Connection created. Its key is stored and will not be shown again.",
+	"deleted":   "Connection deleted. Flows that use it fail from their next run.",
+}
+
+func notice(r *http.Request) string { return notices[r.URL.Query().Get("done")] }
+
+func project(r *http.Request) automation.Project { return sessionOf(r.Context()).project }
+
+// pager is the state of a paged list: the filter in force and the link to
+// the next page.
+type pager struct {
+	Status   string
+	Statuses []string
+	Next     string // query string of the next page, "" on the last
+	Paged    bool   // a cursor is in force: offer the first page
+}
+
+func newPager(r *http.Request, statuses []string, next *string) pager {
+	p := pager{Status: r.URL.Query().Get("status"), Statuses: statuses, Paged: r.URL.Query().Get("cursor") != ""}
+	if next != nil {
+		q := url.Values{"cursor": {*next}}
+		if p.Status != "" {
+			q.Set("status", p.Status)
+		}
+		p.Next = q.Encode()
+	}
+	return p
+}
+
+func pageRequest(r *http.Request) automation.PageRequest {
+	q := r.URL.Query()
+	return automation.PageRequest{Cursor: q.Get("cursor"), Status: q.Get("status")}
+}
+
+// flows is the list of the project's flows.
+func (d *Dashboard) flows(w http.ResponseWriter, r *http.Request) {
+	l, err := d.svc.ListFlows(r.Context(), project(r), pageRequest(r))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "flows", view{Title: "Flows", Nav: "flows", Data: struct {
+		Flows []automation.FlowSummary
+		Pager pager
+	}{l.Data, newPager(r, []string{string(automation.FlowActive), string(automation.FlowInactive)}, l.Cursor)}})
+}
+
+// flowData is the flow page.
+type flowData struct {
+	Flow       automation.Flow
+	Webhook    *automation.WebhookDescriptor
+	Enterprise bool
+	AllowedIPs string // one per line, for the form
+	Test       *automation.WebhookTest
+	Sample     *automation.WebhookSample
+	SampleNote string
+	Schema     []schemaRow
+}
+
+// flow shows one flow; it is also what the flow's forms render after a
+// failure, with the message in errMsg and the allowlist as typed.
+func (d *Dashboard) flow(w http.ResponseWriter, r *http.Request) {
+	d.renderFlow(w, r, http.StatusOK, notice(r), "", nil, nil)
+}
+
+func (d *Dashboard) renderFlow(w http.ResponseWriter, r *http.Request, status int, note, errMsg string,
+	allowlist *string, test *automation.WebhookTest) {
+	ctx, p, id := r.Context(), project(r), r.PathValue("flowId")
+	f, err := d.svc.Flow(ctx, p, id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	data := flowData{Flow: f, Enterprise: p.Plan == automation.PlanEnterprise, Test: test}
+	if f.Trigger.Type == automation.TriggerWebhook {
+		wh, err := d.svc.Webhook(ctx, p, id)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		data.Webhook = &wh
+		sec, err := d.svc.WebhookSecurity(ctx, p, id)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		data.AllowedIPs = strings.Join(sec.AllowedIPs, "\n")
+		if allowlist != nil {
+			data.AllowedIPs = *allowlist
+		}
+		s, err := d.svc.WebhookSample(ctx, p, id)
+		switch {
+		case automation.IsNotFound(err):
+			data.SampleNote = "No event captured yet. Press “Test trigger”, then send an event to the test URL within two minutes."
+		case err != nil:
+			_, data.SampleNote = d.problem(r, err)
+		default:
+			data.Sample = &s
+			data.Schema = flattenSchema("trigger.body", s.Schema)
+		}
+	}
+	d.render(w, r, status, "flow", view{Title: f.Name, Nav: "flows", Notice: note, Error: errMsg, Data: data})
+}
+
+func (d *Dashboard) enable(w http.ResponseWriter, r *http.Request) {
+	d.setStatus(w, r, d.svc.EnableFlow, "enabled")
+}
+
+func (d *Dashboard) disable(w http.ResponseWriter, r *http.Request) {
+	d.setStatus(w, r, d.svc.DisableFlow, "disabled")
+}
+
+func (d *Dashboard) setStatus(w http.ResponseWriter, r *http.Request,
+	change func(ctx context.Context, p automation.Project, id string) (automation.Flow, error), done string) {
+	id := r.PathValue("flowId")
+	if _, err := change(r.Context(), project(r), id); err != nil {
+		d.flowFormFailed(w, r, err, nil)
+		return
+	}
+	d.redirect(w, r, "/ui/flows/"+url.PathEscape(id)+"?done="+done)
+}
+
+// flowFormFailed shows the flow page with the Service's message, or the
+// error page when the flow itself is not there.
+func (d *Dashboard) flowFormFailed(w http.ResponseWriter, r *http.Request, err error, allowlist *string) {
+	if errors.Is(err, automation.ErrNotFound) {
+		d.fail(w, r, err)
+		return
+	}
+	status, msg := d.problem(r, err)
+	d.renderFlow(w, r, status, "", msg, allowlist, nil)
+}
+
+func (d *Dashboard) setAllowlist(w http.ResponseWriter, r *http.Request) {
+	raw := r.PostFormValue("allowedIPs")
+	ips := strings.FieldsFunc(raw, func(c rune) bool { return c == ',' || c == ' ' || c == '\n' || c == '\r' || c == '\t' })
+	id := r.PathValue("flowId")
+	if _, err := d.svc.SetWebhookSecurity(r.Context(), project(r), id, ips); err != nil {
+		d.flowFormFailed(w, r, err, &raw)
+		return
+	}
+	d.redirect(w, r, "/ui/flows/"+url.PathEscape(id)+"?done=allowlist")
+}
+
+// armTest arms the Test Trigger and shows the flow with the test URL.
+func (d *Dashboard) armTest(w http.ResponseWriter, r *http.Request) {
+	t, err := d.svc.ArmWebhookTest(r.Context(), project(r), r.PathValue("flowId"))
+	if err != nil {
+		d.flowFormFailed(w, r, err, nil)
+		return
+	}
+	d.renderFlow(w, r, http.StatusOK, "", "", nil, &t)
+}
+
+var runStatuses = []string{
+	string(automation.RunRunning), string(automation.RunSucceeded), string(automation.RunFailed), string(automation.RunTimeout),
+}
+
+// runs is a flow's run history.
+func (d *Dashboard) runs(w http.ResponseWriter, r *http.Request) {
+	ctx, p, id := r.Context(), project(r), r.PathValue("flowId")
+	f, err := d.svc.Flow(ctx, p, id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	l, err := d.svc.ListRuns(ctx, p, id, pageRequest(r))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "runs", view{Title: "Runs of " + f.Name, Nav: "flows", Data: struct {
+		Flow  automation.Flow
+		Runs  []automation.Run
+		Pager pager
+	}{f, l.Data, newPager(r, runStatuses, l.Cursor)}})
+}
+
+// run is one run with its steps.
+func (d *Dashboard) run(w http.ResponseWriter, r *http.Request) {
+	ctx, p := r.Context(), project(r)
+	f, err := d.svc.Flow(ctx, p, r.PathValue("flowId"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	run, err := d.svc.Run(ctx, p, f.ID, r.PathValue("runId"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	trigger, _ := json.Marshal(run.Trigger)
+	d.render(w, r, http.StatusOK, "run", view{Title: "Run " + run.ID, Nav: "flows", Data: struct {
+		Flow    automation.Flow
+		Run     automation.Run
+		Trigger json.RawMessage
+	}{f, run, trigger}})
+}
+
+// connectionForm is what the create form keeps after a failure: never the
+// key.
+type connectionForm struct{ Name, App, Header, Prefix string }
+
+func (d *Dashboard) connections(w http.ResponseWriter, r *http.Request) {
+	d.renderConnections(w, r, http.StatusOK, notice(r), "", connectionForm{})
+}
+
+func (d *Dashboard) renderConnections(w http.ResponseWriter, r *http.Request, status int, note, errMsg string, form connectionForm) {
+	l, err := d.svc.ListConnections(r.Context(), project(r), automation.PageRequest{Cursor: r.URL.Query().Get("cursor")})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, status, "connections", view{Title: "Connections", Nav: "connections", Notice: note, Error: errMsg,
+		Data: struct {
+			Connections []automation.Connection
+			Pager       pager
+			Form        connectionForm
+		}{l.Data, newPager(r, nil, l.Cursor), form}})
+}
+
+func (d *Dashboard) createConnection(w http.ResponseWriter, r *http.Request) {
+	form := connectionForm{
+		Name: strings.TrimSpace(r.PostFormValue("name")), App: strings.TrimSpace(r.PostFormValue("app")),
+		Header: strings.TrimSpace(r.PostFormValue("header")), Prefix: r.PostFormValue("prefix"),
+	}
+	value := map[string]any{"apiKey": r.PostFormValue("apiKey")}
+	if form.Header != "" {
+		value["header"] = form.Header
+	}
+	if form.Prefix != "" || (form.Header != "" && !strings.EqualFold(form.Header, "Authorization")) {
+		// A custom header usually takes the key as it is: its prefix is
+		// what the form says, even empty.
+		value["prefix"] = form.Prefix
+	}
+	raw, err := json.Marshal(value)
+	if err == nil {
+		_, err = d.svc.CreateConnection(r.Context(), project(r), automation.ConnectionInput{
+			Name: form.Name, App: form.App, Type: automation.ConnectionAPIKey, Value: raw,
+		})
+	}
+	if err != nil {
+		status, msg := d.problem(r, err)
+		d.renderConnections(w, r, status, "", msg, form)
+		return
+	}
+	d.redirect(w, r, "/ui/connections?done=created")
+}
+
+func (d *Dashboard) confirmDelete(w http.ResponseWriter, r *http.Request) {
+	c, err := d.svc.Connection(r.Context(), project(r), r.PathValue("connectionId"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "confirm_delete", view{Title: "Delete " + c.Name, Nav: "connections", Data: c})
+}
+
+func (d *Dashboard) deleteConnection(w http.ResponseWriter, r *http.Request) {
+	if err := d.svc.DeleteConnection(r.Context(), project(r), r.PathValue("connectionId")); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.redirect(w, r, "/ui/connections?done=deleted")
+}

@@ -1,0 +1,248 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+// Cookie names. The session cookie holds a signed token, never the key.
+const (
+	sessionCookie = "flow_session"
+	signinCookie  = "flow_signin" // binds the sign-in form's CSRF token
+)
+
+// session is a signed-in request's state.
+type session struct {
+	project automation.Project
+	csrf    string
+}
+
+type sessionKeyType struct{}
+
+func sessionOf(ctx context.Context) *session {
+	s, _ := ctx.Value(sessionKeyType{}).(*session)
+	return s
+}
+
+// newToken returns a session token for the key whose hash is keyHash:
+// "v1.<expiry unix>.<nonce>.<key hash>.<mac>". The nonce makes each
+// sign-in's token, and so its CSRF token, unique.
+func (d *Dashboard) newToken(keyHash string, exp time.Time) string {
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce) // never fails (crypto/rand)
+	payload := "v1." + strconv.FormatInt(exp.Unix(), 10) + "." +
+		base64.RawURLEncoding.EncodeToString(nonce) + "." + keyHash
+	return payload + "." + base64.RawURLEncoding.EncodeToString(mac(d.sessionKey, payload))
+}
+
+// openToken checks a token's MAC and expiry and returns the key hash in it.
+func (d *Dashboard) openToken(token string) (string, bool) {
+	i := strings.LastIndexByte(token, '.')
+	if i < 0 {
+		return "", false
+	}
+	payload, sig := token[:i], token[i+1:]
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, mac(d.sessionKey, payload)) {
+		return "", false
+	}
+	parts := strings.Split(payload, ".")
+	if len(parts) != 4 || parts[0] != "v1" {
+		return "", false
+	}
+	exp, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || !d.opts.Clock().Before(time.Unix(exp, 0)) {
+		return "", false
+	}
+	return parts[3], true
+}
+
+// csrfFor is the CSRF token of a session (or sign-in) token.
+func (d *Dashboard) csrfFor(scope, token string) string {
+	return base64.RawURLEncoding.EncodeToString(mac(d.csrfKey, scope+"\x00"+token))
+}
+
+func mac(key []byte, msg string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
+}
+
+// validCSRF compares the form's token with the expected one in constant time.
+func validCSRF(r *http.Request, want string) bool {
+	got := r.PostFormValue("csrf")
+	return got != "" && hmac.Equal([]byte(got), []byte(want))
+}
+
+// auth lets signed-in requests through to next, re-checking the key behind
+// the session with the Service on every request. GETs without a session go
+// to the sign-in page; POSTs need the session's CSRF token (403 otherwise).
+func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie(sessionCookie)
+		if err != nil {
+			d.toSignin(w, r, "")
+			return
+		}
+		hash, ok := d.openToken(c.Value)
+		if !ok {
+			d.clearCookie(w, r, sessionCookie)
+			d.toSignin(w, r, "expired")
+			return
+		}
+		p, err := d.svc.AuthenticateKeyHash(r.Context(), hash)
+		if errors.Is(err, automation.ErrUnauthorized) {
+			d.clearCookie(w, r, sessionCookie)
+			d.toSignin(w, r, "revoked")
+			return
+		} else if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		s := &session{project: p, csrf: d.csrfFor("session", c.Value)}
+		if r.Method == http.MethodPost && !validCSRF(r, s.csrf) {
+			d.render(w, r, http.StatusForbidden, "error", view{Title: "Forbidden",
+				Error: "This form has expired or did not come from the dashboard. Reload the page and try again."})
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), sessionKeyType{}, s)))
+	})
+}
+
+// toSignin redirects to the sign-in page, remembering where a GET was going.
+func (d *Dashboard) toSignin(w http.ResponseWriter, r *http.Request, why string) {
+	q := []string{}
+	if why != "" {
+		q = append(q, "why="+why)
+	}
+	if r.Method == http.MethodGet {
+		q = append(q, "next="+url.QueryEscape(r.URL.RequestURI()))
+	}
+	target := "/ui/signin"
+	if len(q) > 0 {
+		target += "?" + strings.Join(q, "&")
+	}
+	d.redirect(w, r, target)
+}
+
+// safeNext accepts only dashboard paths as sign-in destinations, so the
+// sign-in page is no open redirect.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/ui/") || strings.Contains(next, "//") || strings.ContainsAny(next, "\\\r\n") ||
+		strings.HasPrefix(next, "/ui/signin") {
+		return "/ui/flows"
+	}
+	return next
+}
+
+var signinNotes = map[string]string{
+	"expired":   "Your session has ended. Sign in again.",
+	"revoked":   "The API key of your session is no longer valid. Sign in with another key.",
+	"signedout": "You are signed out.",
+}
+
+func (d *Dashboard) signinPage(w http.ResponseWriter, r *http.Request) {
+	d.renderSignin(w, r, http.StatusOK, "")
+}
+
+// renderSignin shows the sign-in form with a fresh nonce cookie, whose
+// HMAC is the form's CSRF token: a sign-in cannot be forged from elsewhere.
+func (d *Dashboard) renderSignin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	nonce := base64.RawURLEncoding.EncodeToString(b)
+	d.setCookie(w, r, signinCookie, nonce, time.Hour)
+	q := r.URL.Query()
+	if r.Method == http.MethodPost {
+		q = r.PostForm
+	}
+	d.render(w, r, status, "signin", view{
+		Title: "Sign in", CSRF: d.csrfFor("signin", nonce), Error: msg,
+		Notice: signinNotes[q.Get("why")], Data: safeNext(q.Get("next")),
+	})
+}
+
+func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		d.renderSignin(w, r, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	c, err := r.Cookie(signinCookie)
+	if err != nil || !validCSRF(r, d.csrfFor("signin", c.Value)) {
+		d.render(w, r, http.StatusForbidden, "error", view{Title: "Forbidden",
+			Error: "This sign-in form has expired or did not come from the dashboard. Reload the page and try again."})
+		return
+	}
+	key := strings.TrimSpace(r.PostFormValue("apiKey"))
+	if _, err := d.svc.Authenticate(r.Context(), key); errors.Is(err, automation.ErrUnauthorized) {
+		d.renderSignin(w, r, http.StatusUnauthorized, "That API key is not valid.")
+		return
+	} else if err != nil {
+		status, msg := d.problem(r, err)
+		d.renderSignin(w, r, status, msg)
+		return
+	}
+	token := d.newToken(automation.HashAPIKey(key), d.opts.Clock().Add(d.opts.SessionTTL))
+	d.setCookie(w, r, sessionCookie, token, d.opts.SessionTTL)
+	d.clearCookie(w, r, signinCookie)
+	d.redirect(w, r, safeNext(r.PostFormValue("next")))
+}
+
+// signout drops the session cookie. The token itself stays valid until it
+// expires (sessions are stateless); revoking the key ends it everywhere.
+func (d *Dashboard) signout(w http.ResponseWriter, r *http.Request) {
+	d.clearCookie(w, r, sessionCookie)
+	d.redirect(w, r, "/ui/signin?why=signedout")
+}
+
+func (d *Dashboard) setCookie(w http.ResponseWriter, r *http.Request, name, value string, ttl time.Duration) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: d.base(r), MaxAge: int(ttl.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: d.https(r),
+	})
+}
+
+func (d *Dashboard) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: "", Path: d.base(r), MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: d.https(r),
+	})
+}
+
+// https reports whether r reached us over HTTPS: its own TLS, or a trusted
+// proxy's X-Forwarded-Proto.
+func (d *Dashboard) https(r *http.Request) bool {
+	if d.opts.SecureCookies || r.TLS != nil {
+		return true
+	}
+	if len(d.opts.TrustedProxies) == 0 || r.Header.Get("X-Forwarded-Proto") == "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	for _, p := range d.opts.TrustedProxies {
+		if p.Contains(ip.Unmap()) {
+			return strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0]), "https")
+		}
+	}
+	return false
+}

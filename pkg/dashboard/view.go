@@ -1,0 +1,155 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+// view is what every page template gets.
+type view struct {
+	Title   string
+	Nav     string // "flows" or "connections": the highlighted menu entry
+	Base    string // public path of /ui, set by render
+	CSRF    string
+	Project *automation.Project
+	Notice  string // a confirmation ("Flow enabled.")
+	Error   string // a message the user may see
+	Data    any
+}
+
+// pageNames are the templates under templates/, each rendered inside
+// layout.html.
+var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error"}
+
+var funcs = template.FuncMap{
+	"time": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		case *time.Time:
+			if v == nil {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05Z")
+		}
+		return ""
+	},
+	"json":  prettyJSON,
+	"pagerLinks": func(base, path string, p pager) any {
+		return struct {
+			URL   string
+			Pager pager
+		}{base + path, p}
+	},
+	"lower": func(s any) string { return strings.ToLower(toString(s)) },
+}
+
+func toString(v any) string {
+	switch s := v.(type) {
+	case string:
+		return s
+	case automation.FlowStatus:
+		return string(s)
+	case automation.RunStatus:
+		return string(s)
+	case automation.StepStatus:
+		return string(s)
+	case automation.ConnectionStatus:
+		return string(s)
+	}
+	return ""
+}
+
+func parsePages() map[string]*template.Template {
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
+	}
+	return out
+}
+
+// render writes page with status. A template failure after the status is
+// written can only be logged.
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
+	v.Base = d.base(r)
+	if s := sessionOf(r.Context()); s != nil {
+		v.Project, v.CSRF = &s.project, s.csrf
+	}
+	var buf bytes.Buffer
+	if err := d.pages[page].ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		d.log.ErrorContext(r.Context(), "render dashboard page", "page", page, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// prettyJSON indents a JSON document for a <pre>; anything else is shown
+// as it is.
+func prettyJSON(raw json.RawMessage) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// schemaRow is one field of an inferred schema, flattened: "body.user.id"
+// is an "integer".
+type schemaRow struct {
+	Path, Type string
+	Truncated  bool
+}
+
+// flattenSchema lists every field of s under root, objects' properties in
+// name order and array items as "[]".
+func flattenSchema(root string, s *automation.Schema) []schemaRow {
+	var rows []schemaRow
+	var walk func(path string, s *automation.Schema)
+	walk = func(path string, s *automation.Schema) {
+		if s == nil {
+			return
+		}
+		rows = append(rows, schemaRow{Path: path, Type: schemaType(s), Truncated: s.Truncated})
+		names := make([]string, 0, len(s.Properties))
+		for n := range s.Properties {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			walk(path+"."+n, s.Properties[n])
+		}
+		if s.Items != nil {
+			walk(path+"[]", s.Items)
+		}
+	}
+	walk(root, s)
+	return rows
+}
+
+func schemaType(s *automation.Schema) string {
+	if s.Type != "" || len(s.AnyOf) == 0 {
+		return s.Type
+	}
+	types := make([]string, 0, len(s.AnyOf))
+	for _, a := range s.AnyOf {
+		types = append(types, schemaType(a))
+	}
+	return strings.Join(types, " | ")
+}
