@@ -30,18 +30,14 @@ func project(r *http.Request) automation.Project { return sessionOf(r.Context())
 type pager struct {
 	Status   string
 	Statuses []string
-	Next     string // query string of the next page, "" on the last
+	Next     string // cursor of the next page, "" on the last
 	Paged    bool   // a cursor is in force: offer the first page
 }
 
 func newPager(r *http.Request, statuses []string, next *string) pager {
 	p := pager{Status: r.URL.Query().Get("status"), Statuses: statuses, Paged: r.URL.Query().Get("cursor") != ""}
 	if next != nil {
-		q := url.Values{"cursor": {*next}}
-		if p.Status != "" {
-			q.Set("status", p.Status)
-		}
-		p.Next = q.Encode()
+		p.Next = *next
 	}
 	return p
 }
