@@ -43,13 +43,14 @@ func openAWS(ctx context.Context, cfg config, getenv func(string) string, log *s
 		}
 		log.Info("provisioned AWS resources", "prefix", prefix, "queue", acfg.QueueURL)
 	}
-	svc, _, err := awsapp.NewService(ctx, awsCfg, acfg)
+	l, err := awsapp.NewLocal(ctx, awsCfg, acfg)
 	if err != nil {
 		return nil, fmt.Errorf("aws backend: %w", err)
 	}
+	svc := l.Svc
 	client := sqs.NewFromConfig(awsCfg)
 	return &backend{
-		svc: svc,
+		svc: svc, sessionKey: l.DashboardKey,
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
 			for range cfg.Workers {
 				wg.Go(func() { awsapp.Poll(ctx, client, acfg.QueueURL, awsapp.Runner(svc, log), log) })

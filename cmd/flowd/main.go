@@ -21,6 +21,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/cronscheduler"
+	"flowservice/pkg/dashboard"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
@@ -64,6 +65,9 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 			httpapi.WithRateLimit(httpapi.RateLimit{PerSecond: cfg.RateLimit, Burst: int(2*cfg.RateLimit) + 1})),
 		engine:   httpapi.NewWebhook(b.svc, hooks),
 		workflow: httpapi.NewWorkflowHook(b.svc, hooks),
+		dashboard: dashboard.New(b.svc, dashboard.Options{
+			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log,
+		}),
 	})
 	if err != nil {
 		return err
@@ -102,10 +106,13 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 // backend is a Service over one kind of adapters, with the background work
 // that runs its flows.
 type backend struct {
-	svc   *automation.Service
-	start func(ctx context.Context, wg *sync.WaitGroup) // until ctx ends
-	stop  func(ctx context.Context)                     // before ctx ends: drain what must finish
-	close func()
+	svc *automation.Service
+	// sessionKey signs dashboard sessions: secret, and stable across
+	// restarts so that a restart does not sign everyone out.
+	sessionKey []byte
+	start      func(ctx context.Context, wg *sync.WaitGroup) // until ctx ends
+	stop       func(ctx context.Context)                     // before ctx ends: drain what must finish
+	close      func()
 }
 
 // openEmbedded wires the SQLite store, sealed secrets, the worker pool and
@@ -164,7 +171,7 @@ func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *s
 		log.Error("load schedules", "err", err)
 	}
 	return &backend{
-		svc: svc,
+		svc: svc, sessionKey: dir.CursorKey, // the dashboard derives its own keys from it
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
 			wg.Go(func() { pool.Run(ctx) })
 			wg.Go(func() { purgeLoop(ctx, svc, log) })
@@ -225,7 +232,7 @@ type server struct {
 }
 
 // surfaces are flowd's three HTTP handlers.
-type surfaces struct{ api, engine, workflow http.Handler }
+type surfaces struct{ api, engine, workflow, dashboard http.Handler }
 
 // listen binds the management address and, where configured, separate
 // addresses for the receivers. On a shared address the receivers take their
@@ -248,6 +255,9 @@ func listen(cfg config, h surfaces) ([]server, error) {
 		st.serves = append(st.serves, what)
 	}
 	mount(cfg.Addr, "/", "management API", h.api)
+	if h.dashboard != nil {
+		mount(cfg.Addr, "/ui/", "dashboard", h.dashboard)
+	}
 	if cfg.EngineAddr != "" && cfg.EngineAddr != cfg.Addr {
 		mount(cfg.EngineAddr, "/", "flow builder webhooks", h.engine)
 	} else {

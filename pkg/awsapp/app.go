@@ -38,6 +38,9 @@ const (
 type app struct {
 	svc *automation.Service
 	log *slog.Logger
+	// cursorKey is also the dashboard's key (it derives its own from it):
+	// secret and shared by every instance of the api function.
+	cursorKey []byte
 }
 
 // newApp builds the Service for a function. It runs once per cold start:
@@ -111,7 +114,7 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	// The engine reads credentials through the Service, which runs flows
 	// through the engine: the runtime is completed after both exist.
 	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Log: log})
-	return &app{svc: svc, log: log}, nil
+	return &app{svc: svc, log: log, cursorKey: cursorKey}, nil
 }
 
 // secretReader is the part of the Secrets Manager client cursorKey uses.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -14,6 +15,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"flowservice/pkg/dashboard"
 	"flowservice/pkg/httpapi"
 )
 
@@ -31,7 +33,36 @@ func NewAPIHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (ProxyHan
 	if err != nil {
 		return nil, err
 	}
-	return httpadapter.New(httpapi.NewAPI(a.svc, a.log)).ProxyWithContext, nil
+	return httpadapter.New(apiHandler(a)).ProxyWithContext, nil
+}
+
+// apiHandler serves the management API and, under /ui/, the dashboard.
+func apiHandler(a *app) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", httpapi.NewAPI(a.svc, a.log))
+	mux.Handle("/ui/", newDashboard(a))
+	return mux
+}
+
+// newDashboard is the dashboard under {base_url}/ui/. API Gateway serves
+// only HTTPS, so its cookies are always Secure; links carry the stage.
+func newDashboard(a *app) http.Handler {
+	return dashboard.New(a.svc, dashboard.Options{
+		Key: a.cursorKey, SecureCookies: true, Prefix: StagePrefix, Log: a.log,
+	})
+}
+
+// StagePrefix is the public path in front of a request's path: the stage
+// ("/prod") on an execute-api URL, which the proxy event's path lacks.
+func StagePrefix(r *http.Request) string {
+	rc, ok := core.GetAPIGatewayContextFromContext(r.Context())
+	if !ok {
+		return ""
+	}
+	if prefix, ok := strings.CutSuffix(rc.Path, r.URL.Path); ok && strings.HasPrefix(prefix, "/") {
+		return prefix
+	}
+	return ""
 }
 
 // NewWebhookHandler builds the flow builder receiver function.

@@ -33,11 +33,27 @@ import (
 // has it plus the runner's queue: for flowd's aws backend, which serves all
 // three surfaces and consumes the run queue in one process.
 func NewService(ctx context.Context, awsCfg aws.Config, cfg Config) (*automation.Service, *slog.Logger, error) {
+	l, err := NewLocal(ctx, awsCfg, cfg)
+	return l.Svc, l.Log, err
+}
+
+// Local is what flowd's aws backend serves: the Service of NewService and
+// the key of its dashboard.
+type Local struct {
+	Svc *automation.Service
+	Log *slog.Logger
+	// DashboardKey signs dashboard sessions (the cursor key: stable across
+	// restarts and instances).
+	DashboardKey []byte
+}
+
+// NewLocal is NewService with the dashboard key.
+func NewLocal(ctx context.Context, awsCfg aws.Config, cfg Config) (Local, error) {
 	a, err := newApp(ctx, awsCfg, cfg, roleAPI)
 	if err != nil {
-		return nil, nil, err
+		return Local{}, err
 	}
-	return a.svc, a.log, nil
+	return Local{Svc: a.svc, Log: a.log, DashboardKey: a.cursorKey}, nil
 }
 
 // Provision creates what template.yaml would, under names starting with

@@ -44,7 +44,7 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
-	"json":  prettyJSON,
+	"json": prettyJSON,
 	"pagerLinks": func(base, path string, p pager) any {
 		return struct {
 			URL   string
