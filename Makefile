@@ -42,6 +42,7 @@ fmt:
 tools-check:
 	@command -v curl >/dev/null || { echo "make: the README walkthrough test needs curl (apt-get install -y curl)"; exit 1; }
 	@command -v jq >/dev/null || { echo "make: the README walkthrough test needs jq (apt-get install -y jq)"; exit 1; }
+	@command -v moto_server >/dev/null || { echo "make: the AWS adapter tests need moto_server (pip install 'moto[server]')"; exit 1; }
 
 clean:
 	rm -rf $(BIN) .aws-sam
