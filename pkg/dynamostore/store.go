@@ -245,34 +245,28 @@ func conditionFailed(err error) (map[string]types.AttributeValue, bool) {
 // queryAll runs a query to its end, for the short lists that are not paged.
 func (s *Store) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
 	var items []map[string]types.AttributeValue
-	for {
-		out, err := s.db.Query(ctx, in)
+	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
+		out, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, err
 		}
 		items = append(items, out.Items...)
-		if len(out.LastEvaluatedKey) == 0 {
-			return items, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return items, nil
 }
 
 // scanAll reads a whole table (filtered), for the admin lists of all
 // projects and all keys.
 func (s *Store) scanAll(ctx context.Context, in *dynamodb.ScanInput) ([]map[string]types.AttributeValue, error) {
 	var items []map[string]types.AttributeValue
-	for {
-		out, err := s.db.Scan(ctx, in)
+	for p := dynamodb.NewScanPaginator(s.db, in); p.HasMorePages(); {
+		out, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, err
 		}
 		items = append(items, out.Items...)
-		if len(out.LastEvaluatedKey) == 0 {
-			return items, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
+	return items, nil
 }
 
 // queryPage reads up to limit items of an index in key order, and reports

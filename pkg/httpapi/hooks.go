@@ -207,6 +207,29 @@ func ipAllowed(ip netip.Addr, allowed []string) bool {
 	return false
 }
 
+// admit runs the checks every delivery passes once its flow is known, in
+// order: the IP allowlist, the caller's authentication (workflow builder
+// flows; nil for none) before any byte of the body is read, the body within
+// its limit, and the signature over it. It returns the raw body.
+func (rc *receiver) admit(w http.ResponseWriter, r *http.Request, f automation.Flow, authenticate func() error) ([]byte, error) {
+	if err := rc.checkAllowed(r, f); err != nil {
+		return nil, err
+	}
+	if authenticate != nil {
+		if err := authenticate(); err != nil {
+			return nil, err
+		}
+	}
+	raw, err := rc.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := rc.checkSignature(r, f, raw); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
 // readBody reads the body within MaxBody wire bytes. A declared length
 // above the limit is refused without reading; an undeclared (chunked) body
 // is cut at the limit by http.MaxBytesReader, which also closes the

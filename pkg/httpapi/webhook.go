@@ -53,16 +53,8 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	infoOf(r.Context()).flowID = f.ID
-	if err := h.rc.checkAllowed(r, f); err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
-	raw, err := h.rc.readBody(w, r)
+	raw, err := h.rc.admit(w, r, f, nil)
 	if err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
-	if err := h.rc.checkSignature(r, f, raw); err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}

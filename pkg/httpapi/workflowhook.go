@@ -97,22 +97,13 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		wh = &automation.Webhook{}
 	}
 	setCORS(w, r, wh.AllowedOrigins)
-	if err := h.rc.checkAllowed(r, f); err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
 	// Authentication before the body: an unknown caller costs no read.
-	dropHeader, err := authenticateHook(w, r, wh.Authentication)
+	var dropHeader string
+	raw, err := h.rc.admit(w, r, f, func() (err error) {
+		dropHeader, err = authenticateHook(w, r, wh.Authentication)
+		return err
+	})
 	if err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
-	raw, err := h.rc.readBody(w, r)
-	if err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
-	if err := h.rc.checkSignature(r, f, raw); err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}
