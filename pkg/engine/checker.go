@@ -35,6 +35,9 @@ var (
 // compileEnv declares the top-level names expressions may use. Their values
 // are maps of unknown content, so any key below them compiles, while an
 // unknown top-level name is an error.
+// boundOptions are the options that bound evaluation (budget.go).
+var boundOptions = budgetOptions()
+
 var compileEnv = map[string]any{
 	"trigger": map[string]any{},
 	"steps":   map[string]any{},
@@ -62,7 +65,12 @@ func (c Checker) compile(src string) (*vm.Program, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, automation.Invalid("expression is empty")
 	}
-	p, err := expr.Compile(src, expr.Env(compileEnv))
+	b := &bounder{}
+	opts := append([]expr.Option{expr.Env(compileEnv), expr.Patch(b)}, boundOptions...)
+	p, err := expr.Compile(src, opts...)
+	if err == nil && b.err != nil {
+		err = b.err
+	}
 	if err != nil {
 		return nil, automation.Invalid("%s", describe("expression", src, err))
 	}
@@ -74,7 +82,10 @@ func (c Checker) compile(src string) (*vm.Program, error) {
 func describe(what, src string, err error) string {
 	var fe *file.Error
 	if errors.As(err, &fe) {
-		msg := fmt.Sprintf("%s %q: %s at line %d, column %d", what, src, fe.Message, fe.Line, fe.Column+1)
+		msg := fmt.Sprintf("%s %q: %s at line %d, column %d", what, quoteClip(src), fe.Message, fe.Line, fe.Column+1)
+		if strings.Contains(fe.Message, "maximum allowed nodes") {
+			msg += fmt.Sprintf(" (at most %d names, operators and values in one expression; split it across SET steps)", MaxExprNodes)
+		}
 		if strings.HasPrefix(fe.Message, "cannot fetch ") && strings.HasSuffix(fe.Message, "from <nil>") {
 			msg += " (the value before it is missing; use ?. for optional fields)"
 		}
@@ -83,7 +94,18 @@ func describe(what, src string, err error) string {
 		}
 		return msg
 	}
-	return fmt.Sprintf("%s %q: %v", what, src, err)
+	return fmt.Sprintf("%s %q: %v", what, quoteClip(src), err)
+}
+
+// maxQuote bounds how much of an expression or template an error quotes.
+const maxQuote = 200
+
+// quoteClip shortens s for an error message.
+func quoteClip(s string) string {
+	if len(s) <= maxQuote {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxQuote], "") + "…"
 }
 
 // cronParser takes the five standard fields and the fixed descriptors.
@@ -145,7 +167,14 @@ func (c *cache[T]) get(k string) (T, bool) {
 	return v, ok
 }
 
+// maxCachedKey is the longest source cached: a longer one, rare, is
+// compiled on every use, so that the caches hold at most a few tens of MiB.
+const maxCachedKey = 8 << 10
+
 func (c *cache[T]) put(k string, v T) {
+	if len(k) > maxCachedKey {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; !ok && len(c.m) >= c.max {

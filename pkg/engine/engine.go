@@ -158,7 +158,7 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 	}
 
 	res := Result{}
-	var last any = map[string]any{}
+	last := json.RawMessage(`{}`) // the last output, as recorded
 	for i, s := range f.Steps {
 		if err := ctx.Err(); err != nil {
 			res.Retryable = x.interrupted(ctx, s.Name)
@@ -185,7 +185,7 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 		sr.Output = e.record(out)
 		if out != nil {
 			x.steps[s.Name] = out
-			last = out
+			last = sr.Output
 		}
 		if errors.Is(err, errFiltered) {
 			break
@@ -208,8 +208,7 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 	if r.Status == automation.RunRunning {
 		r.Status = automation.RunSucceeded
 		if r.Response == nil {
-			body, _ := json.Marshal(last)
-			r.Response = &automation.RunResponse{StatusCode: http.StatusOK, Body: body}
+			r.Response = &automation.RunResponse{StatusCode: http.StatusOK, Body: last}
 		}
 	} else {
 		r.Response = nil
@@ -240,18 +239,31 @@ func (e *Engine) record(out any) json.RawMessage {
 	if out == nil {
 		return nil
 	}
-	b, err := json.Marshal(out)
+	// Measured before it is built: an output may hold many references to
+	// one large value, far larger as JSON than in memory.
+	b, ok, err := boundedJSON(out, int(e.maxOutput))
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"error": "output is not representable as JSON"})
 		return b
 	}
-	if int64(len(b)) <= e.maxOutput {
+	if ok {
 		return b
 	}
-	preview := string(b[:e.maxOutput/2])
-	b, _ = json.Marshal(map[string]any{"truncated": true, "size": len(b), "preview": preview})
+	size := len(b)
+	if b == nil {
+		size = jsonSize(out, maxMeasured)
+	}
+	preview, _ := json.Marshal(clip(out, int(e.maxOutput/2)))
+	if int64(len(preview)) > e.maxOutput/2 {
+		preview = preview[:e.maxOutput/2]
+	}
+	b, _ = json.Marshal(map[string]any{"truncated": true, "size": size, "preview": string(preview)})
 	return b
 }
+
+// maxMeasured bounds the work of measuring an output too large to keep:
+// "size" then says at least this much.
+const maxMeasured = 64 << 20
 
 // triggerEnv is the run's request as expressions see it under `trigger`.
 func triggerEnv(t automation.TriggerData) map[string]any {

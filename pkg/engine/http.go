@@ -192,9 +192,13 @@ func (x *execution) request(ctx context.Context, s automation.Step) (*http.Reque
 		if str, ok := v.(string); ok {
 			body, contentType = strings.NewReader(str), "text/plain; charset=utf-8"
 		} else {
-			b, err := json.Marshal(v)
+			bud := budgetOf(env)
+			b, ok, err := boundedJSON(v, bud.bytes)
 			if err != nil {
 				return nil, fmt.Errorf("body: %w", err)
+			}
+			if err := bud.grow(len(b)); !ok || err != nil {
+				return nil, fmt.Errorf("body: %w", bud.grow(-1))
 			}
 			body, contentType = bytes.NewReader(b), "application/json"
 		}

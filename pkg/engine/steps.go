@@ -32,6 +32,8 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 			out, err = nil, &stepError{msg: "internal error in the step"}
 		}
 	}()
+	// Each step gets its own evaluation budget (budget.go).
+	x.env[budgetKey] = newBudget(ctx)
 	switch s.Type {
 	case automation.StepHTTP:
 		return x.http(ctx, s)

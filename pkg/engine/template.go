@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
 
 	"flowservice/pkg/automation"
@@ -42,12 +41,12 @@ func (c Checker) template(s string) (template, error) {
 
 func (c Checker) parseTemplate(s string) (template, error) {
 	var t template
-	i := 0
+	i, exprs := 0, 0
 	for i < len(s) {
 		open := strings.Index(s[i:], "{{")
 		closing := strings.Index(s[i:], "}}")
 		if closing >= 0 && (open < 0 || closing < open) {
-			return template{}, automation.Invalid(`template %q: "}}" at position %d has no opening "{{"`, s, i+closing+1)
+			return template{}, automation.Invalid(`template %q: "}}" at position %d has no opening "{{"`, quoteClip(s), i+closing+1)
 		}
 		if open < 0 {
 			t.parts = append(t.parts, part{text: s[i:]})
@@ -59,15 +58,18 @@ func (c Checker) parseTemplate(s string) (template, error) {
 		start := i + open + 2
 		end := exprEnd(s, start)
 		if end < 0 {
-			return template{}, automation.Invalid(`template %q: "{{" at position %d is not closed with "}}"`, s, i+open+1)
+			return template{}, automation.Invalid(`template %q: "{{" at position %d is not closed with "}}"`, quoteClip(s), i+open+1)
 		}
 		src := strings.TrimSpace(s[start:end])
 		if src == "" {
-			return template{}, automation.Invalid(`template %q: empty "{{ }}" at position %d`, s, i+open+1)
+			return template{}, automation.Invalid(`template %q: empty "{{ }}" at position %d`, quoteClip(s), i+open+1)
 		}
 		p, err := c.compile(src)
 		if err != nil {
-			return template{}, automation.Invalid("template %q: %s", s, err.Error())
+			return template{}, automation.Invalid("template %q: %s", quoteClip(s), err.Error())
+		}
+		if exprs++; exprs > MaxTemplateParts {
+			return template{}, automation.Invalid("template %q: more than %d {{ }} parts", quoteClip(s), MaxTemplateParts)
 		}
 		t.parts = append(t.parts, part{src: src, prog: p})
 		i = end + 2
@@ -132,9 +134,14 @@ func (c Checker) evalString(s string, env map[string]any) (any, error) {
 	if len(t.parts) == 1 { // plain text, the common case
 		return t.parts[0].text, nil
 	}
+	env = withBudget(env)
+	bud := budgetOf(env)
 	var b strings.Builder
 	for _, p := range t.parts {
 		if p.prog == nil {
+			if err := bud.grow(len(p.text)); err != nil {
+				return nil, fmt.Errorf("template %q: %w", quoteClip(s), err)
+			}
 			b.WriteString(p.text)
 			continue
 		}
@@ -142,9 +149,29 @@ func (c Checker) evalString(s string, env map[string]any) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		b.WriteString(text(v))
+		str, err := boundedText(v, bud)
+		if err != nil {
+			return nil, fmt.Errorf("%s", describe("expression", p.src, err))
+		}
+		b.WriteString(str)
 	}
 	return b.String(), nil
+}
+
+// boundedText is text(v), charged to the budget, refused before it is
+// built when larger than what is left.
+func boundedText(v any, b *budget) (string, error) {
+	switch v.(type) {
+	case map[string]any, []any:
+		if n := jsonSize(v, b.bytes); n > b.bytes {
+			return "", b.grow(n)
+		}
+	}
+	s := text(v)
+	if err := b.grow(len(s)); err != nil {
+		return "", err
+	}
+	return s, nil
 }
 
 // evalText evaluates a template that must produce text, such as a URL or
@@ -209,8 +236,11 @@ func (c Checker) evalBool(src string, env map[string]any) (bool, error) {
 	return b, nil
 }
 
+// run evaluates one compiled expression, charged to env's budget (a fresh
+// one when env has none).
 func run(p part, env map[string]any) (any, error) {
-	v, err := expr.Run(p.prog, env)
+	m := vm.VM{MemoryBudget: MaxEvalElements}
+	v, err := m.Run(p.prog, withBudget(env))
 	if err != nil {
 		return nil, fmt.Errorf("%s", describe("expression", p.src, err))
 	}

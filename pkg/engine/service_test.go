@@ -1,0 +1,68 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/datadir"
+	"flowservice/pkg/engine"
+)
+
+// newService is a Service on a SQLite store in t.TempDir(), checking
+// definitions with engine.Checker as flowd and the Lambdas do.
+func newService(t *testing.T) (*automation.Service, automation.Project) {
+	t.Helper()
+	ctx := context.Background()
+	dir, err := datadir.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	svc, err := automation.NewService(automation.Config{Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := svc.CreateProject(ctx, "test", automation.PlanFree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, p
+}
+
+// Definitions past the save-time limits are client errors naming the field.
+func TestSaveRefusesUnboundedDefinitions(t *testing.T) {
+	svc, p := newService(t)
+	nested := "true"
+	for i := 0; i < 6; i++ {
+		nested = fmt.Sprintf("all(trigger.body.items, %s)", nested)
+	}
+	tests := []struct {
+		name  string
+		step  automation.Step
+		field string
+		want  string
+	}{
+		{"six nested all", automation.Step{Name: "f", Type: automation.StepFilter, Condition: nested},
+			"steps[0] (f).condition", "nest 6 deep"},
+		{"huge expression", automation.Step{Name: "s", Type: automation.StepSet,
+			Values: []byte(`{"v": "{{ 1` + strings.Repeat(" + 1", engine.MaxExprNodes) + ` }}"}`)},
+			"steps[0] (s).values.v", "at most 1000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name, eng, steps := "bounded", automation.FlowBuilder, []automation.Step{tt.step}
+			_, err := svc.CreateFlow(context.Background(), p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+			var ae *automation.Error
+			if !errors.Is(err, automation.ErrInvalid) || !errors.As(err, &ae) {
+				t.Fatalf("CreateFlow = %v, want an automation.Error of kind ErrInvalid", err)
+			}
+			if !strings.HasPrefix(ae.Message, tt.field) || !strings.Contains(ae.Message, tt.want) {
+				t.Fatalf("message %q, want it to start with %s and contain %q", ae.Message, tt.field, tt.want)
+			}
+		})
+	}
+}
