@@ -160,5 +160,12 @@ func decodeConnectionValue(raw json.RawMessage) (ConnectionValue, error) {
 	if v.Header != "" && !isToken(v.Header) {
 		return ConnectionValue{}, Invalid("value.header %q is not a valid HTTP header name", v.Header)
 	}
+	// The key and the prefix are sent in a header: CR or LF would split it.
+	if hasControl(*v.APIKey) {
+		return ConnectionValue{}, Invalid("value.apiKey contains a control character (CR, LF or another)")
+	}
+	if v.Prefix != nil && hasControl(*v.Prefix) {
+		return ConnectionValue{}, Invalid("value.prefix contains a control character (CR, LF or another): it is sent in a header")
+	}
 	return ConnectionValue{APIKey: Secret(*v.APIKey), Header: v.Header, Prefix: v.Prefix}, nil
 }

@@ -304,6 +304,9 @@ func (s *Service) validateHTTPStep(ctx context.Context, f *Flow, st *Step, at st
 		if !isToken(k) {
 			return Invalid("%s.headers: %q is not a valid HTTP header name", at, k)
 		}
+		if hasControl(v) {
+			return Invalid("%s.headers.%s contains a control character (CR, LF or another): a header value is one line of text", at, k)
+		}
 		if err := s.checker.Template(v); err != nil {
 			return Invalid("%s.headers.%s: %v", at, k, err)
 		}
@@ -408,6 +411,17 @@ func checkText(field, v string, max int) error {
 		return Invalid("%s is longer than %d characters", field, max)
 	}
 	return nil
+}
+
+// hasControl reports whether s holds a control character other than a tab,
+// which no HTTP field value may carry (CR and LF would split the header).
+func hasControl(s string) bool {
+	for _, c := range s {
+		if c < 0x20 && c != '\t' || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // isToken reports whether s is an HTTP header name (RFC 9110 token).

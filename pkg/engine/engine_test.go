@@ -691,3 +691,41 @@ func BenchmarkExecute(b *testing.B) {
 		}
 	}
 }
+
+// A header value that renders with CR or LF, or a connection prefix that
+// holds one, fails the step for good before anything is sent.
+func TestHeaderControlCharactersFailForGood(t *testing.T) {
+	x := newExternal(t)
+	creds := newCredentials()
+	bad := "Bearer\r\nX-Injected: 1\r\n"
+	creds.add("con_bad", "k-123", "", &bad)
+	tests := []struct {
+		name string
+		step automation.Step
+		want string
+	}{
+		{"templated header", automation.Step{Name: "h", Type: automation.StepHTTP, URL: x.URL + "/echo",
+			Headers: map[string]string{"X-Ref": "{{ trigger.body.ref }}"}}, "headers.X-Ref: the value contains a control character"},
+		{"NUL in a header", automation.Step{Name: "h", Type: automation.StepHTTP, URL: x.URL + "/echo",
+			Headers: map[string]string{"X-Ref": "a{{ trigger.body.nul }}"}}, "control character"},
+		{"connection prefix", automation.Step{Name: "h", Type: automation.StepHTTP, URL: x.URL + "/echo",
+			ConnectionID: "con_bad"}, "con_bad: its key or prefix contains a control character"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := x.hits.Load()
+			res := newEngine(t, creds, true).Execute(context.Background(), flowOf(tt.step),
+				runOf(`{"ref": "a\r\nX-Injected: 1", "nul": "\u0000"}`))
+			r := res.Run
+			if r.Status != automation.RunFailed || res.Retryable || !strings.Contains(r.Steps[0].Error, tt.want) {
+				t.Fatalf("run %s retryable=%v step error %q, want FAILED for good with %q", r.Status, res.Retryable, r.Steps[0].Error, tt.want)
+			}
+			if strings.Contains(r.Error, "k-123") {
+				t.Errorf("error %q reveals the key", r.Error)
+			}
+			if n := x.hits.Load() - before; n != 0 {
+				t.Errorf("%d requests reached the service", n)
+			}
+		})
+	}
+}

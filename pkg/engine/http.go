@@ -52,6 +52,9 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		if v.Prefix != nil {
 			keyVal = *v.Prefix + key
 		}
+		if !validFieldValue(keyVal) {
+			return nil, &stepError{msg: "connection " + s.ConnectionID + ": its key or prefix contains a control character (CR, LF or another); store the key again"}
+		}
 	}
 	masked := func(msg string) *stepError { return &stepError{msg: mask(msg, secrets)} }
 
@@ -220,6 +223,11 @@ func (x *execution) request(ctx context.Context, s automation.Step) (*http.Reque
 		if err != nil {
 			return nil, fmt.Errorf("headers.%s: %w", k, err)
 		}
+		if !validFieldValue(t) {
+			// Go would refuse to send it, as a transient-looking network
+			// error; it is the definition's fault, so the step fails for good.
+			return nil, fmt.Errorf("headers.%s: the value contains a control character (CR, LF or another); a header value is one line of text", k)
+		}
 		req.Header.Set(k, t)
 	}
 	if contentType != "" && req.Header.Get("Content-Type") == "" {
@@ -246,6 +254,17 @@ func (x *execution) connectionSeen(ctx context.Context, c automation.Connection,
 	if err := x.e.creds.SetConnectionStatus(sctx, x.flow.Project, c.ID, to); err != nil {
 		x.e.log.WarnContext(ctx, "connection status not recorded", "connection", c.ID, "status", to, "err", err)
 	}
+}
+
+// validFieldValue reports whether s may be sent as an HTTP field value: no
+// control character but the tab.
+func validFieldValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // redactURL is a URL fit for messages: no user info, query or fragment.

@@ -66,3 +66,44 @@ func TestSaveRefusesUnboundedDefinitions(t *testing.T) {
 		})
 	}
 }
+
+// CR, LF and other control characters in header values and in a
+// connection's key or prefix are refused when saved, naming the field.
+func TestSaveRefusesControlCharactersInHeaders(t *testing.T) {
+	svc, p := newService(t)
+	ctx := context.Background()
+	for _, v := range []string{"a\r\nX-Injected: 1", "a\nb", "{{ trigger.body.x }}\r", "a\x00b", "a\x7fb"} {
+		name, eng := "headers", automation.FlowBuilder
+		steps := []automation.Step{{Name: "h", Type: automation.StepHTTP, URL: "https://api.example.com/x",
+			Headers: map[string]string{"X-Ref": v}}}
+		_, err := svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+		if !errors.Is(err, automation.ErrInvalid) || !strings.Contains(err.Error(), "steps[0] (h).headers.X-Ref contains a control character") {
+			t.Errorf("header value %q: CreateFlow = %v, want ErrInvalid naming steps[0] (h).headers.X-Ref", v, err)
+		}
+	}
+	name, eng := "tab", automation.FlowBuilder
+	steps := []automation.Step{{Name: "h", Type: automation.StepHTTP, URL: "https://api.example.com/x",
+		Headers: map[string]string{"X-Ref": "a\tb {{ trigger.body.x }}"}}}
+	if _, err := svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps}); err != nil {
+		t.Errorf("a tab is allowed in a header value: %v", err)
+	}
+
+	tests := []struct{ value, field string }{
+		{`{"apiKey": "k", "prefix": "Bearer\r\nX-Injected: 1 "}`, "value.prefix"},
+		{`{"apiKey": "k", "prefix": "Token\n"}`, "value.prefix"},
+		{`{"apiKey": "secret-key\r\n"}`, "value.apiKey"},
+	}
+	for _, tt := range tests {
+		_, err := svc.CreateConnection(ctx, p, automation.ConnectionInput{Name: "c", App: "x", Type: automation.ConnectionAPIKey, Value: []byte(tt.value)})
+		if !errors.Is(err, automation.ErrInvalid) || !strings.HasPrefix(err.Error(), tt.field+" contains a control character") {
+			t.Errorf("CreateConnection(%s) = %v, want ErrInvalid naming %s", tt.value, err, tt.field)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret-key") {
+			t.Errorf("error %q reveals the key", err)
+		}
+	}
+	if _, err := svc.CreateConnection(ctx, p, automation.ConnectionInput{Name: "c", App: "x", Type: automation.ConnectionAPIKey,
+		Value: []byte(`{"apiKey": "k", "prefix": "Token "}`)}); err != nil {
+		t.Errorf("a plain prefix: %v", err)
+	}
+}
