@@ -6,7 +6,7 @@ BIN       := bin
 DATA_DIR  ?= .flowd
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build run test bench lint fmt clean tools-check lint-template build-lambdas deploy \
+.PHONY: all build run test bench lint fmt clean tools-check lint-template build-lambdas deploy fuzz fuzz-short \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction
 
 all: build
@@ -24,6 +24,30 @@ run: build
 test: tools-check lint-template
 	$(GO) vet ./...
 	$(GO) test $(GOFLAGS_TEST) ./...
+	$(MAKE) --no-print-directory fuzz-short
+
+## fuzz targets, as package:Target; `go test -fuzz` takes one of each per run
+FUZZ_TARGETS := \
+	./pkg/engine:FuzzExpression \
+	./pkg/engine:FuzzTemplate \
+	./pkg/engine:FuzzFlowDefinition \
+	./pkg/automation:FuzzCursorOpen \
+	./pkg/automation:FuzzCanonicalAllowlist \
+	./pkg/automation:FuzzVerifySignature \
+	./pkg/automation:FuzzAuthenticate
+FUZZTIME       ?= 60s
+FUZZTIME_SHORT ?= 3s
+
+## fuzz: every fuzz target for FUZZTIME each (default 60s); finds land in the package's testdata/fuzz
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
+	done
+
+## fuzz-short: every fuzz target for a few seconds (part of make test)
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 ## bench: the Go benchmarks, recorded in docs/benchmarks.md
 bench:

@@ -15,6 +15,10 @@ import (
 // newService is a Service on a SQLite store in t.TempDir(), checking
 // definitions with engine.Checker as flowd and the Lambdas do.
 func newService(t *testing.T) (*automation.Service, automation.Project) {
+	return newServiceTB(t, automation.PlanFree)
+}
+
+func newServiceTB(t testing.TB, plan automation.Plan) (*automation.Service, automation.Project) {
 	t.Helper()
 	ctx := context.Background()
 	dir, err := datadir.Open(ctx, t.TempDir())
@@ -26,7 +30,7 @@ func newService(t *testing.T) (*automation.Service, automation.Project) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := svc.CreateProject(ctx, "test", automation.PlanFree)
+	p, err := svc.CreateProject(ctx, "test", plan)
 	if err != nil {
 		t.Fatal(err)
 	}
