@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -36,8 +37,8 @@ const (
 	MaxTemplateParts = 200
 
 	// MaxLoopIterations bounds the loop iterations of all of one step's
-	// evaluations together. A loop is charged the size of its collection
-	// each time it starts, so nested loops are charged their product.
+	// evaluations together (an inner loop's iterations count for every
+	// iteration of the outer one).
 	MaxLoopIterations = 1_000_000
 	// MaxEvalBytes bounds what one step's evaluations build together, in
 	// bytes: strings made by +, repeat, join, replace, split, toJSON, string
@@ -48,10 +49,15 @@ const (
 	// MaxEvalElements is expr's own memory budget for one evaluation:
 	// elements of the arrays, maps and ranges an expression builds.
 	MaxEvalElements = 1_000_000
+	// MaxPatternBytes bounds a regular expression of the matches operator,
+	// and MaxMatchWork the work of one match: bytes of text times bytes of
+	// pattern (a regular expression's match time grows with both).
+	MaxPatternBytes = 1 << 10
+	MaxMatchWork    = 1 << 27
 	// MaxEvalTime bounds the time one step spends evaluating: the backstop
 	// for work the counts above do not see (a builtin over a large array
-	// inside a loop). It is checked whenever a loop starts or a builtin
-	// returns, as is the run's own deadline.
+	// inside a loop). It is checked every 16 loop iterations and whenever
+	// a builtin returns, as is the run's own deadline.
 	MaxEvalTime = 10 * time.Second
 )
 
@@ -92,6 +98,18 @@ func (b *budget) loop(n int) error {
 		return fmt.Errorf("%w: more than %d loop iterations in one step (nested loops multiply)", errBudget, MaxLoopIterations)
 	}
 	return b.check()
+}
+
+// tick charges one iteration, and looks at the clock every 16.
+func (b *budget) tick() error {
+	b.iterations--
+	if b.iterations < 0 {
+		return b.loop(0)
+	}
+	if b.iterations&15 == 0 {
+		return b.check()
+	}
+	return nil
 }
 
 // grow charges n bytes built.
@@ -169,12 +187,20 @@ var loops = map[string]bool{
 	"count": true, "sum": true, "groupBy": true, "sortBy": true, "reduce": true,
 }
 
+// boolLoops are the loops whose predicate must be true or false.
+var boolLoops = map[string]bool{
+	"all": true, "none": true, "any": true, "one": true, "filter": true,
+	"find": true, "findIndex": true, "findLast": true, "findLastIndex": true, "count": true,
+}
+
 // Names of the functions the compiler inserts; the leading $ keeps them
 // apart from the names expressions use.
 const (
-	fnIter = "$iter"
-	fnOut  = "$out"
-	fnAdd  = "$add"
+	fnTick     = "$tick"
+	fnTickBool = "$tickb"
+	fnOut      = "$out"
+	fnAdd      = "$add"
+	fnMatches  = "$matches"
 )
 
 // guarded are the builtins that can build far more than they receive (a
@@ -275,13 +301,8 @@ func callBuiltin(name string, args []any) (any, error) {
 func budgetOptions() []expr.Option {
 	opts := []expr.Option{
 		expr.MaxNodes(MaxExprNodes),
-		expr.Function(fnIter, func(args ...any) (any, error) {
-			b := budgetOf(args[0])
-			if err := b.loop(collectionLen(args[1])); err != nil {
-				return nil, err
-			}
-			return args[1], nil
-		}),
+		expr.Function(fnTick, tick),
+		expr.Function(fnTickBool, tick, new(func(map[string]any, bool) bool)),
 		expr.Function(fnOut, func(args ...any) (any, error) {
 			if err := budgetOf(args[0]).grow(sizeOf(args[1])); err != nil {
 				return nil, err
@@ -301,6 +322,25 @@ func budgetOptions() []expr.Option {
 			return runtime.Add(x, y), nil
 		}),
 	}
+	opts = append(opts, expr.Function(fnMatches, func(args ...any) (any, error) {
+		s, ok1 := args[1].(string)
+		pattern, ok2 := args[2].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("matches takes two strings, got %s and %s", describeKind(args[1]), describeKind(args[2]))
+		}
+		if err := checkPattern(pattern); err != nil {
+			return nil, err
+		}
+		if len(pattern) > 0 && len(s) > MaxMatchWork/len(pattern) {
+			return nil, fmt.Errorf("%w: matching %d bytes of text against a %d-byte pattern is more than one match may do", errBudget, len(s), len(pattern))
+		}
+		re, err := regexp.Compile(pattern)
+		if err != nil {
+			return nil, err
+		}
+		ok := re.MatchString(s)
+		return ok, budgetOf(args[0]).check()
+	}, new(func(map[string]any, string, string) bool)))
 	for name, pre := range guarded {
 		name, pre := name, pre
 		opts = append(opts, expr.Function(name, func(args ...any) (any, error) {
@@ -318,24 +358,32 @@ func budgetOptions() []expr.Option {
 	return opts
 }
 
-func collectionLen(v any) int {
-	switch v := v.(type) {
-	case []any:
-		return len(v)
-	case map[string]any:
-		return len(v)
+func checkPattern(p string) error {
+	if len(p) > MaxPatternBytes {
+		return fmt.Errorf("%w: a regular expression of %d bytes; at most %d are allowed", errBudget, len(p), MaxPatternBytes)
 	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Slice, reflect.Array, reflect.Map, reflect.String:
-		return rv.Len()
+	return nil
+}
+
+func describeKind(v any) string {
+	if v == nil {
+		return "null"
 	}
-	return 1
+	return reflect.TypeOf(v).Kind().String()
+}
+
+// tick wraps a loop's predicate: one iteration charged, the predicate's
+// value passed on.
+func tick(args ...any) (any, error) {
+	if err := budgetOf(args[0]).tick(); err != nil {
+		return nil, err
+	}
+	return args[1], nil
 }
 
 // bounder rewrites a parsed expression so that its evaluation is charged to
-// the step's budget: a loop's collection goes through $iter, every builtin's
-// result through $out, a + that may join strings becomes $add, and guarded
+// the step's budget: each iteration of a loop's predicate goes through
+// $tick, every builtin's result through $out, a + that may join strings becomes $add, and guarded
 // builtins receive $env. It also measures loop nesting, and keeps the first
 // problem for compile to report. It runs once per compile, after expr's
 // first type check, so node types are known where the source makes them so.
@@ -362,9 +410,17 @@ func (v *bounder) Visit(node *ast.Node) {
 		}
 		if loops[n.Name] && len(n.Arguments) > 0 {
 			v.nesting(n)
-			it := call(fnIter, env(), n.Arguments[0])
-			it.SetLocation(n.Arguments[0].Location())
-			n.Arguments[0] = it
+			for _, a := range n.Arguments {
+				if p, ok := a.(*ast.PredicateNode); ok {
+					fn := fnTick
+					if boolLoops[n.Name] {
+						fn = fnTickBool // keeps "must be true or false" a save-time error
+					}
+					c := call(fn, env(), p.Node)
+					c.SetLocation(p.Node.Location())
+					p.Node = c
+				}
+			}
 		}
 		out := call(fnOut, env(), n)
 		out.SetLocation(n.Location())
@@ -375,6 +431,19 @@ func (v *bounder) Visit(node *ast.Node) {
 			n.Arguments = append([]ast.Node{env()}, n.Arguments...)
 		}
 	case *ast.BinaryNode:
+		if n.Operator == "matches" {
+			if lit, ok := n.Right.(*ast.StringNode); ok && v.err == nil {
+				if err := checkPattern(lit.Value); err != nil {
+					v.err = err
+				} else if _, err := regexp.Compile(lit.Value); err != nil {
+					v.err = fmt.Errorf("matches %q: %v", quoteClip(lit.Value), err)
+				}
+			}
+			c := call(fnMatches, env(), n.Left, n.Right)
+			c.SetLocation(n.Location())
+			*node = c
+			return
+		}
 		if n.Operator == "+" && !(numeric(n.Left) && numeric(n.Right)) {
 			c := call(fnAdd, env(), n.Left, n.Right)
 			c.SetLocation(n.Location())

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"flowservice/pkg/automation"
 )
@@ -161,6 +162,8 @@ func TestGrowthIsBounded(t *testing.T) {
 		{"string of references", `{{ let s = repeat("x", 999999); string(map(1..100, s)) }}`},
 		{"reduce that doubles", `{{ reduce(1..30, #acc + #acc, "xx") }}`},
 		{"template text of references", `x{{ map(1..100, repeat("x", 999999)) }}`},
+		{"long pattern", `{{ "x" matches repeat("(a*)*", 300) }}`},
+		{"long text times pattern", `{{ repeat("a", 999999) matches repeat("a", 200) }}`},
 		{"split into characters", `{{ let s = repeat("xxxxxxxxxx", 999999); len(split(s, "")) }}`},
 	}
 	for _, tt := range tests {
@@ -210,6 +213,9 @@ func TestSaveTimeLimits(t *testing.T) {
 		{"four nested loops", "map(trigger.body.a, map(#, filter(#, any(#, true))))", "nest 4 deep"},
 		{"loops in a predicate's collection", "all(filter(trigger.body.a, all(#, any(#, map(#, true)))), true)", "nest 4 deep"},
 		{"guarded builtin arity", `repeat("x")`, "repeat"},
+		{"invalid constant pattern", `trigger.body.s matches "(["`, "error parsing regexp"},
+		{"long constant pattern", `trigger.body.s matches "` + strings.Repeat("a", MaxPatternBytes+1) + `"`, "at most 1024"},
+		{"predicate that is not a condition", `all(trigger.body.a, 1)`, "bool"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,6 +265,14 @@ func TestBoundedEvaluationKeepsResults(t *testing.T) {
 		{`{{ reduce(trigger.body.a, #acc + #, 0) }}`, 6.0},
 		{`x{{ trigger.body.a }}y`, "x[1,2,3]y"},
 		{`{{ len(filter(trigger.body.a, # > 1)) }}`, 2},
+		{`{{ count(trigger.body.a, # > 1) }}`, 2},
+		{`{{ trigger.body.s matches "^a" }}`, true},
+		{`{{ not (trigger.body.s matches "^b") }}`, true},
+		{`{{ filter(["ab", "cd"], # matches trigger.body.s) }}`, []string{"ab"}},
+		{`{{ sum(map(trigger.body.a, # * 2)) }}`, 12.0},
+		{`{{ all(map(trigger.body.a, # > 0), #) }}`, true},
+		{`{{ sortBy(trigger.body.a, -#)[0] }}`, 3.0},
+		{`{{ keys(groupBy(trigger.body.a, # > 1 ? "big" : "small")) | sort() }}`, []string{"big", "small"}},
 	}
 	for _, tt := range tests {
 		got, err := Checker{}.evalString(tt.src, env)
@@ -268,6 +282,24 @@ func TestBoundedEvaluationKeepsResults(t *testing.T) {
 		}
 		if g, _ := json.Marshal(got); string(g) != mustJSON(tt.want) {
 			t.Errorf("%s = %s, want %s", tt.src, g, mustJSON(tt.want))
+		}
+	}
+}
+
+// The time backstop: once a step has evaluated for MaxEvalTime, loops stop
+// within 256 iterations and builtins at their next call.
+func TestEvalTimeBackstop(t *testing.T) {
+	env := map[string]any{"trigger": map[string]any{"body": map[string]any{}}}
+	for _, src := range []string{"all(1..1000, # > 0)", `upper("x")`} {
+		b := newBudget(context.Background())
+		b.deadline = time.Now().Add(-time.Second)
+		env[budgetKey] = b
+		p, err := Checker{}.compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run(part{src: src, prog: p}, env); err == nil || !strings.Contains(err.Error(), "evaluated for more than") {
+			t.Errorf("%s past the deadline: %v", src, err)
 		}
 	}
 }

@@ -43,6 +43,7 @@ func FuzzExpression(f *testing.F) {
 		`repeat("x", 999999) + repeat("x", 999999)`, "all(trigger.body.items, # > 0)",
 		"map(1..10, # * 2)", `toJSON(steps.prev)`, `trigger.body?.a?.b ?? "none"`, `::repeat("ab", 3)`,
 		"reduce(1..20, #acc + #acc, 'x')", `split(trigger.body.name, "")`, "1 +", "foo(", "$env",
+		`trigger.body.name matches "^A"`, `any(["a", "b"], trigger.body.name matches #)`, `"x" matches repeat("(a*)*", 300)`,
 	} {
 		for _, b := range fuzzBodies {
 			f.Add(s, []byte(b))
