@@ -54,6 +54,11 @@ const (
 	// pattern (a regular expression's match time grows with both).
 	MaxPatternBytes = 1 << 10
 	MaxMatchWork    = 1 << 27
+	// MaxOutputDepth bounds how deeply a recorded step output nests: a
+	// deeper one (an HTTP response, a value built by reduce) is recorded as
+	// a preview cut at this depth, so that every run record can be read back
+	// (JSON decoders stop at 10,000 levels).
+	MaxOutputDepth = 512
 	// MaxEvalTime bounds the time one step spends evaluating: the backstop
 	// for work the counts above do not see (a builtin over a large array
 	// inside a loop). It is checked every 16 loop iterations and whenever
@@ -504,11 +509,18 @@ func (v *innerDepth) Visit(node *ast.Node) {
 // references to the same large part costs little to measure.
 func jsonSize(v any, limit int) int {
 	n := 0
+	depth := 0
 	var walk func(v any)
 	walk = func(v any) {
 		if n > limit {
 			return
 		}
+		// Deeper than a record may nest counts as too large.
+		if depth++; depth > MaxOutputDepth {
+			n = limit + 1
+			return
+		}
+		defer func() { depth-- }()
 		switch v := v.(type) {
 		case nil:
 			n += 4
@@ -582,8 +594,14 @@ func boundedJSON(v any, limit int) (b []byte, ok bool, err error) {
 // too large to keep.
 func clip(v any, limit int) any {
 	left := limit
+	depth := 0
 	var walk func(v any) any
 	walk = func(v any) any {
+		if depth++; depth > MaxOutputDepth {
+			left -= 16
+			return "(nested too deep)"
+		}
+		defer func() { depth-- }()
 		switch v := v.(type) {
 		case string:
 			if len(v) > left {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -321,4 +324,110 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// storable marshals a run as a store would and reads it back.
+func storable(t *testing.T, r automation.Run) {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatalf("the run does not marshal: %v", err)
+	}
+	var back automation.Run
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("the run record (%d bytes) does not read back: %v", len(b), err)
+	}
+}
+
+// Deeply nested outputs, from an HTTP response or built by an expression,
+// are recorded as previews cut at MaxOutputDepth: the run reads back.
+func TestDeepOutputsAreRecordedReadably(t *testing.T) {
+	deep := strings.Repeat("[", 9990) + strings.Repeat("]", 9990)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, deep)
+	}))
+	t.Cleanup(srv.Close)
+	f := flowOf(
+		automation.Step{Name: "call", Type: automation.StepHTTP, URL: srv.URL},
+		automation.Step{Name: "build", Type: automation.StepSet, Values: raw(`{"v": "{{ reduce(1..20000, [#acc], []) }}"}`)},
+		automation.Step{Name: "copy", Type: automation.StepSet, Values: raw(`{"v": "{{ steps.call.body }}"}`)},
+	)
+	res := newEngine(t, nil, true).Execute(context.Background(), f, runOf(`{}`))
+	if res.Run.Status != automation.RunSucceeded {
+		t.Fatalf("run %s: %s", res.Run.Status, res.Run.Error)
+	}
+	for i := range f.Steps {
+		out := output(t, res.Run, i)
+		if out["truncated"] != true || !strings.Contains(out["preview"].(string), "nested too deep") {
+			t.Errorf("step %d output %.200s, want a preview cut at depth", i, res.Run.Steps[i].Output)
+		}
+	}
+	storable(t, res.Run)
+}
+
+// A run's outputs together stay within MaxRunOutputBytes (about: each
+// later output is at least its small truncation marker).
+func TestRunOutputBudget(t *testing.T) {
+	var steps []automation.Step
+	for i := 0; i < 10; i++ {
+		steps = append(steps, automation.Step{Name: fmt.Sprint("s", i), Type: automation.StepSet,
+			Values: raw(`{"v": "{{ repeat(\"x\", 100000) }}"}`)})
+	}
+	e := New(Config{MaxRunOutputBytes: 300_000})
+	res := e.Execute(context.Background(), flowOf(steps...), runOf(`{}`))
+	if res.Run.Status != automation.RunSucceeded {
+		t.Fatalf("run %s: %s", res.Run.Status, res.Run.Error)
+	}
+	total := 0
+	for i, s := range res.Run.Steps {
+		total += len(s.Output)
+		if !json.Valid(s.Output) {
+			t.Fatalf("step %d output is not JSON", i)
+		}
+	}
+	if total > 300_000+10*64 {
+		t.Fatalf("outputs total %d bytes, want about 300000 at most", total)
+	}
+	if out := output(t, res.Run, 9); out["truncated"] != true {
+		t.Errorf("the last output should be cut: %.100s", res.Run.Steps[9].Output)
+	}
+	if out := output(t, res.Run, 0); out["truncated"] == true {
+		t.Errorf("the first output fits and should be whole")
+	}
+}
+
+// Oversized response headers and very long error messages are bounded.
+func TestHTTPHeaderAndErrorBounds(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/headers" {
+			w.Header().Set("X-Big", strings.Repeat("h", MaxResponseHeaderBytes+1))
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	e := newEngine(t, nil, true)
+	res := e.Execute(context.Background(), flowOf(automation.Step{Name: "h", Type: automation.StepHTTP, URL: srv.URL + "/headers"}), runOf(`{}`))
+	if res.Run.Status != automation.RunFailed || !strings.Contains(res.Run.Steps[0].Error, "request failed") {
+		t.Fatalf("huge headers: run %s, step error %.300q", res.Run.Status, res.Run.Steps[0].Error)
+	}
+	long := srv.URL + "/" + strings.Repeat("p", 100_000)
+	res = e.Execute(context.Background(), flowOf(automation.Step{Name: "h", Type: automation.StepHTTP, URL: long}), runOf(`{}`))
+	if n := len(res.Run.Steps[0].Error); res.Run.Status != automation.RunFailed || n > MaxStepErrorBytes+8 {
+		t.Fatalf("long URL: run %s, step error of %d bytes", res.Run.Status, n)
+	}
+	storable(t, res.Run)
+}
+
+func TestRespondBodyIsBounded(t *testing.T) {
+	e := newEngine(t, nil, false)
+	f := flowOf(automation.Step{Name: "r", Type: automation.StepRespond, Body: raw(`{"m": "{{ repeat(\"x\", 200000) }}"}`)})
+	res := e.Execute(context.Background(), f, runOf(`{}`))
+	if res.Run.Status != automation.RunFailed || res.Retryable || !strings.Contains(res.Run.Steps[0].Error, "a RESPOND body may have at most") {
+		t.Fatalf("run %s (retryable %v): %q", res.Run.Status, res.Retryable, res.Run.Steps[0].Error)
+	}
+	f = flowOf(automation.Step{Name: "r", Type: automation.StepRespond, Body: raw(`{"m": "{{ repeat(\"x\", 1000) }}"}`)})
+	if res := e.Execute(context.Background(), f, runOf(`{}`)); res.Run.Status != automation.RunSucceeded || len(res.Run.Response.Body) < 1000 {
+		t.Fatalf("a small answer: run %s: %q", res.Run.Status, res.Run.Error)
+	}
 }

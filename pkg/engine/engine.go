@@ -5,12 +5,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -41,8 +43,12 @@ type Config struct {
 	// MaxOutputBytes caps the JSON of one step's recorded output (default
 	// MaxResponseBytes + 64 KiB), so that run records stay storable.
 	MaxOutputBytes int64
-	Clock          func() time.Time // default time.Now
-	Log            *slog.Logger
+	// MaxRunOutputBytes caps the recorded outputs of one run together
+	// (default DefaultMaxRunOutputBytes): past it, outputs are recorded as
+	// shorter previews, down to none.
+	MaxRunOutputBytes int64
+	Clock             func() time.Time // default time.Now
+	Log               *slog.Logger
 }
 
 // Defaults and limits of Config.
@@ -50,7 +56,13 @@ const (
 	DefaultHTTPTimeout      = 30 * time.Second
 	MaxHTTPTimeout          = 120 * time.Second
 	DefaultMaxResponseBytes = 1 << 20
-	maxRedirects            = 5
+	// DefaultMaxRunOutputBytes bounds a run record's step outputs together.
+	DefaultMaxRunOutputBytes = 8 << 20
+	// MaxResponseHeaderBytes bounds the headers of an HTTP step's response.
+	MaxResponseHeaderBytes = 256 << 10
+	// MaxStepErrorBytes bounds a step's recorded error message.
+	MaxStepErrorBytes = 4 << 10
+	maxRedirects      = 5
 )
 
 // Engine executes runs. It is safe for concurrent use.
@@ -61,6 +73,7 @@ type Engine struct {
 	timeout     time.Duration
 	maxResponse int64
 	maxOutput   int64
+	maxRun      int64
 	now         func() time.Time
 	log         *slog.Logger
 }
@@ -69,7 +82,7 @@ type Engine struct {
 func New(cfg Config) *Engine {
 	e := &Engine{
 		creds:   cfg.Credentials,
-		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes,
+		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log,
 	}
 	if e.timeout <= 0 {
@@ -81,6 +94,9 @@ func New(cfg Config) *Engine {
 	}
 	if e.maxOutput <= 0 {
 		e.maxOutput = e.maxResponse + 64<<10
+	}
+	if e.maxRun <= 0 {
+		e.maxRun = DefaultMaxRunOutputBytes
 	}
 	if e.now == nil {
 		e.now = time.Now
@@ -95,15 +111,16 @@ func New(cfg Config) *Engine {
 	e.transport = &http.Transport{
 		// No proxy from the environment: a proxy would dial for us and
 		// bypass the address check.
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   10,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ResponseHeaderTimeout: MaxHTTPTimeout,
+		Proxy:                  nil,
+		DialContext:            dialer.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           100,
+		MaxIdleConnsPerHost:    10,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		ResponseHeaderTimeout:  MaxHTTPTimeout,
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	return e
 }
@@ -159,6 +176,7 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 
 	res := Result{}
 	last := json.RawMessage(`{}`) // the last output, as recorded
+	var recorded int64            // bytes of outputs recorded so far
 	for i, s := range f.Steps {
 		if err := ctx.Err(); err != nil {
 			res.Retryable = x.interrupted(ctx, s.Name)
@@ -179,10 +197,12 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 			if !errors.As(err, &se) {
 				se = fail(false, err)
 			}
+			se.msg = clipMessage(se.msg)
 			sr.Status, sr.Error = automation.StepFailed, se.msg
 			out = se.output
 		}
-		sr.Output = e.record(out)
+		sr.Output = e.record(out, min(e.maxOutput, e.maxRun-recorded))
+		recorded += int64(len(sr.Output))
 		if out != nil {
 			x.steps[s.Name] = out
 			last = sr.Output
@@ -233,15 +253,17 @@ func (x *execution) interrupted(ctx context.Context, name string) bool {
 	return true
 }
 
-// record is a step output as stored: JSON, replaced by a preview with
-// "truncated": true when larger than the cap.
-func (e *Engine) record(out any) json.RawMessage {
+// record is a step output as stored: JSON, replaced by
+// {"truncated": true, "size", "preview"} when larger than limit or nested
+// deeper than MaxOutputDepth ("size" is then at least the JSON's size).
+func (e *Engine) record(out any, limit int64) json.RawMessage {
 	if out == nil {
 		return nil
 	}
+	limit = max(limit, 0)
 	// Measured before it is built: an output may hold many references to
 	// one large value, far larger as JSON than in memory.
-	b, ok, err := boundedJSON(out, int(e.maxOutput))
+	b, ok, err := boundedJSON(out, int(limit))
 	if err != nil {
 		b, _ = json.Marshal(map[string]any{"error": "output is not representable as JSON"})
 		return b
@@ -253,12 +275,28 @@ func (e *Engine) record(out any) json.RawMessage {
 	if b == nil {
 		size = jsonSize(out, maxMeasured)
 	}
-	preview, _ := json.Marshal(clip(out, int(e.maxOutput/2)))
-	if int64(len(preview)) > e.maxOutput/2 {
-		preview = preview[:e.maxOutput/2]
+	// The preview is JSON text inside a string, where quotes and
+	// backslashes double: a third of the cap keeps the whole within it.
+	keep := int(limit / 3)
+	preview, _ := json.Marshal(clip(out, keep))
+	preview = preview[:min(len(preview), keep)]
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(struct {
+		Truncated bool   `json:"truncated"`
+		Size      int    `json:"size"`
+		Preview   string `json:"preview"`
+	}{true, size, strings.ToValidUTF8(string(preview), "")})
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// clipMessage bounds a step's error message.
+func clipMessage(s string) string {
+	if len(s) <= MaxStepErrorBytes {
+		return s
 	}
-	b, _ = json.Marshal(map[string]any{"truncated": true, "size": size, "preview": string(preview)})
-	return b
+	return strings.ToValidUTF8(s[:MaxStepErrorBytes], "") + "…"
 }
 
 // maxMeasured bounds the work of measuring an output too large to keep:

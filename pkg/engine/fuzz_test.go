@@ -118,7 +118,7 @@ func FuzzTemplate(f *testing.F) {
 		}
 		// The engine's own record of such a value stays within its cap.
 		e := New(Config{MaxOutputBytes: 4096})
-		if rec := e.record(v); len(rec) > 4096 || !json.Valid(rec) {
+		if rec := e.record(v, e.maxOutput); len(rec) > 4096 || !json.Valid(rec) {
 			t.Fatalf("recorded output of %d bytes (valid JSON %v)", len(rec), json.Valid(rec))
 		}
 	})

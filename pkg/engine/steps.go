@@ -167,6 +167,10 @@ func (x *execution) respond(s automation.Step) (any, error) {
 	if err != nil {
 		return nil, fail(false, err)
 	}
+	// The answer is kept with the run, as an output is.
+	if int64(len(raw)) > x.e.maxOutput {
+		return nil, &stepError{msg: fmt.Sprintf("body is %d bytes of JSON; a RESPOND body may have at most %d", len(raw), x.e.maxOutput)}
+	}
 	if !x.responded {
 		x.responded = true
 		x.run.Response = &automation.RunResponse{StatusCode: code, Body: raw}
