@@ -82,7 +82,8 @@ func (c Checker) compile(src string) (*vm.Program, error) {
 func describe(what, src string, err error) string {
 	var fe *file.Error
 	if errors.As(err, &fe) {
-		msg := fmt.Sprintf("%s %q: %s at line %d, column %d", what, quoteClip(src), fe.Message, fe.Line, fe.Column+1)
+		// The parser's message may quote the input, such as a long number.
+		msg := fmt.Sprintf("%s %q: %s at line %d, column %d", what, quoteClip(src), clipTo(fe.Message, maxQuote*2), fe.Line, fe.Column+1)
 		if strings.Contains(fe.Message, "maximum allowed nodes") {
 			msg += fmt.Sprintf(" (at most %d names, operators and values in one expression; split it across SET steps)", MaxExprNodes)
 		}
@@ -94,18 +95,20 @@ func describe(what, src string, err error) string {
 		}
 		return msg
 	}
-	return fmt.Sprintf("%s %q: %v", what, quoteClip(src), err)
+	return fmt.Sprintf("%s %q: %s", what, quoteClip(src), clipTo(err.Error(), maxQuote*2))
 }
 
 // maxQuote bounds how much of an expression or template an error quotes.
 const maxQuote = 200
 
 // quoteClip shortens s for an error message.
-func quoteClip(s string) string {
-	if len(s) <= maxQuote {
+func quoteClip(s string) string { return clipTo(s, maxQuote) }
+
+func clipTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:maxQuote], "") + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // cronParser takes the five standard fields and the fixed descriptors.
