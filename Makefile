@@ -6,7 +6,7 @@ BIN       := bin
 DATA_DIR  ?= .flowd
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build run test bench lint fmt clean tools-check lint-template build-lambdas deploy \
+.PHONY: all build run test bench fuzz-short lint fmt clean tools-check lint-template build-lambdas deploy \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction
 
 all: build
@@ -24,6 +24,16 @@ run: build
 test: tools-check lint-template
 	$(GO) vet ./...
 	$(GO) test $(GOFLAGS_TEST) ./...
+
+## fuzz-short: each fuzz target (package:Target) for FUZZTIME (default 10s)
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./pkg/httpapi:FuzzParseHookBody
+fuzz-short:
+	@for pt in $(FUZZ_TARGETS); do \
+		pkg=$${pt%%:*}; target=$${pt##*:}; \
+		echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
 
 ## bench: the Go benchmarks, recorded in docs/benchmarks.md
 bench:

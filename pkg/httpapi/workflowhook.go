@@ -272,6 +272,9 @@ func parseHookBody(contentType string, raw []byte) (json.RawMessage, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		if err := checkDepth(raw); err != nil {
+			return nil, err
+		}
 		if !json.Valid(raw) {
 			return nil, invalidJSON("the webhook body is not valid JSON")
 		}
