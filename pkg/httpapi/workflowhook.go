@@ -75,18 +75,11 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		h.rc.fail(w, r, automation.NotFound("webhook", clip(p)))
 		return
 	}
-	method := r.Method
-	if method == http.MethodOptions {
-		// Any method finds the flow for its CORS settings; the route's
-		// methods come back in the 405.
-		method = ""
-	}
-	f, err := mode.lookup(r.Context(), p, method)
-	var me *automation.MethodError
-	if r.Method == http.MethodOptions && errors.As(err, &me) {
-		h.preflight(w, r, p, me.Allowed, mode)
+	if r.Method == http.MethodOptions {
+		h.preflight(w, r, p, mode)
 		return
 	}
+	f, err := mode.lookup(r.Context(), p, r.Method)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
@@ -161,10 +154,36 @@ func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Reques
 	}
 }
 
-// preflight answers OPTIONS on a known path: 204 with the route's methods
-// and the flow's CORS settings.
-func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p string, allowed []string, mode hookMode) {
-	f, err := mode.lookup(r.Context(), p, allowed[0])
+// preflight answers OPTIONS on a known path: 204 with the path's methods
+// in Allow. A CORS preflight asks about one method
+// (Access-Control-Request-Method), and flows of one project may serve
+// different methods on a path with different allowed origins, so only the
+// flow of that method decides; a method no flow serves there gets no CORS
+// headers at all, and the browser refuses the request.
+func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p string, mode hookMode) {
+	// No method matches "": the answer lists the path's methods, or says
+	// that no flow is on the path.
+	_, err := mode.lookup(r.Context(), p, "")
+	var me *automation.MethodError
+	if !errors.As(err, &me) {
+		if err == nil {
+			err = automation.NotFound("webhook", clip(p))
+		}
+		h.rc.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Allow", strings.Join(append(slices.Clone(me.Allowed), http.MethodOptions), ", "))
+	asked := r.Header.Get("Access-Control-Request-Method")
+	if asked == "" || !slices.Contains(me.Allowed, asked) {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	f, err := mode.lookup(r.Context(), p, asked)
+	if automation.IsNotFound(err) {
+		// The method's flow is inactive (or, on the test URL, not armed).
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
@@ -178,10 +197,8 @@ func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p strin
 	if f.Trigger.Webhook != nil {
 		origins = f.Trigger.Webhook.AllowedOrigins
 	}
-	methods := strings.Join(append(slices.Clone(allowed), http.MethodOptions), ", ")
-	w.Header().Set("Allow", methods)
 	if setCORS(w, r, origins) {
-		w.Header().Set("Access-Control-Allow-Methods", methods)
+		w.Header().Set("Access-Control-Allow-Methods", asked+", "+http.MethodOptions)
 		if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
 			w.Header().Set("Access-Control-Allow-Headers", rh)
 		}
