@@ -239,7 +239,7 @@ type surfaces struct{ api, engine, workflow, dashboard http.Handler }
 // path prefixes and the management API everything else.
 func listen(cfg config, h surfaces) ([]server, error) {
 	type site struct {
-		mux    *http.ServeMux
+		mux    *httpapi.Site
 		serves []string
 	}
 	sites := map[string]*site{}
@@ -247,7 +247,8 @@ func listen(cfg config, h surfaces) ([]server, error) {
 	mount := func(addr, pattern, what string, handler http.Handler) {
 		st, ok := sites[addr]
 		if !ok {
-			st = &site{mux: http.NewServeMux()}
+			// A Site, not a ServeMux: no HTML redirects for unclean paths.
+			st = &site{mux: httpapi.NewSite()}
 			sites[addr] = st
 			order = append(order, addr)
 		}
@@ -279,10 +280,16 @@ func listen(cfg config, h surfaces) ([]server, error) {
 			}
 			return nil, fmt.Errorf("listen on %s: %w", addr, err)
 		}
+		// net/http's own error answers (malformed requests, headers
+		// above MaxHeaderBytes) go out as JSON too.
+		ln = httpapi.JSONErrorListener(ln)
 		out = append(out, server{ln: ln, serves: strings.Join(sites[addr].serves, ", "), srv: &http.Server{
-			Handler:           sites[addr].mux,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       60 * time.Second,
+			Handler:        sites[addr].mux,
+			MaxHeaderBytes: httpapi.MaxHeaderBytes,
+			// "OPTIONS *" reaches the site, which answers it in JSON.
+			DisableGeneralOptionsHandler: true,
+			ReadHeaderTimeout:            10 * time.Second,
+			ReadTimeout:                  60 * time.Second,
 			// ON_COMPLETION webhooks wait up to the sync timeout for their run.
 			WriteTimeout: cfg.SyncTimeout + 30*time.Second,
 			IdleTimeout:  120 * time.Second,

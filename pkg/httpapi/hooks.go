@@ -105,6 +105,7 @@ func (rc *receiver) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &e) {
 		if status, ok := statusOf[e.Kind]; ok {
 			if status == http.StatusServiceUnavailable {
+				rc.cfg.Log.WarnContext(r.Context(), "webhook unavailable", "requestId", RequestID(r.Context()), "err", err)
 				w.Header().Set("Retry-After", retryAfterSeconds)
 			}
 			writeError(w, r, status, e.Code, e.Message)

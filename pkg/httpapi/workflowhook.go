@@ -23,9 +23,6 @@ const (
 	workflowTestPrefix = "/webhook-test/"
 )
 
-// maxWebhookPath bounds a webhook path, as flow validation does.
-const maxWebhookPath = 200
-
 // WorkflowHook is the workflow builder receiver, {workflow_url}/webhook/{path}
 // (endpoint 15).
 type WorkflowHook struct{ rc receiver }
@@ -71,7 +68,7 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route; webhooks are "+workflowPrefix+"{path}")
 		return
 	}
-	if !validWebhookPath(p) {
+	if !validWebhookPath(r, p) {
 		h.rc.fail(w, r, automation.NotFound("webhook", clip(p)))
 		return
 	}
@@ -222,23 +219,13 @@ func setCORS(w http.ResponseWriter, r *http.Request, origins []string) bool {
 	return false
 }
 
-// validWebhookPath admits what flow validation admits: segments of
-// letters, digits and . _ ~ -, separated by single slashes.
-func validWebhookPath(p string) bool {
-	if p == "" || len(p) > maxWebhookPath {
-		return false
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == "" {
-			return false
-		}
-		for _, c := range seg {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._~-", c)) {
-				return false
-			}
-		}
-	}
-	return true
+// validWebhookPath admits what flow validation admits
+// (automation.ValidWebhookPath). A percent-escape anywhere in the request's
+// path (r.URL.RawPath is set only then, since no valid path needs one) is
+// refused too: "%2F" or "%2E%2E" would otherwise decode into another
+// flow's path.
+func validWebhookPath(r *http.Request, p string) bool {
+	return r.URL.RawPath == "" && automation.ValidWebhookPath(p) == nil
 }
 
 // authenticateHook checks the flow's authentication and returns the name
