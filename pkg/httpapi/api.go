@@ -132,10 +132,10 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 	if probe.status == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", probe.header.Get("Allow"))
 		writeError(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED",
-			r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+probe.header.Get("Allow"))
+			clip(r.Method)+" is not allowed on "+clip(r.URL.Path)+"; allowed: "+probe.header.Get("Allow"))
 		return
 	}
-	writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route: "+r.Method+" "+r.URL.Path)
+	writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route: "+clip(r.Method)+" "+clip(r.URL.Path))
 }
 
 // probeWriter captures what ServeMux would answer to an unmatched request.

@@ -39,8 +39,14 @@ func (s *Site) Handle(prefix string, h http.Handler) {
 	s.handlers[prefix] = h
 }
 
-// ServeHTTP dispatches r.
+// ServeHTTP dispatches r. A path with empty, "." or ".." segments is a
+// JSON 404 whatever its prefix: no route has one, and a handler that
+// cleans paths (the dashboard's ServeMux) would answer it with a redirect.
 func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if uncleanPath(r.URL.Path) {
+		s.notFound(w, r)
+		return
+	}
 	best := ""
 	for _, p := range s.prefixes {
 		if strings.HasPrefix(r.URL.Path, p) && len(p) > len(best) {
@@ -51,11 +57,27 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r)
 		return
 	}
-	info := &requestInfo{id: requestIDFrom(r)}
-	r = r.WithContext(withInfo(r.Context(), info))
-	w.Header().Set("X-Request-Id", info.id)
-	w.Header().Set("Cache-Control", "no-store")
-	writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route: "+r.Method+" "+clip(r.URL.Path))
+	s.notFound(w, r)
+}
+
+func (s *Site) notFound(w http.ResponseWriter, r *http.Request) {
+	r = withRequestInfo(w, r)
+	writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route: "+clip(r.Method)+" "+clip(r.URL.Path))
+}
+
+// uncleanPath reports whether p has an empty (other than a trailing one),
+// "." or ".." segment.
+func uncleanPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return true
+	}
+	segs := strings.Split(p[1:], "/")
+	for i, seg := range segs {
+		if seg == "." || seg == ".." || (seg == "" && i < len(segs)-1) {
+			return true
+		}
+	}
+	return false
 }
 
 // JSONErrorListener wraps a listener so that the few answers net/http's
