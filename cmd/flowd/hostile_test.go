@@ -79,7 +79,9 @@ func exchange(t *testing.T, addr, req string) (*http.Response, []byte, error) {
 	return resp, b, err
 }
 
-func nest(open, close string, n int) string { return strings.Repeat(open, n) + strings.Repeat(close, n) }
+func nest(open, close string, n int) string {
+	return strings.Repeat(open, n) + strings.Repeat(close, n)
+}
 
 // TestHostileRequests sends well over 150 hostile requests across every
 // surface of a real flowd (management API, both receivers, the Test
