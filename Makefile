@@ -6,7 +6,7 @@ BIN       := bin
 DATA_DIR  ?= .flowd
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build run test bench fuzz-short lint fmt clean tools-check lint-template build-lambdas deploy \
+.PHONY: all build run test bench fuzz-short soak lint fmt clean tools-check lint-template build-lambdas deploy \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction
 
 all: build
@@ -34,6 +34,11 @@ fuzz-short:
 		echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+## soak: SOAK (default 2m) of mixed load against a real flowd, reporting errors and resident memory; not in make test
+SOAK ?= 2m
+soak:
+	FLOWD_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 60m ./cmd/flowd/
 
 ## bench: the Go benchmarks, recorded in docs/benchmarks.md
 bench:
