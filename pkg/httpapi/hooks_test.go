@@ -1000,11 +1000,22 @@ func TestPathNamespaceAndPreflight(t *testing.T) {
 				tt.wantOrigin, tt.wantMethods)
 		}
 	}
-	// PUT names A's methods only.
-	r := call(t, h.workflow, "PUT", "/webhook/greet", "", "")
+	// A flow that does not answer (inactive) gives no CORS either; a path
+	// none of whose flows answers is a 404.
+	createFlow(t, h.api, h.key, workflowFlow("greet", "PUT", "", ""))
+	r := preflight("https://a.example", "PUT")
+	if r.status != http.StatusNoContent || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight for an inactive flow's method = %d %v", r.status, r.header)
+	}
+	createFlow(t, h.api, h.key, workflowFlow("sleepy", "POST", "", ""))
+	call(t, h.workflow, "OPTIONS", "/webhook/sleepy", "", "", "Origin: https://a.example", "Access-Control-Request-Method: POST").
+		wantError(t, http.StatusNotFound, "WEBHOOK_NOT_FOUND")
+
+	// DELETE names A's methods only.
+	r = call(t, h.workflow, "DELETE", "/webhook/greet", "", "")
 	r.wantError(t, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
-	if got := r.header.Get("Allow"); got != "GET, POST" {
-		t.Errorf("Allow = %q, want GET, POST", got)
+	if got := r.header.Get("Allow"); got != "GET, POST, PUT" {
+		t.Errorf("Allow = %q, want GET, POST, PUT", got)
 	}
 	// Deleting A's flows frees the path for C.
 	var l listView

@@ -169,20 +169,35 @@ func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p strin
 		h.rc.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Allow", strings.Join(append(slices.Clone(me.Allowed), http.MethodOptions), ", "))
+	// The path answers OPTIONS only while one of its flows answers (is
+	// active, or on the test URL armed), as its other methods do.
+	var f automation.Flow
+	found := false
 	asked := r.Header.Get("Access-Control-Request-Method")
-	if asked == "" || !slices.Contains(me.Allowed, asked) {
-		w.WriteHeader(http.StatusNoContent)
+	for _, m := range me.Allowed {
+		g, err := mode.lookup(r.Context(), p, m)
+		if automation.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			h.rc.fail(w, r, err)
+			return
+		}
+		if !found || m == asked {
+			f, found = g, true
+		}
+		if m == asked {
+			break
+		}
+	}
+	if !found {
+		h.rc.fail(w, r, automation.NotFound("webhook", clip(p)))
 		return
 	}
-	f, err := mode.lookup(r.Context(), p, asked)
-	if automation.IsNotFound(err) {
-		// The method's flow is inactive (or, on the test URL, not armed).
+	w.Header().Set("Allow", strings.Join(append(slices.Clone(me.Allowed), http.MethodOptions), ", "))
+	if asked == "" || f.Trigger.Webhook == nil || !servesMethod(f, asked) {
+		// Not a preflight, or for a method no answering flow serves:
+		// no CORS headers.
 		w.WriteHeader(http.StatusNoContent)
-		return
-	}
-	if err != nil {
-		h.rc.fail(w, r, err)
 		return
 	}
 	infoOf(r.Context()).flowID = f.ID
@@ -202,6 +217,16 @@ func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p strin
 		w.Header().Set("Access-Control-Max-Age", "600")
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// servesMethod reports whether f's webhook takes method.
+func servesMethod(f automation.Flow, method string) bool {
+	for _, rt := range f.Routes() {
+		if rt.Method == method {
+			return true
+		}
+	}
+	return false
 }
 
 // setCORS sets Access-Control-Allow-Origin when the request's origin is
