@@ -6,7 +6,7 @@ BIN       := bin
 DATA_DIR  ?= .flowd
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build run test bench lint fmt clean tools-check lint-template build-lambdas deploy fuzz fuzz-short \
+.PHONY: all build run test bench lint fmt clean tools-check lint-template build-lambdas deploy fuzz fuzz-short soak \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction
 
 all: build
@@ -34,7 +34,8 @@ FUZZ_TARGETS := \
 	./pkg/automation:FuzzCursorOpen \
 	./pkg/automation:FuzzCanonicalAllowlist \
 	./pkg/automation:FuzzVerifySignature \
-	./pkg/automation:FuzzAuthenticate
+	./pkg/automation:FuzzAuthenticate \
+	./pkg/httpapi:FuzzParseHookBody
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 3s
 
@@ -48,6 +49,11 @@ fuzz:
 ## fuzz-short: every fuzz target for a few seconds (part of make test)
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+## soak: SOAK (default 2m) of mixed load against a real flowd, reporting errors and resident memory; not in make test
+SOAK ?= 2m
+soak:
+	FLOWD_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 60m ./cmd/flowd/
 
 ## bench: the Go benchmarks, recorded in docs/benchmarks.md
 bench:

@@ -31,6 +31,8 @@ type config struct {
 	SyncTimeout    time.Duration // how long ON_COMPLETION webhooks wait
 	MaxBody        int64         // webhook body limit in bytes
 	RateLimit      float64       // management requests per second per project; 0 for none
+	MetricsToken   string        // bearer token for GET /metrics; "" = open on loopback only
+	MemoryLimit    int64         // soft memory limit in bytes; 0 = none
 }
 
 // loadConfig reads the environment through getenv, applying the documented
@@ -106,6 +108,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.RateLimit, err = strconv.ParseFloat(or(getenv("FLOWD_RATE_LIMIT"), "50"), 64); err != nil || c.RateLimit < 0 {
 		return c, fmt.Errorf("FLOWD_RATE_LIMIT=%q: want requests per second per project, 0 for no limit", getenv("FLOWD_RATE_LIMIT"))
 	}
+	c.MetricsToken = getenv("FLOWD_METRICS_TOKEN")
+	if v := getenv("FLOWD_MEMORY_LIMIT"); v != "" {
+		if c.MemoryLimit, err = parseBytes(v); err != nil || c.MemoryLimit < 16<<20 {
+			return c, fmt.Errorf("FLOWD_MEMORY_LIMIT=%q: want a size of at least 16MiB, such as 512MiB or 2GiB", v)
+		}
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -133,4 +141,25 @@ func or(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// parseBytes reads a size as GOMEMLIMIT writes it: a number of bytes with
+// an optional B, KiB, MiB, GiB or TiB suffix.
+func parseBytes(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = n, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("bad size %q", v)
+	}
+	return n * mult, nil
 }

@@ -42,9 +42,33 @@ func TestLoadConfig(t *testing.T) {
 		{"FLOWD_MAX_BODY_BYTES", "12", "at least 1024"},
 		{"FLOWD_LOG_LEVEL", "loud", "debug, info"},
 		{"FLOWD_RATE_LIMIT", "-3", "requests per second"},
+		{"FLOWD_MEMORY_LIMIT", "lots", "512MiB"},
+		{"FLOWD_MEMORY_LIMIT", "1MiB", "at least 16MiB"},
 	} {
 		if _, err := loadConfig(env(tt.k, tt.v)); err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.k) {
 			t.Errorf("%s=%q: err = %v, want it named with %q", tt.k, tt.v, err, tt.want)
 		}
+	}
+}
+
+func TestMemoryLimitSizes(t *testing.T) {
+	for v, want := range map[string]int64{"536870912": 512 << 20, "512MiB": 512 << 20, "2GiB": 2 << 30, "64KiB": 64 << 10, "100B": 100} {
+		if got, err := parseBytes(v); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"", "1.5GiB", "-1", "9999999999TiB", "GiB"} {
+		if _, err := parseBytes(v); err == nil {
+			t.Errorf("parseBytes(%q) accepted", v)
+		}
+	}
+	c, err := loadConfig(func(k string) string {
+		if k == "FLOWD_MEMORY_LIMIT" {
+			return "1GiB"
+		}
+		return ""
+	})
+	if err != nil || c.MemoryLimit != 1<<30 {
+		t.Errorf("FLOWD_MEMORY_LIMIT=1GiB: %d, %v", c.MemoryLimit, err)
 	}
 }

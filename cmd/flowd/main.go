@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
+	"flowservice/pkg/metrics"
 	"flowservice/pkg/runworker"
 )
 
@@ -44,11 +46,14 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
-	open := openEmbedded
+	applyMemoryLimit(cfg, getenv, log)
+	m := metrics.New()
+	var b *backend
 	if cfg.Backend == "aws" {
-		open = openAWS
+		b, err = openAWS(ctx, cfg, getenv, log, stderr)
+	} else {
+		b, err = openEmbedded(ctx, cfg, log, m)
 	}
-	b, err := open(ctx, cfg, getenv, log, stderr)
 	if err != nil {
 		return err
 	}
@@ -62,9 +67,13 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	servers, err := listen(cfg, surfaces{
 		api: httpapi.NewAPI(b.svc, log,
-			httpapi.WithRateLimit(httpapi.RateLimit{PerSecond: cfg.RateLimit, Burst: int(2*cfg.RateLimit) + 1})),
-		engine:   httpapi.NewWebhook(b.svc, hooks),
-		workflow: httpapi.NewWorkflowHook(b.svc, hooks),
+			httpapi.WithRateLimit(httpapi.RateLimit{PerSecond: cfg.RateLimit, Burst: int(2*cfg.RateLimit) + 1}),
+			httpapi.WithHealth(b.ping),
+			httpapi.WithMetrics(m.Handler(metrics.HandlerOptions{
+				Token: cfg.MetricsToken, Open: metrics.IsLoopback(cfg.Addr), Ping: b.ping, Refuse: httpapi.WriteError,
+			}))),
+		engine:   m.Receiver("flow_builder", httpapi.NewWebhook(b.svc, hooks)),
+		workflow: m.Receiver("workflow_builder", httpapi.NewWorkflowHook(b.svc, hooks)),
 		dashboard: dashboard.New(b.svc, dashboard.Options{
 			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log,
 		}),
@@ -107,6 +116,8 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 // that runs its flows.
 type backend struct {
 	svc *automation.Service
+	// ping checks that the store answers (GET /healthz); nil: no check.
+	ping func(context.Context) error
 	// sessionKey signs dashboard sessions: secret, and stable across
 	// restarts so that a restart does not sign everyone out.
 	sessionKey []byte
@@ -116,8 +127,9 @@ type backend struct {
 }
 
 // openEmbedded wires the SQLite store, sealed secrets, the worker pool and
-// the in-process scheduler of a data directory.
-func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *slog.Logger, _ io.Writer) (*backend, error) {
+// the in-process scheduler of a data directory, with m observing runs, the
+// queue and the store.
+func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics) (*backend, error) {
 	dir, err := datadir.Open(ctx, cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -139,7 +151,18 @@ func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *s
 	}
 
 	policy := automation.RunPolicy{MaxAttempts: cfg.RunAttempts, Timeout: cfg.RunTimeout, Retention: cfg.Retention}
-	rt := &automation.RunRuntime{Runs: dir.Store, Policy: policy}
+	rt := &automation.RunRuntime{Runs: m.RunStore(dir.Store), Policy: policy}
+	m.WatchQueue(func(ctx context.Context) (metrics.QueueStats, error) {
+		st, err := dir.Store.QueueState(ctx)
+		if err != nil {
+			return metrics.QueueStats{}, err
+		}
+		out := metrics.QueueStats{Depth: st.Depth, Parked: st.Parked}
+		if !st.OldestDue.IsZero() {
+			out.OldestAge = max(0, time.Since(st.OldestDue))
+		}
+		return out, nil
+	})
 	// The scheduler starts runs through the Service, which keeps the
 	// scheduler in step with the flows: the closure ties the knot.
 	var svc *automation.Service
@@ -159,7 +182,7 @@ func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *s
 	// through the engine: the runtime is completed after both exist.
 	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivate, Log: log})
 	pool := runworker.New(dir.Store, svc, runworker.Config{Workers: cfg.Workers, Lease: policy.Lease(), Log: log})
-	rt.Queue = pool.Notifying(dir.Store)
+	rt.Queue = m.RunQueue(pool.Notifying(dir.Store))
 	scheduled, err := svc.ScheduledFlows(ctx)
 	if err != nil {
 		closeAll()
@@ -171,7 +194,8 @@ func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *s
 		log.Error("load schedules", "err", err)
 	}
 	return &backend{
-		svc: svc, sessionKey: dir.CursorKey, // the dashboard derives its own keys from it
+		svc: svc, ping: dir.Store.Ping,
+		sessionKey: dir.CursorKey, // the dashboard derives its own keys from it
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
 			wg.Go(func() { pool.Run(ctx) })
 			wg.Go(func() { purgeLoop(ctx, svc, log) })
@@ -239,7 +263,7 @@ type surfaces struct{ api, engine, workflow, dashboard http.Handler }
 // path prefixes and the management API everything else.
 func listen(cfg config, h surfaces) ([]server, error) {
 	type site struct {
-		mux    *http.ServeMux
+		mux    *httpapi.Site
 		serves []string
 	}
 	sites := map[string]*site{}
@@ -247,7 +271,8 @@ func listen(cfg config, h surfaces) ([]server, error) {
 	mount := func(addr, pattern, what string, handler http.Handler) {
 		st, ok := sites[addr]
 		if !ok {
-			st = &site{mux: http.NewServeMux()}
+			// A Site, not a ServeMux: no HTML redirects for unclean paths.
+			st = &site{mux: httpapi.NewSite()}
 			sites[addr] = st
 			order = append(order, addr)
 		}
@@ -279,10 +304,16 @@ func listen(cfg config, h surfaces) ([]server, error) {
 			}
 			return nil, fmt.Errorf("listen on %s: %w", addr, err)
 		}
+		// net/http's own error answers (malformed requests, headers
+		// above MaxHeaderBytes) go out as JSON too.
+		ln = httpapi.JSONErrorListener(ln)
 		out = append(out, server{ln: ln, serves: strings.Join(sites[addr].serves, ", "), srv: &http.Server{
-			Handler:           sites[addr].mux,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       60 * time.Second,
+			Handler:        sites[addr].mux,
+			MaxHeaderBytes: httpapi.MaxHeaderBytes,
+			// "OPTIONS *" reaches the site, which answers it in JSON.
+			DisableGeneralOptionsHandler: true,
+			ReadHeaderTimeout:            10 * time.Second,
+			ReadTimeout:                  60 * time.Second,
 			// ON_COMPLETION webhooks wait up to the sync timeout for their run.
 			WriteTimeout: cfg.SyncTimeout + 30*time.Second,
 			IdleTimeout:  120 * time.Second,
@@ -295,4 +326,19 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level)) // checked in loadConfig
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// applyMemoryLimit sets the runtime's soft memory limit from
+// FLOWD_MEMORY_LIMIT: near it the garbage collector works harder, so that a
+// burst of large payloads slows flowd down instead of growing it past its
+// container. GOMEMLIMIT, when set, is the runtime's own and wins.
+func applyMemoryLimit(cfg config, getenv func(string) string, log *slog.Logger) {
+	if getenv("GOMEMLIMIT") != "" {
+		log.Info("memory limit from GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+		return
+	}
+	if cfg.MemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+		log.Info("memory limit", "bytes", cfg.MemoryLimit)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kinds of failure. Every error a client may see wraps one of these, so that
@@ -45,7 +46,7 @@ func NotFound(kind, id string) *Error {
 	return &Error{
 		Kind:    ErrNotFound,
 		Code:    strings.ToUpper(strings.ReplaceAll(kind, " ", "_")) + "_NOT_FOUND",
-		Message: fmt.Sprintf("%s %q not found", kind, id),
+		Message: fmt.Sprintf("%s %q not found", kind, ClipID(id)),
 	}
 }
 
@@ -62,6 +63,29 @@ func Forbidden(code, format string, args ...any) *Error {
 // Unauthorized is a 401.
 func Unauthorized(code, format string, args ...any) *Error {
 	return &Error{Kind: ErrUnauthorized, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// maxIDInMessage bounds an identifier quoted back in a message: IDs come
+// from URLs, and a 100,000-character one must not be echoed whole.
+const maxIDInMessage = 64
+
+// ClipID shortens a client-chosen identifier for a message: at most 64
+// bytes, cut on a character boundary, then "…".
+func ClipID(id string) string {
+	if len(id) <= maxIDInMessage {
+		return id
+	}
+	cut := maxIDInMessage
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return id[:cut] + "…"
+}
+
+// Unavailable is a 503: the store cannot serve the request now (disk full,
+// database read-only or locked); the client may try again later.
+func Unavailable(code, format string, args ...any) *Error {
+	return &Error{Kind: ErrUnavailable, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // IsNotFound reports whether err wraps ErrNotFound.

@@ -24,3 +24,12 @@ func (f Flow) Routes() []Route {
 	}
 	return routes
 }
+
+// PathTaken is the conflict of a route whose path a flow of another project
+// holds: workflow builder paths are one namespace, so that no project can
+// answer, or take over the CORS preflight of, another project's path. The
+// message names the path and method, never the holder.
+func PathTaken(r Route) *Error {
+	return Conflict("ROUTE_CONFLICT",
+		"%s on webhook path %q: the path is used by a flow of another project; choose another path", r.Method, r.Path)
+}

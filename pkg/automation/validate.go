@@ -137,8 +137,8 @@ func (s *Service) validateWebhook(engine Engine, w *Webhook) error {
 		if w.Path == "" {
 			w.Path = randomToken(10)
 		}
-		if len(w.Path) > 200 || !webhookPathRE.MatchString(w.Path) {
-			return Invalid("trigger.webhook.path %q: use at most 200 characters of letters, digits and . _ ~ -, in segments separated by /", w.Path)
+		if err := ValidWebhookPath(w.Path); err != nil {
+			return err
 		}
 		if w.Authentication == nil {
 			w.Authentication = &Authentication{Type: AuthNone}
@@ -435,4 +435,32 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// MaxWebhookPath bounds a workflow builder path.
+const MaxWebhookPath = 200
+
+// ValidWebhookPath checks a workflow builder path (without the leading
+// /webhook/): at most MaxWebhookPath characters of letters, digits and
+// . _ ~ -, in non-empty segments separated by single slashes, and no "." or
+// ".." segment, which clients and proxies normalise away ("hooks/../admin"
+// would reach another flow's path). Percent signs, backslashes and control
+// characters are outside the alphabet. The receivers apply the same rule
+// to the paths they are asked for.
+func ValidWebhookPath(p string) error {
+	bad := func(why string) error {
+		return Invalid("trigger.webhook.path %q: %s", ClipID(p), why)
+	}
+	if len(p) > MaxWebhookPath {
+		return bad(fmt.Sprintf("at most %d characters", MaxWebhookPath))
+	}
+	if !webhookPathRE.MatchString(p) {
+		return bad("use letters, digits and . _ ~ -, in segments separated by single slashes (no %-escapes, backslashes or control characters)")
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return bad(`"." and ".." segments are not allowed`)
+		}
+	}
+	return nil
 }

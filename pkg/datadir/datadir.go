@@ -31,16 +31,21 @@ type Dir struct {
 	CursorKey []byte // authenticates page cursors; stable across restarts
 }
 
-// Open creates the directory (mode 0700) if needed and opens what is in it.
-func Open(ctx context.Context, path string) (*Dir, error) {
+// Open creates the directory (mode 0700) if needed, narrows an existing
+// one to 0700 (it holds the secrets key and the database, which no other
+// user may read), and opens what is in it. opts go to the store.
+func Open(ctx context.Context, path string, opts ...sqlitestore.Option) (*Dir, error) {
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		return nil, fmt.Errorf("datadir: create %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o700); err != nil {
+		return nil, fmt.Errorf("datadir: restrict %s to its owner: %w", path, err)
 	}
 	key, err := sealedsecrets.LoadOrCreateKey(filepath.Join(path, KeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("datadir: %w", err)
 	}
-	store, err := sqlitestore.Open(ctx, filepath.Join(path, DBFile))
+	store, err := sqlitestore.Open(ctx, filepath.Join(path, DBFile), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("datadir: %w", err)
 	}

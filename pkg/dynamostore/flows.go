@@ -58,6 +58,52 @@ func routeKey(r automation.Route) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPath: str(routePath(r.Path)), attrMethod: str(r.Method)}
 }
 
+// pathOwner is the sort key of the one item per path, beside its routes,
+// that says which project holds the path: workflow builder paths are one
+// namespace across projects. It holds the project and the set of that
+// project's flows on the path; DynamoDB removes a set attribute when its
+// last element is deleted, so a path with no flows left is free.
+const (
+	pathOwner     = "#owner"
+	attrOwnerFlow = "flowIds"
+)
+
+func ownerKey(path string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPath: str(routePath(path)), attrMethod: str(pathOwner)}
+}
+
+// claimPath adds f to its path's owner item, on condition that no flow of
+// another project holds the path.
+func (s *Store) claimPath(f automation.Flow, path string) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: &s.t.Routes, Key: ownerKey(path),
+		UpdateExpression:         aws.String("SET #project = :project ADD #flows :flow"),
+		ConditionExpression:      aws.String("attribute_not_exists(#flows) OR #project = :project"),
+		ExpressionAttributeNames: map[string]string{"#project": attrProject, "#flows": attrOwnerFlow},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":project": str(f.Project), ":flow": &types.AttributeValueMemberSS{Value: []string{f.ID}},
+		},
+	}}
+}
+
+// releasePath removes the flow from its path's owner item.
+func (s *Store) releasePath(flowID, path string) types.TransactWriteItem {
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: &s.t.Routes, Key: ownerKey(path),
+		UpdateExpression:          aws.String("DELETE #flows :flow"),
+		ExpressionAttributeNames:  map[string]string{"#flows": attrOwnerFlow},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":flow": &types.AttributeValueMemberSS{Value: []string{flowID}}},
+	}}
+}
+
+// routesPath is the path f's routes are on, or "" when it has none.
+func routesPath(f automation.Flow) string {
+	if rs := f.Routes(); len(rs) > 0 {
+		return rs[0].Path
+	}
+	return ""
+}
+
 func routeConflict(r automation.Route) error {
 	return automation.Conflict("ROUTE_CONFLICT", "another flow already receives %s requests on webhook path %q", r.Method, r.Path)
 }
@@ -155,10 +201,16 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 			ExpressionAttributeNames: map[string]string{"#path": attrPath},
 		}})
 	}
+	if len(routes) > 0 {
+		tx = append(tx, s.claimPath(f, routes[0].Path))
+	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
 		if reasonCode(rs, 0) == reasonCondition {
 			return automation.Conflict("FLOW_EXISTS", "flow %s already exists", f.ID)
+		}
+		if len(routes) > 0 && reasonCode(rs, len(routes)+1) == reasonCondition {
+			return automation.PathTaken(routes[0])
 		}
 		for i, r := range routes {
 			if reasonCode(rs, i+1) == reasonCondition {
@@ -261,6 +313,18 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 			ExpressionAttributeNames: routeNames, ExpressionAttributeValues: routeValues,
 		}})
 	}
+	// Moving to another path claims it (and releases the old one) in the
+	// same transaction, after the routes.
+	claimAt := -1
+	if oldPath, newPath := routesPath(stored), routesPath(f); oldPath != newPath {
+		if newPath != "" {
+			claimAt = len(tx)
+			tx = append(tx, s.claimPath(f, newPath))
+		}
+		if oldPath != "" {
+			tx = append(tx, s.releasePath(f.ID, oldPath))
+		}
+	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
 		switch reasonCode(rs, 0) {
@@ -268,6 +332,9 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 			return s.putFlowFailed(ctx, f, rs[0])
 		case reasonTxnConflict:
 			return flowModified(f.ID)
+		}
+		if claimAt >= 0 && reasonCode(rs, claimAt) == reasonCondition {
+			return automation.PathTaken(f.Routes()[0])
 		}
 		for i, r := range added {
 			if reasonCode(rs, i+1) == reasonCondition {
@@ -362,6 +429,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 				ExpressionAttributeNames:  map[string]string{"#path": attrPath, "#flowId": attrFlowID},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":flowId": str(id)},
 			}})
+		}
+		if p := routesPath(f); p != "" {
+			tx = append(tx, s.releasePath(id, p))
 		}
 		// The Test Trigger state goes with the flow, in the same write.
 		if d := s.sampleDelete(id); d != nil {
@@ -521,7 +591,11 @@ func (s *Store) RouteFlows(ctx context.Context, path string) (map[string]string,
 	m := make(map[string]string, len(items))
 	for _, it := range items {
 		r := reader{item: it}
-		method, flow := r.str(attrMethod), r.str(attrFlowID)
+		method := r.str(attrMethod)
+		if method == pathOwner {
+			continue
+		}
+		flow := r.str(attrFlowID)
 		if r.err != nil {
 			return nil, fmt.Errorf("dynamostore: routes of %q: %w", path, r.err)
 		}

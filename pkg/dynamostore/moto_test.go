@@ -197,7 +197,8 @@ func TestRoutes(t *testing.T) {
 		t.Errorf("the clashing flow was stored anyway: %v", err)
 	}
 
-	b.Trigger.Webhook.Path = "hooks/b"
+	// The same project's flows share a path, one method each.
+	b = workflow("prj_a", "flw_b", "PUT", "hooks/b")
 	if err := s.CreateFlow(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestRoutes(t *testing.T) {
 	gone.Version = 2
 	wantCode(t, s.PutFlow(ctx, gone), automation.ErrNotFound, "FLOW_NOT_FOUND")
 	foreign := b
-	foreign.Project = "prj_a"
+	foreign.Project = "prj_b"
 	foreign.Version = 2
 	wantCode(t, s.PutFlow(ctx, foreign), automation.ErrNotFound, "FLOW_NOT_FOUND")
 

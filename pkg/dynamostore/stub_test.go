@@ -243,16 +243,33 @@ func TestErrorMapping(t *testing.T) {
 						return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
 					},
 					transact: func(in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
-						// flow, PUT q (added), then the delete of POST p.
-						if len(in.TransactItems) != 3 || in.TransactItems[1].Put == nil || in.TransactItems[2].Delete == nil {
-							t.Errorf("transaction = %+v, want update, put, delete", in.TransactItems)
+						// flow, PUT q (added), the delete of POST p, then the
+						// claim of path q and the release of path p.
+						if len(in.TransactItems) != 5 || in.TransactItems[1].Put == nil || in.TransactItems[2].Delete == nil ||
+							in.TransactItems[3].Update == nil || in.TransactItems[4].Update == nil {
+							t.Errorf("transaction = %+v, want update, put, delete, update, update", in.TransactItems)
 						}
-						return nil, canceled(reasonNone, reasonCondition, reasonNone)
+						return nil, canceled(reasonNone, reasonCondition, reasonNone, reasonNone, reasonNone)
 					},
 				}
 			},
 			call:     func(s *Store) error { return s.PutFlow(context.Background(), flow(2, "PUT", "q")) },
 			wantKind: automation.ErrConflict, wantCode: "ROUTE_CONFLICT", wantIn: `PUT requests on webhook path "q"`,
+		},
+		{
+			name: "put flow: new path held by another project",
+			stub: func(t *testing.T) *stub {
+				return &stub{
+					getItem: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+						return &dynamodb.GetItemOutput{Item: storedFlow(t)}, nil
+					},
+					transact: func(in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
+						return nil, canceled(reasonNone, reasonNone, reasonNone, reasonCondition, reasonNone)
+					},
+				}
+			},
+			call:     func(s *Store) error { return s.PutFlow(context.Background(), flow(2, "PUT", "q")) },
+			wantKind: automation.ErrConflict, wantCode: "ROUTE_CONFLICT", wantIn: "another project",
 		},
 		{
 			name: "put flow: stale version seen on read",

@@ -7,6 +7,7 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"path"
@@ -26,6 +27,10 @@ type API struct {
 	patterns map[string]bool
 	// limits is the per-project rate limit; nil for none.
 	limits *limiter
+	// ping checks the store for GET /healthz; nil: no check.
+	ping func(context.Context) error
+	// metrics serves GET /metrics; nil: 404.
+	metrics http.Handler
 }
 
 // route is one entry of the routing table. Public routes skip
@@ -40,6 +45,8 @@ type route struct {
 func (a *API) routes() []route {
 	return []route{
 		{pattern: "GET /api/v1/openapi.json", handler: a.openAPI, public: true},
+		{pattern: "GET /healthz", handler: a.healthz, public: true},
+		{pattern: "GET /metrics", handler: a.serveMetrics, public: true},
 
 		{pattern: "GET /api/v1/flows", handler: a.listFlows},
 		{pattern: "POST /api/v1/flows", handler: a.createFlow},
@@ -125,10 +132,10 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 	if probe.status == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", probe.header.Get("Allow"))
 		writeError(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED",
-			r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+probe.header.Get("Allow"))
+			clip(r.Method)+" is not allowed on "+clip(r.URL.Path)+"; allowed: "+probe.header.Get("Allow"))
 		return
 	}
-	writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route: "+r.Method+" "+r.URL.Path)
+	writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route: "+clip(r.Method)+" "+clip(r.URL.Path))
 }
 
 // probeWriter captures what ServeMux would answer to an unmatched request.

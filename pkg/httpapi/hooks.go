@@ -97,14 +97,19 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request, route string, 
 func (rc *receiver) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var me *automation.MethodError
 	if errors.As(err, &me) {
-		w.Header().Set("Allow", strings.Join(me.Allowed, ", "))
-		writeError(w, r, http.StatusMethodNotAllowed, me.Err.Code, me.Err.Message)
+		allowed := strings.Join(me.Allowed, ", ")
+		w.Header().Set("Allow", allowed)
+		// The method is the client's and may be of any length: quote it
+		// clipped, not through the domain's message.
+		writeError(w, r, http.StatusMethodNotAllowed, me.Err.Code,
+			fmt.Sprintf("this webhook takes %s, not %s", allowed, clip(r.Method)))
 		return
 	}
 	var e *automation.Error
 	if errors.As(err, &e) {
 		if status, ok := statusOf[e.Kind]; ok {
 			if status == http.StatusServiceUnavailable {
+				rc.cfg.Log.WarnContext(r.Context(), "webhook unavailable", "requestId", RequestID(r.Context()), "err", err)
 				w.Header().Set("Retry-After", retryAfterSeconds)
 			}
 			writeError(w, r, status, e.Code, e.Message)

@@ -370,7 +370,7 @@ func TestWorkflowHookRouting(t *testing.T) {
 		}
 	}
 	// OPTIONS: 204 with the methods and CORS headers.
-	r := call(t, h.workflow, "OPTIONS", "/webhook/orders", "", "", "Origin: https://x.example", "Access-Control-Request-Headers: content-type")
+	r := call(t, h.workflow, "OPTIONS", "/webhook/orders", "", "", "Origin: https://x.example", "Access-Control-Request-Method: POST", "Access-Control-Request-Headers: content-type")
 	if r.status != 204 || r.header.Get("Allow") != "POST, OPTIONS" || r.header.Get("Access-Control-Allow-Origin") != "*" ||
 		r.header.Get("Access-Control-Allow-Methods") != "POST, OPTIONS" || r.header.Get("Access-Control-Allow-Headers") != "content-type" {
 		t.Errorf("OPTIONS = %d %v", r.status, r.header)
@@ -378,6 +378,7 @@ func TestWorkflowHookRouting(t *testing.T) {
 	call(t, h.workflow, "OPTIONS", "/webhook/nothing", "", "").wantError(t, 404, "WEBHOOK_NOT_FOUND")
 	req, _ := http.NewRequest("OPTIONS", h.workflow.URL+"/webhook/any/deep/path", nil)
 	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Access-Control-Request-Method", "PUT")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -952,4 +953,79 @@ func TestReceiverFuzz(t *testing.T) {
 	if n != len(methods)*len(paths) {
 		t.Fatal(n)
 	}
+}
+
+// The issue's point 4: project C could save a flow on project A's path and
+// take over its CORS preflight. Paths are one namespace across projects
+// (409 at save time), and a preflight answers for the method it asks about,
+// from that method's flow.
+func TestPathNamespaceAndPreflight(t *testing.T) {
+	h := newHookEnv(t, HookConfig{})
+	greet := h.activeFlow(t, h.key, workflowFlow("greet", "POST", `,"allowedOrigins":["https://a.example"]`, ""))
+	keyC := newProjectKey(t, h.api, automation.PlanFree)
+
+	evil := workflowFlow("greet", "GET", `,"allowedOrigins":["https://evil.example"]`, "")
+	e := call(t, h.api, "POST", "/api/v1/flows", keyC, evil).wantError(t, http.StatusConflict, "ROUTE_CONFLICT")
+	if strings.Contains(e.Message, greet) {
+		t.Errorf("conflict message %q names A's flow", e.Message)
+	}
+	// Nor by moving a flow of C there.
+	other := createFlow(t, h.api, keyC, workflowFlow("c-own", "GET", "", ""))
+	call(t, h.api, "POST", "/api/v1/flows/"+other.ID, keyC, evil).wantError(t, http.StatusConflict, "ROUTE_CONFLICT")
+
+	// A's own GET flow on the path, with other origins, is fine.
+	h.activeFlow(t, h.key, workflowFlow("greet", "GET", `,"allowedOrigins":["https://reader.example"]`, ""))
+
+	preflight := func(origin, method string) result {
+		return call(t, h.workflow, "OPTIONS", "/webhook/greet", "", "", "Origin: "+origin, "Access-Control-Request-Method: "+method)
+	}
+	tests := []struct {
+		origin, method, wantOrigin, wantMethods string
+	}{
+		{"https://a.example", "POST", "https://a.example", "POST, OPTIONS"},
+		{"https://reader.example", "POST", "", ""}, // GET's origin, asking for POST
+		{"https://reader.example", "GET", "https://reader.example", "GET, OPTIONS"},
+		{"https://a.example", "GET", "", ""},
+		{"https://evil.example", "POST", "", ""},
+		{"https://a.example", "PUT", "", ""}, // no flow serves PUT
+		{"https://a.example", "", "", ""},    // not a preflight
+	}
+	for _, tt := range tests {
+		r := preflight(tt.origin, tt.method)
+		if r.status != http.StatusNoContent || r.header.Get("Allow") != "GET, POST, OPTIONS" ||
+			r.header.Get("Access-Control-Allow-Origin") != tt.wantOrigin ||
+			r.header.Get("Access-Control-Allow-Methods") != tt.wantMethods {
+			t.Errorf("preflight %s from %s = %d Allow %q ACAO %q ACAM %q; want ACAO %q ACAM %q", tt.method, tt.origin, r.status,
+				r.header.Get("Allow"), r.header.Get("Access-Control-Allow-Origin"), r.header.Get("Access-Control-Allow-Methods"),
+				tt.wantOrigin, tt.wantMethods)
+		}
+	}
+	// A flow that does not answer (inactive) gives no CORS either; a path
+	// none of whose flows answers is a 404.
+	createFlow(t, h.api, h.key, workflowFlow("greet", "PUT", "", ""))
+	r := preflight("https://a.example", "PUT")
+	if r.status != http.StatusNoContent || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight for an inactive flow's method = %d %v", r.status, r.header)
+	}
+	createFlow(t, h.api, h.key, workflowFlow("sleepy", "POST", "", ""))
+	call(t, h.workflow, "OPTIONS", "/webhook/sleepy", "", "", "Origin: https://a.example", "Access-Control-Request-Method: POST").
+		wantError(t, http.StatusNotFound, "WEBHOOK_NOT_FOUND")
+
+	// DELETE names A's methods only.
+	r = call(t, h.workflow, "DELETE", "/webhook/greet", "", "")
+	r.wantError(t, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED")
+	if got := r.header.Get("Allow"); got != "GET, POST, PUT" {
+		t.Errorf("Allow = %q, want GET, POST, PUT", got)
+	}
+	// Deleting A's flows frees the path for C.
+	var l listView
+	call(t, h.api, "GET", "/api/v1/flows", h.key, "").into(t, 200, &l)
+	for _, f := range l.Data {
+		if f.Engine == "WORKFLOW_BUILDER" {
+			if r := call(t, h.api, "DELETE", "/api/v1/flows/"+f.ID, h.key, ""); r.status != http.StatusNoContent {
+				t.Fatalf("delete %s: %d %s", f.ID, r.status, r.body)
+			}
+		}
+	}
+	createFlow(t, h.api, keyC, evil)
 }

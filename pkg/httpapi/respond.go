@@ -34,8 +34,14 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *automation.Error
 	if errors.As(err, &e) {
 		if status, ok := statusOf[e.Kind]; ok {
-			if status == http.StatusUnauthorized {
+			switch status {
+			case http.StatusUnauthorized:
 				w.Header().Set("WWW-Authenticate", "Bearer")
+			case http.StatusServiceUnavailable:
+				// The cause (disk full, read-only, busy) is for the
+				// operator, not the client.
+				a.log.WarnContext(r.Context(), "request unavailable", "requestId", RequestID(r.Context()), "err", err)
+				w.Header().Set("Retry-After", retryAfterSeconds)
 			}
 			writeError(w, r, status, e.Code, e.Message)
 			return

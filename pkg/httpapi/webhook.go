@@ -58,7 +58,11 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 		h.rc.fail(w, r, err)
 		return
 	}
-	// Any JSON value; the message never quotes the body.
+	// Any JSON value within MaxJSONDepth; the message never quotes the body.
+	if err := checkDepth(raw); err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
 	if len(raw) == 0 || !json.Valid(raw) {
 		h.rc.fail(w, r, invalidJSON("the webhook body must be JSON"))
 		return

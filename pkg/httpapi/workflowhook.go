@@ -23,9 +23,6 @@ const (
 	workflowTestPrefix = "/webhook-test/"
 )
 
-// maxWebhookPath bounds a webhook path, as flow validation does.
-const maxWebhookPath = 200
-
 // WorkflowHook is the workflow builder receiver, {workflow_url}/webhook/{path}
 // (endpoint 15).
 type WorkflowHook struct{ rc receiver }
@@ -71,22 +68,15 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route; webhooks are "+workflowPrefix+"{path}")
 		return
 	}
-	if !validWebhookPath(p) {
+	if !validWebhookPath(r, p) {
 		h.rc.fail(w, r, automation.NotFound("webhook", clip(p)))
 		return
 	}
-	method := r.Method
-	if method == http.MethodOptions {
-		// Any method finds the flow for its CORS settings; the route's
-		// methods come back in the 405.
-		method = ""
-	}
-	f, err := mode.lookup(r.Context(), p, method)
-	var me *automation.MethodError
-	if r.Method == http.MethodOptions && errors.As(err, &me) {
-		h.preflight(w, r, p, me.Allowed, mode)
+	if r.Method == http.MethodOptions {
+		h.preflight(w, r, p, mode)
 		return
 	}
+	f, err := mode.lookup(r.Context(), p, r.Method)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
@@ -161,12 +151,53 @@ func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Reques
 	}
 }
 
-// preflight answers OPTIONS on a known path: 204 with the route's methods
-// and the flow's CORS settings.
-func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p string, allowed []string, mode hookMode) {
-	f, err := mode.lookup(r.Context(), p, allowed[0])
-	if err != nil {
+// preflight answers OPTIONS on a known path: 204 with the path's methods
+// in Allow. A CORS preflight asks about one method
+// (Access-Control-Request-Method), and flows of one project may serve
+// different methods on a path with different allowed origins, so only the
+// flow of that method decides; a method no flow serves there gets no CORS
+// headers at all, and the browser refuses the request.
+func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p string, mode hookMode) {
+	// No method matches "": the answer lists the path's methods, or says
+	// that no flow is on the path.
+	_, err := mode.lookup(r.Context(), p, "")
+	var me *automation.MethodError
+	if !errors.As(err, &me) {
+		if err == nil {
+			err = automation.NotFound("webhook", clip(p))
+		}
 		h.rc.fail(w, r, err)
+		return
+	}
+	// The path answers OPTIONS only while one of its flows answers (is
+	// active, or on the test URL armed), as its other methods do.
+	var f automation.Flow
+	found := false
+	asked := r.Header.Get("Access-Control-Request-Method")
+	for _, m := range me.Allowed {
+		g, err := mode.lookup(r.Context(), p, m)
+		if automation.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			h.rc.fail(w, r, err)
+			return
+		}
+		if !found || m == asked {
+			f, found = g, true
+		}
+		if m == asked {
+			break
+		}
+	}
+	if !found {
+		h.rc.fail(w, r, automation.NotFound("webhook", clip(p)))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(append(slices.Clone(me.Allowed), http.MethodOptions), ", "))
+	if asked == "" || f.Trigger.Webhook == nil || !servesMethod(f, asked) {
+		// Not a preflight, or for a method no answering flow serves:
+		// no CORS headers.
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	infoOf(r.Context()).flowID = f.ID
@@ -178,16 +209,24 @@ func (h *WorkflowHook) preflight(w http.ResponseWriter, r *http.Request, p strin
 	if f.Trigger.Webhook != nil {
 		origins = f.Trigger.Webhook.AllowedOrigins
 	}
-	methods := strings.Join(append(slices.Clone(allowed), http.MethodOptions), ", ")
-	w.Header().Set("Allow", methods)
 	if setCORS(w, r, origins) {
-		w.Header().Set("Access-Control-Allow-Methods", methods)
+		w.Header().Set("Access-Control-Allow-Methods", asked+", "+http.MethodOptions)
 		if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
 			w.Header().Set("Access-Control-Allow-Headers", rh)
 		}
 		w.Header().Set("Access-Control-Max-Age", "600")
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// servesMethod reports whether f's webhook takes method.
+func servesMethod(f automation.Flow, method string) bool {
+	for _, rt := range f.Routes() {
+		if rt.Method == method {
+			return true
+		}
+	}
+	return false
 }
 
 // setCORS sets Access-Control-Allow-Origin when the request's origin is
@@ -205,23 +244,13 @@ func setCORS(w http.ResponseWriter, r *http.Request, origins []string) bool {
 	return false
 }
 
-// validWebhookPath admits what flow validation admits: segments of
-// letters, digits and . _ ~ -, separated by single slashes.
-func validWebhookPath(p string) bool {
-	if p == "" || len(p) > maxWebhookPath {
-		return false
-	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == "" {
-			return false
-		}
-		for _, c := range seg {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._~-", c)) {
-				return false
-			}
-		}
-	}
-	return true
+// validWebhookPath admits what flow validation admits
+// (automation.ValidWebhookPath). A percent-escape anywhere in the request's
+// path (r.URL.RawPath is set only then, since no valid path needs one) is
+// refused too: "%2F" or "%2E%2E" would otherwise decode into another
+// flow's path.
+func validWebhookPath(r *http.Request, p string) bool {
+	return r.URL.RawPath == "" && automation.ValidWebhookPath(p) == nil
 }
 
 // authenticateHook checks the flow's authentication and returns the name
@@ -272,6 +301,9 @@ func parseHookBody(contentType string, raw []byte) (json.RawMessage, error) {
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch {
 	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
+		if err := checkDepth(raw); err != nil {
+			return nil, err
+		}
 		if !json.Valid(raw) {
 			return nil, invalidJSON("the webhook body is not valid JSON")
 		}

@@ -72,10 +72,27 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 	})
 }
 
-// reserveRoutes inserts f's routes; a route another flow holds is
-// ROUTE_CONFLICT and, returned inside the transaction, undoes the write.
+// reserveRoutes inserts f's routes; a route another flow holds, or a path
+// any flow of another project holds (workflow builder paths are one
+// namespace across projects, whatever the method), is ROUTE_CONFLICT and,
+// returned inside the transaction, undoes the write. The write transaction
+// is BEGIN IMMEDIATE, so the check and the insert cannot interleave with
+// another writer's.
 func reserveRoutes(ctx context.Context, tx *sql.Tx, f automation.Flow) error {
-	for _, r := range f.Routes() {
+	routes := f.Routes()
+	if len(routes) > 0 {
+		var taken int
+		err := tx.QueryRowContext(ctx,
+			`SELECT count(*) FROM routes JOIN flows ON flows.id = routes.flow
+			 WHERE routes.path = ? AND flows.project <> ?`, routes[0].Path, f.Project).Scan(&taken)
+		if err != nil {
+			return err
+		}
+		if taken > 0 {
+			return automation.PathTaken(routes[0])
+		}
+	}
+	for _, r := range routes {
 		res, err := tx.ExecContext(ctx,
 			`INSERT INTO routes (path, method, flow) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
 			r.Path, r.Method, f.ID)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -42,15 +43,38 @@ type Store struct {
 	// r is a pool of read-only connections: in WAL mode they read a
 	// consistent snapshot while a write is in progress.
 	r *sql.DB
+	// ping is one read-only connection of its own for Ping, so that a
+	// health check never queues behind a burst of large reads in r.
+	ping *sql.DB
 }
 
 var _ automation.Store = (*Store)(nil)
 
+// Option changes how Open opens a store.
+type Option func(*options)
+
+type options struct{ queryOnly bool }
+
+// QueryOnly opens the store so that every write fails as on a read-only
+// database (SQLITE_READONLY), after the schema is brought up to date: for
+// inspecting a data directory without any risk of changing it, and for
+// testing what clients see when the disk refuses writes.
+func QueryOnly() Option { return func(o *options) { o.queryOnly = true } }
+
 // Open opens (creating if needed) the database file at path and brings its
-// schema up to date.
-func Open(ctx context.Context, path string) (*Store, error) {
+// schema up to date. The file and its -wal and -shm companions are
+// readable by their owner only (0600): they hold keys' hashes, flows and
+// run payloads.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if path == "" || strings.Contains(path, "?") {
 		return nil, fmt.Errorf("sqlitestore: open %q: want a file path without '?'", path)
+	}
+	if err := tightenFiles(path); err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	w, err := sql.Open("sqlite", dsn(path, url.Values{
 		// WAL lets readers, here and in the other process, run beside a
@@ -79,6 +103,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 
+	if o.queryOnly {
+		// w holds its one connection for the store's life, so the pragma
+		// stays in force.
+		if _, err := w.ExecContext(ctx, `PRAGMA query_only = true`); err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+		}
+	}
+
 	// The readers are opened after migrate, so the file is in WAL mode
 	// before any of them connects.
 	r, err := sql.Open("sqlite", dsn(path, url.Values{"_query_only": {"true"}}))
@@ -94,7 +127,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		_ = w.Close()
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
-	return &Store{w: w, r: r}, nil
+	ping, err := sql.Open("sqlite", dsn(path, url.Values{"_query_only": {"true"}}))
+	if err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	ping.SetMaxOpenConns(1)
+	ping.SetMaxIdleConns(1)
+	return &Store{w: w, r: r, ping: ping}, nil
 }
 
 // migrateRetrying migrates, trying again while the file is busy. Two
@@ -114,6 +155,51 @@ func migrateRetrying(ctx context.Context, db *sql.DB) error {
 		}
 	}
 	return err
+}
+
+// tightenFiles creates the database file with mode 0600 if it is missing
+// (SQLite gives its -wal and -shm files the database file's mode) and
+// narrows an existing file, and companions left by an older version, to
+// 0600.
+func tightenFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// unavailable reports whether err means the database cannot take the write
+// now, whatever was written: the disk is full, the file or directory is
+// read-only, another writer held the lock past the busy timeout, or an I/O
+// error. Clients get a 503 with Retry-After for these, not a 500.
+func unavailable(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED,
+		sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN:
+		return true
+	}
+	return false
+}
+
+// errUnavailable is what a write that failed for one of those reasons
+// returns: the *automation.Error for the client, with the cause kept for
+// the log.
+func errUnavailable(op string, err error) error {
+	return fmt.Errorf("sqlitestore: %s: %w (%w)", op, automation.Unavailable("STORE_UNAVAILABLE",
+		"the server cannot save changes right now (storage full, read-only or busy); try again later"), err)
 }
 
 func isBusy(err error) bool {
@@ -139,15 +225,21 @@ func dsn(path string, extra url.Values) string {
 // Close closes the database. The last connection to close checkpoints the
 // WAL back into the main file.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.ping.Close(), s.r.Close(), s.w.Close())
 }
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
 // Errors of the domain (*automation.Error) pass through as they are; any
 // other is wrapped with op.
+// A write the database cannot take now (disk full, read-only, busy past
+// the timeout, I/O error) is an ErrUnavailable, so that clients are told to
+// try again rather than shown a 500.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
+		if unavailable(err) {
+			return errUnavailable(op+": begin", err)
+		}
 		return fmt.Errorf("sqlitestore: %s: begin: %w", op, err)
 	}
 	if err := fn(tx); err != nil {
@@ -156,10 +248,27 @@ func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error)
 		if errors.As(err, &e) {
 			return err
 		}
+		if unavailable(err) {
+			return errUnavailable(op, err)
+		}
 		return fmt.Errorf("sqlitestore: %s: %w", op, err)
 	}
 	if err := tx.Commit(); err != nil {
+		if unavailable(err) {
+			return errUnavailable(op+": commit", err)
+		}
 		return fmt.Errorf("sqlitestore: %s: commit: %w", op, err)
+	}
+	return nil
+}
+
+// Ping reads from the database: the health check's "the store answers".
+// It has a connection of its own, so it measures the database, not the
+// queue for the read pool.
+func (s *Store) Ping(ctx context.Context) error {
+	var n int
+	if err := s.ping.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
+		return fmt.Errorf("sqlitestore: ping: %w", err)
 	}
 	return nil
 }

@@ -304,10 +304,10 @@ func testRoutes(t *testing.T, s automation.Store) {
 		t.Errorf("refused flows are listed: %d items", len(page.Items))
 	}
 
-	// Different methods on one path belong to different flows, even across
-	// projects; then ANY there clashes.
+	// Different methods on one path belong to different flows of one
+	// project; then ANY there clashes.
 	get := webhookFlow(p1, "split get", "GET", "hooks/split", base)
-	post := webhookFlow(p2, "split post", "POST", "hooks/split", base)
+	post := webhookFlow(p1, "split post", "POST", "hooks/split", base)
 	must(t, "create GET hooks/split", s.CreateFlow(ctx, get))
 	must(t, "create POST hooks/split", s.CreateFlow(ctx, post))
 	wantRoutes(t, s, "hooks/split", map[string]string{"GET": get.ID, "POST": post.ID})
@@ -567,4 +567,65 @@ func testListFlowsStatus(t *testing.T, s automation.Store) {
 	all[1] = f
 	check(t, automation.FlowActive, 3)
 	check(t, automation.FlowInactive, 4)
+}
+
+// testRoutesNamespace: a workflow builder path belongs to one project. Any
+// method on a path a flow of another project holds is ROUTE_CONFLICT, at
+// create and at update, and the path is free again once the last of its
+// project's flows leaves it.
+func testRoutesNamespace(t *testing.T, s automation.Store) {
+	ctx := context.Background()
+	base := now()
+	a, c := automation.NewID(automation.PrefixProject), automation.NewID(automation.PrefixProject)
+
+	greet := webhookFlow(a, "greet", "POST", "greet", base)
+	must(t, "create A POST greet", s.CreateFlow(ctx, greet))
+
+	// The repro: C saves a GET flow on A's POST path.
+	for _, m := range []string{"GET", "PUT", automation.MethodAny} {
+		intruder := webhookFlow(c, "intruder", m, "greet", base)
+		e := wantKind(t, "C "+m+" greet", s.CreateFlow(ctx, intruder), automation.ErrConflict, "ROUTE_CONFLICT")
+		if !strings.Contains(e.Message, "greet") || strings.Contains(e.Message, greet.ID) || strings.Contains(e.Message, a) {
+			t.Errorf("conflict message %q: want the path, not the holder", e.Message)
+		}
+		wantNoFlow(t, s, c, intruder.ID)
+	}
+	wantRoutes(t, s, "greet", map[string]string{"POST": greet.ID})
+
+	// The same project may put another method there.
+	greetGet := webhookFlow(a, "greet get", "GET", "greet", base)
+	must(t, "create A GET greet", s.CreateFlow(ctx, greetGet))
+
+	// Moving C's flow onto the path is refused and changes nothing.
+	mover := webhookFlow(c, "mover", "PUT", "elsewhere", base)
+	must(t, "create C PUT elsewhere", s.CreateFlow(ctx, mover))
+	moved := mover
+	moved.Version = 2
+	moved.Trigger.Webhook = &automation.Webhook{HTTPMethod: "PUT", Path: "greet"}
+	wantKind(t, "move C onto greet", s.PutFlow(ctx, moved), automation.ErrConflict, "ROUTE_CONFLICT")
+	equalFlow(t, "C's flow after a refused move", getFlow(t, s, c, mover.ID), mover)
+	wantRoutes(t, s, "elsewhere", map[string]string{"PUT": mover.ID})
+
+	// While one of A's flows is still there, the path stays A's.
+	greet.Version = 2
+	greet.Trigger.Webhook = &automation.Webhook{HTTPMethod: "POST", Path: "greet2"}
+	must(t, "move A POST away", s.PutFlow(ctx, greet))
+	wantKind(t, "C onto greet with A GET left", s.PutFlow(ctx, moved), automation.ErrConflict, "ROUTE_CONFLICT")
+
+	// A's last flow leaves (deleted): the path is free for C.
+	must(t, "delete A GET greet", s.DeleteFlow(ctx, a, greetGet.ID))
+	must(t, "move C onto the freed path", s.PutFlow(ctx, moved))
+	wantRoutes(t, s, "greet", map[string]string{"PUT": mover.ID})
+	// Now A is the other project there.
+	back := greet
+	back.Version = 3
+	back.Trigger.Webhook = &automation.Webhook{HTTPMethod: "POST", Path: "greet"}
+	wantKind(t, "A back onto C's path", s.PutFlow(ctx, back), automation.ErrConflict, "ROUTE_CONFLICT")
+
+	// A flow moved away (not deleted) frees the path too.
+	moved.Version = 3
+	moved.Trigger.Webhook = &automation.Webhook{HTTPMethod: "PUT", Path: "c-only"}
+	must(t, "move C away", s.PutFlow(ctx, moved))
+	must(t, "A back onto the freed path", s.PutFlow(ctx, back))
+	wantRoutes(t, s, "greet", map[string]string{"POST": greet.ID})
 }

@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"flowservice/pkg/automation"
+)
+
+func nested(open, close string, n int) string {
+	return strings.Repeat(open, n) + strings.Repeat(close, n)
+}
+
+func TestJSONDepthExceeds(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		limit int
+		want  bool
+	}{
+		{"flat object", `{"a":1}`, 1, false},
+		{"at the limit", nested("[", "]", 3), 3, false},
+		{"one past", nested("[", "]", 4), 3, true},
+		{"objects count", `{"a":{"b":{"c":{}}}}`, 3, true},
+		{"brackets in strings do not count", `["[[[[{{{{"]`, 1, false},
+		{"escaped quote keeps the string open", `["\"[[[[["]`, 1, false},
+		{"escaped backslash closes the string", `["\\",[[1]]]`, 2, true},
+		{"siblings do not add up", `[[1],[2],[3],[4]]`, 2, false},
+		{"invalid JSON is still scanned", `[[[[`, 3, true},
+		{"9,999 arrays", nested("[", "]", 9999), MaxJSONDepth, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := jsonDepthExceeds([]byte(tt.body), tt.limit); got != tt.want {
+				t.Errorf("jsonDepthExceeds(%.40q, %d) = %v, want %v", tt.body, tt.limit, got, tt.want)
+			}
+		})
+	}
+}
+
+// The issue's repro: 9,999 nested arrays to a flow builder webhook were
+// accepted, and the stored run could never be read again. Now they are a
+// 400 before anything is stored, and the runs list stays readable.
+func TestDeepBodyRefusedByFlowBuilderWebhook(t *testing.T) {
+	h := newHookEnv(t, HookConfig{})
+	fb := h.activeFlow(t, h.key, `{"name":"fb","engine":"FLOW_BUILDER"}`)
+	r := call(t, h.engine, "POST", "/api/v1/webhooks/"+fb, "", nested("[", "]", 9999))
+	e := r.wantError(t, http.StatusBadRequest, "BODY_TOO_DEEP")
+	if !strings.Contains(e.Message, "64") {
+		t.Errorf("message %q does not state the limit", e.Message)
+	}
+	if r.header.Get("X-Run-Id") != "" || h.runs.count() != 0 {
+		t.Errorf("X-Run-Id %q, %d runs queued: want no run", r.header.Get("X-Run-Id"), h.runs.count())
+	}
+	var l struct{ Data []json.RawMessage }
+	call(t, h.api, "GET", "/api/v1/flows/"+fb+"/runs", h.key, "").into(t, http.StatusOK, &l)
+	if len(l.Data) != 0 {
+		t.Errorf("runs = %d, want none", len(l.Data))
+	}
+	// At the limit the body is accepted, stored and read back whole.
+	ok := nested("[", "]", MaxJSONDepth)
+	runID := call(t, h.engine, "POST", "/api/v1/webhooks/"+fb, "", ok).started(t)
+	run := h.run(t, fb, runID)
+	if got := compactJSON(t, run.Trigger.Body); got != ok {
+		t.Errorf("stored body %.80s, want %.80s", got, ok)
+	}
+}
+
+func TestDeepBodyRefusedByWorkflowHook(t *testing.T) {
+	h := newHookEnv(t, HookConfig{})
+	h.activeFlow(t, h.key, workflowFlow("deep", "POST", "", ""))
+	for _, ct := range []string{"application/json", "application/vnd.api+json"} {
+		r := call(t, h.workflow, "POST", "/webhook/deep", "", `{"a":`+nested("[", "]", 200)+`}`, "Content-Type: "+ct)
+		r.wantError(t, http.StatusBadRequest, "BODY_TOO_DEEP")
+	}
+	// The same bytes as text are a string: no nesting to bound.
+	call(t, h.workflow, "POST", "/webhook/deep", "", nested("[", "]", 200), "Content-Type: text/plain").started(t)
+	if n := h.runs.count(); n != 1 {
+		t.Errorf("runs queued = %d, want 1 (the text body)", n)
+	}
+}
+
+func TestDeepBodyRefusedByAPI(t *testing.T) {
+	srv, key := newTestServer(t)
+	deepSteps := `{"name":"x","engine":"FLOW_BUILDER","steps":[{"name":"s","type":"SET","values":{"v":` + nested("[", "]", 100) + `}}]}`
+	call(t, srv, "POST", "/api/v1/flows", key, deepSteps).wantError(t, http.StatusBadRequest, "BODY_TOO_DEEP")
+	f := createFlow(t, srv, key, flowBuilderBody)
+	call(t, srv, "POST", "/api/v1/flows/"+f.ID, key, nested("{\"a\":", "}", 65)).wantError(t, http.StatusBadRequest, "BODY_TOO_DEEP")
+	call(t, srv, "POST", "/api/v1/connections", key, nested("[", "]", 9999)).wantError(t, http.StatusBadRequest, "BODY_TOO_DEEP")
+}
+
+// FuzzParseHookBody: whatever the content type and bytes, parsing a
+// workflow builder body never panics, and what it accepts is valid JSON
+// within MaxJSONDepth that encoding/json reads back, even wrapped two
+// levels deeper as a stored run is.
+func FuzzParseHookBody(f *testing.F) {
+	for _, seed := range []struct{ ct, body string }{
+		{"application/json", `{"a":[1,2,{"b":null}]}`},
+		{"application/json; charset=utf-8", `"just a string"`},
+		{"application/vnd.github+json", nested("[", "]", 64)},
+		{"application/json", nested("[", "]", 65)},
+		{"application/json", `{"a":"\"[[[["}`},
+		{"application/x-www-form-urlencoded", "a=1&a=2&b=%41"},
+		{"application/x-www-form-urlencoded", "%zz"},
+		{"text/plain", "[[[[[["},
+		{"multipart/form-data; boundary=x", "--x\r\n\r\n--x--"},
+		{"", ""},
+		{"application/json", "{\"a\":1}{"},
+		{";;;=", "\xff\xfe"},
+	} {
+		f.Add(seed.ct, []byte(seed.body))
+	}
+	f.Fuzz(func(t *testing.T, contentType string, raw []byte) {
+		body, err := parseHookBody(contentType, raw)
+		if err != nil {
+			if !errors.Is(err, automation.ErrInvalid) {
+				t.Fatalf("refusal %v is not a client error", err)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted body is not valid JSON: %q", body)
+		}
+		if jsonDepthExceeds(body, MaxJSONDepth) {
+			t.Fatalf("accepted body nests deeper than %d", MaxJSONDepth)
+		}
+		wrapped := append(append([]byte(`{"trigger":{"body":`), body...), `}}`...)
+		var v any
+		if err := json.Unmarshal(wrapped, &v); err != nil {
+			t.Fatalf("stored form cannot be read back: %v", err)
+		}
+	})
+}
