@@ -27,7 +27,7 @@ test: tools-check lint-template
 
 ## fuzz-short: each fuzz target (package:Target) for FUZZTIME (default 10s)
 FUZZTIME ?= 10s
-FUZZ_TARGETS := ./pkg/httpapi:FuzzParseHookBody
+FUZZ_TARGETS := ./pkg/httpapi:FuzzParseHookBody ./pkg/httpapi:FuzzJSONDepth
 fuzz-short:
 	@for pt in $(FUZZ_TARGETS); do \
 		pkg=$${pt%%:*}; target=$${pt##*:}; \
