@@ -35,7 +35,8 @@ FUZZ_TARGETS := \
 	./pkg/automation:FuzzCanonicalAllowlist \
 	./pkg/automation:FuzzVerifySignature \
 	./pkg/automation:FuzzAuthenticate \
-	./pkg/httpapi:FuzzParseHookBody
+	./pkg/httpapi:FuzzParseHookBody \
+	./pkg/httpapi:FuzzJSONDepth
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 3s
 

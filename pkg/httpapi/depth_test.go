@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -131,6 +132,41 @@ func FuzzParseHookBody(f *testing.F) {
 		var v any
 		if err := json.Unmarshal(wrapped, &v); err != nil {
 			t.Fatalf("stored form cannot be read back: %v", err)
+		}
+	})
+}
+
+// FuzzJSONDepth: on valid JSON, the byte scan agrees with the depth
+// encoding/json's tokenizer sees, so the check cannot be fooled by
+// strings, escapes or white space.
+func FuzzJSONDepth(f *testing.F) {
+	for _, seed := range []string{`[]`, `{"a":[{"b":"]]]"}]}`, `["\\\"[["]`, nested("[", "]", 70), ` [ [ ] ] `, `"x"`, `{"\u005b":1}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			jsonDepthExceeds(b, MaxJSONDepth) // must not panic on anything
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		depth, deepest := 0, 0
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			switch tok {
+			case json.Delim('['), json.Delim('{'):
+				depth++
+				deepest = max(deepest, depth)
+			case json.Delim(']'), json.Delim('}'):
+				depth--
+			}
+		}
+		for _, limit := range []int{0, 1, 2, 5, MaxJSONDepth} {
+			if got, want := jsonDepthExceeds(b, limit), deepest > limit; got != want {
+				t.Fatalf("jsonDepthExceeds(%q, %d) = %v, but the depth is %d", b, limit, got, deepest)
+			}
 		}
 	})
 }

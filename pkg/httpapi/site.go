@@ -116,6 +116,16 @@ func (c *jsonErrorConn) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// CloseWrite half-closes the connection when the underlying one can, as
+// net/http does after a 431 so that the client reads the answer before
+// the connection goes.
+func (c *jsonErrorConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // serverErrorHeaders is what net/http's server puts between the status
 // line and the text of the answers it writes itself.
 const serverErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
