@@ -6,7 +6,7 @@ BIN       := bin
 DATA_DIR  ?= .flowd
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build run test bench lint fmt clean tools-check lint-template build-lambdas deploy \
+.PHONY: all build run run-aws test bench lint fmt clean tools-check lint-template build-lambdas deploy \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction
 
 all: build
@@ -17,8 +17,20 @@ build:
 	$(GO) build -trimpath -o $(BIN)/flowctl ./cmd/flowctl
 
 ## run: start flowd on FLOWD_ADDR (default 127.0.0.1:8080) with data in $(DATA_DIR)
-run: build
+run:
+	@echo "make: building flowd and flowctl (the first build downloads and compiles the dependencies: a few minutes)"
+	@$(MAKE) --no-print-directory build
 	FLOWD_DATA_DIR=$(DATA_DIR) ./$(BIN)/flowd
+
+## run-aws: flowd on the AWS adapters against moto_server on MOTO_URL, beside `make run`:
+## its own data directory ($(AWS_DATA_DIR)) and address (127.0.0.1:8081)
+AWS_DATA_DIR ?= .flowd-aws
+MOTO_URL     ?= http://127.0.0.1:5000
+run-aws:
+	@echo "make: building flowd (the first build takes a few minutes); moto_server must answer on $(MOTO_URL)"
+	@$(MAKE) --no-print-directory build
+	FLOWD_BACKEND=aws FLOWD_AWS_PROVISION=true AWS_ENDPOINT_URL=$(MOTO_URL) AWS_REGION=us-east-1 \
+	AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x FLOWD_ADDR=127.0.0.1:8081 FLOWD_DATA_DIR=$(AWS_DATA_DIR) ./$(BIN)/flowd
 
 ## test: vet, the template check, then every test (unit, HTTP, store contracts, README walkthrough, Lambdas)
 test: tools-check lint-template

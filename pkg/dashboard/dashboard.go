@@ -50,6 +50,10 @@ type Options struct {
 	// as an API Gateway stage ("/prod"); nil means none. Links, redirects
 	// and the cookie path carry it.
 	Prefix func(*http.Request) string
+	// InitialKeyFile is where flowd left the first API key of a new data
+	// directory; the sign-in page names it so a newcomer need not search.
+	// Empty where keys only come from flowctl (AWS).
+	InitialKeyFile string
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.

@@ -171,8 +171,15 @@ func (d *Dashboard) renderSignin(w http.ResponseWriter, r *http.Request, status 
 	}
 	d.render(w, r, status, "signin", view{
 		Title: "Sign in", CSRF: d.csrfFor("signin", nonce), Error: msg,
-		Notice: signinNotes[q.Get("why")], Data: safeNext(q.Get("next")),
+		Notice: signinNotes[q.Get("why")],
+		Data:   signinData{Next: safeNext(q.Get("next")), KeyFile: d.opts.InitialKeyFile},
 	})
+}
+
+// signinData is what the sign-in page shows beside the form.
+type signinData struct {
+	Next    string // where to go after signing in
+	KeyFile string // Options.InitialKeyFile
 }
 
 func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,14 @@ var funcs = template.FuncMap{
 			return v.UTC().Format("2006-01-02 15:04:05Z")
 		}
 		return ""
+	},
+	// rate shows a flow's success rate, or "—" before its first finished
+	// run: a flow that never ran has not failed every time.
+	"rate": func(runCount int64, rate float64) string {
+		if runCount == 0 {
+			return "—"
+		}
+		return strconv.FormatFloat(rate, 'f', 1, 64) + "%"
 	},
 	"json": prettyJSON,
 	"pagerLinks": func(base, path string, p pager) any {
