@@ -128,7 +128,7 @@ func (c *cli) projectsCmd() *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a project",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("create NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
@@ -146,7 +146,7 @@ func (c *cli) projectsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List projects",
-		Args:  cobra.NoArgs,
+		Args:  positional("list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
@@ -170,7 +170,7 @@ func (c *cli) keysCmd() *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create --project NAME",
 		Short: "Create an API key; prints the key alone, once",
-		Args:  cobra.NoArgs,
+		Args:  positional("list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
@@ -201,7 +201,7 @@ func (c *cli) keysCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list [--project NAME]",
 		Short: "List API keys (never the keys themselves)",
-		Args:  cobra.NoArgs,
+		Args:  positional("list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
@@ -227,7 +227,7 @@ func (c *cli) keysCmd() *cobra.Command {
 	revoke := &cobra.Command{
 		Use:   "revoke KEY_ID",
 		Short: "Revoke an API key at once",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("revoke KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
