@@ -120,6 +120,9 @@ func (s *Service) ConnectionCredential(ctx context.Context, project, id string) 
 	} else if err != nil {
 		return c, ConnectionValue{}, wrap("read connection credential", err)
 	}
+	if c.Type == ConnectionOAuth2 {
+		return s.oauthCredential(ctx, c, raw)
+	}
 	var v struct {
 		APIKey string  `json:"apiKey"`
 		Header string  `json:"header"`

@@ -140,3 +140,12 @@ func (w WebhookSample) MarshalJSON() ([]byte, error) {
 		CapturedAt stamp  `json:"capturedAt"`
 	}{plain(w), stampOf(w.ExpiresAt), stamp(w.CapturedAt)})
 }
+
+// MarshalJSON writes timestamps in TimeFormat.
+func (a OAuthApp) MarshalJSON() ([]byte, error) {
+	type plain OAuthApp
+	return json.Marshal(struct {
+		plain
+		Created stamp `json:"created"`
+	}{plain(a), stamp(a.Created)})
+}
