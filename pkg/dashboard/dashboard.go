@@ -5,7 +5,9 @@
 // hash; the key is checked again on every request, so revoking it ends the
 // session at once. Every form carries a CSRF token tied to the session.
 //
-// OAuth2 connections ("Connect" buttons) are not served yet.
+// OAuth2 connections are made here (DESIGN §8): "Connect NAME" sends the
+// browser to the provider with state and a PKCE challenge, and the callback
+// stores the tokens as an OAUTH2 connection (oauth.go).
 package dashboard
 
 import (
@@ -125,8 +127,23 @@ func (d *Dashboard) routes() {
 
 	d.mux.Handle("GET /ui/connections", d.auth(d.connections))
 	d.mux.Handle("POST /ui/connections", d.auth(d.createConnection))
-	d.mux.Handle("GET /ui/connections/{connectionId}/delete", d.auth(d.confirmDelete))
 	d.mux.Handle("POST /ui/connections/{connectionId}/delete", d.auth(d.deleteConnection))
+	// GET /ui/connections/connect/{app} (DESIGN §8) and
+	// GET /ui/connections/{connectionId}/delete overlap as patterns; IDs
+	// start with con_, so one route tells them apart.
+	d.mux.Handle("GET /ui/connections/{first}/{second}", d.auth(func(w http.ResponseWriter, r *http.Request) {
+		switch first, second := r.PathValue("first"), r.PathValue("second"); {
+		case first == "connect":
+			r.SetPathValue("app", second)
+			d.connectOAuth(w, r)
+		case second == "delete":
+			r.SetPathValue("connectionId", first)
+			d.confirmDelete(w, r)
+		default:
+			d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})
+		}
+	}))
+	d.mux.HandleFunc("GET /ui/oauth/callback", d.oauthCallback) // authenticated by its own cookie
 
 	d.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})

@@ -17,6 +17,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/oauth"
 )
 
 // env is a dashboard over a real SQLite data directory.
@@ -39,6 +40,7 @@ func newEnv(t *testing.T) *env {
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
 		EngineURL: "http://engine.test", WorkflowURL: "http://workflow.test", Runtime: rt,
+		OAuthApps: dir.Store, OAuth: oauth.New(http.DefaultTransport),
 	})
 	if err != nil {
 		t.Fatal(err)

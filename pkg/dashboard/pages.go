@@ -19,6 +19,7 @@ var notices = map[string]string{
 	"allowlist": "IP allowlist saved.",
 	"created":   "Connection created. Its key is stored and will not be shown again.",
 	"deleted":   "Connection deleted. Flows that use it fail from their next run.",
+	"connected": "Connected. The tokens are stored encrypted and refreshed before use.",
 }
 
 func notice(r *http.Request) string { return notices[r.URL.Query().Get("done")] }
@@ -226,12 +227,18 @@ func (d *Dashboard) renderConnections(w http.ResponseWriter, r *http.Request, st
 		d.fail(w, r, err)
 		return
 	}
+	apps, err := d.svc.OAuthApps(r.Context())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	d.render(w, r, status, "connections", view{Title: "Connections", Nav: "connections", Notice: note, Error: errMsg,
 		Data: struct {
 			Connections []automation.Connection
+			Apps        []automation.OAuthApp
 			Pager       pager
 			Form        connectionForm
-		}{l.Data, newPager(r, nil, l.Cursor), form}})
+		}{l.Data, apps, newPager(r, nil, l.Cursor), form}})
 }
 
 func (d *Dashboard) createConnection(w http.ResponseWriter, r *http.Request) {

@@ -28,6 +28,7 @@ const (
 type session struct {
 	project automation.Project
 	csrf    string
+	keyHash string // of the API key signed in with; an OAuth2 start carries it to the callback
 }
 
 type sessionKeyType struct{}
@@ -112,7 +113,7 @@ func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
 			d.fail(w, r, err)
 			return
 		}
-		s := &session{project: p, csrf: d.csrfFor("session", c.Value)}
+		s := &session{project: p, csrf: d.csrfFor("session", c.Value), keyHash: hash}
 		if r.Method == http.MethodPost && !validCSRF(r, s.csrf) {
 			d.render(w, r, http.StatusForbidden, "error", view{Title: "Forbidden",
 				Error: "This form has expired or did not come from the dashboard. Reload the page and try again."})

@@ -22,12 +22,13 @@ type view struct {
 	Project *automation.Project
 	Notice  string // a confirmation ("Flow enabled.")
 	Error   string // a message the user may see
+	Refresh string // a page to go on to at once (same-site navigation)
 	Data    any
 }
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error"}
+var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error", "oauth_done"}
 
 var funcs = template.FuncMap{
 	"time": func(t any) string {
