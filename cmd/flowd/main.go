@@ -25,6 +25,7 @@ import (
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
+	"flowservice/pkg/oauth"
 	"flowservice/pkg/runworker"
 )
 
@@ -175,6 +176,8 @@ func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *s
 		}), log)
 	svc, err = automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
+		// Token endpoints are outbound calls like HTTP steps: the same guard.
+		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Runtime: rt, Scheduler: sched,
 	})
 	if err != nil {
