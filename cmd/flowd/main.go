@@ -97,6 +97,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		workflow: httpapi.NewWorkflowHook(b.svc, hooks),
 		dashboard: dashboard.New(b.svc, dashboard.Options{
 			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log, InitialKeyFile: keyFile,
+			OpenAPI: httpapi.OpenAPIDocument(),
 		}),
 	})
 	// Background work stops after the servers: a webhook accepted while

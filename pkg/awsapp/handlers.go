@@ -49,6 +49,7 @@ func apiHandler(a *app) http.Handler {
 func newDashboard(a *app) http.Handler {
 	return dashboard.New(a.svc, dashboard.Options{
 		Key: a.cursorKey, SecureCookies: true, Prefix: StagePrefix, Log: a.log,
+		OpenAPI: httpapi.OpenAPIDocument(),
 	})
 }
 

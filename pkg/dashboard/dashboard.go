@@ -56,6 +56,9 @@ type Options struct {
 	// directory; the sign-in page names it so a newcomer need not search.
 	// Empty where keys only come from flowctl (AWS).
 	InitialKeyFile string
+	// OpenAPI is the management API's OpenAPI document; the flow editor
+	// shows its field descriptions as help. Nil: no help.
+	OpenAPI []byte
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.
@@ -70,6 +73,7 @@ type Dashboard struct {
 	csrfKey    []byte
 	mux        *http.ServeMux
 	pages      map[string]*template.Template
+	help       []fieldHelp // of the flow editor, from Options.OpenAPI
 	log        *slog.Logger
 }
 
@@ -97,6 +101,7 @@ func New(svc *automation.Service, opts Options) http.Handler {
 		csrfKey:    derive(key, "flowservice dashboard csrf v1"),
 		mux:        http.NewServeMux(),
 		pages:      parsePages(),
+		help:       fieldHelpFrom(opts.OpenAPI),
 		log:        opts.Log,
 	}
 	if d.log == nil {
@@ -117,7 +122,14 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("POST /ui/signout", d.auth(d.signout))
 
 	d.mux.Handle("GET /ui/flows", d.auth(d.flows))
+	d.mux.Handle("GET /ui/flows/new", d.auth(d.newFlow))
+	d.mux.Handle("POST /ui/flows", d.auth(d.createFlow))
 	d.mux.Handle("GET /ui/flows/{flowId}", d.auth(d.flow))
+	d.mux.Handle("GET /ui/flows/{flowId}/edit", d.auth(d.editFlow))
+	d.mux.Handle("POST /ui/flows/{flowId}/edit", d.auth(d.updateFlow))
+	d.mux.Handle("GET /ui/flows/{flowId}/delete", d.auth(d.confirmDeleteFlow))
+	d.mux.Handle("POST /ui/flows/{flowId}/delete", d.auth(d.deleteFlow))
+	d.mux.Handle("POST /ui/flows/{flowId}/runs/{runId}/retry", d.auth(d.retryRun))
 	d.mux.Handle("POST /ui/flows/{flowId}/enable", d.auth(d.enable))
 	d.mux.Handle("POST /ui/flows/{flowId}/disable", d.auth(d.disable))
 	d.mux.Handle("POST /ui/flows/{flowId}/allowlist", d.auth(d.setAllowlist))

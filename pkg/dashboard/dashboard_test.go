@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -46,7 +47,11 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	rt.Executor = engine.New(engine.Config{Credentials: svc})
-	srv := httptest.NewServer(New(svc, Options{Key: dir.CursorKey}))
+	doc, err := os.ReadFile("../httpapi/openapi.json") // the API document the servers pass
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(svc, Options{Key: dir.CursorKey, OpenAPI: doc}))
 	t.Cleanup(srv.Close)
 	e := &env{srv: srv, svc: svc}
 	e.p, e.key = e.project(t, "acme", automation.PlanEnterprise)

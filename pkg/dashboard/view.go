@@ -28,7 +28,7 @@ type view struct {
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error", "oauth_done"}
+var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error", "oauth_done", "flow_edit", "confirm_delete_flow"}
 
 var funcs = template.FuncMap{
 	"time": func(t any) string {
@@ -55,6 +55,8 @@ var funcs = template.FuncMap{
 		return strconv.FormatFloat(rate, 'f', 1, 64) + "%"
 	},
 	"json": prettyJSON,
+	"step": stepSettings,
+	"add":  func(a, b int) int { return a + b },
 	"pagerLinks": func(base, path string, p pager) any {
 		return struct {
 			URL   string
