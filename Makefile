@@ -6,7 +6,7 @@ BIN       := bin
 DATA_DIR  ?= .flowd
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build run run-aws test bench lint fmt clean tools-check lint-template build-lambdas deploy \
+.PHONY: all build run run-aws test screenshots bench lint fmt clean tools-check lint-template build-lambdas deploy \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction
 
 all: build
@@ -37,6 +37,10 @@ test: tools-check lint-template
 	$(GO) vet ./...
 	$(GO) test $(GOFLAGS_TEST) ./...
 
+## screenshots: the dashboard's main pages at desktop and phone width into docs/screenshots (browser test)
+screenshots: tools-check
+	FLOWD_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run TestDashboardInABrowser ./cmd/flowd
+
 ## bench: the Go benchmarks, recorded in docs/benchmarks.md
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -55,6 +59,11 @@ tools-check:
 	@command -v curl >/dev/null || { echo "make: the README walkthrough test needs curl (apt-get install -y curl)"; exit 1; }
 	@command -v jq >/dev/null || { echo "make: the README walkthrough test needs jq (apt-get install -y jq)"; exit 1; }
 	@command -v moto_server >/dev/null || { echo "make: the AWS adapter tests need moto_server (pip install 'moto[server]')"; exit 1; }
+	@command -v chromium >/dev/null || { \
+		echo "make: the dashboard's browser tests need Debian's chromium; installing it: apt-get install -y chromium"; \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y --no-install-recommends chromium; } || { \
+			echo "make: could not install chromium; install it yourself (apt-get install -y chromium) and run make test again"; exit 1; }; }
 
 clean:
 	rm -rf $(BIN) .aws-sam
