@@ -51,7 +51,7 @@ func (s *Service) CreateConnection(ctx context.Context, p Project, in Connection
 	switch in.Type {
 	case ConnectionAPIKey:
 	case ConnectionOAuth2:
-		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard")
+		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard (Connect on its connections page, {base_url}/ui/connections)")
 	case "":
 		return Connection{}, Invalid("type is required: allowed values are %s, %s", ConnectionAPIKey, ConnectionOAuth2)
 	default:

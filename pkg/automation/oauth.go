@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -311,47 +312,100 @@ func encodeToken(t OAuthToken) ([]byte, error) {
 // refresh moves the connection along DESIGN §8: REVOKED on invalid_grant,
 // ERROR on 401/403, EXPIRED when the provider cannot be reached or fails.
 func (s *Service) oauthCredential(ctx context.Context, c Connection, raw []byte) (Connection, ConnectionValue, error) {
-	var t storedToken
-	if err := json.Unmarshal(raw, &t); err != nil || !t.OAuth2 {
-		return c, ConnectionValue{}, wrap("read connection credential", errors.New("not an OAuth2 token"))
+	t, err := decodeToken(raw)
+	if err != nil {
+		return c, ConnectionValue{}, wrap("read connection credential", err)
 	}
-	if !t.Expiry.IsZero() && !s.now().Add(refreshMargin).Before(t.Expiry) {
-		if t.RefreshToken == "" {
-			return s.moveConnection(ctx, c, ConnectionExpired, "its access token expired and the provider gave no refresh token")
-		}
-		a, secret, err := s.appWithSecret(ctx, c.App)
-		if errors.Is(err, ErrNotFound) {
-			return s.moveConnection(ctx, c, ConnectionExpired, "its OAuth2 app "+c.App+" was removed")
-		} else if err != nil {
+	if s.needsRefresh(t) {
+		// One refresh at a time per connection: providers that rotate
+		// refresh tokens refuse the second use of one with invalid_grant.
+		mu, _ := s.refreshing.LoadOrStore(c.ID, &sync.Mutex{})
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+		// Another run may have refreshed it while this one waited.
+		if latest, err := s.storedToken(ctx, c); err != nil {
+			return c, ConnectionValue{}, err
+		} else if !s.needsRefresh(latest) {
+			t = latest
+		} else if t, err = s.refresh(ctx, c, latest); err != nil {
 			return c, ConnectionValue{}, err
 		}
-		tok, err := s.oauth.Refresh(ctx, a, secret, t.RefreshToken)
-		switch {
-		case errors.Is(err, ErrGrantRevoked):
-			return s.moveConnection(ctx, c, ConnectionRevoked, "the provider revoked its access (invalid_grant)")
-		case errors.Is(err, ErrClientRejected):
-			return s.moveConnection(ctx, c, ConnectionError, "the provider rejected the refresh (401/403)")
-		case err != nil:
-			s.log.WarnContext(ctx, "oauth2 refresh failed", "connection", c.ID, "app", c.App, "err", err)
-			return s.moveConnection(ctx, c, ConnectionExpired, "its access token expired and the refresh failed")
-		}
-		if tok.RefreshToken == "" {
-			tok.RefreshToken = Secret(t.RefreshToken) // providers may keep the old one valid
-		}
-		raw, err := encodeToken(tok)
-		if err != nil {
-			return c, ConnectionValue{}, wrap("encode oauth token", err)
-		}
-		if err := s.secrets.PutSecret(ctx, c.Project, ConnectionSecretName(c.ID), raw); err != nil {
-			return c, ConnectionValue{}, wrap("store refreshed token", err)
-		}
-		t.AccessToken, t.TokenType = tok.AccessToken.Reveal(), tok.TokenType
 	}
 	prefix := "Bearer "
 	if t.TokenType != "" && !strings.EqualFold(t.TokenType, "bearer") {
 		prefix = t.TokenType + " "
 	}
 	return c, ConnectionValue{APIKey: Secret(t.AccessToken), Header: "Authorization", Prefix: &prefix}, nil
+}
+
+func (s *Service) needsRefresh(t storedToken) bool {
+	return !t.Expiry.IsZero() && !s.now().Add(refreshMargin).Before(t.Expiry)
+}
+
+func decodeToken(raw []byte) (storedToken, error) {
+	var t storedToken
+	if err := json.Unmarshal(raw, &t); err != nil || !t.OAuth2 {
+		return storedToken{}, errors.New("not an OAuth2 token")
+	}
+	return t, nil
+}
+
+func (s *Service) storedToken(ctx context.Context, c Connection) (storedToken, error) {
+	raw, err := s.secrets.Secret(ctx, c.Project, ConnectionSecretName(c.ID))
+	if err != nil {
+		return storedToken{}, wrap("read connection credential", err)
+	}
+	t, err := decodeToken(raw)
+	return t, wrap("read connection credential", err)
+}
+
+// refresh trades t's refresh token for a new access token and stores it. A
+// refusal moves the connection along §8 and is the error returned. An
+// invalid_grant after another process stored a newer token (it refreshed
+// first, and the provider rotated the refresh token) is no revocation: the
+// newer token is used.
+func (s *Service) refresh(ctx context.Context, c Connection, t storedToken) (storedToken, error) {
+	if t.RefreshToken == "" {
+		_, _, err := s.moveConnection(ctx, c, ConnectionExpired, "its access token expired and the provider gave no refresh token")
+		return t, err
+	}
+	a, secret, err := s.appWithSecret(ctx, c.App)
+	if errors.Is(err, ErrNotFound) {
+		_, _, err := s.moveConnection(ctx, c, ConnectionExpired, "its OAuth2 app "+c.App+" was removed")
+		return t, err
+	} else if err != nil {
+		return t, err
+	}
+	tok, err := s.oauth.Refresh(ctx, a, secret, t.RefreshToken)
+	if errors.Is(err, ErrGrantRevoked) {
+		if latest, lerr := s.storedToken(ctx, c); lerr == nil && latest.RefreshToken != t.RefreshToken && !s.needsRefresh(latest) {
+			return latest, nil
+		}
+	}
+	switch {
+	case errors.Is(err, ErrGrantRevoked):
+		_, _, err := s.moveConnection(ctx, c, ConnectionRevoked, "the provider revoked its access (invalid_grant)")
+		return t, err
+	case errors.Is(err, ErrClientRejected):
+		_, _, err := s.moveConnection(ctx, c, ConnectionError, "the provider rejected the refresh (401/403)")
+		return t, err
+	case err != nil:
+		s.log.WarnContext(ctx, "oauth2 refresh failed", "connection", c.ID, "app", c.App, "err", err)
+		_, _, err := s.moveConnection(ctx, c, ConnectionExpired, "its access token expired and the refresh failed")
+		return t, err
+	}
+	if tok.RefreshToken == "" {
+		tok.RefreshToken = Secret(t.RefreshToken) // providers may keep the old one valid
+	}
+	raw, err := encodeToken(tok)
+	if err != nil {
+		return t, wrap("encode oauth token", err)
+	}
+	if err := s.secrets.PutSecret(ctx, c.Project, ConnectionSecretName(c.ID), raw); err != nil {
+		return t, wrap("store refreshed token", err)
+	}
+	return storedToken{OAuth2: true, AccessToken: tok.AccessToken.Reveal(), RefreshToken: tok.RefreshToken.Reveal(),
+		TokenType: tok.TokenType, Expiry: tok.Expiry}, nil
 }
 
 // moveConnection records a state change of §8 and returns the error a run

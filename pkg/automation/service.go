@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -51,6 +52,7 @@ type Service struct {
 	rt          *RunRuntime
 	oauthApps   OAuthAppStore
 	oauth       OAuthClient
+	refreshing  sync.Map // connection ID -> *sync.Mutex: one refresh at a time per connection
 	cursors     cursors
 	engineURL   string
 	workflowURL string

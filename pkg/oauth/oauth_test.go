@@ -292,3 +292,27 @@ func TestOAuthApps(t *testing.T) {
 		t.Errorf("second remove: err = %v, want ErrNotFound", err)
 	}
 }
+
+// TestConcurrentRefreshes: runs that use one connection at once refresh it
+// one after the other, so a provider that rotates refresh tokens (this one
+// does) never sees one used twice, and the connection stays ACTIVE.
+func TestConcurrentRefreshes(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 30*time.Second, http.DefaultTransport)
+	c := e.authorize(t, "")
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, _, err := e.svc.ConnectionCredential(ctx, e.project.ID, c.ID)
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent use: %v", err)
+		}
+	}
+	if got, _ := e.svc.Connection(ctx, e.project, c.ID); got.Status != automation.ConnectionActive {
+		t.Errorf("after concurrent refreshes: %s, want ACTIVE", got.Status)
+	}
+}
