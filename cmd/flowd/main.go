@@ -305,7 +305,7 @@ func listen(cfg config, lns map[string]net.Listener, h surfaces) []server {
 		st.serves = append(st.serves, what)
 	}
 	// A browser opening the bare address lands on the dashboard.
-	mount(cfg.Addr, "/", "management API", dashboard.RootRedirect(h.api))
+	mount(cfg.Addr, "/", "management API", dashboard.RootRedirect(h.api, nil))
 	if h.dashboard != nil {
 		mount(cfg.Addr, "/ui/", "dashboard", h.dashboard)
 	}

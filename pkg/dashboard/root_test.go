@@ -12,7 +12,7 @@ func TestRootRedirect(t *testing.T) {
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error":{"code":"NOT_FOUND"}}`))
 	})
-	h := RootRedirect(api)
+	h := RootRedirect(api, nil)
 	tests := []struct {
 		name, method, path, accept string
 		wantStatus                 int
