@@ -187,10 +187,18 @@ func (c *cli) keysCmd() *cobra.Command {
 				return err
 			}
 			if c.output == "json" {
-				return c.json(struct {
-					Key string `json:"key"`
-					automation.APIKey
-				}{key, k})
+				// The key beside the record's fields (APIKey has its own
+				// MarshalJSON, which an embedding struct would inherit).
+				raw, err := json.Marshal(k)
+				if err != nil {
+					return err
+				}
+				var out map[string]any
+				if err := json.Unmarshal(raw, &out); err != nil {
+					return err
+				}
+				out["key"] = key
+				return c.json(out)
 			}
 			_, err = fmt.Fprintln(c.stdout, key)
 			return err
