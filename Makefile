@@ -6,7 +6,8 @@ BIN       := bin
 DATA_DIR  ?= .flowd
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build run test bench lint fmt clean tools-check lint-template build-lambdas deploy fuzz fuzz-short soak \
+.PHONY: all build run run-aws test screenshots bench lint fmt clean tools-check lint-template build-lambdas deploy \
+	fuzz fuzz-short soak \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction
 
 all: build
@@ -17,8 +18,20 @@ build:
 	$(GO) build -trimpath -o $(BIN)/flowctl ./cmd/flowctl
 
 ## run: start flowd on FLOWD_ADDR (default 127.0.0.1:8080) with data in $(DATA_DIR)
-run: build
+run:
+	@echo "make: building flowd and flowctl (the first build downloads and compiles the dependencies: a few minutes)"
+	@$(MAKE) --no-print-directory build
 	FLOWD_DATA_DIR=$(DATA_DIR) ./$(BIN)/flowd
+
+## run-aws: flowd on the AWS adapters against moto_server on MOTO_URL, beside `make run`:
+## its own data directory ($(AWS_DATA_DIR)) and address (127.0.0.1:8081)
+AWS_DATA_DIR ?= .flowd-aws
+MOTO_URL     ?= http://127.0.0.1:5000
+run-aws:
+	@echo "make: building flowd (the first build takes a few minutes); moto_server must answer on $(MOTO_URL)"
+	@$(MAKE) --no-print-directory build
+	FLOWD_BACKEND=aws FLOWD_AWS_PROVISION=true AWS_ENDPOINT_URL=$(MOTO_URL) AWS_REGION=us-east-1 \
+	AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x FLOWD_ADDR=127.0.0.1:8081 FLOWD_DATA_DIR=$(AWS_DATA_DIR) ./$(BIN)/flowd
 
 ## test: vet, the template check, then every test (unit, HTTP, store contracts, README walkthrough, Lambdas)
 test: tools-check lint-template
@@ -56,6 +69,10 @@ SOAK ?= 2m
 soak:
 	FLOWD_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 60m ./cmd/flowd/
 
+## screenshots: the dashboard's main pages at desktop and phone width into docs/screenshots (browser test)
+screenshots: tools-check
+	FLOWD_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run TestDashboardInABrowser ./cmd/flowd
+
 ## bench: the Go benchmarks, recorded in docs/benchmarks.md
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -74,6 +91,11 @@ tools-check:
 	@command -v curl >/dev/null || { echo "make: the README walkthrough test needs curl (apt-get install -y curl)"; exit 1; }
 	@command -v jq >/dev/null || { echo "make: the README walkthrough test needs jq (apt-get install -y jq)"; exit 1; }
 	@command -v moto_server >/dev/null || { echo "make: the AWS adapter tests need moto_server (pip install 'moto[server]')"; exit 1; }
+	@command -v chromium >/dev/null || { \
+		echo "make: the dashboard's browser tests need Debian's chromium; installing it: apt-get install -y chromium"; \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y --no-install-recommends chromium; } || { \
+			echo "make: could not install chromium; install it yourself (apt-get install -y chromium) and run make test again"; exit 1; }; }
 
 clean:
 	rm -rf $(BIN) .aws-sam

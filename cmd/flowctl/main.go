@@ -84,7 +84,7 @@ this machine only).`,
 	root.PersistentFlags().StringVar(&c.url, "url", defURL, "management API of a running flowd or stage (FLOWCTL_URL)")
 	// No default shown: help must never print a key taken from the environment.
 	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
-	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd())
+	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd())
 	return root
 }
 
@@ -114,6 +114,7 @@ func (c *cli) service(ctx context.Context) (*automation.Service, func(), error) 
 	}
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
+		OAuthApps: dir.Store,
 	})
 	if err != nil {
 		dir.Close()
@@ -128,7 +129,7 @@ func (c *cli) projectsCmd() *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a project",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("create NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
@@ -146,7 +147,7 @@ func (c *cli) projectsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List projects",
-		Args:  cobra.NoArgs,
+		Args:  positional("list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
@@ -170,7 +171,7 @@ func (c *cli) keysCmd() *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create --project NAME",
 		Short: "Create an API key; prints the key alone, once",
-		Args:  cobra.NoArgs,
+		Args:  positional("list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
@@ -186,10 +187,18 @@ func (c *cli) keysCmd() *cobra.Command {
 				return err
 			}
 			if c.output == "json" {
-				return c.json(struct {
-					Key string `json:"key"`
-					automation.APIKey
-				}{key, k})
+				// The key beside the record's fields (APIKey has its own
+				// MarshalJSON, which an embedding struct would inherit).
+				raw, err := json.Marshal(k)
+				if err != nil {
+					return err
+				}
+				var out map[string]any
+				if err := json.Unmarshal(raw, &out); err != nil {
+					return err
+				}
+				out["key"] = key
+				return c.json(out)
 			}
 			_, err = fmt.Fprintln(c.stdout, key)
 			return err
@@ -201,7 +210,7 @@ func (c *cli) keysCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list [--project NAME]",
 		Short: "List API keys (never the keys themselves)",
-		Args:  cobra.NoArgs,
+		Args:  positional("list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {
@@ -227,7 +236,7 @@ func (c *cli) keysCmd() *cobra.Command {
 	revoke := &cobra.Command{
 		Use:   "revoke KEY_ID",
 		Short: "Revoke an API key at once",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("revoke KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			svc, done, err := c.service(cmd.Context())
 			if err != nil {

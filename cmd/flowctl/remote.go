@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
 )
 
@@ -145,7 +146,58 @@ func (l *listFlags) query() url.Values {
 	return q
 }
 
-func esc(id string) string { return url.PathEscape(id) }
+// request is a command that names resources by ID and sends one request:
+// most of flowctl's remote commands. path is a fmt pattern with one %s per
+// argument of use (escaped); show presents the answer.
+type request struct {
+	use, short, method, path string
+	show                     func(c *cli, ctx context.Context, method, path string, args []string) error
+}
+
+// commands builds the commands of a table of requests.
+func (c *cli) commands(rs ...request) []*cobra.Command {
+	out := make([]*cobra.Command, len(rs))
+	for i, r := range rs {
+		out[i] = &cobra.Command{
+			Use: r.use, Short: r.short, Args: positional(r.use),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				esc := make([]any, len(args))
+				for i, a := range args {
+					esc[i] = url.PathEscape(a)
+				}
+				return r.show(c, cmd.Context(), r.method, fmt.Sprintf(r.path, esc...), args)
+			},
+		}
+	}
+	return out
+}
+
+// positional accepts exactly the arguments named in use (the upper-case
+// words, such as FLOW_ID, that are not a flag's value), and names the
+// missing one when one is missing, where cobra would only count them.
+func positional(use string) cobra.PositionalArgs {
+	var names []string
+	words := strings.Fields(use)
+	for i, w := range words {
+		if i == 0 || strings.HasPrefix(words[i-1], "-") || strings.HasPrefix(words[i-1], "[") {
+			continue // the command's name, or a flag's value
+		}
+		if w == strings.ToUpper(w) && !strings.ContainsAny(w, "-[]|") {
+			names = append(names, w)
+		}
+	}
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < len(names):
+			return fmt.Errorf("missing %s (usage: %s)", strings.Join(names[len(args):], " and "), cmd.UseLine())
+		case len(args) > len(names) && len(names) == 0:
+			return fmt.Errorf("unexpected argument %q: %s takes flags only (usage: %s)", args[0], cmd.CommandPath(), cmd.UseLine())
+		case len(args) > len(names):
+			return fmt.Errorf("unexpected argument %q after %s (usage: %s)", args[len(names)], strings.Join(names, " "), cmd.UseLine())
+		}
+		return nil
+	}
+}
 
 func (c *cli) flowsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "flows", Short: "Flows on a running server (--url, --api-key)"}
@@ -155,7 +207,7 @@ func (c *cli) flowsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list [--status ACTIVE|INACTIVE] [--limit N] [--all]",
 		Short: "List flows, in creation order",
-		Args:  cobra.NoArgs,
+		Args:  positional("list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			api, err := c.api()
 			if err != nil {
@@ -165,7 +217,7 @@ func (c *cli) flowsCmd() *cobra.Command {
 			if status != "" {
 				q.Set("status", strings.ToUpper(status))
 			}
-			p, raw, err := fetchList[flow](cmd.Context(), api, "/api/v1/flows", q, lf.all)
+			p, raw, err := fetchList[automation.FlowSummary](cmd.Context(), api, "/api/v1/flows", q, lf.all)
 			if err != nil {
 				return err
 			}
@@ -174,8 +226,8 @@ func (c *cli) flowsCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(p.Data))
 			for i, f := range p.Data {
-				rows[i] = []string{f.ID, f.Name, f.Status, f.Engine, f.TriggerType,
-					strconv.Itoa(f.RunCount), rate(f), orDash(f.LastRun)}
+				rows[i] = []string{f.ID, f.Name, string(f.Status), string(f.Engine), string(f.TriggerType),
+					strconv.FormatInt(f.RunCount, 10), rate(f.RunCount, f.SuccessRate), stampOrDash(f.LastRun)}
 			}
 			if err := c.rows([]string{"ID", "NAME", "STATUS", "ENGINE", "TRIGGER", "RUNS", "SUCCESS", "LAST RUN"}, rows); err != nil {
 				return err
@@ -187,20 +239,11 @@ func (c *cli) flowsCmd() *cobra.Command {
 	lf.add(list)
 	list.Flags().StringVar(&status, "status", "", "only flows in this status: ACTIVE or INACTIVE")
 
-	get := &cobra.Command{
-		Use:   "get FLOW_ID",
-		Short: "Show a flow with its trigger and steps",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.flowCall(cmd.Context(), http.MethodGet, "/api/v1/flows/"+esc(args[0]), nil)
-		},
-	}
-
 	var createFile string
 	create := &cobra.Command{
 		Use:   "create -f FILE|-",
 		Short: "Create a flow from a JSON definition (as POST /api/v1/flows takes); it starts INACTIVE",
-		Args:  cobra.NoArgs,
+		Args:  positional("create"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := c.readDefinition(createFile)
 			if err != nil {
@@ -215,64 +258,68 @@ func (c *cli) flowsCmd() *cobra.Command {
 	update := &cobra.Command{
 		Use:   "update FLOW_ID -f FILE|-",
 		Short: "Update a flow; fields the JSON leaves out keep their values",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("update FLOW_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := c.readDefinition(updateFile)
 			if err != nil {
 				return err
 			}
-			return c.flowCall(cmd.Context(), http.MethodPost, "/api/v1/flows/"+esc(args[0]), body)
+			return c.flowCall(cmd.Context(), http.MethodPost, "/api/v1/flows/"+url.PathEscape(args[0]), body)
 		},
 	}
 	update.Flags().StringVarP(&updateFile, "file", "f", "", "JSON file with the fields to change, - for stdin")
 
-	enable := &cobra.Command{
-		Use:   "enable FLOW_ID",
-		Short: "Activate a flow: its trigger starts runs",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.flowCall(cmd.Context(), http.MethodPost, "/api/v1/flows/"+esc(args[0])+"/enable", nil)
-		},
-	}
-	disable := &cobra.Command{
-		Use:   "disable FLOW_ID",
-		Short: "Deactivate a flow: its webhook answers 404",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.flowCall(cmd.Context(), http.MethodPost, "/api/v1/flows/"+esc(args[0])+"/disable", nil)
-		},
-	}
-	del := &cobra.Command{
-		Use:   "delete FLOW_ID",
-		Short: "Delete a flow and its run history (cannot be undone)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.deleteCall(cmd.Context(), "/api/v1/flows/"+esc(args[0]), args[0])
-		},
-	}
-	webhook := &cobra.Command{
-		Use:   "webhook FLOW_ID",
-		Short: "Show the URL and method that start the flow",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			api, err := c.api()
-			if err != nil {
-				return err
-			}
-			var d webhookDescriptor
-			raw, err := api.do(cmd.Context(), http.MethodGet, "/api/v1/flows/"+esc(args[0])+"/webhook", nil, nil, &d)
-			if err != nil {
-				return err
-			}
-			if c.output == "json" {
-				return c.printJSON(raw)
-			}
-			return c.rows([]string{"FLOW", "METHOD", "URL", "ENABLED"},
-				[][]string{{d.FlowID, d.Method, d.WebhookURL, strconv.FormatBool(d.Enabled)}})
-		},
-	}
-	cmd.AddCommand(list, get, create, update, enable, disable, del, webhook)
+	cmd.AddCommand(list, create, update)
+	cmd.AddCommand(c.commands(
+		request{"get FLOW_ID", "Show a flow with its trigger and steps", http.MethodGet, "/api/v1/flows/%s", showFlow},
+		request{"enable FLOW_ID", "Activate a flow: its trigger starts runs", http.MethodPost, "/api/v1/flows/%s/enable", showFlow},
+		request{"disable FLOW_ID", "Deactivate a flow: its webhook answers 404", http.MethodPost, "/api/v1/flows/%s/disable", showFlow},
+		request{"delete FLOW_ID", "Delete a flow and its run history (cannot be undone)", http.MethodDelete, "/api/v1/flows/%s", showDeleted},
+		request{"webhook FLOW_ID", "Show the URL and method that start the flow", http.MethodGet, "/api/v1/flows/%s/webhook", showWebhook},
+	)...)
 	return cmd
+}
+
+func showFlow(c *cli, ctx context.Context, method, path string, _ []string) error {
+	return c.flowCall(ctx, method, path, nil)
+}
+
+func showRun(c *cli, ctx context.Context, method, path string, _ []string) error {
+	return c.runCall(ctx, method, path)
+}
+
+// showDeleted deletes a resource; the API answers 204 without a body, so
+// -o json prints nothing.
+func showDeleted(c *cli, ctx context.Context, method, path string, args []string) error {
+	api, err := c.api()
+	if err != nil {
+		return err
+	}
+	if _, err := api.do(ctx, method, path, nil, nil, nil); err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return nil
+	}
+	_, err = fmt.Fprintln(c.stdout, "deleted", args[len(args)-1])
+	return err
+}
+
+func showWebhook(c *cli, ctx context.Context, method, path string, _ []string) error {
+	api, err := c.api()
+	if err != nil {
+		return err
+	}
+	var d automation.WebhookDescriptor
+	raw, err := api.do(ctx, method, path, nil, nil, &d)
+	if err != nil {
+		return err
+	}
+	if c.output == "json" {
+		return c.printJSON(raw)
+	}
+	return c.rows([]string{"FLOW", "METHOD", "URL", "ENABLED"},
+		[][]string{{d.FlowID, d.Method, d.WebhookURL, strconv.FormatBool(d.Enabled)}})
 }
 
 // flowCall sends a request answered with a flow and shows it.
@@ -281,7 +328,7 @@ func (c *cli) flowCall(ctx context.Context, method, path string, body []byte) er
 	if err != nil {
 		return err
 	}
-	var f flow
+	var f automation.Flow
 	raw, err := api.do(ctx, method, path, nil, body, &f)
 	if err != nil {
 		return err
@@ -289,17 +336,17 @@ func (c *cli) flowCall(ctx context.Context, method, path string, body []byte) er
 	if c.output == "json" {
 		return c.printJSON(raw)
 	}
-	trig := f.TriggerType
-	if t := f.Trigger; t != nil && t.Webhook != nil {
+	trig := string(f.TriggerType)
+	if t := f.Trigger; t.Webhook != nil {
 		trig = strings.TrimSpace(fmt.Sprintf("%s %s %s %s", t.Type, t.Webhook.HTTPMethod, t.Webhook.Path, t.Webhook.ResponseMode))
-	} else if t != nil && t.Schedule != nil {
+	} else if t.Schedule != nil {
 		trig = fmt.Sprintf("%s %q %s", t.Type, t.Schedule.Cron, t.Schedule.Timezone)
 	}
 	if err := c.fields(
-		"ID", f.ID, "Name", f.Name, "Status", f.Status, "Engine", f.Engine,
+		"ID", f.ID, "Name", f.Name, "Status", string(f.Status), "Engine", string(f.Engine),
 		"Description", orDash(&f.Description), "Trigger", trig,
-		"Runs", strconv.Itoa(f.RunCount), "Success", rate(f), "Last run", orDash(f.LastRun),
-		"Created", f.Created, "Updated", f.Updated,
+		"Runs", strconv.FormatInt(f.RunCount, 10), "Success", rate(f.RunCount, f.SuccessRate), "Last run", stampOrDash(f.LastRun),
+		"Created", stamp(f.Created), "Updated", stamp(f.Updated),
 	); err != nil {
 		return err
 	}
@@ -309,26 +356,9 @@ func (c *cli) flowCall(ctx context.Context, method, path string, body []byte) er
 	fmt.Fprintln(c.stdout)
 	rows := make([][]string, len(f.Steps))
 	for i, s := range f.Steps {
-		rows[i] = []string{strconv.Itoa(i + 1), s.Name, s.Type}
+		rows[i] = []string{strconv.Itoa(i + 1), s.Name, string(s.Type)}
 	}
 	return c.rows([]string{"#", "STEP", "TYPE"}, rows)
-}
-
-// deleteCall deletes a resource; the API answers 204 without a body, so
-// -o json prints nothing.
-func (c *cli) deleteCall(ctx context.Context, path, id string) error {
-	api, err := c.api()
-	if err != nil {
-		return err
-	}
-	if _, err := api.do(ctx, http.MethodDelete, path, nil, nil, nil); err != nil {
-		return err
-	}
-	if c.output == "json" {
-		return nil
-	}
-	_, err = fmt.Fprintln(c.stdout, "deleted", id)
-	return err
 }
 
 func (c *cli) runsCmd() *cobra.Command {
@@ -339,7 +369,7 @@ func (c *cli) runsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list FLOW_ID [--status S] [--limit N] [--all]",
 		Short: "List a flow's runs, newest first",
-		Args:  cobra.ExactArgs(1),
+		Args:  positional("list FLOW_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			api, err := c.api()
 			if err != nil {
@@ -349,7 +379,7 @@ func (c *cli) runsCmd() *cobra.Command {
 			if status != "" {
 				q.Set("status", strings.ToUpper(status))
 			}
-			p, raw, err := fetchList[run](cmd.Context(), api, "/api/v1/flows/"+esc(args[0])+"/runs", q, lf.all)
+			p, raw, err := fetchList[automation.Run](cmd.Context(), api, "/api/v1/flows/"+url.PathEscape(args[0])+"/runs", q, lf.all)
 			if err != nil {
 				return err
 			}
@@ -358,7 +388,7 @@ func (c *cli) runsCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(p.Data))
 			for i, r := range p.Data {
-				rows[i] = []string{r.ID, r.Status, r.Created, duration(r.DurationMs),
+				rows[i] = []string{r.ID, string(r.Status), stamp(r.Created), duration(r.DurationMs),
 					strconv.Itoa(r.Attempts), clip(r.Error, 60)}
 			}
 			if err := c.rows([]string{"ID", "STATUS", "CREATED", "DURATION", "ATTEMPTS", "ERROR"}, rows); err != nil {
@@ -371,23 +401,11 @@ func (c *cli) runsCmd() *cobra.Command {
 	lf.add(list)
 	list.Flags().StringVar(&status, "status", "", "only runs in this status: RUNNING, SUCCEEDED, FAILED or TIMEOUT")
 
-	get := &cobra.Command{
-		Use:   "get FLOW_ID RUN_ID",
-		Short: "Show a run and each step's status, duration and error",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.runCall(cmd.Context(), http.MethodGet, "/api/v1/flows/"+esc(args[0])+"/runs/"+esc(args[1]))
-		},
-	}
-	retry := &cobra.Command{
-		Use:   "retry FLOW_ID RUN_ID",
-		Short: "Start a new run with the same trigger data",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.runCall(cmd.Context(), http.MethodPost, "/api/v1/flows/"+esc(args[0])+"/runs/"+esc(args[1])+"/retry")
-		},
-	}
-	cmd.AddCommand(list, get, retry)
+	cmd.AddCommand(list)
+	cmd.AddCommand(c.commands(
+		request{"get FLOW_ID RUN_ID", "Show a run and each step's status, duration and error", http.MethodGet, "/api/v1/flows/%s/runs/%s", showRun},
+		request{"retry FLOW_ID RUN_ID", "Start a new run with the same trigger data", http.MethodPost, "/api/v1/flows/%s/runs/%s/retry", showRun},
+	)...)
 	return cmd
 }
 
@@ -397,7 +415,7 @@ func (c *cli) runCall(ctx context.Context, method, path string) error {
 	if err != nil {
 		return err
 	}
-	var r run
+	var r automation.Run
 	raw, err := api.do(ctx, method, path, nil, nil, &r)
 	if err != nil {
 		return err
@@ -406,8 +424,8 @@ func (c *cli) runCall(ctx context.Context, method, path string) error {
 		return c.printJSON(raw)
 	}
 	if err := c.fields(
-		"ID", r.ID, "Flow", r.FlowID, "Status", r.Status, "Created", r.Created,
-		"Started", orDash(r.Started), "Finished", orDash(r.Finished),
+		"ID", r.ID, "Flow", r.FlowID, "Status", string(r.Status), "Created", stamp(r.Created),
+		"Started", stampOrDash(r.Started), "Finished", stampOrDash(r.Finished),
 		"Duration", duration(r.DurationMs), "Attempts", strconv.Itoa(r.Attempts),
 		"Error", orDash(&r.Error),
 	); err != nil {
@@ -419,7 +437,8 @@ func (c *cli) runCall(ctx context.Context, method, path string) error {
 	fmt.Fprintln(c.stdout)
 	rows := make([][]string, len(r.Steps))
 	for i, s := range r.Steps {
-		rows[i] = []string{s.Name, s.Type, s.Status, duration(s.DurationMs), orDash(&s.Error)}
+		ms := s.DurationMs
+		rows[i] = []string{s.Name, string(s.Type), string(s.Status), duration(&ms), orDash(&s.Error)}
 	}
 	return c.rows([]string{"STEP", "TYPE", "STATUS", "DURATION", "ERROR"}, rows)
 }
@@ -431,13 +450,13 @@ func (c *cli) connectionsCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list [--limit N] [--all]",
 		Short: "List connections (never their keys)",
-		Args:  cobra.NoArgs,
+		Args:  positional("list"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			api, err := c.api()
 			if err != nil {
 				return err
 			}
-			p, raw, err := fetchList[connection](cmd.Context(), api, "/api/v1/connections", lf.query(), lf.all)
+			p, raw, err := fetchList[automation.Connection](cmd.Context(), api, "/api/v1/connections", lf.query(), lf.all)
 			if err != nil {
 				return err
 			}
@@ -464,7 +483,7 @@ stdin (a trailing newline is dropped), so that it never lands in shell history o
     flowctl connections create --name "Chat bot" --app chat --api-key-stdin < chat.key
 
 It is stored encrypted and never shown again.`,
-		Args: cobra.NoArgs,
+		Args: positional("create"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !fromStdin {
 				return errors.New("--api-key-stdin is required: the connection's key is read from stdin, never from the command line")
@@ -492,7 +511,7 @@ It is stored encrypted and never shown again.`,
 			if err != nil {
 				return err
 			}
-			var con connection
+			var con automation.Connection
 			out, err := api.do(cmd.Context(), http.MethodPost, "/api/v1/connections", nil, body, &con)
 			if err != nil {
 				return err
@@ -511,31 +530,38 @@ It is stored encrypted and never shown again.`,
 	_ = create.MarkFlagRequired("name")
 	_ = create.MarkFlagRequired("app")
 
-	del := &cobra.Command{
-		Use:   "delete CONNECTION_ID",
-		Short: "Delete a connection; its key is revoked at once",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return c.deleteCall(cmd.Context(), "/api/v1/connections/"+esc(args[0]), args[0])
-		},
-	}
-	cmd.AddCommand(list, create, del)
+	cmd.AddCommand(list, create)
+	cmd.AddCommand(c.commands(
+		request{"delete CONNECTION_ID", "Delete a connection; its key is revoked at once", http.MethodDelete, "/api/v1/connections/%s", showDeleted},
+	)...)
 	return cmd
 }
 
-func connRows(cs ...connection) [][]string {
+func connRows(cs ...automation.Connection) [][]string {
 	rows := make([][]string, len(cs))
 	for i, k := range cs {
-		rows[i] = []string{k.ID, k.Name, k.App, k.Type, k.Status, k.Created}
+		rows[i] = []string{k.ID, k.Name, k.App, string(k.Type), string(k.Status), stamp(k.Created)}
 	}
 	return rows
 }
 
-func rate(f flow) string {
-	if f.RunCount == 0 {
+// rate is a flow's success rate; "-" before its first finished run (the
+// API's null), never "0.0%".
+func rate(runCount int64, rate float64) string {
+	if runCount == 0 {
 		return "-"
 	}
-	return strconv.FormatFloat(f.SuccessRate, 'f', 1, 64) + "%"
+	return strconv.FormatFloat(rate, 'f', 1, 64) + "%"
+}
+
+// stamp shows a time as the API writes it.
+func stamp(t time.Time) string { return t.UTC().Format(automation.TimeFormat) }
+
+func stampOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return stamp(*t)
 }
 
 func orDash(s *string) string {

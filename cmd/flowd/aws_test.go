@@ -50,6 +50,17 @@ func TestAWSBackendOnMoto(t *testing.T) {
 	if out := ctl("projects", "create", "acme", "--plan", "TEAM"); !strings.Contains(out, "acme") {
 		t.Fatalf("projects create = %q", out)
 	}
+	// OAuth2 apps live in the stage's table, their secrets in Secrets Manager.
+	add := exec.Command(flowctlBin, "--backend", "aws", "--aws-prefix", "flowdtest", "oauth-apps", "add", "gh",
+		"--client-id", "cid", "--client-secret-stdin", "--authorize-url", "https://idp.example/authorize",
+		"--token-url", "https://idp.example/token", "--scopes", "repo")
+	add.Env, add.Stdin = append(os.Environ(), awsEnv...), strings.NewReader("client-secret")
+	if out, err := add.CombinedOutput(); err != nil || !strings.Contains(string(out), "gh") {
+		t.Fatalf("oauth-apps add on aws: %v %s", err, out)
+	}
+	if out := ctl("oauth-apps", "list"); !tableRow(out, "gh", "cid", "repo") {
+		t.Errorf("oauth-apps list on aws:\n%s", out)
+	}
 	if got := status(t, p.base, ctl("keys", "create", "--project", "acme")); got != 200 {
 		t.Fatalf("a key made by flowctl on the stage's tables gets %d from flowd, want 200", got)
 	}

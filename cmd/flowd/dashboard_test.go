@@ -38,6 +38,9 @@ func TestDashboardMounted(t *testing.T) {
 	if status != http.StatusOK || m == nil {
 		t.Fatalf("GET /ui/ = %d, want the sign-in form: %s", status, body)
 	}
+	if keyFile := filepath.Join(dir, "initial-api-key"); !strings.Contains(body, keyFile) {
+		t.Errorf("the sign-in page does not say the initial key is in %s: %s", keyFile, body)
+	}
 	status, body = read(c.PostForm(p.base+"/ui/signin", url.Values{
 		"csrf": {m[1]}, "apiKey": {strings.TrimSpace(string(raw))}, "next": {"/ui/flows"},
 	}))

@@ -234,6 +234,12 @@ func TestFlowctlWhileFlowdRuns(t *testing.T) {
 	if got := status(t, p.base, key); got != 401 {
 		t.Fatalf("revoked key: %d, want 401", got)
 	}
+	out, err = flowctl(t, dir, "-o", "json", "keys", "create", "--project", "acme")
+	var created struct{ Key, ID, Project, Created string }
+	if err != nil || json.Unmarshal([]byte(out), &created) != nil || !strings.HasPrefix(created.Key, "fsk_") ||
+		created.ID == "" || !strings.HasSuffix(created.Created, "Z") || created.Created[len(created.Created)-5] != '.' {
+		t.Errorf("keys create -o json = %q, %v; want the key with the record, created with milliseconds", out, err)
+	}
 	if _, err := flowctl(t, dir, "keys", "create", "--project", "nope"); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("keys for an unknown project: err = %v", err)
 	}

@@ -27,12 +27,20 @@ import (
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
 	"flowservice/pkg/metrics"
+	"flowservice/pkg/oauth"
 	"flowservice/pkg/runworker"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if done, err := commandLine(os.Args[1:], os.Stdout); done || err != nil {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "flowd:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	if err := run(ctx, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "flowd:", err)
 		os.Exit(1)
@@ -48,8 +56,26 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	log := newLogger(stderr, cfg.LogLevel)
 	applyMemoryLimit(cfg, getenv, log)
 	m := metrics.New()
+	// The ports are bound before anything is created: a second flowd on a
+	// taken port stops here, before it makes a project or AWS resources.
+	lns, err := bind(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, ln := range lns {
+			ln.Close() // after Serve took them, a second Close is harmless
+		}
+	}()
 	var b *backend
 	if cfg.Backend == "aws" {
+		// The AWS backend keeps nothing in the data directory but the
+		// initial key; the lock keeps a second flowd from overwriting it.
+		unlock, lerr := datadir.Lock(cfg.DataDir)
+		if lerr != nil {
+			return lerr
+		}
+		defer unlock()
 		b, err = openAWS(ctx, cfg, getenv, log, stderr)
 	} else {
 		b, err = openEmbedded(ctx, cfg, log, m)
@@ -65,7 +91,11 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	hooks := httpapi.HookConfig{
 		MaxBody: cfg.MaxBody, SyncTimeout: cfg.SyncTimeout, TrustedProxies: cfg.TrustedProxies, Log: log,
 	}
-	servers, err := listen(cfg, surfaces{
+	keyFile := ""
+	if cfg.Backend == "embedded" {
+		keyFile = filepath.Join(cfg.DataDir, datadir.InitialKeyFile)
+	}
+	servers := listen(cfg, lns, surfaces{
 		api: httpapi.NewAPI(b.svc, log,
 			httpapi.WithRateLimit(httpapi.RateLimit{PerSecond: cfg.RateLimit, Burst: int(2*cfg.RateLimit) + 1}),
 			httpapi.WithHealth(b.ping),
@@ -75,12 +105,10 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		engine:   m.Receiver("flow_builder", httpapi.NewWebhook(b.svc, hooks)),
 		workflow: m.Receiver("workflow_builder", httpapi.NewWorkflowHook(b.svc, hooks)),
 		dashboard: dashboard.New(b.svc, dashboard.Options{
-			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log,
+			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log, InitialKeyFile: keyFile,
+			OpenAPI: httpapi.OpenAPIDocument(),
 		}),
 	})
-	if err != nil {
-		return err
-	}
 	// Background work stops after the servers: a webhook accepted while
 	// shutting down is still durable, and its run resumes at the next start.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -172,6 +200,8 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, m *metrics.
 		}), log)
 	svc, err = automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
+		// Token endpoints are outbound calls like HTTP steps: the same guard.
+		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Runtime: rt, Scheduler: sched,
 	})
 	if err != nil {
@@ -258,10 +288,30 @@ type server struct {
 // surfaces are flowd's three HTTP handlers.
 type surfaces struct{ api, engine, workflow, dashboard http.Handler }
 
-// listen binds the management address and, where configured, separate
-// addresses for the receivers. On a shared address the receivers take their
-// path prefixes and the management API everything else.
-func listen(cfg config, h surfaces) ([]server, error) {
+// bind listens on the management address and, where configured, the
+// separate addresses of the receivers.
+func bind(cfg config) (map[string]net.Listener, error) {
+	lns := map[string]net.Listener{}
+	for _, addr := range []string{cfg.Addr, cfg.EngineAddr, cfg.WorkflowAddr} {
+		if _, ok := lns[addr]; ok || addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		lns[addr] = ln
+	}
+	return lns, nil
+}
+
+// listen serves the handlers on the bound addresses. On a shared address
+// the receivers take their path prefixes and the management API everything
+// else.
+func listen(cfg config, lns map[string]net.Listener, h surfaces) []server {
 	type site struct {
 		mux    *httpapi.Site
 		serves []string
@@ -279,7 +329,8 @@ func listen(cfg config, h surfaces) ([]server, error) {
 		st.mux.Handle(pattern, handler)
 		st.serves = append(st.serves, what)
 	}
-	mount(cfg.Addr, "/", "management API", h.api)
+	// A browser opening the bare address lands on the dashboard.
+	mount(cfg.Addr, "/", "management API", dashboard.RootRedirect(h.api, nil))
 	if h.dashboard != nil {
 		mount(cfg.Addr, "/ui/", "dashboard", h.dashboard)
 	}
@@ -297,16 +348,9 @@ func listen(cfg config, h surfaces) ([]server, error) {
 	}
 	var out []server
 	for _, addr := range order {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			for _, s := range out {
-				s.ln.Close()
-			}
-			return nil, fmt.Errorf("listen on %s: %w", addr, err)
-		}
 		// net/http's own error answers (malformed requests, headers
 		// above MaxHeaderBytes) go out as JSON too.
-		ln = httpapi.JSONErrorListener(ln)
+		ln := httpapi.JSONErrorListener(lns[addr])
 		out = append(out, server{ln: ln, serves: strings.Join(sites[addr].serves, ", "), srv: &http.Server{
 			Handler:        sites[addr].mux,
 			MaxHeaderBytes: httpapi.MaxHeaderBytes,
@@ -319,7 +363,7 @@ func listen(cfg config, h surfaces) ([]server, error) {
 			IdleTimeout:  120 * time.Second,
 		}})
 	}
-	return out, nil
+	return out
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

@@ -51,7 +51,7 @@ func (s *Service) CreateConnection(ctx context.Context, p Project, in Connection
 	switch in.Type {
 	case ConnectionAPIKey:
 	case ConnectionOAuth2:
-		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard")
+		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard (Connect on its connections page, {base_url}/ui/connections)")
 	case "":
 		return Connection{}, Invalid("type is required: allowed values are %s, %s", ConnectionAPIKey, ConnectionOAuth2)
 	default:
@@ -119,6 +119,9 @@ func (s *Service) ConnectionCredential(ctx context.Context, project, id string) 
 			Message: "connection " + id + " has no stored credential: it was deleted"}
 	} else if err != nil {
 		return c, ConnectionValue{}, wrap("read connection credential", err)
+	}
+	if c.Type == ConnectionOAuth2 {
+		return s.oauthCredential(ctx, c, raw)
 	}
 	var v struct {
 		APIKey string  `json:"apiKey"`

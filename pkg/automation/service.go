@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -26,6 +27,10 @@ type Config struct {
 	Scheduler Scheduler // nil: schedules are not kept (no SCHEDULE runner)
 	// Runtime runs flows; nil for tools that only administer (flowctl).
 	Runtime *RunRuntime
+	// OAuthApps and OAuth serve OAuth2 connections (DESIGN §8); nil: no
+	// OAuth2 apps can be configured, and OAUTH2 connections cannot refresh.
+	OAuthApps OAuthAppStore
+	OAuth     OAuthClient
 	// CursorKey authenticates page cursors: at least 32 bytes, kept secret
 	// and stable across restarts and instances.
 	CursorKey []byte
@@ -45,6 +50,9 @@ type Service struct {
 	checker     Checker
 	scheduler   Scheduler
 	rt          *RunRuntime
+	oauthApps   OAuthAppStore
+	oauth       OAuthClient
+	refreshing  sync.Map // connection ID -> *sync.Mutex: one refresh at a time per connection
 	cursors     cursors
 	engineURL   string
 	workflowURL string
@@ -67,6 +75,7 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker, scheduler: cfg.Scheduler, rt: cfg.Runtime,
+		oauthApps: cfg.OAuthApps, oauth: cfg.OAuth,
 		cursors:   cursors{key: cfg.CursorKey},
 		engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
 		now: cfg.Clock, newID: cfg.NewID, log: cfg.Log,

@@ -19,6 +19,7 @@ import (
 	"flowservice/pkg/dynamostore"
 	"flowservice/pkg/ebscheduler"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/oauth"
 	"flowservice/pkg/s3payloads"
 	"flowservice/pkg/smsecrets"
 	"flowservice/pkg/sqsqueue"
@@ -107,6 +108,9 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 		Checker: ebscheduler.Checker{Checker: engine.Checker{}},
 		Store:   store, Secrets: secrets, Scheduler: sched, Runtime: rt,
 		CursorKey: cursorKey, EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
+		OAuthApps: oauthApps(store, cfg.Tables),
+		// Token endpoints are outbound calls like HTTP steps: the same guard.
+		OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivateNetworks)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
@@ -115,6 +119,15 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	// through the engine: the runtime is completed after both exist.
 	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Log: log})
 	return &app{svc: svc, log: log, cursorKey: cursorKey}, nil
+}
+
+// oauthApps is the OAuth2 apps table, or nil for a stage deployed before
+// it existed (TABLE_OAUTH_APPS unset): no Connect buttons, no refresh.
+func oauthApps(store *dynamostore.Store, t dynamostore.Tables) automation.OAuthAppStore {
+	if t.OAuthApps == "" {
+		return nil
+	}
+	return store
 }
 
 // secretReader is the part of the Secrets Manager client cursorKey uses.

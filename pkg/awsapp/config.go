@@ -88,6 +88,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 			Connections: getenv("TABLE_CONNECTIONS"),
 			Runs:        getenv("TABLE_RUNS"),
 			Samples:     getenv("TABLE_SAMPLES"),
+			OAuthApps:   getenv("TABLE_OAUTH_APPS"),
 		},
 		QueueURL:              getenv("QUEUE_URL"),
 		QueueARN:              getenv("QUEUE_ARN"),

@@ -58,6 +58,17 @@ func TestAPIHandlerServesDashboard(t *testing.T) {
 		t.Errorf("GET /ui/flows without a session = %d %v, Location %q", resp.StatusCode, err, loc)
 	}
 
+	root := req("/")
+	root.Headers = map[string]string{"Accept": "text/html,application/xhtml+xml"}
+	resp, err = h(ctx, root)
+	loc = resp.Headers["Location"]
+	if loc == "" && len(resp.MultiValueHeaders["Location"]) > 0 {
+		loc = resp.MultiValueHeaders["Location"][0]
+	}
+	if err != nil || resp.StatusCode != http.StatusFound || loc != "/prod/ui/" {
+		t.Errorf("browser GET / = %d %v, Location %q; want 302 to /prod/ui/", resp.StatusCode, err, loc)
+	}
+
 	resp, err = h(ctx, req("/api/v1/openapi.json"))
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, `"openapi"`) {
 		t.Errorf("GET /api/v1/openapi.json = %d %v", resp.StatusCode, err)

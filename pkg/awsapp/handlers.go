@@ -39,7 +39,8 @@ func NewAPIHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (ProxyHan
 // apiHandler serves the management API and, under /ui/, the dashboard.
 func apiHandler(a *app) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/", httpapi.NewAPI(a.svc, a.log))
+	// A browser opening the stage's root lands on the dashboard.
+	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.svc, a.log), StagePrefix))
 	mux.Handle("/ui/", newDashboard(a))
 	return mux
 }
@@ -49,6 +50,7 @@ func apiHandler(a *app) http.Handler {
 func newDashboard(a *app) http.Handler {
 	return dashboard.New(a.svc, dashboard.Options{
 		Key: a.cursorKey, SecureCookies: true, Prefix: StagePrefix, Log: a.log,
+		OpenAPI: httpapi.OpenAPIDocument(),
 	})
 }
 

@@ -205,7 +205,7 @@ func NewAdminService(awsCfg aws.Config, tablePrefix string) (*automation.Service
 	_, _ = rand.Read(key)
 	svc, err := automation.NewService(automation.Config{
 		Store: store, Secrets: smsecrets.New(secretsmanager.NewFromConfig(awsCfg), "flow/"+tablePrefix),
-		Checker: engine.Checker{}, CursorKey: key,
+		Checker: engine.Checker{}, CursorKey: key, OAuthApps: store,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)

@@ -5,7 +5,9 @@
 // hash; the key is checked again on every request, so revoking it ends the
 // session at once. Every form carries a CSRF token tied to the session.
 //
-// OAuth2 connections ("Connect" buttons) are not served yet.
+// OAuth2 connections are made here (DESIGN §8): "Connect NAME" sends the
+// browser to the provider with state and a PKCE challenge, and the callback
+// stores the tokens as an OAUTH2 connection (oauth.go).
 package dashboard
 
 import (
@@ -50,6 +52,13 @@ type Options struct {
 	// as an API Gateway stage ("/prod"); nil means none. Links, redirects
 	// and the cookie path carry it.
 	Prefix func(*http.Request) string
+	// InitialKeyFile is where flowd left the first API key of a new data
+	// directory; the sign-in page names it so a newcomer need not search.
+	// Empty where keys only come from flowctl (AWS).
+	InitialKeyFile string
+	// OpenAPI is the management API's OpenAPI document; the flow editor
+	// shows its field descriptions as help. Nil: no help.
+	OpenAPI []byte
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.
@@ -64,6 +73,7 @@ type Dashboard struct {
 	csrfKey    []byte
 	mux        *http.ServeMux
 	pages      map[string]*template.Template
+	help       []fieldHelp // of the flow editor, from Options.OpenAPI
 	log        *slog.Logger
 }
 
@@ -91,6 +101,7 @@ func New(svc *automation.Service, opts Options) http.Handler {
 		csrfKey:    derive(key, "flowservice dashboard csrf v1"),
 		mux:        http.NewServeMux(),
 		pages:      parsePages(),
+		help:       fieldHelpFrom(opts.OpenAPI),
 		log:        opts.Log,
 	}
 	if d.log == nil {
@@ -111,7 +122,14 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("POST /ui/signout", d.auth(d.signout))
 
 	d.mux.Handle("GET /ui/flows", d.auth(d.flows))
+	d.mux.Handle("GET /ui/flows/new", d.auth(d.newFlow))
+	d.mux.Handle("POST /ui/flows", d.auth(d.createFlow))
 	d.mux.Handle("GET /ui/flows/{flowId}", d.auth(d.flow))
+	d.mux.Handle("GET /ui/flows/{flowId}/edit", d.auth(d.editFlow))
+	d.mux.Handle("POST /ui/flows/{flowId}/edit", d.auth(d.updateFlow))
+	d.mux.Handle("GET /ui/flows/{flowId}/delete", d.auth(d.confirmDeleteFlow))
+	d.mux.Handle("POST /ui/flows/{flowId}/delete", d.auth(d.deleteFlow))
+	d.mux.Handle("POST /ui/flows/{flowId}/runs/{runId}/retry", d.auth(d.retryRun))
 	d.mux.Handle("POST /ui/flows/{flowId}/enable", d.auth(d.enable))
 	d.mux.Handle("POST /ui/flows/{flowId}/disable", d.auth(d.disable))
 	d.mux.Handle("POST /ui/flows/{flowId}/allowlist", d.auth(d.setAllowlist))
@@ -121,8 +139,23 @@ func (d *Dashboard) routes() {
 
 	d.mux.Handle("GET /ui/connections", d.auth(d.connections))
 	d.mux.Handle("POST /ui/connections", d.auth(d.createConnection))
-	d.mux.Handle("GET /ui/connections/{connectionId}/delete", d.auth(d.confirmDelete))
 	d.mux.Handle("POST /ui/connections/{connectionId}/delete", d.auth(d.deleteConnection))
+	// GET /ui/connections/connect/{app} (DESIGN §8) and
+	// GET /ui/connections/{connectionId}/delete overlap as patterns; IDs
+	// start with con_, so one route tells them apart.
+	d.mux.Handle("GET /ui/connections/{first}/{second}", d.auth(func(w http.ResponseWriter, r *http.Request) {
+		switch first, second := r.PathValue("first"), r.PathValue("second"); {
+		case first == "connect":
+			r.SetPathValue("app", second)
+			d.connectOAuth(w, r)
+		case second == "delete":
+			r.SetPathValue("connectionId", first)
+			d.confirmDelete(w, r)
+		default:
+			d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})
+		}
+	}))
+	d.mux.HandleFunc("GET /ui/oauth/callback", d.oauthCallback) // authenticated by its own cookie
 
 	d.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})

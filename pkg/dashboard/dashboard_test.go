@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/oauth"
 )
 
 // env is a dashboard over a real SQLite data directory.
@@ -39,12 +41,17 @@ func newEnv(t *testing.T) *env {
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
 		EngineURL: "http://engine.test", WorkflowURL: "http://workflow.test", Runtime: rt,
+		OAuthApps: dir.Store, OAuth: oauth.New(http.DefaultTransport),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rt.Executor = engine.New(engine.Config{Credentials: svc})
-	srv := httptest.NewServer(New(svc, Options{Key: dir.CursorKey}))
+	doc, err := os.ReadFile("../httpapi/openapi.json") // the API document the servers pass
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(svc, Options{Key: dir.CursorKey, OpenAPI: doc}))
 	t.Cleanup(srv.Close)
 	e := &env{srv: srv, svc: svc}
 	e.p, e.key = e.project(t, "acme", automation.PlanEnterprise)

@@ -14,11 +14,16 @@ import (
 // notices are the confirmations a redirect after a form may ask for; only
 // these fixed texts are shown.
 var notices = map[string]string{
-	"enabled":   "Flow enabled: its trigger fires now.",
-	"disabled":  "Flow disabled: its trigger no longer fires.",
-	"allowlist": "IP allowlist saved.",
-	"created":   "Connection created. Its key is stored and will not be shown again.",
-	"deleted":   "Connection deleted. Flows that use it fail from their next run.",
+	"enabled":     "Flow enabled: its trigger fires now.",
+	"disabled":    "Flow disabled: its trigger no longer fires.",
+	"allowlist":   "IP allowlist saved.",
+	"created":     "Connection created. Its key is stored and will not be shown again.",
+	"deleted":     "Connection deleted. Flows that use it fail from their next run.",
+	"connected":   "Connected. The tokens are stored encrypted and refreshed before use.",
+	"flowcreated": "Flow created. It is INACTIVE until you enable it.",
+	"flowsaved":   "Flow saved.",
+	"flowdeleted": "Flow deleted, with its run history.",
+	"retried":     "Retry started: a new run with the same trigger data, from the first step.",
 }
 
 func notice(r *http.Request) string { return notices[r.URL.Query().Get("done")] }
@@ -54,7 +59,7 @@ func (d *Dashboard) flows(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "flows", view{Title: "Flows", Nav: "flows", Data: struct {
+	d.render(w, r, http.StatusOK, "flows", view{Title: "Flows", Nav: "flows", Notice: notice(r), Data: struct {
 		Flows []automation.FlowSummary
 		Pager pager
 	}{l.Data, newPager(r, []string{string(automation.FlowActive), string(automation.FlowInactive)}, l.Cursor)}})
@@ -205,7 +210,7 @@ func (d *Dashboard) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	trigger, _ := json.Marshal(run.Trigger)
-	d.render(w, r, http.StatusOK, "run", view{Title: "Run " + run.ID, Nav: "flows", Data: struct {
+	d.render(w, r, http.StatusOK, "run", view{Title: "Run " + run.ID, Nav: "flows", Notice: notice(r), Data: struct {
 		Flow    automation.Flow
 		Run     automation.Run
 		Trigger json.RawMessage
@@ -226,12 +231,18 @@ func (d *Dashboard) renderConnections(w http.ResponseWriter, r *http.Request, st
 		d.fail(w, r, err)
 		return
 	}
+	apps, err := d.svc.OAuthApps(r.Context())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	d.render(w, r, status, "connections", view{Title: "Connections", Nav: "connections", Notice: note, Error: errMsg,
 		Data: struct {
 			Connections []automation.Connection
+			Apps        []automation.OAuthApp
 			Pager       pager
 			Form        connectionForm
-		}{l.Data, newPager(r, nil, l.Cursor), form}})
+		}{l.Data, apps, newPager(r, nil, l.Cursor), form}})
 }
 
 func (d *Dashboard) createConnection(w http.ResponseWriter, r *http.Request) {

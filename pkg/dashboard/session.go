@@ -28,6 +28,7 @@ const (
 type session struct {
 	project automation.Project
 	csrf    string
+	keyHash string // of the API key signed in with; an OAuth2 start carries it to the callback
 }
 
 type sessionKeyType struct{}
@@ -112,7 +113,7 @@ func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
 			d.fail(w, r, err)
 			return
 		}
-		s := &session{project: p, csrf: d.csrfFor("session", c.Value)}
+		s := &session{project: p, csrf: d.csrfFor("session", c.Value), keyHash: hash}
 		if r.Method == http.MethodPost && !validCSRF(r, s.csrf) {
 			d.render(w, r, http.StatusForbidden, "error", view{Title: "Forbidden",
 				Error: "This form has expired or did not come from the dashboard. Reload the page and try again."})
@@ -171,8 +172,15 @@ func (d *Dashboard) renderSignin(w http.ResponseWriter, r *http.Request, status 
 	}
 	d.render(w, r, status, "signin", view{
 		Title: "Sign in", CSRF: d.csrfFor("signin", nonce), Error: msg,
-		Notice: signinNotes[q.Get("why")], Data: safeNext(q.Get("next")),
+		Notice: signinNotes[q.Get("why")],
+		Data:   signinData{Next: safeNext(q.Get("next")), KeyFile: d.opts.InitialKeyFile},
 	})
+}
+
+// signinData is what the sign-in page shows beside the form.
+type signinData struct {
+	Next    string // where to go after signing in
+	KeyFile string // Options.InitialKeyFile
 }
 
 func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {

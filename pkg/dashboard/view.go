@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,12 +22,13 @@ type view struct {
 	Project *automation.Project
 	Notice  string // a confirmation ("Flow enabled.")
 	Error   string // a message the user may see
+	Refresh string // a page to go on to at once (same-site navigation)
 	Data    any
 }
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error"}
+var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error", "oauth_done", "flow_edit", "confirm_delete_flow"}
 
 var funcs = template.FuncMap{
 	"time": func(t any) string {
@@ -44,7 +46,17 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
+	// rate shows a flow's success rate, or "—" before its first finished
+	// run: a flow that never ran has not failed every time.
+	"rate": func(runCount int64, rate float64) string {
+		if runCount == 0 {
+			return "—"
+		}
+		return strconv.FormatFloat(rate, 'f', 1, 64) + "%"
+	},
 	"json": prettyJSON,
+	"step": stepSettings,
+	"add":  func(a, b int) int { return a + b },
 	"pagerLinks": func(base, path string, p pager) any {
 		return struct {
 			URL   string

@@ -63,15 +63,24 @@ const LockFile = "flowd.lock"
 // LockExclusive takes the directory's lock file without waiting, so a second
 // flowd on the same directory stops with a clear error instead of executing
 // the same runs. The lock goes with the process, even on kill -9.
-func (d *Dir) LockExclusive() (unlock func(), err error) {
-	path := filepath.Join(d.Path, LockFile)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+func (d *Dir) LockExclusive() (unlock func(), err error) { return Lock(d.Path) }
+
+// Lock takes the lock file of the data directory at path, creating the
+// directory (mode 0700) if needed but nothing else in it. flowd on AWS holds
+// it too: it writes the initial key into the directory, and two servers on
+// one directory would overwrite each other's.
+func Lock(path string) (unlock func(), err error) {
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, fmt.Errorf("datadir: create %s: %w", path, err)
+	}
+	lock := filepath.Join(path, LockFile)
+	f, err := os.OpenFile(lock, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("datadir: lock %s: %w", path, err)
+		return nil, fmt.Errorf("datadir: lock %s: %w", lock, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("datadir: %s is in use by another flowd (lock %s): %w", d.Path, path, err)
+		return nil, fmt.Errorf("datadir: %s is in use by another flowd (lock %s): %w", path, lock, err)
 	}
 	return func() { f.Close() }, nil
 }

@@ -55,3 +55,11 @@ func (s *serialized) TransactWriteItems(ctx context.Context, in *dynamodb.Transa
 	defer s.mu.Unlock()
 	return s.API.TransactWriteItems(ctx, in, opts...)
 }
+
+// TestOAuthAppsContract runs the OAuth2 apps contract on moto.
+func TestOAuthAppsContract(t *testing.T) {
+	storetest.RunOAuthApps(t, func(t *testing.T) automation.OAuthAppStore {
+		_, client, tables := newStore(t)
+		return dynamostore.New(client, tables)
+	})
+}

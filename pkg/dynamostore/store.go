@@ -44,6 +44,7 @@ type Tables struct {
 	Connections string // connection metadata by ID; index by project
 	Runs        string // runs by ID; indexes by project+flow (and status); TTL on expiresAt
 	Samples     string // Test Trigger state and latest sample by flow ID
+	OAuthApps   string // the operator's OAuth2 apps by name (oauthapps.go)
 }
 
 // TableNames returns the tables of a stage, named prefix-projects,
@@ -57,6 +58,7 @@ func TableNames(prefix string) Tables {
 		Connections: prefix + "-connections",
 		Runs:        prefix + "-runs",
 		Samples:     prefix + "-samples",
+		OAuthApps:   prefix + "-oauth-apps",
 	}
 }
 

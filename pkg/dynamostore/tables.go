@@ -69,6 +69,7 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 			gsi(indexByFlow, attrProjectFlow, attrCreatedSort),
 			gsi(indexByStatus, attrProjectFlowStatus, attrCreatedSort)),
 		table(t.Samples, []types.AttributeDefinition{s(attrFlowID)}, keys(attrFlowID, "")),
+		table(t.OAuthApps, []types.AttributeDefinition{s(attrAppName)}, keys(attrAppName, "")),
 	}
 }
 

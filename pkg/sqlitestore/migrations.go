@@ -14,6 +14,7 @@ var migrations = []string{
 	schemaV1,
 	schemaV2,
 	schemaV3,
+	schemaOAuthApps, // oauthapps.go
 }
 
 // SchemaVersion is the version Open brings a database to.

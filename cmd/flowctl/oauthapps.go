@@ -1,0 +1,118 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"flowservice/pkg/automation"
+)
+
+// oauthAppsCmd configures the operator's OAuth2 apps (DESIGN §8), straight
+// on the data directory or the stage's tables, like projects and keys:
+// they are shared by every project, so no project's API key may change them.
+func (c *cli) oauthAppsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "oauth-apps", Short: "OAuth2 apps the dashboard's Connect buttons use (operator-wide)"}
+
+	var in automation.OAuthAppInput
+	var scopes string
+	var fromStdin bool
+	add := &cobra.Command{
+		Use:   "add NAME --client-id ID --client-secret-stdin --authorize-url URL --token-url URL [--scopes \"a b\"]",
+		Short: "Add an OAuth2 app; the client secret is read from stdin",
+		Long: `Add an OAuth2 app. Register the app at the provider with the redirect URL
+{base_url}/ui/oauth/callback (for make run: http://127.0.0.1:8080/ui/oauth/callback),
+then:
+
+    flowctl oauth-apps add github --client-id Iv1.abc --client-secret-stdin \
+      --authorize-url https://github.com/login/oauth/authorize \
+      --token-url https://github.com/login/oauth/access_token --scopes "repo" < github.secret
+
+The client secret is stored encrypted (Secrets Manager on AWS) and never shown again.
+The connections page then offers "Connect github".`,
+		Args: positional("add NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !fromStdin {
+				return errors.New("--client-secret-stdin is required: the client secret is read from stdin, never from the command line")
+			}
+			raw, err := io.ReadAll(io.LimitReader(c.stdin, 64<<10))
+			if err != nil {
+				return fmt.Errorf("reading the client secret from stdin: %w", err)
+			}
+			in.Name, in.ClientSecret = args[0], strings.TrimRight(string(raw), "\r\n")
+			if strings.TrimSpace(in.ClientSecret) == "" {
+				return errors.New("stdin held no client secret: pipe it into --client-secret-stdin")
+			}
+			in.Scopes = strings.Fields(scopes)
+			svc, done, err := c.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			a, err := svc.AddOAuthApp(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			return show(c, a, []automation.OAuthApp{a}, oauthAppTable)
+		},
+	}
+	add.Flags().StringVar(&in.ClientID, "client-id", "", "the client ID the provider gave (required)")
+	add.Flags().BoolVar(&fromStdin, "client-secret-stdin", false, "read the client secret from stdin (required)")
+	add.Flags().StringVar(&in.AuthorizeURL, "authorize-url", "", "the provider's authorization endpoint (required)")
+	add.Flags().StringVar(&in.TokenURL, "token-url", "", "the provider's token endpoint (required)")
+	add.Flags().StringVar(&scopes, "scopes", "", `scopes to ask for, separated by spaces: "a b"`)
+	for _, f := range []string{"client-id", "authorize-url", "token-url"} {
+		_ = add.MarkFlagRequired(f)
+	}
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List OAuth2 apps (never their secrets)",
+		Args:  positional("list"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, done, err := c.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			apps, err := svc.OAuthApps(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return show(c, apps, apps, oauthAppTable)
+		},
+	}
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Remove an OAuth2 app and its secret; its connections stop refreshing",
+		Args:  positional("remove NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			svc, done, err := c.service(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer done()
+			if err := svc.RemoveOAuthApp(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(c.stdout, "removed", args[0])
+			return err
+		},
+	}
+	cmd.AddCommand(add, list, remove)
+	return cmd
+}
+
+var oauthAppTable = table[automation.OAuthApp]{
+	header: []string{"NAME", "CLIENT ID", "SCOPES", "AUTHORIZE URL", "TOKEN URL", "CREATED"},
+	row: func(a automation.OAuthApp) []string {
+		sc := strings.Join(a.Scopes, " ")
+		if sc == "" {
+			sc = "-"
+		}
+		return []string{a.Name, a.ClientID, sc, a.AuthorizeURL, a.TokenURL, stamp(a.Created)}
+	},
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"flowservice/pkg/oauth/oauthtest"
+)
+
+// chromium finds Debian's chromium; `make test` installs it when missing.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("the browser tests need Debian's chromium: `make test` installs it (apt-get install -y chromium)")
+	return ""
+}
+
+// newBrowser starts a headless chromium that reaches loopback only, with a
+// fresh profile, and returns a tab.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.NoSandbox, // containers and CI run as root
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("no-pings", true),
+		// Every name resolves to nothing: only 127.0.0.1 is reachable.
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// TestDashboardInABrowser drives the dashboard of a running flowd with a
+// real browser through what a user does: sign in, create an API key
+// connection, connect an OAuth2 app through the provider's consent page,
+// create and enable a flow, send a webhook, read the run's steps, retry
+// it, delete a connection. At phone width the header keeps "Sign out" on
+// screen and no page scrolls sideways. With FLOWD_SCREENSHOTS=DIR it saves
+// screenshots of the main pages there (make screenshots: docs/screenshots).
+func TestDashboardInABrowser(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_WORKERS=2", "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+	idp := oauthtest.Start(oauthtest.Options{RedirectBase: p.base})
+	defer idp.Close()
+	add := exec.Command(flowctlBin, "--data-dir", dir, "oauth-apps", "add", "idp", "--client-id", oauthtest.ClientID,
+		"--client-secret-stdin", "--authorize-url", idp.AuthorizeURL, "--token-url", idp.TokenURL, "--scopes", "read")
+	add.Stdin = strings.NewReader(oauthtest.ClientSecret)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("oauth-apps add: %v %s", err, out)
+	}
+
+	ctx := newBrowser(t)
+	shots := os.Getenv("FLOWD_SCREENSHOTS")
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			loc, _ := chromedp.Run(ctx, chromedp.Location())
+			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\nat %s:\n%s\nflowd stderr:\n%s", what, err, loc, body, p.stderr)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	wantText := func(sel string, want ...string) {
+		t.Helper()
+		got := text(sel)
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Fatalf("%s lacks %q:\n%s", sel, w, got)
+			}
+		}
+	}
+	// snap checks the page at desktop and phone width and saves both
+	// screenshots when asked to.
+	snap := func(name string) {
+		t.Helper()
+		for _, w := range []struct {
+			suffix        string
+			width, height int64
+		}{{"desktop", 1280, 900}, {"phone", 390, 844}} {
+			do("resize to "+w.suffix, chromedp.EmulateViewport(w.width, w.height))
+			over, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+				`document.documentElement.scrollWidth > window.innerWidth + 1`))
+			if err != nil || over {
+				sw, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.documentElement.scrollWidth`))
+				t.Errorf("%s at %d px: the page scrolls sideways (scrollWidth %v): %v", name, w.width, sw, err)
+			}
+			signOut, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+				const b = [...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Sign out");
+				if (!b) return true; // signed out: nothing to check
+				const r = b.getBoundingClientRect();
+				return r.width > 0 && r.left >= 0 && r.right <= window.innerWidth;
+			})()`))
+			if err != nil || !signOut {
+				t.Errorf("%s at %d px: Sign out is off screen (%v)", name, w.width, err)
+			}
+			if shots != "" {
+				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+				if err != nil {
+					t.Fatalf("screenshot %s: %v", name, err)
+				}
+				if err := os.WriteFile(filepath.Join(shots, name+"-"+w.suffix+".png"), png, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		do("back to desktop", chromedp.EmulateViewport(1280, 900))
+	}
+
+	// A browser opening the address lands on the sign-in page, which says
+	// where the initial key is.
+	do("open flowd", chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.ID("apiKey")))
+	wantText("main", filepath.Join(dir, "initial-api-key"))
+	snap("signin")
+	do("sign in", chromedp.SendKeys(chromedp.ID("apiKey"), key), chromedp.Submit(chromedp.ID("apiKey")),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+
+	// An API key connection.
+	do("create an API key connection", chromedp.Navigate(p.base+"/ui/connections"),
+		chromedp.SendKeys(chromedp.ID("name"), "Chat bot"), chromedp.SendKeys(chromedp.ID("app"), "chat"),
+		chromedp.SendKeys(chromedp.ID("apiKey"), "chat-key-never-shown"), chromedp.Submit(chromedp.ID("apiKey")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	wantText("main", "Connection created", "Chat bot", "API_KEY")
+
+	// OAuth2: Connect idp, allow at the provider, come back connected.
+	do("connect idp", chromedp.Click(chromedp.Search(`//a[text()="Connect idp"]`)),
+		chromedp.WaitVisible(chromedp.ID("allow")), chromedp.Click(chromedp.ID("allow")),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Connected. The tokens")]`)))
+	wantText("main", "OAUTH2", "idp", "ACTIVE", "Reconnect")
+	snap("connections")
+
+	// A flow, created in the editor and enabled.
+	do("open the editor", chromedp.Click(chromedp.Search(`//nav/a[text()="Flows"]`)),
+		chromedp.Click(chromedp.Search(`//a[text()="New flow"]`)), chromedp.WaitVisible(chromedp.ID("definition")))
+	snap("editor")
+	do("a definition the server refuses", chromedp.SetValue(chromedp.ID("definition"),
+		`{"name": "Greeter", "engine": "FLOW_BUILDER", "steps": [{"name": "greet", "type": "SEND"}]}`),
+		chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.ID("definition-error")))
+	wantText("#definition-error", "steps[0].type", "allowed values")
+	do("create the flow", chromedp.SetValue(chromedp.ID("definition"), `{"name": "Greeter", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "greet", "type": "SET", "values": {"message": "Hello {{ trigger.body.name }}"}}]}`),
+		chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Enable"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow enabled")]`)))
+	hook, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("webhook-url")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap("flow")
+
+	// A webhook starts a run; its page shows the step's output.
+	resp, err := http.Post(hook, "application/json", strings.NewReader(`{"name": "Ada"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	runID := resp.Header.Get("X-Run-Id")
+	if resp.StatusCode != http.StatusOK || runID == "" {
+		t.Fatalf("webhook %s = %d", hook, resp.StatusCode)
+	}
+	flowID := regexp.MustCompile(`flw_[A-Za-z0-9_-]+`).FindString(hook)
+	waitRun(t, p, key, flowID, runID)
+	do("open the run", chromedp.Click(chromedp.Search(`//a[text()="Run history"]`)),
+		chromedp.Click(chromedp.Search(fmt.Sprintf(`//a[contains(., %q)]`, runID))),
+		chromedp.WaitVisible(chromedp.Search(`//h2[text()="Steps"]`)))
+	wantText("main", "greet", "SUCCEEDED", "Hello Ada")
+	snap("run")
+	do("retry it", chromedp.Click(chromedp.Search(`//button[text()="Retry from the start"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Retry started")]`)))
+	wantText("main", "Hello Ada")
+	if loc, _ := chromedp.Run(ctx, chromedp.Location()); strings.Contains(loc, runID) {
+		t.Errorf("retry stayed on the old run: %s", loc)
+	}
+	do("flows list", chromedp.Click(chromedp.Search(`//nav/a[text()="Flows"]`)), chromedp.WaitVisible(chromedp.CSS("table")))
+	snap("flows")
+
+	// Delete the API key connection after its confirmation page.
+	do("delete a connection", chromedp.Navigate(p.base+"/ui/connections"),
+		chromedp.Click(chromedp.Search(`//tr[contains(., "Chat bot")]//a[contains(., "Delete")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "Chat bot")]`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Delete connection"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Connection deleted")]`)))
+	if got := text("main"); strings.Contains(got, "Chat bot") || !strings.Contains(got, "OAUTH2") {
+		t.Errorf("connections after deleting Chat bot:\n%s", got)
+	}
+}
+
+

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime/debug"
+)
+
+// usage is what flowd --help prints. flowd takes no arguments: its
+// configuration is the environment, so that the Makefile, systemd units and
+// containers all set it the same way.
+const usage = `flowd: the flow service on one machine (management API, dashboard, webhook receivers).
+
+Usage: flowd            start the server (stop it with Ctrl-C)
+       flowd --help     print this help
+       flowd --version  print the version
+
+Configuration is environment variables (defaults in brackets):
+  FLOWD_ADDR            address of the API, the dashboard and the receivers [127.0.0.1:8080]
+  FLOWD_DATA_DIR        data directory: SQLite store, secrets key, initial API key [.flowd]
+  FLOWD_ENGINE_ADDR, FLOWD_WORKFLOW_ADDR   separate addresses for the receivers
+  FLOWD_ENGINE_URL, FLOWD_WORKFLOW_URL     public URLs in webhook descriptors [http://FLOWD_ADDR]
+  FLOWD_WORKERS [4], FLOWD_RUN_TIMEOUT [5m], FLOWD_RUN_ATTEMPTS [5], FLOWD_RETENTION [720h]
+  FLOWD_SYNC_TIMEOUT [25s], FLOWD_MAX_BODY_BYTES [10485760], FLOWD_RATE_LIMIT [50]
+  FLOWD_TRUSTED_PROXIES, FLOWD_ALLOW_PRIVATE_NETWORKS [false], FLOWD_LOG_LEVEL [info]
+  FLOWD_BACKEND         embedded, or aws (DynamoDB, SQS, Secrets Manager; AWS_ENDPOINT_URL honoured) [embedded]
+
+On first start with an empty data directory flowd creates project "default" and prints its
+first API key, also written to FLOWD_DATA_DIR/initial-api-key. The dashboard is at /ui/.
+`
+
+// commandLine handles flowd's only arguments, --help and --version, before
+// anything is read or created. done says the command is complete.
+func commandLine(args []string, stdout io.Writer) (done bool, err error) {
+	if len(args) == 0 {
+		return false, nil
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return true, nil
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, "flowd", version())
+		return true, nil
+	}
+	return true, fmt.Errorf("unknown argument %q: flowd is configured with FLOWD_* environment variables (see flowd --help)", args[0])
+}
+
+// version is the module version and VCS revision the binary was built from.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v, rev, dirty := bi.Main.Version, "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += " " + rev
+		if dirty {
+			v += "+dirty"
+		}
+	}
+	return v + " " + bi.GoVersion
+}

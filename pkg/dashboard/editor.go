@@ -1,0 +1,276 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	"flowservice/pkg/automation"
+)
+
+// The flow editor is a JSON textarea: the definition as the API takes it,
+// validated by the same Service call, with the Service's message shown
+// under the field it names and the API document's field help beside it.
+
+// newFlowTemplate is what "New flow" starts from.
+const newFlowTemplate = `{
+  "name": "My flow",
+  "engine": "FLOW_BUILDER",
+  "description": "",
+  "trigger": {"type": "WEBHOOK"},
+  "steps": [
+    {"name": "greet", "type": "SET", "values": {"message": "Hello {{ trigger.body.name }}"}}
+  ]
+}`
+
+// editorData is what flow_edit.html shows.
+type editorData struct {
+	Flow       *automation.Flow // nil for a new flow
+	Definition string
+	Error      string // the Service's message
+	ErrorField string // the field it names, when it names one
+	HelpField  string // ErrorField as the help lists it: steps[].url
+	Help       []fieldHelp
+}
+
+// fieldHelp is one field of a flow definition with its description from the
+// API document.
+type fieldHelp struct {
+	Path, Text string
+	Values     []string // allowed values, when the document lists them
+}
+
+// fieldHelpFrom reads the field descriptions of a flow definition from an
+// OpenAPI document: FlowCreate and the schemas it refers to. A missing or
+// unreadable document gives no help, never an error.
+func fieldHelpFrom(doc []byte) []fieldHelp {
+	var d struct {
+		Components struct {
+			Schemas map[string]json.RawMessage `json:"schemas"`
+		} `json:"components"`
+	}
+	if json.Unmarshal(doc, &d) != nil {
+		return nil
+	}
+	type schema struct {
+		Ref         string             `json:"$ref"`
+		Description string             `json:"description"`
+		Enum        []string           `json:"enum"`
+		Properties  map[string]*schema `json:"properties"`
+		Items       *schema            `json:"items"`
+	}
+	resolve := func(s *schema) *schema {
+		for i := 0; s != nil && s.Ref != "" && i < 5; i++ {
+			var next schema
+			if json.Unmarshal(d.Components.Schemas[strings.TrimPrefix(s.Ref, "#/components/schemas/")], &next) != nil {
+				return nil
+			}
+			if next.Description == "" {
+				next.Description = s.Description
+			}
+			s = &next
+		}
+		return s
+	}
+	var out []fieldHelp
+	seen := map[string]bool{}
+	var walk func(path string, s *schema, depth int)
+	walk = func(path string, s *schema, depth int) {
+		s = resolve(s)
+		if s == nil || depth > 4 {
+			return
+		}
+		if path != "" && !seen[path] {
+			seen[path] = true
+			if s.Description != "" || len(s.Enum) > 0 {
+				out = append(out, fieldHelp{Path: path, Text: s.Description, Values: s.Enum})
+			}
+		}
+		if s.Items != nil {
+			walk(path+"[]", s.Items, depth+1)
+		}
+		names := make([]string, 0, len(s.Properties))
+		for n := range s.Properties {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			p := n
+			if path != "" {
+				p = path + "." + n
+			}
+			walk(p, s.Properties[n], depth+1)
+		}
+	}
+	walk("", &schema{Ref: "#/components/schemas/FlowCreate"}, 0)
+	return out
+}
+
+// fieldOf is the field a validation message names: its leading path such
+// as "steps[1].url" or "trigger.webhook.path", when it starts with a field
+// of a definition.
+// The Service names a step by index and name: "steps[0] (notify).url".
+var (
+	fieldRE    = regexp.MustCompile(`^"?((?:name|engine|description|trigger|steps)(?:\[\d+\](?: \([^)]{0,200}\))?)?(?:\.[A-Za-z]+(?:\[\d+\])?)*)`)
+	stepNameRE = regexp.MustCompile(` \([^)]*\)`)
+	indexRE    = regexp.MustCompile(`\[\d+\]`)
+)
+
+func fieldOf(msg string) string {
+	if m := fieldRE.FindStringSubmatch(msg); m != nil {
+		return stepNameRE.ReplaceAllString(m[1], "")
+	}
+	if m := regexp.MustCompile(`unknown field "([^"]{1,100})"`).FindStringSubmatch(msg); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// decodeDefinition reads the editor's JSON strictly, as the API does: one
+// object, no unknown fields. Messages never quote values.
+func decodeDefinition(text string) (automation.FlowInput, error) {
+	var in automation.FlowInput
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&in)
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return in, automation.Invalid("the definition holds more after its JSON object: keep exactly one object")
+		}
+		return in, nil
+	case errors.As(err, &syn):
+		line := 1 + bytes.Count([]byte(text[:min(int(syn.Offset), len(text))]), []byte("\n"))
+		return in, automation.Invalid("the definition is not valid JSON (line %d): %s", line, syn.Error())
+	case errors.As(err, &typ):
+		return in, automation.Invalid("%s: want a JSON %s here", typ.Field, typ.Type.Kind())
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return in, automation.Invalid("unknown field %s: check its spelling against the field help", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return in, automation.Invalid("the definition is not valid JSON: it ends before its object does (a missing } or ]?)")
+	case errors.Is(err, io.EOF):
+		return in, automation.Invalid("the definition is empty: write a JSON object")
+	}
+	return in, automation.Invalid("the definition is not a JSON object")
+}
+
+// definitionOf is a flow's definition as the editor shows it: the fields
+// an update takes, secrets masked (sending the mask back keeps them).
+func definitionOf(f automation.Flow) string {
+	b, err := json.MarshalIndent(struct {
+		Name        string             `json:"name"`
+		Description string             `json:"description"`
+		Trigger     automation.Trigger `json:"trigger"`
+		Steps       []automation.Step  `json:"steps"`
+	}{f.Name, f.Description, f.Trigger, f.Steps}, "", "  ")
+	if err != nil {
+		return "{}"
+	}
+	return string(b)
+}
+
+func (d *Dashboard) renderEditor(w http.ResponseWriter, r *http.Request, status int, data editorData, errMsg string) {
+	data.Help = d.help
+	if data.Error != "" {
+		data.ErrorField = fieldOf(data.Error)
+		data.HelpField = indexRE.ReplaceAllString(data.ErrorField, "[]")
+	}
+	title := "New flow"
+	if data.Flow != nil {
+		title = "Edit " + data.Flow.Name
+	}
+	d.render(w, r, status, "flow_edit", view{Title: title, Nav: "flows", Error: errMsg, Data: data})
+}
+
+func (d *Dashboard) newFlow(w http.ResponseWriter, r *http.Request) {
+	d.renderEditor(w, r, http.StatusOK, editorData{Definition: newFlowTemplate}, "")
+}
+
+func (d *Dashboard) createFlow(w http.ResponseWriter, r *http.Request) {
+	text := r.PostFormValue("definition")
+	in, err := decodeDefinition(text)
+	var f automation.Flow
+	if err == nil {
+		f, err = d.svc.CreateFlow(r.Context(), project(r), in)
+	}
+	if err != nil {
+		status, msg := d.problem(r, err)
+		d.renderEditor(w, r, status, editorData{Definition: text, Error: msg}, "")
+		return
+	}
+	d.redirect(w, r, "/ui/flows/"+f.ID+"?done=flowcreated")
+}
+
+func (d *Dashboard) editFlow(w http.ResponseWriter, r *http.Request) {
+	f, err := d.svc.Flow(r.Context(), project(r), r.PathValue("flowId"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.renderEditor(w, r, http.StatusOK, editorData{Flow: &f, Definition: definitionOf(f)}, "")
+}
+
+func (d *Dashboard) updateFlow(w http.ResponseWriter, r *http.Request) {
+	f, err := d.svc.Flow(r.Context(), project(r), r.PathValue("flowId"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	text := r.PostFormValue("definition")
+	in, err := decodeDefinition(text)
+	if err == nil {
+		_, err = d.svc.UpdateFlow(r.Context(), project(r), f.ID, in)
+	}
+	if err != nil {
+		status, msg := d.problem(r, err)
+		d.renderEditor(w, r, status, editorData{Flow: &f, Definition: text, Error: msg}, "")
+		return
+	}
+	d.redirect(w, r, "/ui/flows/"+f.ID+"?done=flowsaved")
+}
+
+func (d *Dashboard) confirmDeleteFlow(w http.ResponseWriter, r *http.Request) {
+	f, err := d.svc.Flow(r.Context(), project(r), r.PathValue("flowId"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "confirm_delete_flow", view{Title: "Delete " + f.Name, Nav: "flows", Data: f})
+}
+
+func (d *Dashboard) deleteFlow(w http.ResponseWriter, r *http.Request) {
+	if err := d.svc.DeleteFlow(r.Context(), project(r), r.PathValue("flowId")); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.redirect(w, r, "/ui/flows?done=flowdeleted")
+}
+
+// retryRun starts a new run with the trigger data of a run, from the start.
+func (d *Dashboard) retryRun(w http.ResponseWriter, r *http.Request) {
+	flowID := r.PathValue("flowId")
+	run, err := d.svc.RetryRun(r.Context(), project(r), flowID, r.PathValue("runId"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.redirect(w, r, fmt.Sprintf("/ui/flows/%s/runs/%s?done=retried", flowID, run.ID))
+}
+
+// stepSettings is a step as the flow page shows it: its settings as JSON,
+// secrets masked by their type.
+func stepSettings(s automation.Step) string {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
