@@ -217,5 +217,3 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Errorf("connections after deleting Chat bot:\n%s", got)
 	}
 }
-
-
