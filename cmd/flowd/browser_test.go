@@ -200,10 +200,19 @@ func TestDashboardInABrowser(t *testing.T) {
 	snap("run")
 	do("retry it", chromedp.Click(chromedp.Search(`//button[text()="Retry from the start"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Retry started")]`)))
-	wantText("main", "Hello Ada")
-	if loc, _ := chromedp.Run(ctx, chromedp.Location()); strings.Contains(loc, runID) {
-		t.Errorf("retry stayed on the old run: %s", loc)
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
 	}
+	retryID := regexp.MustCompile(`run_[A-Za-z0-9_-]+`).FindString(loc)
+	if retryID == "" || retryID == runID {
+		t.Fatalf("retry did not lead to a new run: %s", loc)
+	}
+	// The new run may still be queued when its page first shows: wait for
+	// it to finish, then look again.
+	waitRun(t, p, key, flowID, retryID)
+	do("reload the new run", chromedp.Reload(), chromedp.WaitVisible(chromedp.Search(`//h2[text()="Steps"]`)))
+	wantText("main", "SUCCEEDED", "Hello Ada")
 	do("flows list", chromedp.Click(chromedp.Search(`//nav/a[text()="Flows"]`)), chromedp.WaitVisible(chromedp.CSS("table")))
 	snap("flows")
 
