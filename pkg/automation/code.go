@@ -3,6 +3,7 @@ package automation
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -59,4 +60,17 @@ type CodeResult struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	Logs   []string        `json:"logs,omitempty"`
 	Error  string          `json:"error,omitempty"`
+}
+
+// CodeTimeout is a CODE step's time limit: its timeout setting (a Go
+// duration such as "1s" or "500ms"), or DefaultCodeTimeout when unset.
+func (s Step) CodeTimeout() (time.Duration, error) {
+	if s.Timeout == "" {
+		return DefaultCodeTimeout, nil
+	}
+	d, err := time.ParseDuration(s.Timeout)
+	if err != nil || d <= 0 || d > MaxCodeTimeout {
+		return 0, fmt.Errorf("timeout %q: use a duration above 0 and at most %s, such as \"1s\" or \"500ms\"", s.Timeout, MaxCodeTimeout)
+	}
+	return d, nil
 }
