@@ -31,6 +31,7 @@ type config struct {
 	SyncTimeout    time.Duration // how long ON_COMPLETION webhooks wait
 	MaxBody        int64         // webhook body limit in bytes
 	RateLimit      float64       // management requests per second per project; 0 for none
+	CodeSandbox    bool          // run CODE steps in sandbox child processes (default true)
 }
 
 // loadConfig reads the environment through getenv, applying the documented
@@ -105,6 +106,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.MaxBody = maxBody
 	if c.RateLimit, err = strconv.ParseFloat(or(getenv("FLOWD_RATE_LIMIT"), "50"), 64); err != nil || c.RateLimit < 0 {
 		return c, fmt.Errorf("FLOWD_RATE_LIMIT=%q: want requests per second per project, 0 for no limit", getenv("FLOWD_RATE_LIMIT"))
+	}
+	c.CodeSandbox = true
+	if v := getenv("FLOWD_CODE_SANDBOX"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("FLOWD_CODE_SANDBOX=%q: want true or false", v)
+		}
+		c.CodeSandbox = b
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -26,9 +26,13 @@ import (
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
 	"flowservice/pkg/runworker"
+	"flowservice/pkg/sandbox"
 )
 
 func main() {
+	// A copy of this binary started by the code sandbox serves scripts
+	// and never reaches the server below.
+	sandbox.MaybeServe()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Getenv, os.Stdout, os.Stderr); err != nil {
@@ -44,11 +48,21 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	// CODE steps run in child processes of this binary (pkg/sandbox).
+	var code automation.CodeRunner
+	if cfg.CodeSandbox {
+		pool, err := sandbox.New(sandbox.Config{Log: log})
+		if err != nil {
+			return fmt.Errorf("%w (FLOWD_CODE_SANDBOX=false starts without CODE steps)", err)
+		}
+		defer pool.Close()
+		code = pool
+	}
 	open := openEmbedded
 	if cfg.Backend == "aws" {
 		open = openAWS
 	}
-	b, err := open(ctx, cfg, getenv, log, stderr)
+	b, err := open(ctx, cfg, code, getenv, log, stderr)
 	if err != nil {
 		return err
 	}
@@ -117,7 +131,7 @@ type backend struct {
 
 // openEmbedded wires the SQLite store, sealed secrets, the worker pool and
 // the in-process scheduler of a data directory.
-func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *slog.Logger, _ io.Writer) (*backend, error) {
+func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, _ func(string) string, log *slog.Logger, _ io.Writer) (*backend, error) {
 	dir, err := datadir.Open(ctx, cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -157,7 +171,7 @@ func openEmbedded(ctx context.Context, cfg config, _ func(string) string, log *s
 	}
 	// The engine reads credentials through the Service, which runs flows
 	// through the engine: the runtime is completed after both exist.
-	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivate, Log: log})
+	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log})
 	pool := runworker.New(dir.Store, svc, runworker.Config{Workers: cfg.Workers, Lease: policy.Lease(), Log: log})
 	rt.Queue = pool.Notifying(dir.Store)
 	scheduled, err := svc.ScheduledFlows(ctx)
