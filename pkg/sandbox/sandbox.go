@@ -340,7 +340,9 @@ func (p *Pool) spawn() (*child, error) {
 	cmd := exec.Command(p.exe)
 	// Nothing of the parent's environment (credentials, keys) reaches a
 	// script's process.
-	cmd.Env = []string{envMarker + "=1", "GOMAXPROCS=1", "GOTRACEBACK=none"}
+	// MALLOC_ARENA_MAX matters only to a cgo build (glibc): it keeps each
+	// new thread from reserving a 64 MiB malloc arena against RLIMIT_AS.
+	cmd.Env = []string{envMarker + "=1", "GOMAXPROCS=1", "GOTRACEBACK=none", "MALLOC_ARENA_MAX=1"}
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, c.stderr
 	cmd.SysProcAttr = childAttr()

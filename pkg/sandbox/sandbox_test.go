@@ -70,7 +70,7 @@ func TestRunsScripts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := run(t, p, tt.code, scope, time.Second)
+			res := run(t, p, tt.code, scope, 10*time.Second) // none of these should take long
 			if string(res.Output) != tt.wantOut || !strings.Contains(res.Error, tt.wantErr) || (tt.wantErr == "" && res.Error != "") {
 				t.Errorf("%s: output %s error %q, want output %s error containing %q", tt.code, res.Output, res.Error, tt.wantOut, tt.wantErr)
 			}
