@@ -39,7 +39,7 @@ func TestCodeStepsThroughFlowd(t *testing.T) {
 	loop := createCodeFlow(t, p, key, `{"name": "loop", "engine": "FLOW_BUILDER", "steps": [
 		{"name": "spin", "type": "CODE", "timeout": "500ms", "code": "while (true) {}"}]}`)
 	hog := createCodeFlow(t, p, key, `{"name": "hog", "engine": "FLOW_BUILDER", "steps": [
-		{"name": "eat", "type": "CODE", "code": "const a = []; for (;;) a.push('x'.repeat(1024) + a.length)"}]}`)
+		{"name": "eat", "type": "CODE", "timeout": "10s", "code": "const a = []; for (;;) a.push('x'.repeat(1024) + a.length)"}]}`)
 
 	body := `{"order": "o-1", "items": [{"price": 5}, {"price": 7}]}`
 	r := fire(t, p, good, body)

@@ -55,6 +55,12 @@ func MaybeServe() {
 // serve answers requests on in until it closes.
 func serve(in io.Reader, out io.Writer) int {
 	debug.SetMaxStack(maxGoStack)
+	// The collector runs when the heap is half again its live data, so
+	// garbage alone never takes the heap to 1.5 times a script's memory
+	// limit, where the watch stops the script. No soft memory limit: near
+	// one, the collector would slow a growing script for seconds before the
+	// watch sees it. The parent's address-space limit is the hard one.
+	debug.SetGCPercent(50)
 	// Go ignores SIGXCPU unless asked: exit when the soft CPU limit
 	// (set before each script) passes, before the hard limit kills.
 	xcpu := make(chan os.Signal, 1)
@@ -83,9 +89,6 @@ func serve(in io.Reader, out io.Writer) int {
 			}
 			return exitProtocol
 		}
-		// The collector holds the heap near the script's limit; the
-		// parent's address-space limit is what makes it hard.
-		debug.SetMemoryLimit(req.MemoryBytes + 32<<20)
 		limitCPU(time.Duration(req.TimeoutMs) * time.Millisecond)
 		res := runScript(programs, req)
 		res.CPUMs = cpuTime().Milliseconds()
@@ -124,7 +127,7 @@ func runScript(programs map[string]*goja.Program, req request) (res response) {
 	defer func() {
 		res.Logs = logs.lines()
 		if p := recover(); p != nil {
-			res = response{Error: fmt.Sprintf("the script failed inside the sandbox: %v", p), Limit: "memory", Logs: logs.lines()}
+			res = response{Error: fmt.Sprintf("the script failed inside the sandbox: %v", p), Limit: "crash", Logs: logs.lines()}
 		}
 	}()
 
@@ -142,7 +145,10 @@ func runScript(programs map[string]*goja.Program, req request) (res response) {
 	if err != nil {
 		return failure(err, timeout)
 	}
-	fn, _ := goja.AssertFunction(fnv)
+	fn, ok := goja.AssertFunction(fnv)
+	if !ok { // the code closed the wrapper's function itself
+		return response{Error: "SyntaxError: the code must be the body of a function (unbalanced braces?)"}
+	}
 	args := make([]goja.Value, len(scopeNames))
 	for i, n := range scopeNames {
 		args[i] = scope.Get(n)
@@ -262,9 +268,9 @@ func watch(vm *goja.Runtime, timeout time.Duration, memory int64) (stop func()) 
 		defer deadline.Stop()
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
-		// Live heap as of the last collection: garbage does not count, and
-		// the collector runs often near the limit (SetMemoryLimit).
-		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		// The live heap as of the last collection, or a heap larger than
+		// garbage alone makes it (see SetGCPercent in serve).
+		sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
 		for {
 			select {
 			case <-done:
@@ -274,7 +280,7 @@ func watch(vm *goja.Runtime, timeout time.Duration, memory int64) (stop func()) 
 				return
 			case <-tick.C:
 				metrics.Read(sample)
-				if int64(sample[0].Value.Uint64()) > memory {
+				if int64(sample[0].Value.Uint64()) > memory || int64(sample[1].Value.Uint64()) > memory*3/2 {
 					vm.Interrupt(errLimit{"memory", fmt.Sprintf("the script used more than its %d MiB of memory", memory>>20)})
 					return
 				}

@@ -21,7 +21,7 @@ type request struct {
 }
 
 // response is what the child answers. Limit names the limit a script hit
-// ("time", "memory"), after which the parent retires the child.
+// ("time", "memory", "crash"), after which the parent retires the child.
 type response struct {
 	Output json.RawMessage `json:"output,omitempty"`
 	Logs   []string        `json:"logs,omitempty"`

@@ -50,15 +50,6 @@ func addressSpace(pid int) (uint64, error) {
 	return statusKB(string(b), "VmSize:")
 }
 
-// residentSize returns a process's resident memory (VmRSS).
-func residentSize(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	return statusKB(string(b), "VmRSS:")
-}
-
 func statusKB(status, field string) (uint64, error) {
 	for _, line := range strings.Split(status, "\n") {
 		if rest, ok := strings.CutPrefix(line, field); ok {

@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"errors"
 	"syscall"
 	"time"
 )
@@ -16,8 +15,6 @@ func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tru
 func setLimits(int, uint64, time.Duration) error { return nil }
 
 func addressSpace(int) (uint64, error) { return 0, nil }
-
-func residentSize(int) (uint64, error) { return 0, errors.New("sandbox: resident size needs Linux") }
 
 func limitCPU(time.Duration) {}
 

@@ -61,6 +61,10 @@ func TestRunsScripts(t *testing.T) {
 		{"thrown TypeError", `return null.x`, "", "TypeError: Cannot read property 'x'"},
 		{"thrown string", `throw "plain"`, "", "plain"},
 		{"syntax error", `return {`, "", "SyntaxError"},
+		// Code that closes the wrapper is still only JavaScript in the same
+		// sandbox; when what it leaves is not a function, it is refused.
+		{"code closing the wrapper", `return 1 }); (function () { return 2`, "2", ""},
+		{"code leaving no function", `}); !(function () {`, "", "SyntaxError: the code must be the body of a function"},
 		{"rejected promise", `return Promise.reject(new Error("no"))`, "", "no"},
 		{"resolved promise", `return Promise.resolve(42)`, `42`, ""},
 		{"async body", `return (async () => { const v = await Promise.resolve(7); return v * 6 })()`, `42`, ""},
