@@ -160,6 +160,9 @@ func (p *Pool) RunCode(ctx context.Context, req automation.CodeRequest) (automat
 	if len(req.Code) > automation.MaxCodeBytes {
 		return automation.CodeResult{Error: fmt.Sprintf("the code is %d bytes; at most %d are allowed", len(req.Code), automation.MaxCodeBytes)}, nil
 	}
+	if limit := maxRequestBytes - automation.MaxCodeBytes - 1<<10; len(req.Scope) > limit {
+		return automation.CodeResult{Error: fmt.Sprintf("the run's data for this step is %d bytes; a script takes at most %d", len(req.Scope), limit)}, nil
+	}
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():

@@ -114,3 +114,16 @@ func TestConsoleLogCapped(t *testing.T) {
 		t.Errorf("long line kept as %d bytes", len(res.Logs[0]))
 	}
 }
+
+func TestOversizedRequests(t *testing.T) {
+	p := newPool(t)
+	res, err := p.RunCode(context.Background(), automation.CodeRequest{Code: strings.Repeat(" ", automation.MaxCodeBytes+1) + "return 1"})
+	if err != nil || !strings.Contains(res.Error, "at most 65536") {
+		t.Errorf("code over the cap: %q %v", res.Error, err)
+	}
+	huge := []byte(`{"trigger": {"body": "` + strings.Repeat("x", 64<<20) + `"}}`)
+	res, err = p.RunCode(context.Background(), automation.CodeRequest{Code: "return 1", Scope: huge})
+	if err != nil || !strings.Contains(res.Error, "the run's data for this step is") {
+		t.Errorf("scope over the cap: %q %v", res.Error, err)
+	}
+}
