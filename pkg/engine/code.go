@@ -30,6 +30,9 @@ func (x *execution) code(ctx context.Context, s automation.Step) (any, error) {
 	}
 	res, err := x.e.code.RunCode(ctx, automation.CodeRequest{Code: s.Code, Scope: scope, TimeoutMs: timeout.Milliseconds()})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &stepError{msg: "the run ended while the script ran", retryable: true} // Execute says how
+		}
 		// The sandbox failed, not the script: another attempt may work.
 		x.e.log.WarnContext(ctx, "code sandbox failed", "run", x.run.ID, "step", s.Name, "err", err)
 		return nil, &stepError{msg: "the code sandbox is unavailable; the run will be retried", retryable: true}

@@ -190,8 +190,9 @@ func (p *Pool) RunCode(ctx context.Context, req automation.CodeRequest) (automat
 // result with Error, not an error: only a cancelled ctx is one.
 func (p *Pool) run(ctx context.Context, c *child, req request, timeout time.Duration) (res response, keep bool, err error) {
 	deadline := time.Now().Add(timeout + p.grace)
+	ctxFirst := false // the run's deadline comes before the script's
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+		deadline, ctxFirst = d, true
 	}
 	_ = c.in.SetWriteDeadline(deadline)
 	_ = c.out.SetReadDeadline(deadline)
@@ -210,6 +211,10 @@ func (p *Pool) run(ctx context.Context, c *child, req request, timeout time.Dura
 	c.kill()
 	if ctx.Err() != nil {
 		return res, false, fmt.Errorf("sandbox: script stopped: %w", ctx.Err())
+	}
+	if errors.Is(ioErr, os.ErrDeadlineExceeded) && ctxFirst {
+		// The pipe's deadline can pass a moment before ctx's own timer.
+		return res, false, fmt.Errorf("sandbox: script stopped: %w", context.DeadlineExceeded)
 	}
 	if errors.Is(ioErr, os.ErrDeadlineExceeded) {
 		return response{Error: fmt.Sprintf("the script ran longer than its %s timeout and was stopped", timeout)}, false, nil
