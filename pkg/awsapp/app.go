@@ -117,7 +117,7 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	}
 	// The engine reads credentials through the Service, which runs flows
 	// through the engine: the runtime is completed after both exist.
-	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Log: log})
+	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log})
 	return &app{svc: svc, log: log, cursorKey: cursorKey}, nil
 }
 
