@@ -19,6 +19,8 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsapp/management"
+	"flowservice/pkg/awsdev"
 	"flowservice/pkg/awstest"
 	"flowservice/pkg/sqsqueue"
 )
@@ -68,7 +70,7 @@ func newE2E(t *testing.T, maxReceive int, policy automation.RunPolicy) *e2e {
 	st.cfg.RunPolicy = policy
 	st.cfg.AllowPrivateNetworks = true // the external service is a loopback fake
 	e := &e2e{stack: st, sqs: client, dlqURL: *dlq.QueueUrl}
-	if e.api, err = awsapp.NewAPIHandler(ctx, st.aws, st.cfg); err != nil {
+	if e.api, err = management.NewHandler(ctx, st.aws, st.cfg); err != nil {
 		t.Fatal(err)
 	}
 	if e.hook, err = awsapp.NewWebhookHandler(ctx, st.aws, st.cfg); err != nil {
@@ -111,7 +113,7 @@ func call(t *testing.T, h awsapp.ProxyHandler, method, path, key, body string) (
 // returns how many messages it delivered.
 func (e *e2e) poll(t *testing.T) int {
 	t.Helper()
-	n, err := awsapp.PollOnce(context.Background(), e.sqs, e.cfg.QueueURL, time.Second, e.runner)
+	n, err := awsdev.PollOnce(context.Background(), e.sqs, e.cfg.QueueURL, time.Second, e.runner)
 	if err != nil {
 		t.Fatal(err)
 	}

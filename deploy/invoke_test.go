@@ -26,6 +26,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsapp/management"
 	"flowservice/pkg/awstest"
 	"flowservice/pkg/dynamostore"
 	"flowservice/pkg/engine"
@@ -194,7 +195,7 @@ const formFlow = `{"name": "Form intake", "engine": "FLOW_BUILDER",
 // event against moto-backed tables and secrets.
 func TestAPIEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := awsapp.NewAPIHandler(context.Background(), st.aws, st.cfg)
+	h, err := management.NewHandler(context.Background(), st.aws, st.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +301,7 @@ func TestAPIEvents(t *testing.T) {
 		if cursor == "" || first["hasMore"] != true {
 			t.Fatalf("first page = %v, want a cursor", first)
 		}
-		h2, err := awsapp.NewAPIHandler(context.Background(), st.aws, st.cfg)
+		h2, err := management.NewHandler(context.Background(), st.aws, st.cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

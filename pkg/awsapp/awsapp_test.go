@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -18,7 +19,10 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/awstest"
 )
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
@@ -85,7 +89,7 @@ func TestRunnerReportsFailedRecords(t *testing.T) {
 		"exhausted": fmt.Errorf("%w: gave up", automation.ErrExhausted),
 		"other":     errors.New("network down"),
 	}}
-	h := runner(stub, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h := Runner(stub, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	ev := events.SQSEvent{}
 	for i, b := range []string{"ok", "retry", "ok", "exhausted", "other"} {
 		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("m%d", i), Body: b})

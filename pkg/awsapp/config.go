@@ -68,6 +68,9 @@ type Config struct {
 	// AllowPrivateNetworks lets HTTP steps reach private addresses.
 	AllowPrivateNetworks bool
 	LogLevel             slog.Level
+	// Observe, if set, is told the service and operation of every AWS call
+	// the function makes (deploy's tests compare them with the IAM grants).
+	Observe func(service, operation string)
 	// LogOutput receives the JSON log lines; default os.Stderr, which
 	// Lambda sends to CloudWatch Logs.
 	LogOutput io.Writer
@@ -169,8 +172,9 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// need reports the first empty setting among name=value pairs.
-func need(what string, pairs ...string) error {
+// Need reports the first empty setting among name=value pairs: what a
+// function needs that its environment lacks.
+func Need(what string, pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if pairs[i+1] == "" {
 			return fmt.Errorf("awsapp: %s needs %s", what, pairs[i])
