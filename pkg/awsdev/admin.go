@@ -3,6 +3,7 @@ package awsdev
 import (
 	"crypto/rand"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -23,11 +24,18 @@ func NewAdminService(awsCfg aws.Config, tablePrefix string) (*automation.Service
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	svc, err := automation.NewService(automation.Config{
-		Store: store, Secrets: smsecrets.New(secretsmanager.NewFromConfig(awsCfg), "flow/"+tablePrefix),
+		Store: store, Secrets: smsecrets.New(secretsmanager.NewFromConfig(awsCfg), SecretPrefix(tablePrefix)),
 		Checker: engine.Checker{}, CursorKey: key,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("awsdev: %w", err)
 	}
 	return svc, nil
+}
+
+// SecretPrefix is where a stage's functions keep connection credentials,
+// flow/<stage> (SECRET_PREFIX in template.yaml), for its table prefix
+// flow-<stage>.
+func SecretPrefix(tablePrefix string) string {
+	return "flow/" + strings.TrimPrefix(tablePrefix, "flow-")
 }

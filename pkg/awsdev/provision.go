@@ -45,6 +45,9 @@ func Provision(ctx context.Context, awsCfg aws.Config, prefix string, cfg awsapp
 	if err != nil {
 		return cfg, err
 	}
+	// Schedule firings that cannot be delivered go to the DLQ, as in the
+	// template.
+	cfg.ScheduleDeadLetterARN = dlqARN
 	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlqARN, "maxReceiveCount": "8"})
 	cfg.QueueURL, cfg.QueueARN, err = createQueue(ctx, q, prefix+"-runs", map[string]string{
 		string(sqstypes.QueueAttributeNameRedrivePolicy):     string(redrive),
