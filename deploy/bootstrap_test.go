@@ -137,7 +137,7 @@ func TestBootstrapBinary(t *testing.T) {
 		"SECRET_PREFIX=" + st.cfg.SecretPrefix, "CURSOR_KEY_SECRET_ARN=" + st.cfg.CursorKeySecretARN,
 		"QUEUE_ARN=" + st.cfg.QueueARN, "SCHEDULE_GROUP=" + st.cfg.ScheduleGroup, "SCHEDULER_ROLE_ARN=" + st.cfg.SchedulerRoleARN,
 		"ENGINE_URL=" + st.cfg.EngineURL, "WORKFLOW_URL=" + st.cfg.WorkflowURL,
-		"RUN_TIMEOUT=300s", "MAX_BODY_BYTES=6000000", "ALLOWED_CIDRS=0.0.0.0/0,::/0",
+		"RUN_TIMEOUT=300s", "ALLOWED_CIDRS=0.0.0.0/0,::/0",
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

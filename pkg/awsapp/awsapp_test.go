@@ -29,7 +29,7 @@ func env(m map[string]string) func(string) string { return func(k string) string
 func TestConfigFrom(t *testing.T) {
 	c, err := ConfigFrom(env(map[string]string{
 		"TABLE_FLOWS": "flow-dev-flows", "QUEUE_URL": "https://sqs/q", "SECRET_PREFIX": "flow/dev",
-		"ALLOWED_CIDRS": "192.0.2.0/24, 2001:db8::/32,198.51.100.7", "MAX_BODY_BYTES": "6000000",
+		"ALLOWED_CIDRS": "192.0.2.0/24, 2001:db8::/32,198.51.100.7", "MAX_BODY_BYTES": "4000000",
 		"SYNC_TIMEOUT": "25s", "RUN_TIMEOUT": "300s", "RUN_ATTEMPTS": "5", "LOG_LEVEL": "debug",
 	}))
 	if err != nil {
@@ -39,15 +39,15 @@ func TestConfigFrom(t *testing.T) {
 	if !slices.Equal(c.AllowedCIDRs, want) {
 		t.Errorf("AllowedCIDRs = %v, want %v", c.AllowedCIDRs, want)
 	}
-	if c.Tables.Flows != "flow-dev-flows" || c.MaxBody != 6_000_000 || c.SyncTimeout != 25*time.Second ||
+	if c.Tables.Flows != "flow-dev-flows" || c.MaxBody != 4_000_000 || c.SyncTimeout != 25*time.Second ||
 		c.RunPolicy.Timeout != 300*time.Second || c.RunPolicy.MaxAttempts != 5 || c.LogLevel != slog.LevelDebug {
 		t.Errorf("config = %+v", c)
 	}
 
 	bad := []struct{ k, v, want string }{
 		{"ALLOWED_CIDRS", "10.0.0.0/8,nonsense", "neither an address nor a CIDR"},
-		{"MAX_BODY_BYTES", "10485760", "proxy payload cap"},
-		{"SYNC_TIMEOUT", "30s", "29 s"},
+		{"MAX_BODY_BYTES", "6000000", "Lambda proxy event"},
+		{"SYNC_TIMEOUT", "26s", "29 s"},
 		{"RUN_TIMEOUT", "five minutes", "duration"},
 		{"LOG_LEVEL", "loud", "LOG_LEVEL"},
 		{"ALLOW_PRIVATE_NETWORKS", "maybe", "true or false"},

@@ -81,7 +81,7 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode allowlist: %w", err)
 	}
-	return map[string]types.AttributeValue{
+	attrs := map[string]types.AttributeValue{
 		"name":            str(f.Name),
 		"description":     str(f.Description),
 		"status":          str(string(f.Status)),
@@ -93,7 +93,8 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 		"trigger":         trigger,
 		"steps":           steps,
 		"allowedIPs":      ips,
-	}, nil
+	}
+	return attrs, flowTooLarge(f, attrs)
 }
 
 func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
