@@ -197,7 +197,7 @@ const formFlow = `{"name": "Form intake", "engine": "FLOW_BUILDER",
 // event against moto-backed tables and secrets.
 func TestAPIEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := management.NewHandler(context.Background(), st.aws, st.cfg)
+	h, err := management.NewHandler(context.Background(), st.aws, st.cfgOf("ApiFunction"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestAPIEvents(t *testing.T) {
 		if cursor == "" || first["hasMore"] != true {
 			t.Fatalf("first page = %v, want a cursor", first)
 		}
-		h2, err := management.NewHandler(context.Background(), st.aws, st.cfg)
+		h2, err := management.NewHandler(context.Background(), st.aws, st.cfgOf("ApiFunction"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func TestAPIEvents(t *testing.T) {
 // TestWebhookEvents invokes the webhook function with webhook-post.json.
 func TestWebhookEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := awsapp.NewWebhookHandler(context.Background(), st.aws, st.cfg)
+	h, err := awsapp.NewWebhookHandler(context.Background(), st.aws, st.cfgOf("WebhookFunction"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func TestWebhookEvents(t *testing.T) {
 // with its RESPOND step.
 func TestWorkflowHookEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := awsapp.NewWorkflowHookHandler(context.Background(), st.aws, st.cfg)
+	h, err := awsapp.NewWorkflowHookHandler(context.Background(), st.aws, st.cfgOf("WorkflowHookFunction"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +485,7 @@ func TestWorkflowHookEvents(t *testing.T) {
 // record is reported back.
 func TestRunnerEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := awsapp.NewRunnerHandler(context.Background(), st.aws, st.cfg)
+	h, err := awsapp.NewRunnerHandler(context.Background(), st.aws, st.cfgOf("RunnerFunction"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,13 +107,13 @@ func (x secretsClient) DeleteSecret(ctx context.Context, in *secretsmanager.Dele
 	return x.deleteSecret(ctx, in, opts...)
 }
 
-// observeCalls is an SDK middleware that reports each call's service and
-// operation before it is sent.
-func observeCalls(observe func(service, operation string)) func(*middleware.Stack) error {
+// observeCalls is an SDK middleware that reports each call's service,
+// operation and input before it is sent.
+func observeCalls(observe func(service, operation string, input any)) func(*middleware.Stack) error {
 	return func(st *middleware.Stack) error {
 		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("ObserveCalls",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				observe(awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx))
+				observe(awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx), in.Parameters)
 				return next.HandleInitialize(ctx, in)
 			}), middleware.After)
 	}

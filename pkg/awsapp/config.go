@@ -92,9 +92,10 @@ type Config struct {
 	// AllowPrivateNetworks lets HTTP steps reach private addresses.
 	AllowPrivateNetworks bool
 	LogLevel             slog.Level
-	// Observe, if set, is told the service and operation of every AWS call
-	// the function makes (deploy's tests compare them with the IAM grants).
-	Observe func(service, operation string)
+	// Observe, if set, is told the service, operation and input of every
+	// AWS call the function makes, before it is sent (deploy's tests compare
+	// them with the function's IAM grants).
+	Observe func(service, operation string, input any)
 	// LogOutput receives the JSON log lines; default os.Stderr, which
 	// Lambda sends to CloudWatch Logs.
 	LogOutput io.Writer

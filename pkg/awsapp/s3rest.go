@@ -37,12 +37,12 @@ type s3REST struct {
 	// base is an explicit endpoint (a local emulator), addressed by path;
 	// empty means the bucket's virtual-hosted AWS endpoint.
 	base string
-	// observe, if set, is told each call's operation name (Config.Observe).
-	observe func(service, operation string)
+	// observe, if set, is told of each call (Config.Observe).
+	observe func(service, operation string, input any)
 	now     func() time.Time
 }
 
-func newS3REST(awsCfg aws.Config, observe func(service, operation string)) *s3REST {
+func newS3REST(awsCfg aws.Config, observe func(service, operation string, input any)) *s3REST {
 	c := &s3REST{
 		http: awsCfg.HTTPClient, creds: awsCfg.Credentials, region: awsCfg.Region, observe: observe, now: time.Now,
 		// S3 signs the path as sent, without escaping it again.
@@ -88,9 +88,9 @@ func escapeKey(key string) string {
 
 // do signs and sends one request and returns the response of a 2xx status;
 // any other status becomes the error S3 described.
-func (c *s3REST) do(ctx context.Context, op, method, u string, body []byte, header http.Header) (*http.Response, error) {
+func (c *s3REST) do(ctx context.Context, op string, input any, method, u string, body []byte, header http.Header) (*http.Response, error) {
 	if c.observe != nil {
-		c.observe("S3", op)
+		c.observe("S3", op, input)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
@@ -149,7 +149,7 @@ func (c *s3REST) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func
 	if in.ContentType != nil {
 		h.Set("Content-Type", *in.ContentType)
 	}
-	resp, err := c.do(ctx, "PutObject", http.MethodPut, c.url(aws.ToString(in.Bucket), aws.ToString(in.Key), nil), body, h)
+	resp, err := c.do(ctx, "PutObject", in, http.MethodPut, c.url(aws.ToString(in.Bucket), aws.ToString(in.Key), nil), body, h)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (c *s3REST) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func
 }
 
 func (c *s3REST) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
-	resp, err := c.do(ctx, "GetObject", http.MethodGet, c.url(aws.ToString(in.Bucket), aws.ToString(in.Key), nil), nil, nil)
+	resp, err := c.do(ctx, "GetObject", in, http.MethodGet, c.url(aws.ToString(in.Bucket), aws.ToString(in.Key), nil), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (c *s3REST) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func
 }
 
 func (c *s3REST) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, _ ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
-	resp, err := c.do(ctx, "DeleteObject", http.MethodDelete, c.url(aws.ToString(in.Bucket), aws.ToString(in.Key), nil), nil, nil)
+	resp, err := c.do(ctx, "DeleteObject", in, http.MethodDelete, c.url(aws.ToString(in.Bucket), aws.ToString(in.Key), nil), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (c *s3REST) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, _
 	if in.ContinuationToken != nil {
 		q.Set("continuation-token", *in.ContinuationToken)
 	}
-	resp, err := c.do(ctx, "ListObjectsV2", http.MethodGet, c.url(aws.ToString(in.Bucket), "", q), nil, nil)
+	resp, err := c.do(ctx, "ListObjectsV2", in, http.MethodGet, c.url(aws.ToString(in.Bucket), "", q), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func (c *s3REST) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, _
 	// S3 refuses a multi-object delete without a checksum of its body.
 	sum := md5.Sum(body)
 	h := http.Header{"Content-Type": {"application/xml"}, "Content-Md5": {base64.StdEncoding.EncodeToString(sum[:])}}
-	resp, err := c.do(ctx, "DeleteObjects", http.MethodPost, c.url(aws.ToString(in.Bucket), "", url.Values{"delete": {""}}), body, h)
+	resp, err := c.do(ctx, "DeleteObjects", in, http.MethodPost, c.url(aws.ToString(in.Bucket), "", url.Values{"delete": {""}}), body, h)
 	if err != nil {
 		return nil, err
 	}

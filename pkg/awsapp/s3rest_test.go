@@ -27,7 +27,7 @@ func TestS3REST(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls []string
-	store := s3payloads.New(newS3REST(awsCfg, func(svc, op string) { calls = append(calls, svc+":"+op) }), bucket)
+	store := s3payloads.New(newS3REST(awsCfg, func(svc, op string, _ any) { calls = append(calls, svc+":"+op) }), bucket)
 
 	body := []byte(strings.Repeat("payload ", 1000))
 	keys := []string{"runs/p1/run 1/trigger", "runs/p1/run+2/step=a&b", "runs/p2/run3/trigger"}
