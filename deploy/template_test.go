@@ -20,6 +20,9 @@ import (
 
 // cfnTemplate is the part of a CloudFormation template the tests read.
 type cfnTemplate struct {
+	Parameters map[string]struct {
+		Default any `json:"Default"`
+	} `json:"Parameters"`
 	Resources map[string]struct {
 		Type       string         `json:"Type"`
 		Properties map[string]any `json:"Properties"`
@@ -190,15 +193,16 @@ func TestQueueAndRunner(t *testing.T) {
 	}
 	timeout := number(t, "RunnerFunction Timeout", runner["Timeout"])
 	q := tpl.Resources["RunQueue"].Properties
-	if vt := number(t, "RunQueue VisibilityTimeout", q["VisibilityTimeout"]); vt <= timeout {
-		t.Errorf("RunQueue VisibilityTimeout %d s does not exceed the runner's Timeout %d s", vt, timeout)
+	if vt := number(t, "RunQueue VisibilityTimeout", q["VisibilityTimeout"]); vt < 6*timeout {
+		t.Errorf("RunQueue VisibilityTimeout %d s is under six times the runner's Timeout %d s (AWS's advice for an SQS event source)", vt, timeout)
 	}
 	if attempt := duration(t, "RUN_TIMEOUT", envOf(runner)["RUN_TIMEOUT"]); attempt >= time.Duration(timeout)*time.Second {
 		t.Errorf("RUN_TIMEOUT %v leaves no time in the runner's %d s to record the outcome", attempt, timeout)
 	}
 	redrive, _ := q["RedrivePolicy"].(map[string]any)
-	if redrive["deadLetterTargetArn"] == nil || number(t, "maxReceiveCount", redrive["maxReceiveCount"]) < 1 {
-		t.Errorf("RunQueue RedrivePolicy = %v, want a DLQ and maxReceiveCount", redrive)
+	attempts := number(t, "RUN_ATTEMPTS", envOf(runner)["RUN_ATTEMPTS"])
+	if redrive["deadLetterTargetArn"] == nil || number(t, "maxReceiveCount", redrive["maxReceiveCount"]) < attempts+3 {
+		t.Errorf("RunQueue RedrivePolicy = %v, want a DLQ and maxReceiveCount with room (3) above RUN_ATTEMPTS %d", redrive, attempts)
 	}
 	var found bool
 	for id, r := range tpl.Resources {
@@ -213,9 +217,57 @@ func TestQueueAndRunner(t *testing.T) {
 		if fn, _ := r.Properties["FunctionName"].(map[string]any); fn["Ref"] != "RunnerFunction" {
 			t.Errorf("%s: maps to %v, want RunnerFunction", id, fn)
 		}
+		sc, _ := r.Properties["ScalingConfig"].(map[string]any)
+		if mc, _ := sc["MaximumConcurrency"].(map[string]any); mc["Ref"] != "RunnerMaxConcurrency" {
+			t.Errorf("%s: ScalingConfig = %v, want MaximumConcurrency from RunnerMaxConcurrency", id, sc)
+		}
 	}
 	if !found {
 		t.Error("no SQS event source mapping for the runner")
+	}
+}
+
+// TestConcurrency checks the backpressure settings: every function has its
+// reserved concurrency as a parameter, the runner's event source scales to
+// at most its reservation by default, and both receiver stages throttle.
+func TestConcurrency(t *testing.T) {
+	tpl := translate(t, nil)
+	params := map[string]string{
+		"ApiFunction": "ApiReservedConcurrency", "WebhookFunction": "WebhookReservedConcurrency",
+		"WorkflowHookFunction": "WorkflowHookReservedConcurrency", "RunnerFunction": "RunnerReservedConcurrency",
+	}
+	for id, fn := range functions(tpl) {
+		rc, _ := fn["ReservedConcurrentExecutions"].(map[string]any)
+		branches, _ := rc["Fn::If"].([]any)
+		if len(branches) != 3 || !reflect.DeepEqual(branches[1], map[string]any{"Ref": params[id]}) {
+			t.Errorf("%s: ReservedConcurrentExecutions = %v, want it from %s", id, fn["ReservedConcurrentExecutions"], params[id])
+		}
+		if d := number(t, params[id], tpl.Parameters[params[id]].Default); d < 1 {
+			t.Errorf("%s defaults to %d: no reservation by default", params[id], d)
+		}
+	}
+	if maxc, reserved := number(t, "RunnerMaxConcurrency", tpl.Parameters["RunnerMaxConcurrency"].Default),
+		number(t, "RunnerReservedConcurrency", tpl.Parameters["RunnerReservedConcurrency"].Default); maxc > reserved {
+		t.Errorf("RunnerMaxConcurrency %d above RunnerReservedConcurrency %d: the event source would be throttled", maxc, reserved)
+	}
+	stages := map[string]bool{}
+	for _, r := range tpl.Resources {
+		if r.Type != "AWS::ApiGateway::Stage" {
+			continue
+		}
+		api, _ := r.Properties["RestApiId"].(map[string]any)["Ref"].(string)
+		settings, _ := r.Properties["MethodSettings"].([]any)
+		for _, s := range settings {
+			m := s.(map[string]any)
+			if m["ThrottlingRateLimit"] != nil && m["ThrottlingBurstLimit"] != nil {
+				stages[api] = true
+			}
+		}
+	}
+	for _, api := range []string{"ManagementApi", "EngineApi", "WorkflowApi"} {
+		if !stages[api] {
+			t.Errorf("%s: its stage has no throttling", api)
+		}
 	}
 }
 
