@@ -111,7 +111,13 @@ func TestBootstrapBinary(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	rt := newRuntimeAPI(t, event(t, "api-list-flows.json", map[string]string{"__API_KEY__": st.key}))
+	ev := event(t, "api-list-flows.json", map[string]string{"__API_KEY__": st.key})
+	var req events.APIGatewayProxyRequest
+	if err := json.Unmarshal(ev, &req); err != nil {
+		t.Fatal(err)
+	}
+	apiRequestID := req.RequestContext.RequestID
+	rt := newRuntimeAPI(t, ev)
 	endpoint := *st.aws.BaseEndpoint
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
@@ -187,22 +193,31 @@ func TestBootstrapBinary(t *testing.T) {
 		t.Errorf("body %s (%v), want the seeded flow", resp.Body, err)
 	}
 
-	// Its logs are JSON lines that name the invocation.
+	// Its logs are JSON lines that name the invocation (Lambda request,
+	// API Gateway request, X-Ray trace, cold start), and its metrics are
+	// EMF lines, the cold start among them.
 	_ = cmd.Process.Kill()
 	<-logsDone
-	var tagged bool
+	var tagged, coldMetric bool
 	for _, l := range logs {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Errorf("log line is not JSON: %s", l)
 			continue
 		}
-		if rec["awsRequestId"] == rt.reqID {
+		if rec["awsRequestId"] == rt.reqID && rec["traceId"] == "1-5bef4de7-ad49b0e87f6ef6c87fc2e700" &&
+			rec["apiRequestId"] == apiRequestID && rec["coldStart"] == true {
 			tagged = true
+		}
+		if _, ok := rec["_aws"]; ok && rec["ColdStarts"] == 1.0 && rec["Function"] == "api" {
+			coldMetric = true
 		}
 	}
 	if !tagged {
-		t.Errorf("no log line carries awsRequestId %s: %v", rt.reqID, logs)
+		t.Errorf("no log line carries awsRequestId %s, the trace ID, apiRequestId %s and coldStart: %v", rt.reqID, apiRequestID, logs)
+	}
+	if !coldMetric {
+		t.Errorf("no ColdStarts metric line: %v", logs)
 	}
 }
 

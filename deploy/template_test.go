@@ -441,3 +441,68 @@ func TestTablesMatchStore(t *testing.T) {
 		}
 	}
 }
+
+// TestOperability checks tracing, access logs and alarms in the translated
+// template: X-Ray on every function and stage, a JSON access log on every
+// stage, and an alarm on each function's errors and throttles, the run
+// queue's oldest message, the DLQ's depth and runs ending FAILED (the
+// metric pkg/awsapp emits, by the dimensions it emits it with).
+func TestOperability(t *testing.T) {
+	tpl := translate(t, nil)
+	for id, fn := range functions(tpl) {
+		if tc, _ := fn["TracingConfig"].(map[string]any); tc["Mode"] != "Active" {
+			t.Errorf("%s: TracingConfig %v, want Active", id, fn["TracingConfig"])
+		}
+	}
+	stages := 0
+	for id, r := range tpl.Resources {
+		if r.Type != "AWS::ApiGateway::Stage" {
+			continue
+		}
+		stages++
+		if r.Properties["TracingEnabled"] != true {
+			t.Errorf("%s: TracingEnabled %v", id, r.Properties["TracingEnabled"])
+		}
+		als, _ := r.Properties["AccessLogSetting"].(map[string]any)
+		format, _ := als["Format"].(string)
+		var line map[string]string
+		if err := json.Unmarshal([]byte(format), &line); err != nil || line["requestId"] != "$context.requestId" || line["xrayTraceId"] == "" {
+			t.Errorf("%s: access log format %q is not a JSON line with the request and trace IDs (%v)", id, format, err)
+		}
+	}
+	if stages != 3 {
+		t.Errorf("%d API stages, want 3", stages)
+	}
+
+	type alarm struct{ namespace, metric, dim string }
+	alarms := map[alarm]bool{}
+	for _, r := range tpl.Resources {
+		if r.Type != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		p := r.Properties
+		var dims []string
+		for _, d := range p["Dimensions"].([]any) {
+			d := d.(map[string]any)
+			v, _ := json.Marshal(d["Value"])
+			dims = append(dims, d["Name"].(string)+"="+string(v))
+		}
+		slices.Sort(dims)
+		alarms[alarm{p["Namespace"].(string), p["MetricName"].(string), strings.Join(dims, ",")}] = true
+	}
+	want := []alarm{
+		{"AWS/SQS", "ApproximateAgeOfOldestMessage", `QueueName={"Fn::GetAtt":["RunQueue","QueueName"]}`},
+		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", `QueueName={"Fn::GetAtt":["RunDeadLetterQueue","QueueName"]}`},
+		{awsapp.MetricsNamespace, "RunsFinished", `Stage={"Ref":"Stage"},Status="FAILED"`},
+	}
+	for id := range functions(tpl) {
+		for _, m := range []string{"Errors", "Throttles"} {
+			want = append(want, alarm{"AWS/Lambda", m, `FunctionName={"Ref":"` + id + `"}`})
+		}
+	}
+	for _, w := range want {
+		if !alarms[w] {
+			t.Errorf("no alarm on %s %s (%s)", w.namespace, w.metric, w.dim)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -28,6 +27,9 @@ type App struct {
 	// CursorKey authenticates page cursors; the management API's dashboard
 	// derives its session key from it.
 	CursorKey []byte
+
+	metrics *metrics
+	cold    coldStart
 }
 
 // Parts are what only some functions have. Each is built by the package of
@@ -54,6 +56,7 @@ type Parts struct {
 // execution environment.
 func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, error) {
 	log := NewLogger(cfg)
+	m := newMetrics(cfg.logOutput(), cfg.Stage)
 	t := cfg.Tables
 	if err := Need(p.Name, "TABLE_PROJECTS", t.Projects, "TABLE_KEYS", t.Keys, "TABLE_FLOWS", t.Flows,
 		"TABLE_ROUTES", t.Routes, "TABLE_CONNECTIONS", t.Connections, "TABLE_RUNS", t.Runs, "TABLE_SAMPLES", t.Samples,
@@ -85,7 +88,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	// A run is durable once its record is in DynamoDB and its message in
 	// SQS; the runner executes it from there.
 	rt := &automation.RunRuntime{
-		Runs: store, Queue: sqsqueue.New(store, newSqsClient(sqs.NewFromConfig(awsCfg)), cfg.QueueURL), Policy: cfg.RunPolicy,
+		Runs: runMetrics{RunStore: store, m: m}, Queue: sqsqueue.New(store, newSqsClient(sqs.NewFromConfig(awsCfg)), cfg.QueueURL), Policy: cfg.RunPolicy,
 	}
 	checker := p.Checker
 	if checker == nil {
@@ -101,7 +104,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	// The engine reads credentials through the Service, which runs flows
 	// through the engine: the runtime is completed after both exist.
 	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Log: log})
-	return &App{Svc: svc, Log: log, CursorKey: cursorKey}, nil
+	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m}, nil
 }
 
 // ClientConfig is awsCfg for the SDK clients of a function: with
@@ -114,27 +117,9 @@ func ClientConfig(awsCfg aws.Config, cfg Config) aws.Config {
 }
 
 // NewLogger returns the JSON logger of a function. Each line carries the
-// Lambda request ID when the context has one, so CloudWatch Logs Insights
-// can gather one invocation's lines.
+// invocation's IDs and cold-start flag (invocationHandler), so CloudWatch
+// Logs Insights can gather one invocation's lines and follow its trace.
 func NewLogger(cfg Config) *slog.Logger {
 	h := slog.NewJSONHandler(cfg.logOutput(), &slog.HandlerOptions{Level: cfg.LogLevel})
-	return slog.New(requestIDHandler{h})
-}
-
-// requestIDHandler adds awsRequestId from the Lambda context to records.
-type requestIDHandler struct{ slog.Handler }
-
-func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
-	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
-		r.AddAttrs(slog.String("awsRequestId", lc.AwsRequestID))
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h requestIDHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return requestIDHandler{h.Handler.WithAttrs(as)}
-}
-
-func (h requestIDHandler) WithGroup(name string) slog.Handler {
-	return requestIDHandler{h.Handler.WithGroup(name)}
+	return slog.New(invocationHandler{h})
 }

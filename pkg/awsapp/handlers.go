@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"flowservice/pkg/httpapi"
 )
@@ -32,7 +31,7 @@ func NewWebhookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (Prox
 		return nil, err
 	}
 	h := httpapi.NewWebhook(a.Svc, hookConfig(cfg, a))
-	return httpadapter.New(platformAllowlist(cfg.AllowedCIDRs, h)).ProxyWithContext, nil
+	return a.Proxy("webhook", webhookMetrics(a.metrics, "webhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
 }
 
 // NewWorkflowHookHandler builds the workflow builder receiver function. It
@@ -43,7 +42,7 @@ func NewWorkflowHookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) 
 		return nil, err
 	}
 	h := httpapi.NewWorkflowHook(a.Svc, hookConfig(cfg, a))
-	return httpadapter.New(platformAllowlist(cfg.AllowedCIDRs, h)).ProxyWithContext, nil
+	return a.Proxy("workflowhook", webhookMetrics(a.metrics, "workflowhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
 }
 
 func hookConfig(cfg Config, a *App) httpapi.HookConfig {
@@ -115,7 +114,7 @@ func NewRunnerHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (SQSHa
 	if err != nil {
 		return nil, err
 	}
-	return Runner(a.Svc, a.Log), nil
+	return a.SQS("runner", Runner(a.Svc, a.Log)), nil
 }
 
 // Runner handles a batch of run messages on svc, as the runner function
@@ -150,9 +149,11 @@ func Runner(svc messageHandler, log *slog.Logger) SQSHandler {
 
 // Build reads a function's configuration from the environment through
 // getenv (main passes os.Getenv) and builds its handler with newHandler,
-// once per cold start.
+// once per cold start. It also sets the Go runtime's soft memory limit from
+// the function's memory size (memoryLimit).
 func Build[H any](getenv func(string) string, newHandler func(context.Context, aws.Config, Config) (H, error)) (H, error) {
 	var zero H
+	setMemoryLimit(getenv)
 	cfg, err := ConfigFrom(getenv)
 	if err != nil {
 		return zero, err

@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/dashboard"
@@ -32,7 +31,7 @@ func NewHandler(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (awsa
 	if err != nil {
 		return nil, err
 	}
-	return httpadapter.New(Handler(a)).ProxyWithContext, nil
+	return a.Proxy("api", Handler(a)), nil
 }
 
 // New builds the management API's Service: with the scheduler, and with the
