@@ -55,7 +55,7 @@ type Parts struct {
 // SDK clients it creates keep their connections for every invocation of the
 // execution environment.
 func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, error) {
-	log := NewLogger(cfg)
+	log := newLogger(cfg)
 	m := newMetrics(cfg.logOutput(), cfg.Stage)
 	t := cfg.Tables
 	if err := Need(p.Name, "TABLE_PROJECTS", t.Projects, "TABLE_KEYS", t.Keys, "TABLE_FLOWS", t.Flows,
@@ -116,10 +116,10 @@ func ClientConfig(awsCfg aws.Config, cfg Config) aws.Config {
 	return awsCfg
 }
 
-// NewLogger returns the JSON logger of a function. Each line carries the
+// newLogger returns the JSON logger of a function. Each line carries the
 // invocation's IDs and cold-start flag (invocationHandler), so CloudWatch
 // Logs Insights can gather one invocation's lines and follow its trace.
-func NewLogger(cfg Config) *slog.Logger {
+func newLogger(cfg Config) *slog.Logger {
 	h := slog.NewJSONHandler(cfg.logOutput(), &slog.HandlerOptions{Level: cfg.LogLevel})
 	return slog.New(invocationHandler{h})
 }

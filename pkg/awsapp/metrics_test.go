@@ -103,7 +103,7 @@ func (discardWriter) WriteHeader(int)             {}
 func TestInvocationLogs(t *testing.T) {
 	var out bytes.Buffer
 	cfg := Config{Stage: "prod", LogOutput: &out}
-	a := &App{Log: NewLogger(cfg), metrics: newMetrics(&out, "prod")}
+	a := &App{Log: newLogger(cfg), metrics: newMetrics(&out, "prod")}
 	a.metrics.now = func() time.Time { return time.Unix(1700000000, 0) }
 	h := a.Proxy("api", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.Log.InfoContext(r.Context(), "served")

@@ -48,7 +48,7 @@ func Provision(ctx context.Context, awsCfg aws.Config, prefix string, cfg awsapp
 	// Schedule firings that cannot be delivered go to the DLQ, as in the
 	// template.
 	cfg.ScheduleDeadLetterARN = dlqARN
-	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlqARN, "maxReceiveCount": "8"})
+	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": dlqARN, "maxReceiveCount": "10"})
 	cfg.QueueURL, cfg.QueueARN, err = createQueue(ctx, q, prefix+"-runs", map[string]string{
 		string(sqstypes.QueueAttributeNameRedrivePolicy):     string(redrive),
 		string(sqstypes.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(cfg.RunPolicy.Lease().Seconds()) + 30),

@@ -128,13 +128,13 @@ func Handler(a *awsapp.App) http.Handler {
 // only HTTPS, so its cookies are always Secure; links carry the stage.
 func newDashboard(a *awsapp.App) http.Handler {
 	return dashboard.New(a.Svc, dashboard.Options{
-		Key: a.CursorKey, SecureCookies: true, Prefix: StagePrefix, Log: a.Log,
+		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log,
 	})
 }
 
-// StagePrefix is the public path in front of a request's path: the stage
+// stagePrefix is the public path in front of a request's path: the stage
 // ("/prod") on an execute-api URL, which the proxy event's path lacks.
-func StagePrefix(r *http.Request) string {
+func stagePrefix(r *http.Request) string {
 	rc, ok := core.GetAPIGatewayContextFromContext(r.Context())
 	if !ok {
 		return ""
