@@ -192,6 +192,7 @@ func TestEveryFunctionPath(t *testing.T) {
 	}
 	api("DELETE", "/api/v1/flows/"+wID, "", 204)
 	api("DELETE", "/api/v1/connections/"+connID, "", 204)
+	scenarioRan.Store(true)
 }
 
 // hookWith posts body to a flow's webhook with an idempotency header and
