@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
@@ -26,6 +27,7 @@ type cfnTemplate struct {
 	Resources map[string]struct {
 		Type       string         `json:"Type"`
 		Properties map[string]any `json:"Properties"`
+		DependsOn  any            `json:"DependsOn"`
 	} `json:"Resources"`
 }
 
@@ -472,6 +474,13 @@ func TestOperability(t *testing.T) {
 	}
 	if stages != 3 {
 		t.Errorf("%d API stages, want 3", stages)
+	}
+	// A stage with access logging fails to deploy before the account's
+	// CloudWatch role is set: each API (hence its stage) waits for it.
+	for _, api := range []string{"ManagementApi", "EngineApi", "WorkflowApi"} {
+		if dep := fmt.Sprint(tpl.Resources[api].DependsOn); !strings.Contains(dep, "ApiGatewayAccount") {
+			t.Errorf("%s: DependsOn %v, want ApiGatewayAccount", api, dep)
+		}
 	}
 
 	type alarm struct{ namespace, metric, dim string }
