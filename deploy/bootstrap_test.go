@@ -253,6 +253,17 @@ func TestBinarySizes(t *testing.T) {
 		if len(bin) >= 15_000_000 {
 			t.Errorf("%s bootstrap is %d bytes, over 15 MB", fn, len(bin))
 		}
+		// No JavaScript engine: only a function that runs CODE steps may
+		// link one.
+		deps, err := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "../functions/"+fn).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", fn, err)
+		}
+		for _, d := range strings.Fields(string(deps)) {
+			if strings.Contains(d, "pkg/sandbox") || strings.Contains(d, "goja") || strings.Contains(d, "quickjs") || strings.Contains(d, "otto") {
+				t.Errorf("%s links %s, a JavaScript engine", fn, d)
+			}
+		}
 		for what, mark := range apiOnly {
 			if has := bytes.Contains(bin, []byte(mark)); has != (fn == "api") {
 				t.Errorf("%s bootstrap: holds %s = %v, want %v", fn, what, has, fn == "api")
