@@ -147,10 +147,22 @@ FUNC_RunnerFunction       := runner
 FUNC_CodeFunction         := code
 
 ## invoke-<function>: sam local invoke with events/ (edit its __PLACEHOLDERS__ first; EVENT=file to pick another)
+## and an env-vars file (deploy/samenv): STACK=<stack name> reads a deployed stack's outputs with
+## awscli; without STACK, the stage MOTO_STAGE is provisioned on AWS_ENDPOINT_URL (moto_server).
+STACK      ?=
+MOTO_STAGE ?= local
 invoke-%:
 	@test -n "$(LOGICAL_$*)" || { echo "make: no function $* (one of: $(LAMBDAS))"; exit 1; }
 	sam build $(LOGICAL_$*)
-	sam local invoke $(LOGICAL_$*) -e events/$(or $(EVENT),$(EVENT_$*)) --config-env $(ENV)
+	@mkdir -p .aws-sam
+	@if [ -n "$(STACK)" ]; then \
+		aws cloudformation describe-stacks --stack-name "$(STACK)" --output json > .aws-sam/stack.json && \
+		$(GO) run ./deploy/cmd/samenv -stack-json .aws-sam/stack.json -o .aws-sam/env.json; \
+	else \
+		test -n "$$AWS_ENDPOINT_URL" || { echo "make: set STACK=<deployed stack>, or AWS_ENDPOINT_URL to a moto_server"; exit 1; }; \
+		$(GO) run ./deploy/cmd/samenv -moto "$(MOTO_STAGE)" -o .aws-sam/env.json; \
+	fi
+	sam local invoke $(LOGICAL_$*) -e events/$(or $(EVENT),$(EVENT_$*)) --config-env $(ENV) --env-vars .aws-sam/env.json
 
 ## deploy: sam build, then sam deploy with samconfig.toml's ENV environment (default or prod); not run by CI
 deploy:

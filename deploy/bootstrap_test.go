@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -110,7 +111,13 @@ func TestBootstrapBinary(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	rt := newRuntimeAPI(t, event(t, "api-list-flows.json", map[string]string{"__API_KEY__": st.key}))
+	ev := event(t, "api-list-flows.json", map[string]string{"__API_KEY__": st.key})
+	var req events.APIGatewayProxyRequest
+	if err := json.Unmarshal(ev, &req); err != nil {
+		t.Fatal(err)
+	}
+	apiRequestID := req.RequestContext.RequestID
+	rt := newRuntimeAPI(t, ev)
 	endpoint := *st.aws.BaseEndpoint
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
@@ -136,7 +143,7 @@ func TestBootstrapBinary(t *testing.T) {
 		"SECRET_PREFIX=" + st.cfg.SecretPrefix, "CURSOR_KEY_SECRET_ARN=" + st.cfg.CursorKeySecretARN,
 		"QUEUE_ARN=" + st.cfg.QueueARN, "SCHEDULE_GROUP=" + st.cfg.ScheduleGroup, "SCHEDULER_ROLE_ARN=" + st.cfg.SchedulerRoleARN,
 		"ENGINE_URL=" + st.cfg.EngineURL, "WORKFLOW_URL=" + st.cfg.WorkflowURL,
-		"RUN_TIMEOUT=300s", "MAX_BODY_BYTES=6000000", "ALLOWED_CIDRS=0.0.0.0/0,::/0",
+		"RUN_TIMEOUT=300s", "ALLOWED_CIDRS=0.0.0.0/0,::/0",
 	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -186,31 +193,49 @@ func TestBootstrapBinary(t *testing.T) {
 		t.Errorf("body %s (%v), want the seeded flow", resp.Body, err)
 	}
 
-	// Its logs are JSON lines that name the invocation.
+	// Its logs are JSON lines that name the invocation (Lambda request,
+	// API Gateway request, X-Ray trace, cold start), and its metrics are
+	// EMF lines, the cold start among them.
 	_ = cmd.Process.Kill()
 	<-logsDone
-	var tagged bool
+	var tagged, coldMetric bool
 	for _, l := range logs {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(l), &rec); err != nil {
 			t.Errorf("log line is not JSON: %s", l)
 			continue
 		}
-		if rec["awsRequestId"] == rt.reqID {
+		if rec["awsRequestId"] == rt.reqID && rec["traceId"] == "1-5bef4de7-ad49b0e87f6ef6c87fc2e700" &&
+			rec["apiRequestId"] == apiRequestID && rec["coldStart"] == true {
 			tagged = true
+		}
+		if _, ok := rec["_aws"]; ok && rec["ColdStarts"] == 1.0 && rec["Function"] == "api" {
+			coldMetric = true
 		}
 	}
 	if !tagged {
-		t.Errorf("no log line carries awsRequestId %s: %v", rt.reqID, logs)
+		t.Errorf("no log line carries awsRequestId %s, the trace ID, apiRequestId %s and coldStart: %v", rt.reqID, apiRequestID, logs)
+	}
+	if !coldMetric {
+		t.Errorf("no ColdStarts metric line: %v", logs)
 	}
 }
 
 // TestBinarySizes builds every function as `make build-lambdas` does
-// (linux/arm64) and checks each stays under 20 MB: cold starts grow with
-// the package, and a function's zip must stay well under Lambda's limits.
+// (linux/arm64) and checks each stays under 15 MB and links only what it
+// serves: cold starts grow with the package. The dashboard and the OpenAPI
+// document are the api function's alone, and only it can change schedules.
 func TestBinarySizes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds four binaries")
+	}
+	// Marks of what only the api function may hold, found in the binary
+	// itself (the linker drops what no code reaches, so importing a
+	// package is not the test).
+	apiOnly := map[string]string{
+		"the OpenAPI document": `"openapi": "3.1`,
+		"the dashboard":        `<form`,
+		"a scheduler client":   `CreateSchedule`,
 	}
 	dir := t.TempDir()
 	for _, fn := range []string{"api", "webhook", "workflowhook", "runner", "code"} {
@@ -220,13 +245,29 @@ func TestBinarySizes(t *testing.T) {
 		if b, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", fn, err, b)
 		}
-		fi, err := os.Stat(out)
+		bin, err := os.ReadFile(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: %.1f MB", fn, float64(fi.Size())/1e6)
-		if fi.Size() >= 20_000_000 {
-			t.Errorf("%s bootstrap is %d bytes, over 20 MB", fn, fi.Size())
+		t.Logf("%s: %.1f MB", fn, float64(len(bin))/1e6)
+		if len(bin) >= 15_000_000 {
+			t.Errorf("%s bootstrap is %d bytes, over 15 MB", fn, len(bin))
+		}
+		// No JavaScript engine: only a function that runs CODE steps may
+		// link one.
+		deps, err := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "../functions/"+fn).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", fn, err)
+		}
+		for _, d := range strings.Fields(string(deps)) {
+			if strings.Contains(d, "pkg/sandbox") || strings.Contains(d, "goja") || strings.Contains(d, "quickjs") || strings.Contains(d, "otto") {
+				t.Errorf("%s links %s, a JavaScript engine", fn, d)
+			}
+		}
+		for what, mark := range apiOnly {
+			if has := bytes.Contains(bin, []byte(mark)); has != (fn == "api") {
+				t.Errorf("%s bootstrap: holds %s = %v, want %v", fn, what, has, fn == "api")
+			}
 		}
 	}
 }

@@ -19,6 +19,8 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsapp/management"
+	"flowservice/pkg/awsdev"
 	"flowservice/pkg/awstest"
 	"flowservice/pkg/sqsqueue"
 )
@@ -68,13 +70,13 @@ func newE2E(t *testing.T, maxReceive int, policy automation.RunPolicy) *e2e {
 	st.cfg.RunPolicy = policy
 	st.cfg.AllowPrivateNetworks = true // the external service is a loopback fake
 	e := &e2e{stack: st, sqs: client, dlqURL: *dlq.QueueUrl}
-	if e.api, err = awsapp.NewAPIHandler(ctx, st.aws, st.cfg); err != nil {
+	if e.api, err = management.NewHandler(ctx, st.aws, st.cfgOf("ApiFunction")); err != nil {
 		t.Fatal(err)
 	}
-	if e.hook, err = awsapp.NewWebhookHandler(ctx, st.aws, st.cfg); err != nil {
+	if e.hook, err = awsapp.NewWebhookHandler(ctx, st.aws, st.cfgOf("WebhookFunction")); err != nil {
 		t.Fatal(err)
 	}
-	if e.runner, err = awsapp.NewRunnerHandler(ctx, st.aws, st.cfg); err != nil {
+	if e.runner, err = awsapp.NewRunnerHandler(ctx, st.aws, st.cfgOf("RunnerFunction")); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -83,17 +85,7 @@ func newE2E(t *testing.T, maxReceive int, policy automation.RunPolicy) *e2e {
 // call sends one REST API proxy event to h, as API Gateway would.
 func call(t *testing.T, h awsapp.ProxyHandler, method, path, key, body string) (int, map[string]any) {
 	t.Helper()
-	req := events.APIGatewayProxyRequest{
-		HTTPMethod: method, Path: path, Body: body,
-		MultiValueHeaders: map[string][]string{"Content-Type": {"application/json"}},
-		RequestContext: events.APIGatewayProxyRequestContext{
-			Identity: events.APIGatewayRequestIdentity{SourceIP: "198.51.100.10"}, HTTPMethod: method, Path: path,
-		},
-	}
-	if key != "" {
-		req.MultiValueHeaders["Authorization"] = []string{"Bearer " + key}
-	}
-	resp, err := h(context.Background(), req)
+	resp, err := h(context.Background(), proxyRequest(method, path, key, body))
 	if err != nil {
 		t.Fatalf("%s %s: invocation failed: %v", method, path, err)
 	}
@@ -106,12 +98,30 @@ func call(t *testing.T, h awsapp.ProxyHandler, method, path, key, body string) (
 	return resp.StatusCode, m
 }
 
+// proxyRequest is the event API Gateway sends for a request from an
+// allowed address.
+func proxyRequest(method, path, key, body string) events.APIGatewayProxyRequest {
+	req := events.APIGatewayProxyRequest{
+		HTTPMethod: method, Path: path, Body: body,
+		MultiValueHeaders: map[string][]string{"Content-Type": {"application/json"}},
+		RequestContext: events.APIGatewayProxyRequestContext{
+			Identity: events.APIGatewayRequestIdentity{SourceIP: "198.51.100.10"}, HTTPMethod: method, Path: path,
+		},
+	}
+	if key != "" {
+		req.MultiValueHeaders["Authorization"] = []string{"Bearer " + key}
+	}
+	return req
+}
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
 // poll delivers what the run queue holds to the runner as the event source
 // mapping would (awsapp.PollOnce, which flowd's aws backend also uses) and
 // returns how many messages it delivered.
 func (e *e2e) poll(t *testing.T) int {
 	t.Helper()
-	n, err := awsapp.PollOnce(context.Background(), e.sqs, e.cfg.QueueURL, time.Second, e.runner)
+	n, err := awsdev.PollOnce(context.Background(), e.sqs, e.cfg.QueueURL, time.Second, e.runner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,10 @@ package deploy
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -26,6 +28,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsapp/management"
 	"flowservice/pkg/awstest"
 	"flowservice/pkg/dynamostore"
 	"flowservice/pkg/engine"
@@ -194,7 +197,7 @@ const formFlow = `{"name": "Form intake", "engine": "FLOW_BUILDER",
 // event against moto-backed tables and secrets.
 func TestAPIEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := awsapp.NewAPIHandler(context.Background(), st.aws, st.cfg)
+	h, err := management.NewHandler(context.Background(), st.aws, st.cfgOf("ApiFunction"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +303,7 @@ func TestAPIEvents(t *testing.T) {
 		if cursor == "" || first["hasMore"] != true {
 			t.Fatalf("first page = %v, want a cursor", first)
 		}
-		h2, err := awsapp.NewAPIHandler(context.Background(), st.aws, st.cfg)
+		h2, err := management.NewHandler(context.Background(), st.aws, st.cfgOf("ApiFunction"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +326,7 @@ func TestAPIEvents(t *testing.T) {
 // TestWebhookEvents invokes the webhook function with webhook-post.json.
 func TestWebhookEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := awsapp.NewWebhookHandler(context.Background(), st.aws, st.cfg)
+	h, err := awsapp.NewWebhookHandler(context.Background(), st.aws, st.cfgOf("WebhookFunction"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,31 +360,61 @@ func TestWebhookEvents(t *testing.T) {
 		}
 	})
 
-	// Bodies up to API Gateway's 6 MB cap are accepted (the run keeps the
-	// body in the payload bucket); one byte more is 413.
+	// The largest accepted body, in the event API Gateway really sends
+	// (binary media types: base64; the most headers and query string API
+	// Gateway admits, each twice), fits Lambda's 6 MB: the function sees it
+	// and accepts it (the run keeps the body in the payload bucket). One
+	// byte more is 413 from the function, not a failure of API Gateway.
 	t.Run("body limit", func(t *testing.T) {
 		f := st.flow(t, formFlow, true)
 		body := func(size int) string {
 			pad := size - len(`{"event":"bulk","data":""}`)
 			return `{"event":"bulk","data":"` + strings.Repeat("x", pad) + `"}`
 		}
-		var req events.APIGatewayProxyRequest
-		if err := json.Unmarshal(event(t, "webhook-post.json", map[string]string{"__FLOW_ID__": f.ID}), &req); err != nil {
-			t.Fatal(err)
+		proxyEvent := func(size int) []byte {
+			var req events.APIGatewayProxyRequest
+			if err := json.Unmarshal(event(t, "webhook-post.json", map[string]string{"__FLOW_ID__": f.ID}), &req); err != nil {
+				t.Fatal(err)
+			}
+			req.Body, req.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(body(size))), true
+			// API Gateway admits 10 KiB of request line and headers: spend
+			// them on headers and a query string, both in single- and
+			// multi-value form, as the proxy event carries them.
+			for i := range 8 {
+				k, v := fmt.Sprintf("X-Padding-%d", i), strings.Repeat("h", 1000)
+				req.Headers[k], req.MultiValueHeaders[k] = v, []string{v}
+			}
+			q := strings.Repeat("q", 1500)
+			req.QueryStringParameters = map[string]string{"pad": q}
+			req.MultiValueQueryStringParameters = map[string][]string{"pad": {q}}
+			raw, err := json.Marshal(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw
 		}
-		req.Body = body(awsapp.MaxProxyBody)
-		resp, err := h(ctx, req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("6 MB body: %d %.200s %v", resp.StatusCode, resp.Body, err)
+		raw := proxyEvent(awsapp.MaxProxyBody)
+		if len(raw) > awsapp.LambdaPayloadLimit {
+			t.Fatalf("event for the largest accepted body is %d bytes, over Lambda's %d", len(raw), awsapp.LambdaPayloadLimit)
+		}
+		if overhead := len(raw) - base64.StdEncoding.EncodedLen(awsapp.MaxProxyBody); overhead > awsapp.ProxyEventOverhead {
+			t.Errorf("event overhead %d bytes, over the %d budgeted", overhead, awsapp.ProxyEventOverhead)
+		}
+		resp := invoke(t, h, raw)
+		if resp.StatusCode != 200 {
+			t.Fatalf("largest body: %d %.200s", resp.StatusCode, resp.Body)
 		}
 		runID, _ := decodeBody(t, resp)["runId"].(string)
 		r, err := st.store.Run(ctx, st.project.ID, f.ID, runID)
 		if err != nil || len(r.Trigger.Body) != awsapp.MaxProxyBody {
 			t.Errorf("stored trigger body %d bytes (%v), want %d", len(r.Trigger.Body), err, awsapp.MaxProxyBody)
 		}
-		req.Body = body(awsapp.MaxProxyBody + 1)
-		if resp, err := h(ctx, req); err != nil || resp.StatusCode != 413 {
-			t.Errorf("6 MB + 1 body: %d %.200s %v, want 413", resp.StatusCode, resp.Body, err)
+		raw = proxyEvent(awsapp.MaxProxyBody + 1)
+		if len(raw) > awsapp.LambdaPayloadLimit {
+			t.Fatalf("event one byte over the limit is %d bytes: API Gateway would fail before the function's 413", len(raw))
+		}
+		if resp := invoke(t, h, raw); resp.StatusCode != 413 {
+			t.Errorf("largest body + 1: %d %.200s, want 413", resp.StatusCode, resp.Body)
 		}
 	})
 
@@ -422,7 +455,7 @@ func TestWebhookEvents(t *testing.T) {
 // with its RESPOND step.
 func TestWorkflowHookEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := awsapp.NewWorkflowHookHandler(context.Background(), st.aws, st.cfg)
+	h, err := awsapp.NewWorkflowHookHandler(context.Background(), st.aws, st.cfgOf("WorkflowHookFunction"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +485,7 @@ func TestWorkflowHookEvents(t *testing.T) {
 // record is reported back.
 func TestRunnerEvents(t *testing.T) {
 	st := newStack(t)
-	h, err := awsapp.NewRunnerHandler(context.Background(), st.aws, st.cfg)
+	h, err := awsapp.NewRunnerHandler(context.Background(), st.aws, st.cfgOf("RunnerFunction"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"reflect"
@@ -14,14 +15,19 @@ import (
 
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"flowservice/pkg/awsapp"
 	"flowservice/pkg/dynamostore"
 )
 
 // cfnTemplate is the part of a CloudFormation template the tests read.
 type cfnTemplate struct {
+	Parameters map[string]struct {
+		Default any `json:"Default"`
+	} `json:"Parameters"`
 	Resources map[string]struct {
 		Type       string         `json:"Type"`
 		Properties map[string]any `json:"Properties"`
+		DependsOn  any            `json:"DependsOn"`
 	} `json:"Resources"`
 }
 
@@ -189,15 +195,16 @@ func TestQueueAndRunner(t *testing.T) {
 	}
 	timeout := number(t, "RunnerFunction Timeout", runner["Timeout"])
 	q := tpl.Resources["RunQueue"].Properties
-	if vt := number(t, "RunQueue VisibilityTimeout", q["VisibilityTimeout"]); vt <= timeout {
-		t.Errorf("RunQueue VisibilityTimeout %d s does not exceed the runner's Timeout %d s", vt, timeout)
+	if vt := number(t, "RunQueue VisibilityTimeout", q["VisibilityTimeout"]); vt < 6*timeout {
+		t.Errorf("RunQueue VisibilityTimeout %d s is under six times the runner's Timeout %d s (AWS's advice for an SQS event source)", vt, timeout)
 	}
 	if attempt := duration(t, "RUN_TIMEOUT", envOf(runner)["RUN_TIMEOUT"]); attempt >= time.Duration(timeout)*time.Second {
 		t.Errorf("RUN_TIMEOUT %v leaves no time in the runner's %d s to record the outcome", attempt, timeout)
 	}
 	redrive, _ := q["RedrivePolicy"].(map[string]any)
-	if redrive["deadLetterTargetArn"] == nil || number(t, "maxReceiveCount", redrive["maxReceiveCount"]) < 1 {
-		t.Errorf("RunQueue RedrivePolicy = %v, want a DLQ and maxReceiveCount", redrive)
+	attempts := number(t, "RUN_ATTEMPTS", envOf(runner)["RUN_ATTEMPTS"])
+	if redrive["deadLetterTargetArn"] == nil || number(t, "maxReceiveCount", redrive["maxReceiveCount"]) < attempts+3 {
+		t.Errorf("RunQueue RedrivePolicy = %v, want a DLQ and maxReceiveCount with room (3) above RUN_ATTEMPTS %d", redrive, attempts)
 	}
 	var found bool
 	for id, r := range tpl.Resources {
@@ -212,9 +219,57 @@ func TestQueueAndRunner(t *testing.T) {
 		if fn, _ := r.Properties["FunctionName"].(map[string]any); fn["Ref"] != "RunnerFunction" {
 			t.Errorf("%s: maps to %v, want RunnerFunction", id, fn)
 		}
+		sc, _ := r.Properties["ScalingConfig"].(map[string]any)
+		if mc, _ := sc["MaximumConcurrency"].(map[string]any); mc["Ref"] != "RunnerMaxConcurrency" {
+			t.Errorf("%s: ScalingConfig = %v, want MaximumConcurrency from RunnerMaxConcurrency", id, sc)
+		}
 	}
 	if !found {
 		t.Error("no SQS event source mapping for the runner")
+	}
+}
+
+// TestConcurrency checks the backpressure settings: every function has its
+// reserved concurrency as a parameter, the runner's event source scales to
+// at most its reservation by default, and both receiver stages throttle.
+func TestConcurrency(t *testing.T) {
+	tpl := translate(t, nil)
+	params := map[string]string{
+		"ApiFunction": "ApiReservedConcurrency", "WebhookFunction": "WebhookReservedConcurrency",
+		"WorkflowHookFunction": "WorkflowHookReservedConcurrency", "RunnerFunction": "RunnerReservedConcurrency",
+	}
+	for id, fn := range functions(tpl) {
+		rc, _ := fn["ReservedConcurrentExecutions"].(map[string]any)
+		branches, _ := rc["Fn::If"].([]any)
+		if len(branches) != 3 || !reflect.DeepEqual(branches[1], map[string]any{"Ref": params[id]}) {
+			t.Errorf("%s: ReservedConcurrentExecutions = %v, want it from %s", id, fn["ReservedConcurrentExecutions"], params[id])
+		}
+		if d := number(t, params[id], tpl.Parameters[params[id]].Default); d < 1 {
+			t.Errorf("%s defaults to %d: no reservation by default", params[id], d)
+		}
+	}
+	if maxc, reserved := number(t, "RunnerMaxConcurrency", tpl.Parameters["RunnerMaxConcurrency"].Default),
+		number(t, "RunnerReservedConcurrency", tpl.Parameters["RunnerReservedConcurrency"].Default); maxc > reserved {
+		t.Errorf("RunnerMaxConcurrency %d above RunnerReservedConcurrency %d: the event source would be throttled", maxc, reserved)
+	}
+	stages := map[string]bool{}
+	for _, r := range tpl.Resources {
+		if r.Type != "AWS::ApiGateway::Stage" {
+			continue
+		}
+		api, _ := r.Properties["RestApiId"].(map[string]any)["Ref"].(string)
+		settings, _ := r.Properties["MethodSettings"].([]any)
+		for _, s := range settings {
+			m := s.(map[string]any)
+			if m["ThrottlingRateLimit"] != nil && m["ThrottlingBurstLimit"] != nil {
+				stages[api] = true
+			}
+		}
+	}
+	for _, api := range []string{"ManagementApi", "EngineApi", "WorkflowApi"} {
+		if !stages[api] {
+			t.Errorf("%s: its stage has no throttling", api)
+		}
 	}
 }
 
@@ -264,8 +319,8 @@ func TestFunctions(t *testing.T) {
 	}
 	wh := fns["WorkflowHookFunction"]
 	sync := duration(t, "SYNC_TIMEOUT", envOf(wh)["SYNC_TIMEOUT"])
-	if to := time.Duration(number(t, "WorkflowHookFunction Timeout", wh["Timeout"])) * time.Second; sync >= to || sync >= 29*time.Second {
-		t.Errorf("SYNC_TIMEOUT %v must be below the function's %v and API Gateway's 29 s", sync, to)
+	if to := time.Duration(number(t, "WorkflowHookFunction Timeout", wh["Timeout"])) * time.Second; sync >= to || sync > awsapp.MaxSyncTimeout {
+		t.Errorf("SYNC_TIMEOUT %v must be below the function's %v and at most %v (API Gateway's 29 s less a cold start)", sync, to, awsapp.MaxSyncTimeout)
 	}
 }
 
@@ -385,6 +440,78 @@ func TestTablesMatchStore(t *testing.T) {
 		ttl, _ := got["TimeToLiveSpecification"].(map[string]any)
 		if wantTTL := kind == "runs"; wantTTL != (ttl["Enabled"] == true && ttl["AttributeName"] == "expiresAt") {
 			t.Errorf("table %s: TimeToLiveSpecification = %v, want TTL on expiresAt only on runs", kind, ttl)
+		}
+	}
+}
+
+// TestOperability checks tracing, access logs and alarms in the translated
+// template: X-Ray on every function and stage, a JSON access log on every
+// stage, and an alarm on each function's errors and throttles, the run
+// queue's oldest message, the DLQ's depth and runs ending FAILED (the
+// metric pkg/awsapp emits, by the dimensions it emits it with).
+func TestOperability(t *testing.T) {
+	tpl := translate(t, nil)
+	for id, fn := range functions(tpl) {
+		if tc, _ := fn["TracingConfig"].(map[string]any); tc["Mode"] != "Active" {
+			t.Errorf("%s: TracingConfig %v, want Active", id, fn["TracingConfig"])
+		}
+	}
+	stages := 0
+	for id, r := range tpl.Resources {
+		if r.Type != "AWS::ApiGateway::Stage" {
+			continue
+		}
+		stages++
+		if r.Properties["TracingEnabled"] != true {
+			t.Errorf("%s: TracingEnabled %v", id, r.Properties["TracingEnabled"])
+		}
+		als, _ := r.Properties["AccessLogSetting"].(map[string]any)
+		format, _ := als["Format"].(string)
+		var line map[string]string
+		if err := json.Unmarshal([]byte(format), &line); err != nil || line["requestId"] != "$context.requestId" || line["xrayTraceId"] == "" {
+			t.Errorf("%s: access log format %q is not a JSON line with the request and trace IDs (%v)", id, format, err)
+		}
+	}
+	if stages != 3 {
+		t.Errorf("%d API stages, want 3", stages)
+	}
+	// A stage with access logging fails to deploy before the account's
+	// CloudWatch role is set: each API (hence its stage) waits for it.
+	for _, api := range []string{"ManagementApi", "EngineApi", "WorkflowApi"} {
+		if dep := fmt.Sprint(tpl.Resources[api].DependsOn); !strings.Contains(dep, "ApiGatewayAccount") {
+			t.Errorf("%s: DependsOn %v, want ApiGatewayAccount", api, dep)
+		}
+	}
+
+	type alarm struct{ namespace, metric, dim string }
+	alarms := map[alarm]bool{}
+	for _, r := range tpl.Resources {
+		if r.Type != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		p := r.Properties
+		var dims []string
+		for _, d := range p["Dimensions"].([]any) {
+			d := d.(map[string]any)
+			v, _ := json.Marshal(d["Value"])
+			dims = append(dims, d["Name"].(string)+"="+string(v))
+		}
+		slices.Sort(dims)
+		alarms[alarm{p["Namespace"].(string), p["MetricName"].(string), strings.Join(dims, ",")}] = true
+	}
+	want := []alarm{
+		{"AWS/SQS", "ApproximateAgeOfOldestMessage", `QueueName={"Fn::GetAtt":["RunQueue","QueueName"]}`},
+		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", `QueueName={"Fn::GetAtt":["RunDeadLetterQueue","QueueName"]}`},
+		{awsapp.MetricsNamespace, "RunsFinished", `Stage={"Ref":"Stage"},Status="FAILED"`},
+	}
+	for id := range functions(tpl) {
+		for _, m := range []string{"Errors", "Throttles"} {
+			want = append(want, alarm{"AWS/Lambda", m, `FunctionName={"Ref":"` + id + `"}`})
+		}
+	}
+	for _, w := range want {
+		if !alarms[w] {
+			t.Errorf("no alarm on %s %s (%s)", w.namespace, w.metric, w.dim)
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsdev"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 )
@@ -99,7 +99,7 @@ func (c *cli) service(ctx context.Context) (*automation.Service, func(), error) 
 		if err != nil {
 			return nil, nil, err
 		}
-		svc, err := awsapp.NewAdminService(awsCfg, c.awsPrefix)
+		svc, err := awsdev.NewAdminService(awsCfg, c.awsPrefix)
 		return svc, func() {}, err
 	case "embedded":
 	default:

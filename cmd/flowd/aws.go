@@ -12,6 +12,8 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsapp/management"
+	"flowservice/pkg/awsdev"
 )
 
 // openAWS wires the AWS adapters, as the Lambdas have them, into one
@@ -40,22 +42,22 @@ func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv
 	_ = acfg.LogLevel.UnmarshalText([]byte(cfg.LogLevel))
 	if getenv("FLOWD_AWS_PROVISION") == "true" {
 		prefix := or(getenv("FLOWD_AWS_PREFIX"), "flowd")
-		if acfg, err = awsapp.Provision(ctx, awsCfg, prefix, acfg); err != nil {
+		if acfg, err = awsdev.Provision(ctx, awsCfg, prefix, acfg); err != nil {
 			return nil, err
 		}
 		log.Info("provisioned AWS resources", "prefix", prefix, "queue", acfg.QueueURL)
 	}
-	l, err := awsapp.NewLocal(ctx, awsCfg, acfg)
+	a, err := management.New(ctx, awsCfg, acfg)
 	if err != nil {
 		return nil, fmt.Errorf("aws backend: %w", err)
 	}
-	svc := l.Svc
+	svc := a.Svc
 	client := sqs.NewFromConfig(awsCfg)
 	return &backend{
-		svc: svc, sessionKey: l.DashboardKey,
+		svc: svc, sessionKey: a.CursorKey,
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
 			for range cfg.Workers {
-				wg.Go(func() { awsapp.Poll(ctx, client, acfg.QueueURL, awsapp.Runner(svc, log), log) })
+				wg.Go(func() { awsdev.Poll(ctx, client, acfg.QueueURL, awsapp.Runner(svc, log), log) })
 			}
 		},
 		stop:  func(context.Context) {},

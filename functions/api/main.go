@@ -2,7 +2,7 @@
 // REST API proxy integration.
 //
 // It reads its settings from the environment template.yaml sets, builds the
-// handler once per cold start (pkg/awsapp) and serves invocations until the
+// handler once per cold start (pkg/awsapp/management) and serves invocations until the
 // runtime stops it.
 package main
 
@@ -13,10 +13,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsapp/management"
 )
 
 func main() {
-	h, err := awsapp.Build(os.Getenv, awsapp.NewAPIHandler)
+	h, err := awsapp.Build(os.Getenv, management.NewHandler)
 	if err != nil {
 		log.Fatalf("api: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -18,14 +19,17 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/awstest"
 )
+
+func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestConfigFrom(t *testing.T) {
 	c, err := ConfigFrom(env(map[string]string{
 		"TABLE_FLOWS": "flow-dev-flows", "QUEUE_URL": "https://sqs/q", "SECRET_PREFIX": "flow/dev",
-		"ALLOWED_CIDRS": "192.0.2.0/24, 2001:db8::/32,198.51.100.7", "MAX_BODY_BYTES": "6000000",
+		"ALLOWED_CIDRS": "192.0.2.0/24, 2001:db8::/32,198.51.100.7", "MAX_BODY_BYTES": "4000000",
 		"SYNC_TIMEOUT": "25s", "RUN_TIMEOUT": "300s", "RUN_ATTEMPTS": "5", "LOG_LEVEL": "debug",
 	}))
 	if err != nil {
@@ -35,15 +39,15 @@ func TestConfigFrom(t *testing.T) {
 	if !slices.Equal(c.AllowedCIDRs, want) {
 		t.Errorf("AllowedCIDRs = %v, want %v", c.AllowedCIDRs, want)
 	}
-	if c.Tables.Flows != "flow-dev-flows" || c.MaxBody != 6_000_000 || c.SyncTimeout != 25*time.Second ||
+	if c.Tables.Flows != "flow-dev-flows" || c.MaxBody != 4_000_000 || c.SyncTimeout != 25*time.Second ||
 		c.RunPolicy.Timeout != 300*time.Second || c.RunPolicy.MaxAttempts != 5 || c.LogLevel != slog.LevelDebug {
 		t.Errorf("config = %+v", c)
 	}
 
 	bad := []struct{ k, v, want string }{
 		{"ALLOWED_CIDRS", "10.0.0.0/8,nonsense", "neither an address nor a CIDR"},
-		{"MAX_BODY_BYTES", "10485760", "proxy payload cap"},
-		{"SYNC_TIMEOUT", "30s", "29 s"},
+		{"MAX_BODY_BYTES", "6000000", "Lambda proxy event"},
+		{"SYNC_TIMEOUT", "26s", "29 s"},
 		{"RUN_TIMEOUT", "five minutes", "duration"},
 		{"LOG_LEVEL", "loud", "LOG_LEVEL"},
 		{"ALLOW_PRIVATE_NETWORKS", "maybe", "true or false"},
@@ -85,7 +89,7 @@ func TestRunnerReportsFailedRecords(t *testing.T) {
 		"exhausted": fmt.Errorf("%w: gave up", automation.ErrExhausted),
 		"other":     errors.New("network down"),
 	}}
-	h := runner(stub, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h := Runner(stub, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	ev := events.SQSEvent{}
 	for i, b := range []string{"ok", "retry", "ok", "exhausted", "other"} {
 		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("m%d", i), Body: b})

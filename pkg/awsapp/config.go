@@ -24,10 +24,34 @@ import (
 	"flowservice/pkg/dynamostore"
 )
 
-// MaxProxyBody is the largest webhook body a receiver accepts on Lambda:
-// API Gateway's proxy integration caps the whole payload at 6 MB (10 MiB on
-// flowd), and a larger request never reaches the function.
-const MaxProxyBody = 6_000_000
+// Limits of a request's way through API Gateway to a function.
+const (
+	// LambdaPayloadLimit is the largest synchronous invocation event Lambda
+	// takes ("6 MB"; taken as 6,000,000 bytes, below the 6 MiB it enforces).
+	// API Gateway answers a 5xx for a request whose event is larger: the
+	// function never sees it and cannot answer 413.
+	LambdaPayloadLimit = 6_000_000
+	// ProxyEventOverhead bounds what a REST API proxy event holds besides
+	// the body: API Gateway admits 10 KiB of request line and headers, which
+	// the event carries twice (headers and multiValueHeaders, the query
+	// string likewise), plus the request context. 256 KiB is ample.
+	ProxyEventOverhead = 256 << 10
+	// MaxProxyBody is the largest webhook body a receiver accepts on Lambda
+	// (flowd: 10 MiB). The receivers' APIs take every media type as binary,
+	// so that signatures verify over the sender's bytes, and a binary body
+	// reaches the function base64-encoded, 4/3 its size: 4,303,392 bytes
+	// become a 5,737,856-byte body field, and with the rest of the event
+	// stay within LambdaPayloadLimit. Larger bodies answer 413 from the
+	// function up to about 4.4 MB; beyond that API Gateway fails first.
+	MaxProxyBody = (LambdaPayloadLimit - ProxyEventOverhead) / 4 * 3
+
+	// APIGatewayTimeout is REST API's integration timeout.
+	APIGatewayTimeout = 29 * time.Second
+	// MaxSyncTimeout is the longest an ON_COMPLETION webhook may wait for
+	// its run: API Gateway's 29 s less 4 s for a cold start, the writes
+	// around the run and the answer.
+	MaxSyncTimeout = APIGatewayTimeout - 4*time.Second
+)
 
 // Config is what the functions need to know about their deployment. main
 // fills it from the environment the template sets (ConfigFrom); tests fill
@@ -71,6 +95,10 @@ type Config struct {
 	// flowd's sandbox); nil fails them as not available.
 	Code     automation.CodeRunner
 	LogLevel slog.Level
+	// Observe, if set, is told the service, operation and input of every
+	// AWS call the function makes, before it is sent (deploy's tests compare
+	// them with the function's IAM grants).
+	Observe func(service, operation string, input any)
 	// LogOutput receives the JSON log lines; default os.Stderr, which
 	// Lambda sends to CloudWatch Logs.
 	LogOutput io.Writer
@@ -117,7 +145,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 	if v := getenv("MAX_BODY_BYTES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > MaxProxyBody {
-			return c, fmt.Errorf("MAX_BODY_BYTES=%q: want 1 to %d (API Gateway's proxy payload cap)", v, MaxProxyBody)
+			return c, fmt.Errorf("MAX_BODY_BYTES=%q: want 1 to %d (base64 in a Lambda proxy event of at most 6 MB)", v, MaxProxyBody)
 		}
 		c.MaxBody = n
 	}
@@ -135,8 +163,8 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 		}
 		*d.dst = t
 	}
-	if c.SyncTimeout >= 29*time.Second {
-		return c, fmt.Errorf("SYNC_TIMEOUT=%s: must be below API Gateway's 29 s integration timeout", c.SyncTimeout)
+	if c.SyncTimeout > MaxSyncTimeout {
+		return c, fmt.Errorf("SYNC_TIMEOUT=%s: at most %s, so the answer comes within API Gateway's 29 s integration timeout", c.SyncTimeout, MaxSyncTimeout)
 	}
 	if v := getenv("RUN_ATTEMPTS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -173,8 +201,9 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// need reports the first empty setting among name=value pairs.
-func need(what string, pairs ...string) error {
+// Need reports the first empty setting among name=value pairs: what a
+// function needs that its environment lacks.
+func Need(what string, pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		if pairs[i+1] == "" {
 			return fmt.Errorf("awsapp: %s needs %s", what, pairs[i])

@@ -7,15 +7,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"flowservice/pkg/dashboard"
 	"flowservice/pkg/httpapi"
 )
 
@@ -27,74 +24,34 @@ type ProxyHandler func(context.Context, events.APIGatewayProxyRequest) (events.A
 // passes to lambda.Start.
 type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 
-// NewAPIHandler builds the management API function.
-func NewAPIHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (ProxyHandler, error) {
-	a, err := newApp(ctx, awsCfg, cfg, roleAPI)
-	if err != nil {
-		return nil, err
-	}
-	return httpadapter.New(apiHandler(a)).ProxyWithContext, nil
-}
-
-// apiHandler serves the management API and, under /ui/, the dashboard.
-func apiHandler(a *app) http.Handler {
-	mux := http.NewServeMux()
-	// A browser opening the stage's root lands on the dashboard.
-	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.svc, a.log), StagePrefix))
-	mux.Handle("/ui/", newDashboard(a))
-	return mux
-}
-
-// newDashboard is the dashboard under {base_url}/ui/. API Gateway serves
-// only HTTPS, so its cookies are always Secure; links carry the stage.
-func newDashboard(a *app) http.Handler {
-	return dashboard.New(a.svc, dashboard.Options{
-		Key: a.cursorKey, SecureCookies: true, Prefix: StagePrefix, Log: a.log,
-		OpenAPI: httpapi.OpenAPIDocument(),
-	})
-}
-
-// StagePrefix is the public path in front of a request's path: the stage
-// ("/prod") on an execute-api URL, which the proxy event's path lacks.
-func StagePrefix(r *http.Request) string {
-	rc, ok := core.GetAPIGatewayContextFromContext(r.Context())
-	if !ok {
-		return ""
-	}
-	if prefix, ok := strings.CutSuffix(rc.Path, r.URL.Path); ok && strings.HasPrefix(prefix, "/") {
-		return prefix
-	}
-	return ""
-}
-
 // NewWebhookHandler builds the flow builder receiver function.
 func NewWebhookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (ProxyHandler, error) {
-	a, err := newApp(ctx, awsCfg, cfg, roleWebhook)
+	a, err := New(ctx, awsCfg, cfg, Parts{Name: "webhook function"})
 	if err != nil {
 		return nil, err
 	}
-	h := httpapi.NewWebhook(a.svc, hookConfig(cfg, a))
-	return httpadapter.New(platformAllowlist(cfg.AllowedCIDRs, h)).ProxyWithContext, nil
+	h := httpapi.NewWebhook(a.Svc, hookConfig(cfg, a))
+	return a.Proxy("webhook", webhookMetrics(a.metrics, "webhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
 }
 
 // NewWorkflowHookHandler builds the workflow builder receiver function. It
 // executes ON_COMPLETION runs inline, waiting at most cfg.SyncTimeout.
 func NewWorkflowHookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (ProxyHandler, error) {
-	a, err := newApp(ctx, awsCfg, cfg, roleWorkflowHook)
+	a, err := New(ctx, awsCfg, cfg, Parts{Name: "workflowhook function"})
 	if err != nil {
 		return nil, err
 	}
-	h := httpapi.NewWorkflowHook(a.svc, hookConfig(cfg, a))
-	return httpadapter.New(platformAllowlist(cfg.AllowedCIDRs, h)).ProxyWithContext, nil
+	h := httpapi.NewWorkflowHook(a.Svc, hookConfig(cfg, a))
+	return a.Proxy("workflowhook", webhookMetrics(a.metrics, "workflowhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
 }
 
-func hookConfig(cfg Config, a *app) httpapi.HookConfig {
+func hookConfig(cfg Config, a *App) httpapi.HookConfig {
 	maxBody := cfg.MaxBody
 	if maxBody <= 0 {
 		maxBody = MaxProxyBody
 	}
 	return httpapi.HookConfig{
-		MaxBody: maxBody, SyncTimeout: cfg.SyncTimeout, ClientIP: SourceIP, Log: a.log,
+		MaxBody: maxBody, SyncTimeout: cfg.SyncTimeout, ClientIP: SourceIP, Log: a.Log,
 	}
 }
 
@@ -153,16 +110,17 @@ type messageHandler interface {
 // NewRunnerHandler builds the runner function: it executes each message of
 // a batch and reports the ones that failed, so that only those come back.
 func NewRunnerHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (SQSHandler, error) {
-	a, err := newApp(ctx, awsCfg, cfg, roleRunner)
+	a, err := New(ctx, awsCfg, cfg, Parts{Name: "runner function"})
 	if err != nil {
 		return nil, err
 	}
-	return runner(a.svc, a.log), nil
+	return a.SQS("runner", Runner(a.Svc, a.Log)), nil
 }
 
-// runner handles a batch. Records run concurrently: a batch of ten
-// attempts must fit in the function's timeout, which is sized for one.
-func runner(svc messageHandler, log *slog.Logger) SQSHandler {
+// Runner handles a batch of run messages on svc, as the runner function
+// and flowd's aws backend (pkg/awsdev) do. Records run concurrently: a batch
+// of ten attempts must fit in the function's timeout, which is sized for one.
+func Runner(svc messageHandler, log *slog.Logger) SQSHandler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))
 		var wg sync.WaitGroup
@@ -191,9 +149,11 @@ func runner(svc messageHandler, log *slog.Logger) SQSHandler {
 
 // Build reads a function's configuration from the environment through
 // getenv (main passes os.Getenv) and builds its handler with newHandler,
-// once per cold start.
+// once per cold start. It also sets the Go runtime's soft memory limit from
+// the function's memory size (memoryLimit).
 func Build[H any](getenv func(string) string, newHandler func(context.Context, aws.Config, Config) (H, error)) (H, error) {
 	var zero H
+	setMemoryLimit(getenv)
 	cfg, err := ConfigFrom(getenv)
 	if err != nil {
 		return zero, err

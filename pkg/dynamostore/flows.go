@@ -127,7 +127,7 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode allowlist: %w", err)
 	}
-	return map[string]types.AttributeValue{
+	attrs := map[string]types.AttributeValue{
 		"name":            str(f.Name),
 		"description":     str(f.Description),
 		"status":          str(string(f.Status)),
@@ -139,7 +139,8 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 		"trigger":         trigger,
 		"steps":           steps,
 		"allowedIPs":      ips,
-	}, nil
+	}
+	return attrs, flowTooLarge(f, attrs)
 }
 
 func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
@@ -454,24 +455,34 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 	return nil
 }
 
-// deleteRuns removes every run of a flow, found through the byFlow index.
-// The flow is already gone, so no new run can appear (the receivers and the
-// runner read the flow first); a run the index had not shown yet, or a crash
-// midway, leaves runs nothing can reach, and TTL removes them.
+// deleteRuns removes runs of a deleted flow, found through the byFlow
+// index: at most s.flowDeleteRuns of them, so that a DELETE of a flow with
+// any number of runs stays within API Gateway's 29 s. The rest are left to
+// the table's TTL (every run item carries expiresAt, its retention) and
+// their payloads to the bucket's lifecycle rule: with the flow gone the API
+// answers FLOW_NOT_FOUND for its runs, and no new run can appear, since the
+// receivers and the runner read the flow first.
 func (s *Store) deleteRuns(ctx context.Context, project, flowID string) error {
-	if s.t.Runs == "" {
+	if s.t.Runs == "" || s.flowDeleteRuns <= 0 {
 		return nil
 	}
-	keys, err := s.queryAll(ctx, &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName: &s.t.Runs, IndexName: aws.String(indexByFlow),
 		KeyConditionExpression:    aws.String("#f = :f"),
 		ProjectionExpression:      aws.String("#id, #tp, #sp"),
 		ExpressionAttributeNames:  map[string]string{"#f": attrProjectFlow, "#id": attrID, "#tp": attrTriggerPayload, "#sp": attrStepsPayload},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":f": str(project + "#" + flowID)},
-	})
-	if err != nil {
-		return err
+		Limit:                     aws.Int32(int32(s.flowDeleteRuns)),
 	}
+	var keys []map[string]types.AttributeValue
+	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages() && len(keys) < s.flowDeleteRuns; {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, out.Items...)
+	}
+	keys = keys[:min(len(keys), s.flowDeleteRuns)]
 	if err := s.deleteByID(ctx, s.t.Runs, keys); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -249,17 +250,25 @@ func (s *Store) deletePayloads(ctx context.Context, items []map[string]types.Att
 	if s.payloads == nil {
 		return
 	}
+	// A few at a time: each is a list and a delete call.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
 	for _, it := range items {
 		rd := reader{item: it}
 		id := rd.str(attrID)
 		if id == "" || (rd.str(attrTriggerPayload) == "" && rd.str(attrStepsPayload) == "") {
 			continue
 		}
-		if err := s.payloads.DeletePrefix(ctx, payloadPrefix(id)); err != nil {
-			s.log.WarnContext(ctx, "dynamostore: payloads of a deleted run left to the bucket's lifecycle rule",
-				"run", id, "err", err)
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.payloads.DeletePrefix(ctx, payloadPrefix(id)); err != nil {
+				s.log.WarnContext(ctx, "dynamostore: payloads of a deleted run left to the bucket's lifecycle rule",
+					"run", id, "err", err)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // encodedSize is the size DynamoDB counts for v encoded as an attribute.

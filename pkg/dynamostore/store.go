@@ -71,17 +71,32 @@ type Store struct {
 	payloads  Payloads // nil: run items hold everything
 	threshold int
 	log       *slog.Logger
+	// flowDeleteRuns bounds the runs DeleteFlow removes itself.
+	flowDeleteRuns int
 }
 
 var _ automation.Store = (*Store)(nil)
 
 // New returns a Store on the given tables, which must exist (CreateTables).
 func New(client API, tables Tables, opts ...Option) *Store {
-	s := &Store{db: client, t: tables, retention: DefaultRunRetention, threshold: DefaultPayloadThreshold, log: slog.Default()}
+	s := &Store{db: client, t: tables, retention: DefaultRunRetention, threshold: DefaultPayloadThreshold, log: slog.Default(),
+		flowDeleteRuns: DefaultFlowDeleteRuns}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
+}
+
+// DefaultFlowDeleteRuns is how many runs DeleteFlow removes itself; TTL
+// removes the rest. 500 runs are 20 batch writes and their payloads, well
+// within API Gateway's 29 s.
+const DefaultFlowDeleteRuns = 500
+
+// WithFlowDeleteRuns sets how many runs of a deleted flow DeleteFlow
+// removes itself (0: none); TTL and the payload bucket's lifecycle rule
+// remove the rest.
+func WithFlowDeleteRuns(n int) Option {
+	return func(s *Store) { s.flowDeleteRuns = n }
 }
 
 // Attribute and index names shared by several tables.

@@ -1,4 +1,4 @@
-package awsapp
+package management
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/awsapp"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 )
@@ -32,7 +33,7 @@ func TestAPIHandlerServesDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := httpadapter.New(apiHandler(&app{svc: svc, log: slog.New(slog.DiscardHandler), cursorKey: dir.CursorKey})).ProxyWithContext
+	h := httpadapter.New(Handler(&awsapp.App{Svc: svc, Log: slog.New(slog.DiscardHandler), CursorKey: dir.CursorKey})).ProxyWithContext
 	req := func(path string) events.APIGatewayProxyRequest {
 		return events.APIGatewayProxyRequest{
 			HTTPMethod: "GET", Path: path,

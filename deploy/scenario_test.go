@@ -1,0 +1,212 @@
+package deploy
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/awsapp"
+)
+
+// TestEveryFunctionPath drives each function through the paths that make
+// AWS calls, so that TestGrantsMatchObservedCalls sees them all: the
+// management API over connections, flows of every trigger (schedules
+// included), Test Trigger, runs (detail, retry) and deletes of flows with
+// runs; the webhook receiver with a capture, a body large enough for the
+// payload bucket and a repeated delivery of it; the runner with a
+// connection's credential; the workflow receiver inline and on its test URL.
+func TestEveryFunctionPath(t *testing.T) {
+	e := newE2E(t, 5, automation.RunPolicy{MaxAttempts: 3})
+	ext, _ := external(t, 200)
+	api := func(method, path, body string, want int) map[string]any {
+		t.Helper()
+		status, b := call(t, e.api, method, path, e.key, body)
+		if status != want {
+			t.Fatalf("%s %s = %d %.300v, want %d", method, path, status, b, want)
+		}
+		return b
+	}
+	drain := func() {
+		for i := 0; i < 5; i++ {
+			if e.poll(t) == 0 && i > 0 {
+				return
+			}
+		}
+	}
+
+	conn := api("POST", "/api/v1/connections", `{"name": "Chat", "app": "chat", "type": "API_KEY", "value": {"apiKey": "sk-not-real-1"}}`, 201)
+	connID := conn["id"].(string)
+	api("GET", "/api/v1/connections", "", 200)
+	api("GET", "/api/v1/connections/"+connID, "", 200)
+
+	f := api("POST", "/api/v1/flows", fmt.Sprintf(`{"name": "Intake", "engine": "FLOW_BUILDER",
+		"trigger": {"type": "WEBHOOK", "webhook": {"idempotencyHeader": "X-Delivery"}},
+		"steps": [{"name": "notify", "type": "HTTP", "method": "POST", "url": %q, "connectionId": %q, "body": {"n": "{{ trigger.body.n }}"}}]}`, ext.URL, connID), 201)
+	flowID := f["id"].(string)
+	api("POST", "/api/v1/flows/"+flowID+"/enable", "", 200)
+	api("GET", "/api/v1/flows", "", 200)
+	api("GET", "/api/v1/flows/"+flowID+"/webhook", "", 200)
+	api("GET", "/api/v1/flows/"+flowID+"/webhook/security", "", 200)
+	api("POST", "/api/v1/flows/"+flowID+"/webhook/security", `{"allowedIPs": ["198.51.100.0/24"]}`, 200)
+	api("POST", "/api/v1/flows/"+flowID+"/webhook/test", "", 200)
+
+	// The webhook receiver: a captured delivery, then one too large for an
+	// item, then the same delivery again (its run's body read back from S3).
+	status, b := call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", `{"n": 1}`)
+	if status != 200 {
+		t.Fatalf("webhook = %d %v", status, b)
+	}
+	run0 := b["runId"].(string)
+	api("GET", "/api/v1/flows/"+flowID+"/webhook/sample", "", 200)
+	big := `{"n": 2, "pad": "` + strings.Repeat("x", 500_000) + `"}`
+	first := hookWith(t, e.hook, flowID, big, "delivery-1")
+	again := hookWith(t, e.hook, flowID, big, "delivery-1")
+	if first == "" || first != again {
+		t.Fatalf("repeated delivery: runs %q and %q, want the same", first, again)
+	}
+	drain()
+	run := api("GET", "/api/v1/flows/"+flowID+"/runs/"+first, "", 200)
+	if run["status"] != "SUCCEEDED" {
+		t.Fatalf("run status %v", run["status"])
+	}
+	api("GET", "/api/v1/flows/"+flowID+"/runs", "", 200)
+	// A large delivery without the idempotency header, retried: the new
+	// run's trigger goes to the payload bucket too.
+	status, b = call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", big)
+	if status != 200 {
+		t.Fatalf("webhook = %d", status)
+	}
+	drain()
+	api("POST", "/api/v1/flows/"+flowID+"/runs/"+b["runId"].(string)+"/retry", "", 201)
+	api("POST", "/api/v1/flows/"+flowID+"/runs/"+run0+"/retry", "", 201)
+	drain()
+
+	// The runner: a credential the service refuses (the connection goes to
+	// ERROR) and an answer too large for the run's item.
+	refusing, _ := external(t, 401)
+	bigAnswer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"pad": %q}`, strings.Repeat("y", 500_000))
+	}))
+	t.Cleanup(bigAnswer.Close)
+	for _, url := range []string{refusing.URL, bigAnswer.URL} {
+		g := api("POST", "/api/v1/flows", fmt.Sprintf(`{"name": "Out", "engine": "FLOW_BUILDER",
+			"steps": [{"name": "call", "type": "HTTP", "method": "GET", "url": %q, "connectionId": %q}]}`, url, connID), 201)
+		gID := g["id"].(string)
+		api("POST", "/api/v1/flows/"+gID+"/enable", "", 200)
+		if status, b := call(t, e.hook, "POST", "/api/v1/webhooks/"+gID, "", `{}`); status != 200 {
+			t.Fatalf("webhook = %d %v", status, b)
+		}
+		drain()
+		api("DELETE", "/api/v1/flows/"+gID, "", 204)
+	}
+
+	// Flow secrets: a signed webhook (the secret stored on create, replaced
+	// on update, read by the receiver) and the list filters by status.
+	sg := api("POST", "/api/v1/flows", `{"name": "Signed", "engine": "FLOW_BUILDER",
+		"trigger": {"type": "WEBHOOK", "webhook": {"signature": {"header": "X-Sig", "prefix": "sha256=", "secret": "s3cret-value"}}}}`, 201)
+	sgID := sg["id"].(string)
+	api("POST", "/api/v1/flows/"+sgID, `{"name": "Signed v2", "engine": "FLOW_BUILDER",
+		"trigger": {"type": "WEBHOOK", "webhook": {"signature": {"header": "X-Sig", "prefix": "sha256=", "secret": "n3w-secret-value"}}}}`, 200)
+	api("POST", "/api/v1/flows/"+sgID+"/enable", "", 200)
+	mac := hmac.New(sha256.New, []byte("n3w-secret-value"))
+	mac.Write([]byte(`{"signed": true}`))
+	req := proxyRequest("POST", "/api/v1/webhooks/"+sgID, "", `{"signed": true}`)
+	req.MultiValueHeaders["X-Sig"] = []string{"sha256=" + hex.EncodeToString(mac.Sum(nil))}
+	if resp, err := e.hook(t.Context(), req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("signed webhook = %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+	drain()
+	for _, q := range []struct{ path, status string }{{"/api/v1/flows", "ACTIVE"}, {"/api/v1/flows/" + sgID + "/runs", "SUCCEEDED"}} {
+		req := proxyRequest("GET", q.path, e.key, "")
+		req.MultiValueQueryStringParameters = map[string][]string{"status": {q.status}}
+		if resp, err := e.api(t.Context(), req); err != nil || resp.StatusCode != 200 || !strings.Contains(resp.Body, `"id"`) {
+			t.Fatalf("GET %s?status=%s = %d %.300s %v", q.path, q.status, resp.StatusCode, resp.Body, err)
+		}
+	}
+	api("DELETE", "/api/v1/flows/"+sgID, "", 204)
+
+	// The webhook receiver when the queue refuses the message: the run it
+	// wrote is deleted again, so that the sender's retry is not a duplicate.
+	broken := *e.stack
+	broken.cfg.QueueURL = e.cfg.QueueURL + "-missing"
+	brokenHook, err := awsapp.NewWebhookHandler(t.Context(), e.aws, broken.cfgOf("WebhookFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, b := call(t, brokenHook, "POST", "/api/v1/webhooks/"+flowID, "", `{"n": 5}`); status < 500 {
+		t.Fatalf("webhook with the queue missing = %d %v, want a 5xx", status, b)
+	}
+	api("POST", "/api/v1/flows/"+flowID, `{"name": "Intake v2", "engine": "FLOW_BUILDER"}`, 200)
+	api("POST", "/api/v1/flows/"+flowID+"/disable", "", 200)
+	api("DELETE", "/api/v1/flows/"+flowID, "", 204)
+
+	// Schedules: enable, update, disable, delete.
+	s := api("POST", "/api/v1/flows", `{"name": "Nightly", "engine": "FLOW_BUILDER",
+		"trigger": {"type": "SCHEDULE", "schedule": {"cron": "0 3 * * *"}}}`, 201)
+	sID := s["id"].(string)
+	api("POST", "/api/v1/flows/"+sID+"/enable", "", 200)
+	// A firing, as EventBridge Scheduler sends it to the queue: the runner
+	// starts the run and queues it.
+	firing := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "firing-1", Body: fmt.Sprintf(
+		`{"kind": "schedule", "project": %q, "flowId": %q, "executionId": "exec-1", "scheduledTime": "2026-11-22T03:00:00Z"}`, e.project.ID, sID)}}}
+	if out, err := e.runner(t.Context(), firing); err != nil || len(out.BatchItemFailures) != 0 {
+		t.Fatalf("schedule firing: %+v %v", out, err)
+	}
+	drain()
+	api("POST", "/api/v1/flows/"+sID, `{"name": "Nightly", "engine": "FLOW_BUILDER",
+		"trigger": {"type": "SCHEDULE", "schedule": {"cron": "0 4 * * *"}}}`, 200)
+	api("POST", "/api/v1/flows/"+sID+"/disable", "", 200)
+	api("POST", "/api/v1/flows/"+sID+"/enable", "", 200)
+	api("DELETE", "/api/v1/flows/"+sID, "", 204)
+
+	// The workflow receiver: an ON_COMPLETION flow inline, and its test URL.
+	wh, err := awsapp.NewWorkflowHookHandler(t.Context(), e.aws, e.cfgOf("WorkflowHookFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := api("POST", "/api/v1/flows", fmt.Sprintf(`{"name": "Deploys", "engine": "WORKFLOW_BUILDER",
+		"trigger": {"type": "WEBHOOK", "webhook": {"httpMethod": "POST", "path": "scenario/deploys", "responseMode": "ON_COMPLETION",
+			"authentication": {"type": "HEADER", "name": "X-Token", "value": "tok-value"}}},
+		"steps": [{"name": "notify", "type": "HTTP", "method": "POST", "url": %q, "connectionId": %q},
+		          {"name": "reply", "type": "RESPOND", "statusCode": 200, "body": {"ok": "yes"}}]}`, ext.URL, connID), 201)
+	wID := w["id"].(string)
+	api("POST", "/api/v1/flows/"+wID+"/enable", "", 200)
+	req = proxyRequest("POST", "/webhook/scenario/deploys", "", `{"n": 3, "pad": "`+strings.Repeat("z", 500_000)+`"}`)
+	req.MultiValueHeaders["X-Token"] = []string{"tok-value"}
+	if resp, err := wh(t.Context(), req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("workflow webhook = %d %.300s %v", resp.StatusCode, resp.Body, err)
+	}
+	api("POST", "/api/v1/flows/"+wID+"/webhook/test", "", 200)
+	req = proxyRequest("POST", "/webhook-test/scenario/deploys", "", `{"n": 4}`)
+	req.MultiValueHeaders["X-Token"] = []string{"tok-value"}
+	if resp, err := wh(t.Context(), req); err != nil || resp.StatusCode >= 500 {
+		t.Fatalf("workflow test webhook = %d %.300s %v", resp.StatusCode, resp.Body, err)
+	}
+	api("DELETE", "/api/v1/flows/"+wID, "", 204)
+	api("DELETE", "/api/v1/connections/"+connID, "", 204)
+	scenarioRan.Store(true)
+}
+
+// hookWith posts body to a flow's webhook with an idempotency header and
+// returns the run's ID.
+func hookWith(t *testing.T, h awsapp.ProxyHandler, flowID, body, delivery string) string {
+	t.Helper()
+	req := proxyRequest("POST", "/api/v1/webhooks/"+flowID, "", body)
+	req.MultiValueHeaders["X-Delivery"] = []string{delivery}
+	resp, err := h(t.Context(), req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("webhook with %s = %d %s %v", delivery, resp.StatusCode, resp.Body, err)
+	}
+	var b map[string]any
+	_ = jsonUnmarshal(resp.Body, &b)
+	id, _ := b["runId"].(string)
+	return id
+}

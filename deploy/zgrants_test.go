@@ -1,0 +1,280 @@
+package deploy
+
+// This file's name sorts last: its test reads the AWS calls that the tests
+// before it made through each function (TestEveryFunctionPath alone makes
+// them all), and Go runs a package's tests in file order.
+
+import (
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"flowservice/pkg/awsapp"
+)
+
+// grant is one IAM action on one resource, named by the template's logical
+// IDs: "FlowsTable", "FlowsTable/index/byProject", "PayloadBucket/*",
+// "ProjectSecrets" (flow/<stage>/*), "ScheduleGroup/*".
+type grant struct{ action, resource string }
+
+func (g grant) String() string { return g.action + " on " + g.resource }
+
+// scenarioRan says TestEveryFunctionPath completed in this process.
+var scenarioRan atomic.Bool
+
+// observed holds the grants each function's calls needed, by logical ID.
+var observed = struct {
+	sync.Mutex
+	m map[string]map[grant]bool
+}{m: map[string]map[grant]bool{}}
+
+// cfgOf is the stack's configuration for one function, with every AWS call
+// it makes recorded as the grants it needs.
+func (st *stack) cfgOf(fn string) awsapp.Config {
+	cfg := st.cfg
+	tables := map[string]string{
+		cfg.Tables.Projects: "ProjectsTable", cfg.Tables.Keys: "KeysTable", cfg.Tables.Flows: "FlowsTable",
+		cfg.Tables.Routes: "RoutesTable", cfg.Tables.Connections: "ConnectionsTable", cfg.Tables.Runs: "RunsTable",
+		cfg.Tables.Samples: "SamplesTable",
+	}
+	others := map[string]string{
+		cfg.QueueURL: "RunQueue", cfg.CursorKeySecretARN: "CursorKeySecret", cfg.ScheduleGroup: "ScheduleGroup",
+	}
+	secretPrefix := cfg.SecretPrefix + "/"
+	name := func(s *string) string {
+		v := aws.ToString(s)
+		if n, ok := tables[v]; ok {
+			return n
+		}
+		if n, ok := others[v]; ok {
+			return n
+		}
+		if strings.HasPrefix(v, secretPrefix) {
+			return "ProjectSecrets"
+		}
+		return "unknown:" + v
+	}
+	bucket := func(s *string) string {
+		if aws.ToString(s) == cfg.PayloadBucket {
+			return "PayloadBucket"
+		}
+		return "unknown:" + aws.ToString(s)
+	}
+	cfg.Observe = func(service, op string, in any) {
+		var gs []grant
+		add := func(action, resource string) { gs = append(gs, grant{action, resource}) }
+		switch p := in.(type) {
+		case *dynamodb.GetItemInput:
+			add("dynamodb:GetItem", name(p.TableName))
+		case *dynamodb.PutItemInput:
+			add("dynamodb:PutItem", name(p.TableName))
+		case *dynamodb.UpdateItemInput:
+			add("dynamodb:UpdateItem", name(p.TableName))
+		case *dynamodb.DeleteItemInput:
+			add("dynamodb:DeleteItem", name(p.TableName))
+		case *dynamodb.QueryInput:
+			add("dynamodb:Query", index(name(p.TableName), p.IndexName))
+		case *dynamodb.ScanInput:
+			add("dynamodb:Scan", index(name(p.TableName), p.IndexName))
+		case *dynamodb.BatchWriteItemInput:
+			for tbl := range p.RequestItems {
+				add("dynamodb:BatchWriteItem", name(&tbl))
+			}
+		case *dynamodb.TransactWriteItemsInput:
+			// IAM authorizes each item of a transaction as its own write.
+			for _, it := range p.TransactItems {
+				switch {
+				case it.Put != nil:
+					add("dynamodb:PutItem", name(it.Put.TableName))
+				case it.Update != nil:
+					add("dynamodb:UpdateItem", name(it.Update.TableName))
+				case it.Delete != nil:
+					add("dynamodb:DeleteItem", name(it.Delete.TableName))
+				case it.ConditionCheck != nil:
+					add("dynamodb:ConditionCheckItem", name(it.ConditionCheck.TableName))
+				}
+			}
+		case *sqs.SendMessageInput:
+			add("sqs:SendMessage", name(p.QueueUrl))
+		case *secretsmanager.GetSecretValueInput:
+			add("secretsmanager:GetSecretValue", name(p.SecretId))
+		case *secretsmanager.CreateSecretInput:
+			add("secretsmanager:CreateSecret", name(p.Name))
+			if len(p.Tags) > 0 {
+				add("secretsmanager:TagResource", name(p.Name))
+			}
+		case *secretsmanager.PutSecretValueInput:
+			add("secretsmanager:PutSecretValue", name(p.SecretId))
+		case *secretsmanager.DeleteSecretInput:
+			add("secretsmanager:DeleteSecret", name(p.SecretId))
+		case *scheduler.CreateScheduleInput:
+			// Creating or updating a schedule passes its role to the service.
+			add("scheduler:CreateSchedule", name(p.GroupName)+"/*")
+			add("iam:PassRole", "SchedulerRole")
+		case *scheduler.UpdateScheduleInput:
+			add("scheduler:UpdateSchedule", name(p.GroupName)+"/*")
+			add("iam:PassRole", "SchedulerRole")
+		case *scheduler.DeleteScheduleInput:
+			add("scheduler:DeleteSchedule", name(p.GroupName)+"/*")
+		case *scheduler.GetScheduleInput:
+			add("scheduler:GetSchedule", name(p.GroupName)+"/*")
+		case *s3.PutObjectInput:
+			add("s3:PutObject", bucket(p.Bucket)+"/*")
+		case *s3.GetObjectInput:
+			add("s3:GetObject", bucket(p.Bucket)+"/*")
+		case *s3.DeleteObjectInput:
+			add("s3:DeleteObject", bucket(p.Bucket)+"/*")
+		case *s3.DeleteObjectsInput:
+			add("s3:DeleteObject", bucket(p.Bucket)+"/*")
+		case *s3.ListObjectsV2Input:
+			add("s3:ListBucket", bucket(p.Bucket))
+		default:
+			add(fmt.Sprintf("unmapped:%s:%s(%T)", service, op, in), "?")
+		}
+		observed.Lock()
+		defer observed.Unlock()
+		if observed.m[fn] == nil {
+			observed.m[fn] = map[grant]bool{}
+		}
+		for _, g := range gs {
+			observed.m[fn][g] = true
+		}
+	}
+	return cfg
+}
+
+func index(table string, idx *string) string {
+	if idx == nil {
+		return table
+	}
+	return table + "/index/" + *idx
+}
+
+// unobserved are grants the tests cannot exercise on moto, each with the
+// reason it stays. Keep it short: a grant nobody can explain goes.
+var unobserved = map[string]map[grant]string{
+	"WorkflowHookFunction": {
+		{"dynamodb:DeleteItem", "RunsTable"}:        "sqsqueue deletes the run it wrote when SendMessage fails (exercised through WebhookFunction)",
+		{"dynamodb:UpdateItem", "ConnectionsTable"}: "the engine marks a connection whose credential got 401/403 (exercised through RunnerFunction)",
+		{"dynamodb:GetItem", "RunsTable"}:           "an ON_COMPLETION wait reads the run when another execution holds it: seen only when timing allows",
+	},
+	"RunnerFunction": {
+		{"dynamodb:DeleteItem", "RunsTable"}: "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
+	},
+}
+
+// TestGrantsMatchObservedCalls compares, for each function, the AWS calls
+// the package's other tests made through it (on moto, recorded by cfgOf)
+// with the statements of its role in the translated template: every call
+// is granted, and every grant is used or in the reasoned list unobserved.
+func TestGrantsMatchObservedCalls(t *testing.T) {
+	if !scenarioRan.Load() {
+		t.Skip("TestEveryFunctionPath has not run before this test: run the package, or -run with both")
+	}
+	observed.Lock()
+	calls := map[string]map[grant]bool{}
+	for fn, gs := range observed.m {
+		calls[fn] = maps.Clone(gs)
+	}
+	observed.Unlock()
+	tpl := translate(t, nil)
+	for id, fn := range functions(tpl) {
+		used := calls[id]
+		role := fn["Role"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+		granted := roleGrants(t, tpl.Resources[role].Properties)
+		for g := range used {
+			if !granted[g] {
+				t.Errorf("%s calls %s, which its role does not grant", id, g)
+			}
+		}
+		for g := range granted {
+			if used[g] {
+				continue
+			}
+			if _, ok := unobserved[id][g]; ok {
+				continue
+			}
+			// A function that reads payload objects may list the bucket:
+			// without s3:ListBucket, S3 answers a missing object 403
+			// AccessDenied instead of 404 NoSuchKey, and a missing payload
+			// would look like a permissions failure.
+			if g.action == "s3:ListBucket" && used[grant{"s3:GetObject", g.resource + "/*"}] {
+				continue
+			}
+			t.Errorf("%s is granted %s, which none of its calls used", id, g)
+		}
+		var list []string
+		for g := range used {
+			list = append(list, g.String())
+		}
+		slices.Sort(list)
+		t.Logf("%s uses: %s", id, strings.Join(list, "; "))
+	}
+}
+
+var subRef = regexp.MustCompile(`^\$\{([A-Za-z]+)\.Arn\}(.*)$`)
+
+// roleGrants lists the (action, resource) pairs of a role's inline policies.
+func roleGrants(t *testing.T, role map[string]any) map[grant]bool {
+	out := map[grant]bool{}
+	policies, _ := role["Policies"].([]any)
+	for _, p := range policies {
+		doc, _ := p.(map[string]any)["PolicyDocument"].(map[string]any)
+		stmts, _ := doc["Statement"].([]any)
+		for _, s := range stmts {
+			st := s.(map[string]any)
+			if st["Effect"] != "Allow" {
+				continue
+			}
+			for _, a := range list(st["Action"]) {
+				for _, r := range list(st["Resource"]) {
+					out[grant{a.(string), resourceName(t, r)}] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+func list(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	return []any{v}
+}
+
+// resourceName names a policy resource by the template's logical IDs.
+func resourceName(t *testing.T, r any) string {
+	m, _ := r.(map[string]any)
+	if ga, ok := m["Fn::GetAtt"].([]any); ok && len(ga) == 2 && ga[1] == "Arn" {
+		return ga[0].(string)
+	}
+	if ref, ok := m["Ref"].(string); ok {
+		return ref
+	}
+	if sub, ok := m["Fn::Sub"].(string); ok {
+		if g := subRef.FindStringSubmatch(sub); g != nil {
+			return g[1] + g[2]
+		}
+		switch {
+		case strings.HasSuffix(sub, ":secret:flow/${Stage}/*"):
+			return "ProjectSecrets"
+		case strings.HasSuffix(sub, ":schedule/${ScheduleGroup}/*"):
+			return "ScheduleGroup/*"
+		}
+	}
+	t.Errorf("policy resource %v: not understood by the grants test", r)
+	return fmt.Sprint(r)
+}

@@ -1,0 +1,114 @@
+package awsapp
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+)
+
+// invocation is what every log line of one invocation carries besides the
+// Lambda request ID: API Gateway's request ID (the one its access log and
+// the client's X-Request-Id answer share) and whether the invocation paid
+// the cold start.
+type invocation struct {
+	apiRequestID string
+	cold         bool
+}
+
+type invocationKey struct{}
+
+// coldStart tells the first invocation of an execution environment.
+type coldStart struct{ done atomic.Bool }
+
+func (c *coldStart) first() bool { return c.done.CompareAndSwap(false, true) }
+
+// begin marks ctx with the invocation and counts a cold start.
+func (a *App) begin(ctx context.Context, function, apiRequestID string) context.Context {
+	cold := a.cold.first()
+	if cold {
+		a.metrics.put("ColdStarts", "Count", 1, map[string]string{"Function": function})
+	}
+	return context.WithValue(ctx, invocationKey{}, invocation{apiRequestID: apiRequestID, cold: cold})
+}
+
+// Proxy is the proxy event handler of an HTTP function serving h.
+func (a *App) Proxy(function string, h http.Handler) ProxyHandler {
+	proxy := httpadapter.New(h).ProxyWithContext
+	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		return proxy(a.begin(ctx, function, ev.RequestContext.RequestID), ev)
+	}
+}
+
+// SQS is the batch handler of a queue function.
+func (a *App) SQS(function string, h SQSHandler) SQSHandler {
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		return h(a.begin(ctx, function, ""), ev)
+	}
+}
+
+// invocationHandler adds to each record the Lambda request ID, the X-Ray
+// trace ID, API Gateway's request ID and the cold-start flag, from the
+// invocation's context.
+type invocationHandler struct{ slog.Handler }
+
+func (h invocationHandler) Handle(ctx context.Context, r slog.Record) error {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		r.AddAttrs(slog.String("awsRequestId", lc.AwsRequestID))
+	}
+	if id := traceID(ctx); id != "" {
+		r.AddAttrs(slog.String("traceId", id))
+	}
+	if inv, ok := ctx.Value(invocationKey{}).(invocation); ok {
+		if inv.apiRequestID != "" {
+			r.AddAttrs(slog.String("apiRequestId", inv.apiRequestID))
+		}
+		r.AddAttrs(slog.Bool("coldStart", inv.cold))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h invocationHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return invocationHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h invocationHandler) WithGroup(name string) slog.Handler {
+	return invocationHandler{h.Handler.WithGroup(name)}
+}
+
+// traceID is the X-Ray trace's root ID of the invocation: the Lambda
+// runtime puts the trace header in the context under this string key.
+func traceID(ctx context.Context) string {
+	header, _ := ctx.Value("x-amzn-trace-id").(string)
+	for _, part := range strings.Split(header, ";") {
+		if root, ok := strings.CutPrefix(part, "Root="); ok {
+			return root
+		}
+	}
+	return ""
+}
+
+// memoryLimit is the Go runtime's soft memory limit for a function of
+// AWS_LAMBDA_FUNCTION_MEMORY_SIZE megabytes: 90% of it, so that the
+// collector works harder before Lambda kills the environment for running
+// out. Zero when the size is unknown.
+func memoryLimit(getenv func(string) string) int64 {
+	mb, err := strconv.ParseInt(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), 10, 64)
+	if err != nil || mb <= 0 {
+		return 0
+	}
+	return mb << 20 * 9 / 10
+}
+
+func setMemoryLimit(getenv func(string) string) {
+	if n := memoryLimit(getenv); n > 0 {
+		debug.SetMemoryLimit(n)
+	}
+}

@@ -1,0 +1,148 @@
+// Package management wires the management API function: the Service with
+// the parts only it has (EventBridge Scheduler, the stage's cursor key
+// secret, the EventBridge cron checker) and its HTTP surface, the API with
+// its OpenAPI document and the dashboard under /ui/. It is a package of its
+// own so that the receivers and the runner, which import pkg/awsapp, link
+// none of it.
+package management
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+
+	"flowservice/pkg/awsapp"
+	"flowservice/pkg/dashboard"
+	"flowservice/pkg/ebscheduler"
+	"flowservice/pkg/engine"
+	"flowservice/pkg/httpapi"
+)
+
+// NewHandler builds the management API function.
+func NewHandler(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (awsapp.ProxyHandler, error) {
+	a, err := New(ctx, awsCfg, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return a.Proxy("api", Handler(a)), nil
+}
+
+// New builds the management API's Service: with the scheduler, and with the
+// cursor key read from Secrets Manager.
+func New(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (*awsapp.App, error) {
+	if err := awsapp.Need("api function", "SCHEDULE_GROUP", cfg.ScheduleGroup, "QUEUE_ARN", cfg.QueueARN,
+		"SCHEDULER_ROLE_ARN", cfg.SchedulerRoleARN, "CURSOR_KEY_SECRET_ARN", cfg.CursorKeySecretARN); err != nil {
+		return nil, err
+	}
+	clients := awsapp.ClientConfig(awsCfg, cfg)
+	sm := secretsmanager.NewFromConfig(clients)
+	key, err := cursorKey(ctx, secretReader{sm.GetSecretValue}, cfg.CursorKeySecretARN)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := ebscheduler.New(newSchedulerClient(scheduler.NewFromConfig(clients)), ebscheduler.Config{
+		Group: cfg.ScheduleGroup, QueueARN: cfg.QueueARN, RoleARN: cfg.SchedulerRoleARN,
+		DeadLetterARN: cfg.ScheduleDeadLetterARN,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("management: %w", err)
+	}
+	return awsapp.New(ctx, awsCfg, cfg, awsapp.Parts{
+		Name: "api function", Scheduler: sched, CursorKey: key,
+		// EventBridge Scheduler cannot express every cron spec: refuse those
+		// when the flow is saved, not when it is enabled.
+		Checker: ebscheduler.Checker{Checker: engine.Checker{}},
+	})
+}
+
+// secretReader is the call cursorKey makes, held as a method value rather
+// than the client (see schedulerClient).
+type secretReader struct {
+	get func(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// schedulerClient forwards ebscheduler's four calls to the SDK client
+// through method values: the client itself is never stored in an interface,
+// so the linker keeps only these operations although the expression engine
+// calls methods by reflection (see pkg/awsapp's clients.go).
+type schedulerClient struct {
+	create func(context.Context, *scheduler.CreateScheduleInput, ...func(*scheduler.Options)) (*scheduler.CreateScheduleOutput, error)
+	update func(context.Context, *scheduler.UpdateScheduleInput, ...func(*scheduler.Options)) (*scheduler.UpdateScheduleOutput, error)
+	del    func(context.Context, *scheduler.DeleteScheduleInput, ...func(*scheduler.Options)) (*scheduler.DeleteScheduleOutput, error)
+	get    func(context.Context, *scheduler.GetScheduleInput, ...func(*scheduler.Options)) (*scheduler.GetScheduleOutput, error)
+}
+
+func newSchedulerClient(c *scheduler.Client) schedulerClient {
+	return schedulerClient{create: c.CreateSchedule, update: c.UpdateSchedule, del: c.DeleteSchedule, get: c.GetSchedule}
+}
+
+func (x schedulerClient) CreateSchedule(ctx context.Context, in *scheduler.CreateScheduleInput, opts ...func(*scheduler.Options)) (*scheduler.CreateScheduleOutput, error) {
+	return x.create(ctx, in, opts...)
+}
+
+func (x schedulerClient) UpdateSchedule(ctx context.Context, in *scheduler.UpdateScheduleInput, opts ...func(*scheduler.Options)) (*scheduler.UpdateScheduleOutput, error) {
+	return x.update(ctx, in, opts...)
+}
+
+func (x schedulerClient) DeleteSchedule(ctx context.Context, in *scheduler.DeleteScheduleInput, opts ...func(*scheduler.Options)) (*scheduler.DeleteScheduleOutput, error) {
+	return x.del(ctx, in, opts...)
+}
+
+func (x schedulerClient) GetSchedule(ctx context.Context, in *scheduler.GetScheduleInput, opts ...func(*scheduler.Options)) (*scheduler.GetScheduleOutput, error) {
+	return x.get(ctx, in, opts...)
+}
+
+// cursorKey returns the key that authenticates page cursors, read once per
+// cold start: every instance must open the cursors any other issued.
+func cursorKey(ctx context.Context, sm secretReader, arn string) ([]byte, error) {
+	out, err := sm.get(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+	if err != nil {
+		return nil, fmt.Errorf("management: read cursor key %s: %w", arn, err)
+	}
+	key := out.SecretBinary
+	if out.SecretString != nil {
+		key = []byte(*out.SecretString)
+	}
+	if len(key) < 32 {
+		return nil, errors.New("management: the cursor key secret holds fewer than 32 bytes")
+	}
+	return key, nil
+}
+
+// Handler serves the management API and, under /ui/, the dashboard.
+func Handler(a *awsapp.App) http.Handler {
+	mux := http.NewServeMux()
+	// A browser opening the stage's root lands on the dashboard.
+	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log), stagePrefix))
+	mux.Handle("/ui/", newDashboard(a))
+	return mux
+}
+
+// newDashboard is the dashboard under {base_url}/ui/. API Gateway serves
+// only HTTPS, so its cookies are always Secure; links carry the stage.
+func newDashboard(a *awsapp.App) http.Handler {
+	return dashboard.New(a.Svc, dashboard.Options{
+		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log,
+		OpenAPI: httpapi.OpenAPIDocument(),
+	})
+}
+
+// stagePrefix is the public path in front of a request's path: the stage
+// ("/prod") on an execute-api URL, which the proxy event's path lacks.
+func stagePrefix(r *http.Request) string {
+	rc, ok := core.GetAPIGatewayContextFromContext(r.Context())
+	if !ok {
+		return ""
+	}
+	if prefix, ok := strings.CutSuffix(rc.Path, r.URL.Path); ok && strings.HasPrefix(prefix, "/") {
+		return prefix
+	}
+	return ""
+}

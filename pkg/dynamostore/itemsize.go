@@ -1,0 +1,68 @@
+package dynamostore
+
+import (
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+// MaxItemSize is DynamoDB's limit on an item, names and values together.
+const MaxItemSize = 400 << 10
+
+// flowItemReserve is what a flow item holds besides flowAttrs: its key,
+// creation time and run statistics.
+const flowItemReserve = 4 << 10
+
+// itemSize is the size DynamoDB counts for an item: attribute names plus
+// values (strings and binaries by length, numbers at most 21 bytes, one
+// byte per list or map element and three per container).
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for k, v := range item {
+		n += len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return min(len(v.Value), 21)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// flowTooLarge refuses a flow whose item DynamoDB would reject, as a client
+// error rather than a failed write. The management API takes bodies up to
+// 1 MiB, which a definition can fill.
+func flowTooLarge(f automation.Flow, attrs map[string]types.AttributeValue) error {
+	if size := itemSize(attrs) + flowItemReserve; size > MaxItemSize {
+		return automation.InvalidCode("FLOW_TOO_LARGE",
+			"flow %q takes %d bytes stored, over the %d a flow may take: move large constants out of its steps", f.Name, size, MaxItemSize)
+	}
+	return nil
+}
