@@ -196,6 +196,30 @@ type RunQueue interface {
 	Enqueue(ctx context.Context, r Run) error
 }
 
+// QueueEntry is one entry of the embedded run queue, named by its run.
+type QueueEntry struct {
+	RunID   string
+	Project string
+	Claims  int // claims of the entry so far, this one included
+}
+
+// WorkQueue is the embedded run queue that flowd's worker pool
+// (pkg/runworker) takes due runs from; sqlitestore implements it beside
+// RunQueue, in the same database. On AWS, SQS and the runner Lambda play
+// this part.
+type WorkQueue interface {
+	// ClaimDue takes the oldest due entry that no live lease holds, leasing
+	// it until now+lease and counting the claim; ok is false when none is
+	// due.
+	ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e QueueEntry, ok bool, err error)
+	// Ack removes a settled entry.
+	Ack(ctx context.Context, runID string) error
+	// Retry makes the entry due again at the given time.
+	Retry(ctx context.Context, runID string, at time.Time) error
+	// Park sets an entry aside for good, with the reason, for inspection.
+	Park(ctx context.Context, runID, reason string) error
+}
+
 // Execution is the outcome of one attempt at a run.
 type Execution struct {
 	Run       Run  // with Status, Steps, Error, timing and Response filled

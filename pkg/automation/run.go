@@ -33,6 +33,11 @@ type Run struct {
 	Finished   *time.Time   `json:"finished"`
 	DurationMs *int64       `json:"durationMs"`
 	Attempts   int          `json:"attempts"`
+	// Interrupted counts the attempts before the current one that ended
+	// without a result: claimed, then neither released nor finished,
+	// because their process died or lost the lease. RunStore.ClaimRun
+	// fills it; it is not part of the run's JSON.
+	Interrupted int `json:"-"`
 	// Response is what a synchronous (ON_COMPLETION) webhook answers: the
 	// RESPOND step's, or the last step's output.
 	Response *RunResponse `json:"response,omitempty"`

@@ -45,6 +45,7 @@ type Service struct {
 	checker     Checker
 	scheduler   Scheduler
 	rt          *RunRuntime
+	exec        Executor // from rt.NewExecutor
 	cursors     cursors
 	engineURL   string
 	workflowURL string
@@ -79,6 +80,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.rt != nil && s.rt.NewExecutor != nil {
+		s.exec = s.rt.NewExecutor(s)
 	}
 	return s, nil
 }

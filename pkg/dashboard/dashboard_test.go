@@ -15,8 +15,7 @@ import (
 	"testing"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/datadir"
-	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 )
 
 // env is a dashboard over a real SQLite data directory.
@@ -29,21 +28,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	dir, err := datadir.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dir.Close() })
-	rt := &automation.RunRuntime{Runs: dir.Store, Queue: dir.Store}
-	svc, err := automation.NewService(automation.Config{
-		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-		EngineURL: "http://engine.test", WorkflowURL: "http://workflow.test", Runtime: rt,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt.Executor = engine.New(engine.Config{Credentials: svc})
+	fe := flowtest.New(t, flowtest.Options{})
+	svc, dir := fe.Svc, fe.Dir
 	srv := httptest.NewServer(New(svc, Options{Key: dir.CursorKey}))
 	t.Cleanup(srv.Close)
 	e := &env{srv: srv, svc: svc}

@@ -112,7 +112,7 @@ func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
 	if rs := cancelReasons(err); rs != nil {
 		switch {
 		case reasonCode(rs, 1) == reasonCondition:
-			return automation.Conflict("RUN_EXISTS", "run %s already exists", r.ID)
+			return automation.RunExists(r.ID)
 		case reasonCode(rs, 0) == reasonCondition:
 			return automation.NotFound("flow", r.FlowID)
 		}
@@ -216,9 +216,9 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 		case len(old) == 0 || r.str(attrProject) != project:
 			return automation.Run{}, automation.NotFound("run", id)
 		case status.Final():
-			return automation.Run{}, automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+			return automation.Run{}, automation.RunFinished(id, status)
 		default:
-			return automation.Run{}, automation.Conflict("RUN_CLAIMED", "run %s is being executed", id)
+			return automation.Run{}, automation.RunClaimed(id)
 		}
 	}
 	if err != nil {
@@ -337,7 +337,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 			if err != nil {
 				return err
 			}
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", r.ID, stored.Status)
+			return automation.RunFinished(r.ID, stored.Status)
 		}
 		c0, c1 := reasonCode(rs, 0), reasonCode(rs, 1)
 		retry := c1 == reasonCondition || c0 == reasonTxnConflict || c1 == reasonTxnConflict
@@ -441,9 +441,9 @@ func (s *Store) DeleteUnclaimedRun(ctx context.Context, project, id string) erro
 		case len(old) == 0 || r.str(attrProject) != project:
 			return automation.NotFound("run", id)
 		case status.Final():
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+			return automation.RunFinished(id, status)
 		default:
-			return automation.Conflict("RUN_CLAIMED", "run %s has been claimed by an attempt", id)
+			return automation.RunClaimed(id)
 		}
 	}
 	if err != nil {

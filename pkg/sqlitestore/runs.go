@@ -13,8 +13,9 @@ import (
 )
 
 var (
-	_ automation.RunStore = (*Store)(nil)
-	_ automation.RunQueue = (*Store)(nil)
+	_ automation.RunStore  = (*Store)(nil)
+	_ automation.RunQueue  = (*Store)(nil)
+	_ automation.WorkQueue = (*Store)(nil)
 )
 
 // Enqueue stores a new run and its queue entry in one transaction: once it
@@ -35,7 +36,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return automation.Conflict("RUN_EXISTS", "run %s exists already", r.ID)
+			return automation.RunExists(r.ID)
 		}
 		_, err = tx.ExecContext(ctx,
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
@@ -102,10 +103,10 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 			return err
 		}
 		if automation.RunStatus(status).Final() {
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+			return automation.RunFinished(id, automation.RunStatus(status))
 		}
 		if until.Valid && until.Int64 > now.UnixMilli() {
-			return automation.Conflict("RUN_CLAIMED", "run %s is being executed", id)
+			return automation.RunClaimed(id)
 		}
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE runs SET attempts = attempts + 1, lease_until = ? WHERE id = ?`,
@@ -160,7 +161,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 			} else if err != nil {
 				return err
 			}
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", r.ID, status)
+			return automation.RunFinished(r.ID, automation.RunStatus(status))
 		}
 		var last sql.NullString
 		err = tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
@@ -208,25 +209,25 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 // ClaimDue takes the oldest due queue entry no live lease holds, for the
 // worker pool (pkg/runworker): first in, first out among entries due at the
 // same millisecond.
-func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (runID, project string, attempts int, ok bool, err error) {
+func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e automation.QueueEntry, ok bool, err error) {
 	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
 		ms := now.UnixMilli()
 		err := tx.QueryRowContext(ctx,
 			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
 			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
-			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&runID, &project, &attempts)
+			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&e.RunID, &e.Project, &e.Claims)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		attempts++
+		e.Claims++
 		ok = true
 		_, err = tx.ExecContext(ctx,
-			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), attempts, runID)
+			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), e.Claims, e.RunID)
 		return err
 	})
-	return runID, project, attempts, ok && err == nil, err
+	return e, ok && err == nil, err
 }
 
 // Ack removes a settled queue entry.
