@@ -74,6 +74,7 @@ const (
 	CodeRunExists     = "RUN_EXISTS"
 	CodeRunFinished   = "RUN_FINISHED"
 	CodeRunClaimed    = "RUN_CLAIMED"
+	CodeRunLeaseLost  = "RUN_LEASE_LOST"
 	CodeRouteConflict = "ROUTE_CONFLICT"
 	CodeFlowModified  = "FLOW_MODIFIED"
 	// CodeFlowNotScheduled: a schedule fired for a flow that is no longer
@@ -92,6 +93,12 @@ func RunFinished(id string, status RunStatus) *Error {
 
 // RunClaimed reports a run that another attempt holds.
 func RunClaimed(id string) *Error { return Conflict(CodeRunClaimed, "run %s is being executed", id) }
+
+// RunLeaseLost refuses a write of an attempt whose claim is no longer the
+// run's: its lease ran out and another attempt claimed the run.
+func RunLeaseLost(id string) *Error {
+	return Conflict(CodeRunLeaseLost, "run %s was claimed by another attempt", id)
+}
 
 // RouteConflict reports a workflow path and method another flow holds.
 // The holder may be another project's flow: the message names the route,
@@ -125,6 +132,9 @@ func IsRunFinished(err error) bool { return HasCode(err, CodeRunFinished) }
 
 // IsRunClaimed reports whether err is RunClaimed.
 func IsRunClaimed(err error) bool { return HasCode(err, CodeRunClaimed) }
+
+// IsRunLeaseLost reports whether err is RunLeaseLost.
+func IsRunLeaseLost(err error) bool { return HasCode(err, CodeRunLeaseLost) }
 
 // IsRouteConflict reports whether err is RouteConflict.
 func IsRouteConflict(err error) bool { return HasCode(err, CodeRouteConflict) }

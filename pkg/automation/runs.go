@@ -287,8 +287,7 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		f, err = s.RevealFlow(ctx, f)
 	}
 	if err != nil {
-		at.Outcome, at.Run = OutcomeRetry, r
-		return at, s.release(ctx, rt, r, fmt.Errorf("load flow: %w", err))
+		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
 	}
 	actx, cancel := context.WithTimeout(ctx, p.Timeout)
 	ex := s.exec.Execute(actx, f, r)
@@ -296,12 +295,11 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 	out := ex.Run
 	switch {
 	case out.Status == RunFailed && ex.Retryable && r.Attempts < p.MaxAttempts:
-		at.Outcome, at.Run = OutcomeRetry, out
-		return at, s.release(ctx, rt, out, errors.New(out.Error))
+		return s.release(ctx, rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable:
 		out.Error = fmt.Sprintf("gave up after %d attempts: %s", r.Attempts, out.Error)
 		at, err := s.settle(ctx, rt, at, out)
-		if err != nil {
+		if err != nil || at.Outcome != OutcomeFinished {
 			return at, err
 		}
 		at.Outcome = OutcomeExhausted
@@ -338,8 +336,8 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 	var err error
 	for try := 1; try <= finishTries; try++ {
 		err = rt.Runs.FinishRun(ctx, r)
-		if err == nil || IsRunFinished(err) || IsNotFound(err) {
-			at.Outcome = OutcomeFinished
+		if o, ok := settled(err); ok {
+			at.Outcome = o
 			return at, nil
 		}
 		if try < finishTries {
@@ -350,20 +348,39 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 			}
 		}
 	}
-	at.Outcome = OutcomeRetry
 	back := r
 	back.Status, back.Finished, back.DurationMs = RunRunning, nil, nil
-	if rerr := rt.Runs.ReleaseRun(context.WithoutCancel(ctx), back); rerr != nil {
-		return at, fmt.Errorf("%w: finish run %s: %w (and release: %v)", ErrRetry, r.ID, err, rerr)
-	}
-	return at, fmt.Errorf("%w: finish run %s: %w", ErrRetry, r.ID, err)
+	return s.release(context.WithoutCancel(ctx), rt, at, back, fmt.Errorf("finish: %w", err))
 }
 
-func (s *Service) release(ctx context.Context, rt *RunRuntime, r Run, cause error) error {
-	if err := rt.Runs.ReleaseRun(ctx, r); err != nil {
-		return fmt.Errorf("%w: release run %s after %v: %w", ErrRetry, r.ID, cause, err)
+// release gives a claimed run back after a failed attempt (cause), to be
+// retried: OutcomeRetry, unless the run moved on meanwhile.
+func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run, cause error) (Attempt, error) {
+	at.Run = r
+	err := rt.Runs.ReleaseRun(ctx, r)
+	if o, ok := settled(err); ok && err != nil {
+		at.Outcome = o
+		return at, nil
+	} else if err != nil {
+		at.Outcome = OutcomeRetry
+		return at, fmt.Errorf("%w: release run %s after %v: %w", ErrRetry, r.ID, cause, err)
 	}
-	return fmt.Errorf("%w: run %s attempt %d: %w", ErrRetry, r.ID, r.Attempts, cause)
+	at.Outcome = OutcomeRetry
+	return at, fmt.Errorf("%w: run %s attempt %d: %w", ErrRetry, r.ID, r.Attempts, cause)
+}
+
+// settled maps the result of a run write to an outcome when it needs no
+// retry: written (finished), final already or gone (finished: nothing left
+// to do), or claimed by another attempt since this one's lease ran out
+// (claimed: that attempt's result stands, this one's is dropped).
+func settled(err error) (Outcome, bool) {
+	switch {
+	case err == nil, IsRunFinished(err), IsNotFound(err):
+		return OutcomeFinished, true
+	case IsRunLeaseLost(err):
+		return OutcomeClaimed, true
+	}
+	return 0, false
 }
 
 // AwaitRun executes a just-started run in the caller's goroutine, for

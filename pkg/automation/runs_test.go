@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,5 +169,158 @@ func TestRetentionPurge(t *testing.T) {
 	}
 	if got, _ := e.svc.Flow(ctx, e.project, f.ID); got.RunCount != 1 {
 		t.Fatalf("runCount after the purge = %d, want 1 (stats outlive records)", got.RunCount)
+	}
+}
+
+// TestRepeatedCrashesStopTheRun: a run whose attempts die with their
+// process (claimed, never released or finished) MaxCrashes times is
+// finished FAILED at the next claim instead of executed again, so that a
+// flow that kills its executor cannot do so at every restart. The crashes
+// are claims on the real store that never end, as a killed flowd leaves.
+func TestRepeatedCrashesStopTheRun(t *testing.T) {
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, calls := service(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	lease := automation.RunPolicy{}.Lease()
+	for range automation.DefaultMaxCrashes {
+		if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(lease + time.Second) // the process died; its lease ran out
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Outcome != automation.OutcomeFinished {
+		t.Fatalf("ExecuteRun = %v, %v; want the run finished", at.Outcome, err)
+	}
+	got, err := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != automation.RunFailed || !strings.Contains(got.Error, "stopped after repeated crashes") {
+		t.Fatalf("run = %s %q, want FAILED, stopped after repeated crashes", got.Status, got.Error)
+	}
+	if got.Attempts != automation.DefaultMaxCrashes+1 || calls.Load() != 0 {
+		t.Fatalf("attempts %d, %d calls to the flow's service; want %d attempts recorded and no execution",
+			got.Attempts, calls.Load(), automation.DefaultMaxCrashes+1)
+	}
+}
+
+// TestFewerCrashesStillRun: below MaxCrashes, an interrupted run is
+// executed again, and an attempt that ended (released) is no crash.
+func TestFewerCrashesStillRun(t *testing.T) {
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, calls := service(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	lease := automation.RunPolicy{}.Lease()
+	for range automation.DefaultMaxCrashes - 1 {
+		if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(lease + time.Second)
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || calls.Load() != 1 {
+		t.Fatalf("ExecuteRun = %s (%v), %v, %d calls; want SUCCEEDED after one call", at.Run.Status, at.Outcome, err, calls.Load())
+	}
+}
+
+// TestStaleAttemptCannotOverwrite: the frozen attempt through the Service.
+// An attempt that lost its lease while it executed finds its result
+// refused: the live attempt's run stands, and the stale one ends without an
+// error (the run is final: nothing left to do).
+func TestStaleAttemptCannotOverwrite(t *testing.T) {
+	now := time.Now()
+	var second automation.Run
+	lease := automation.RunPolicy{}.Lease()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.Write([]byte(`{"from":"stale"}`))
+	}))
+	t.Cleanup(srv.Close)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	done := make(chan automation.Attempt, 1)
+	go func() {
+		at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+		done <- at
+	}()
+	// Wait until the stale attempt holds the run, then let its lease lapse
+	// and have another attempt claim and finish it.
+	for {
+		if got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID); got.Attempts == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now.Add(lease+time.Second), lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status, c.Error = automation.RunSucceeded, ""
+	if err := e.Store.FinishRun(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	second = c
+	close(release)
+	at := <-done
+	if at.Outcome != automation.OutcomeFinished && at.Outcome != automation.OutcomeClaimed {
+		t.Fatalf("stale attempt outcome = %v, want finished or claimed", at.Outcome)
+	}
+	got, err := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != automation.RunSucceeded || len(got.Steps) != len(second.Steps) || got.Attempts != 2 {
+		t.Fatalf("run = %s with %d steps after %d attempts; want the live attempt's result", got.Status, len(got.Steps), got.Attempts)
+	}
+}
+
+// failingFinishes is a run store whose FinishRun fails while fail > 0, as a
+// locked or full database would.
+type failingFinishes struct {
+	automation.RunStore
+	fail atomic.Int32
+}
+
+func (s *failingFinishes) FinishRun(ctx context.Context, r automation.Run) error {
+	if s.fail.Add(-1) >= 0 {
+		return errors.New("database is locked")
+	}
+	return s.RunStore.FinishRun(ctx, r)
+}
+
+// TestUnsavedFinishIsRetriedSoon: an attempt whose final state cannot be
+// saved gives the run back (its lease dropped), so that the next attempt
+// can claim it at once instead of after the whole lease.
+func TestUnsavedFinishIsRetriedSoon(t *testing.T) {
+	now := time.Now()
+	runs := &failingFinishes{}
+	fe := flowtest.New(t, flowtest.Options{Clock: func() time.Time { return now },
+		Runs: func(s automation.RunStore) automation.RunStore { runs.RunStore = s; return runs }})
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	e := &env{Env: fe, svc: fe.Svc, project: p}
+	srv, _ := service(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+
+	runs.fail.Store(100)
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if !errors.Is(err, automation.ErrRetry) || at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("ExecuteRun with finishes failing = %v, %v; want a retry", at.Outcome, err)
+	}
+	runs.fail.Store(0)
+	// Same instant: the lease the failed attempt took must be gone.
+	at, err = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Outcome != automation.OutcomeFinished || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("next attempt = %v %s, %v; want it to claim at once and succeed", at.Outcome, at.Run.Status, err)
+	}
+	if got, _ := e.svc.Run(ctx, p, r.FlowID, r.ID); got.Attempts != 2 || got.Status != automation.RunSucceeded {
+		t.Fatalf("run = %s after %d attempts, want SUCCEEDED after 2", got.Status, got.Attempts)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -59,16 +60,23 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 	return r, nil
 }
 
+// summaryDoc is a run's document as lists read it: SQLite drops the trigger
+// body, the step outputs and the response body before the row reaches Go,
+// so that a list of large runs costs little memory (Run.Summary).
+const summaryDoc = `json_set(json_remove(doc, '$.trigger.body', '$.trigger.rawBody', '$.response.body'), '$.steps',
+	json(COALESCE((SELECT json_group_array(json(json_remove(value, '$.output'))) FROM json_each(doc, '$.steps')), '[]')))`
+
 // The run list queries walk an index backwards: newest first.
 const (
-	listRunsSQL = `SELECT ` + runColumns + ` FROM runs
+	listRunsSQL = `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs
 		WHERE project = ? AND flow = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
-	listRunsByStatusSQL = `SELECT ` + runColumns + ` FROM runs
+	listRunsByStatusSQL = `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs
 		WHERE project = ? AND flow = ? AND status = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
 )
 
-// ListRuns returns the page of a flow's runs before q.After, newest first,
-// reading at most q.Limit+1 rows of an index.
+// ListRuns returns the page of a flow's run summaries before q.After,
+// newest first, reading at most q.Limit+1 rows of an index and ending the
+// page early at automation.RunPageBudget bytes.
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
 	before := int64(math.MaxInt64)
 	if q.After != "" {
@@ -83,20 +91,48 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
-	return readPage(ctx, s.r, "runs", limit, scanRun, query, args...)
+	var page automation.Page[automation.Run]
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+	}
+	defer rows.Close()
+	var lastSeq int64
+	bytes := 0
+	for rows.Next() {
+		if len(page.Items) == limit || (len(page.Items) > 0 && bytes >= automation.RunPageBudget) {
+			page.Next = strconv.FormatInt(lastSeq, 10)
+			break
+		}
+		r, seq, err := scanRun(rows)
+		if err != nil {
+			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+		}
+		r = r.Summary()
+		page.Items = append(page.Items, r)
+		bytes += automation.SummaryBytes(r)
+		lastSeq = seq
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+	}
+	return page, nil
 }
 
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
 func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
 	var r automation.Run
+	token := automation.NewID("lease_")
 	err := s.write(ctx, "claim run "+id, func(tx *sql.Tx) error {
 		var (
-			status string
-			until  sql.NullInt64
-			err    error
+			status          string
+			until           sql.NullInt64
+			attempts, ended int
+			err             error
 		)
 		err = tx.QueryRowContext(ctx,
-			`SELECT status, lease_until FROM runs WHERE project = ? AND id = ?`, project, id).Scan(&status, &until)
+			`SELECT status, lease_until, attempts, ended FROM runs WHERE project = ? AND id = ?`, project, id).
+			Scan(&status, &until, &attempts, &ended)
 		if errors.Is(err, sql.ErrNoRows) {
 			return automation.NotFound("run", id)
 		} else if err != nil {
@@ -109,17 +145,19 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 			return automation.RunClaimed(id)
 		}
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE runs SET attempts = attempts + 1, lease_until = ? WHERE id = ?`,
-			now.Add(lease).UnixMilli(), id); err != nil {
+			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? WHERE id = ?`,
+			now.Add(lease).UnixMilli(), token, id); err != nil {
 			return err
 		}
 		r, _, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+		r.Interrupted, r.LeaseToken = attempts-ended, token
 		return err
 	})
 	return r, err
 }
 
-// ReleaseRun records a failed attempt that will be retried.
+// ReleaseRun records a failed attempt that will be retried, if the attempt
+// still holds the run.
 func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	r.Status = automation.RunRunning
 	doc, err := encodeRun(r)
@@ -127,15 +165,38 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx,
-			`UPDATE runs SET doc = ?, lease_until = NULL WHERE project = ? AND id = ? AND status = 'RUNNING'`,
-			doc, r.Project, r.ID)
-		return err
+		return fenced(ctx, tx, r, `UPDATE runs SET doc = ?, lease_until = NULL, ended = ended + 1
+			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
+			doc, r.Project, r.ID, r.LeaseToken)
 	})
+}
+
+// fenced runs a conditional write of r's attempt and, when it changed
+// nothing, says why: the run is gone, final, or held by another claim.
+func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	var status string
+	err = tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return automation.NotFound("run", r.ID)
+	case err != nil:
+		return err
+	case automation.RunStatus(status).Final():
+		return automation.RunFinished(r.ID, automation.RunStatus(status))
+	}
+	return automation.RunLeaseLost(r.ID)
 }
 
 // FinishRun writes a run's final state and adds it to its flow's stats in
 // the same transaction, so the stats count every finished run exactly once.
+// It writes only while the attempt holds the run.
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("sqlitestore: finish run %s: status %q is not final", r.ID, r.Status)
@@ -145,26 +206,13 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`UPDATE runs SET status = ?, doc = ?, lease_until = NULL WHERE project = ? AND id = ? AND status = 'RUNNING'`,
-			string(r.Status), doc, r.Project, r.ID)
-		if err != nil {
+		if err := fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, lease_until = NULL, ended = ended + 1
+			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
+			string(r.Status), doc, r.Project, r.ID, r.LeaseToken); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			var status string
-			err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
-			if errors.Is(err, sql.ErrNoRows) {
-				return automation.NotFound("run", r.ID)
-			} else if err != nil {
-				return err
-			}
-			return automation.RunFinished(r.ID, automation.RunStatus(status))
 		}
 		var last sql.NullString
-		err = tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
+		err := tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // the flow is gone; so are its stats
 		} else if err != nil {
