@@ -33,6 +33,11 @@ type RunRuntime struct {
 	// NewService, so that no caller completes a Service after the fact.
 	NewExecutor func(Credentials) Executor
 	Policy      RunPolicy // zero fields take the defaults
+	// StopInlineAtAnswer cuts an ON_COMPLETION receiver's inline attempt
+	// short when the receiver answers without the run's result (AwaitRun's
+	// wait passed), for receivers that are frozen once they answer (Lambda):
+	// a frozen attempt would hold the run's lease with nobody executing.
+	StopInlineAtAnswer bool
 }
 
 // Credentials reads connection credentials for an executor and records
@@ -290,10 +295,18 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
 	}
 	actx, cancel := context.WithTimeout(ctx, p.Timeout)
-	ex := s.exec.Execute(actx, f, r)
+	ex := s.exec.ExecuteJournaled(actx, f, r, func(ctx context.Context, steps []StepResult) error {
+		j := r
+		j.Steps = steps
+		return rt.Runs.RecordSteps(ctx, j)
+	})
 	cancel()
 	out := ex.Run
 	switch {
+	case out.Status == RunFailed && ctx.Err() != nil:
+		// Cut short by the caller (shutdown, a receiver that answered):
+		// not a failure of the run. Give it back for another attempt.
+		return s.release(context.WithoutCancel(ctx), rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable && r.Attempts < p.MaxAttempts:
 		return s.release(ctx, rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable:
@@ -385,9 +398,13 @@ func settled(err error) (Outcome, bool) {
 
 // AwaitRun executes a just-started run in the caller's goroutine, for
 // synchronous (ON_COMPLETION) webhooks, and returns it final. When a worker
-// holds the run already, it waits for that worker instead. If wait passes
-// first it returns the run still RUNNING; the attempt goes on regardless,
-// since it runs on its own context.
+// holds the run already (the hand-over of "Who executes a run"), it waits
+// for that worker instead. If wait passes first it returns the run still
+// RUNNING. The inline attempt then goes on, on its own context, unless the
+// runtime says an attempt must not outlive the answer
+// (RunRuntime.StopInlineAtAnswer, the Lambda receiver, which is frozen once
+// it answers): then the attempt is cut short and gives the run back
+// (journaled steps kept) before AwaitRun returns, and the queue takes over.
 func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
@@ -398,9 +415,12 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 		err error
 	}
 	done := make(chan result, 1)
+	// Detached: a client that hangs up must not cut the run short.
+	// It ends at the attempt's end, or by stop at the answer.
+	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
-		// Detached: a client that hangs up must not cut the run short.
-		at, err := s.ExecuteRun(context.WithoutCancel(ctx), r.Project, r.ID)
+		defer stop()
+		at, err := s.ExecuteRun(actx, r.Project, r.ID)
 		done <- result{at.Run, err}
 	}()
 	timer := time.NewTimer(wait)
@@ -423,6 +443,10 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 				return cur, nil
 			}
 		case <-timer.C:
+			if rt.StopInlineAtAnswer && done != nil {
+				stop()
+				<-done // the attempt has given the run back
+			}
 			return r, nil
 		case <-ctx.Done():
 			return r, ctx.Err()

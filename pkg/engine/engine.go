@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -141,6 +142,18 @@ var errFiltered = errors.New("filtered")
 // Started, Finished, DurationMs and Response. It persists nothing. A run
 // whose ctx deadline passes ends TIMEOUT.
 func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Run) Result {
+	return e.ExecuteJournaled(ctx, f, r, nil)
+}
+
+// ExecuteJournaled is Execute for one attempt at a run that may have
+// journaled steps already (automation.Executor): a step with side effects
+// that r.Steps records as SUCCEEDED at its place is not executed again,
+// its recorded output standing in for it (a truncated output stands as its
+// preview), and after each step with side effects that has a step after it,
+// journal (when not nil) records the results so far before the next one
+// starts. A journal that fails ends the attempt, retryable.
+func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r automation.Run, journal automation.Journal) Result {
+	previous := r.Steps
 	start := e.clock()
 	r.Started, r.Finished, r.DurationMs = &start, nil, nil
 	r.Status, r.Error, r.Response = automation.RunRunning, "", nil
@@ -165,6 +178,14 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 			break
 		}
 		sr := &r.Steps[i]
+		if done, ok := journaled(previous, i, s); ok {
+			*sr = done
+			if out := recorded(done.Output); out != nil {
+				x.steps[s.Name] = out
+				last = out
+			}
+			continue
+		}
 		began := e.clock()
 		sr.StartedAt = &began
 		out, err := x.step(ctx, s)
@@ -189,6 +210,13 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 		}
 		if errors.Is(err, errFiltered) {
 			break
+		}
+		goesOn := se == nil || (s.Type == automation.StepHTTP && s.ContinueOnFail)
+		if goesOn && journal != nil && s.Type.SideEffects() && i < len(f.Steps)-1 {
+			if err := journal(ctx, slices.Clone(r.Steps[:i+1])); err != nil {
+				r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+s.Name+": its result could not be recorded: "+err.Error(), true
+				break
+			}
 		}
 		if se != nil {
 			if s.Type == automation.StepHTTP && s.ContinueOnFail {
@@ -221,6 +249,28 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 		"durationMs", d, "retryable", res.Retryable)
 	res.Run = r
 	return res
+}
+
+// journaled returns the result an earlier attempt recorded for step s at
+// index i, when s has side effects and that attempt finished it.
+func journaled(previous []automation.StepResult, i int, s automation.Step) (automation.StepResult, bool) {
+	if i >= len(previous) || !s.Type.SideEffects() {
+		return automation.StepResult{}, false
+	}
+	p := previous[i]
+	return p, p.Name == s.Name && p.Type == s.Type && p.Status == automation.StepSucceeded
+}
+
+// recorded is a journaled output as expressions see it.
+func recorded(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil
+	}
+	return v
 }
 
 // interrupted ends a run whose context ended before or during step name:
