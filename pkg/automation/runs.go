@@ -250,6 +250,9 @@ type Attempt struct {
 	// Attempts counts the claims of the run so far, this one included;
 	// 0 when it did not claim the run.
 	Attempts int
+	// RetryAt is when the run should be tried again, for OutcomeRetry
+	// (the run's NextAttemptAt): Policy.Backoff after this attempt.
+	RetryAt time.Time
 }
 
 // crashedMessage is the error of a run finished because its attempts kept
@@ -294,6 +297,7 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 	if err != nil {
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
 	}
+	r.NextAttemptAt = nil // executing now
 	actx, cancel := context.WithTimeout(ctx, p.Timeout)
 	ex := s.exec.ExecuteJournaled(actx, f, r, func(ctx context.Context, steps []StepResult) error {
 		j := r
@@ -301,7 +305,7 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		return rt.Runs.RecordSteps(ctx, j)
 	})
 	cancel()
-	out := ex.Run
+	out := acrossAttempts(r, ex.Run)
 	switch {
 	case out.Status == RunFailed && ctx.Err() != nil:
 		// Cut short by the caller (shutdown, a receiver that answered):
@@ -319,6 +323,20 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		return at, fmt.Errorf("%w: run %s: %s", ErrExhausted, runID, out.Error)
 	}
 	return s.settle(ctx, rt, at, out)
+}
+
+// acrossAttempts is the outcome of an attempt as the run shows it: started
+// when its first attempt started, with durationMs over all its attempts.
+func acrossAttempts(claimed, out Run) Run {
+	if claimed.Started != nil {
+		out.Started = claimed.Started
+	}
+	if claimed.DurationMs != nil && out.DurationMs != nil {
+		d := *claimed.DurationMs + *out.DurationMs
+		out.DurationMs = &d
+	}
+	out.NextAttemptAt = nil
+	return out
 }
 
 // finishTries and finishPause bound how hard an attempt tries to save its
@@ -362,13 +380,17 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 		}
 	}
 	back := r
-	back.Status, back.Finished, back.DurationMs = RunRunning, nil, nil
+	back.Status, back.Finished = RunRunning, nil
 	return s.release(context.WithoutCancel(ctx), rt, at, back, fmt.Errorf("finish: %w", err))
 }
 
 // release gives a claimed run back after a failed attempt (cause), to be
 // retried: OutcomeRetry, unless the run moved on meanwhile.
 func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run, cause error) (Attempt, error) {
+	// Waiting for the next attempt: not finished, and says when it will
+	// try again. The failed step keeps its error.
+	at.RetryAt = s.clock().Add(rt.Policy.Backoff(r.Attempts))
+	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &at.RetryAt
 	at.Run = r
 	err := rt.Runs.ReleaseRun(ctx, r)
 	if o, ok := settled(err); ok && err != nil {

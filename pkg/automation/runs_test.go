@@ -399,3 +399,57 @@ func TestInlineAttemptStopsAtTheAnswer(t *testing.T) {
 		t.Fatalf("claim after the answer: attempts %d, interrupted %d; want 2 and 0 (the inline attempt ended)", c.Attempts, c.Interrupted)
 	}
 }
+
+// TestRunFieldsAcrossAttempts: a run waiting between attempts shows when
+// it tries again (nextAttemptAt) and no finish time or run error; once
+// final, it started when its first attempt started, durationMs covers all
+// attempts, and each step says how often it was executed.
+func TestRunFieldsAcrossAttempts(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, _ := service(t, 503, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	first, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if first.Outcome != automation.OutcomeRetry || first.RetryAt.IsZero() {
+		t.Fatalf("first attempt = %v, retry at %v", first.Outcome, first.RetryAt)
+	}
+	waiting, err := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiting.Status != automation.RunRunning || waiting.NextAttemptAt == nil || !waiting.NextAttemptAt.Equal(first.RetryAt) ||
+		waiting.Finished != nil || waiting.Error != "" || waiting.Steps[0].Error == "" || waiting.Steps[0].Attempts != 1 {
+		t.Fatalf("waiting run = %+v; want RUNNING with nextAttemptAt %v, no finish time or run error, the step's error kept", waiting, first.RetryAt)
+	}
+	firstStart := *waiting.Started
+	now = now.Add(time.Minute)
+	if _, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if done.Status != automation.RunSucceeded || done.NextAttemptAt != nil || done.Started == nil || !done.Started.Equal(firstStart) ||
+		done.DurationMs == nil || done.Attempts != 2 || done.Steps[0].Attempts != 1 {
+		t.Fatalf("finished run = %+v; want SUCCEEDED, started at the first attempt (%v), durationMs set, 2 attempts", done, firstStart)
+	}
+}
+
+// TestStoppedAtNamesTheFilter: a FILTER that ends a run is named in
+// stoppedAt.
+func TestStoppedAtNamesTheFilter(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	name, eng := "filtered", automation.FlowBuilder
+	steps := []automation.Step{{Name: "only_main", Type: automation.StepFilter, Condition: `trigger.body.ref == "other"`}}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	at, err := e.svc.ExecuteRun(ctx, e.project.ID, e.start1(t, f).ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || at.Run.StoppedAt != "only_main" {
+		t.Fatalf("run = %s stopped at %q, %v; want SUCCEEDED stopped at only_main", at.Run.Status, at.Run.StoppedAt, err)
+	}
+}

@@ -156,7 +156,7 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 	previous := r.Steps
 	start := e.clock()
 	r.Started, r.Finished, r.DurationMs = &start, nil, nil
-	r.Status, r.Error, r.Response = automation.RunRunning, "", nil
+	r.Status, r.Error, r.Response, r.StoppedAt = automation.RunRunning, "", nil, ""
 	r.Steps = make([]automation.StepResult, len(f.Steps))
 	for i, s := range f.Steps {
 		r.Steps[i] = automation.StepResult{Name: s.Name, Type: s.Type, Status: automation.StepSkipped}
@@ -189,6 +189,7 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 		began := e.clock()
 		sr.StartedAt = &began
 		out, err := x.step(ctx, s)
+		sr.Attempts = 1
 		done := e.clock()
 		sr.FinishedAt, sr.DurationMs = &done, done.Sub(began).Milliseconds()
 
@@ -209,6 +210,7 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 			last = out
 		}
 		if errors.Is(err, errFiltered) {
+			r.StoppedAt = s.Name
 			break
 		}
 		goesOn := se == nil || (s.Type == automation.StepHTTP && s.ContinueOnFail)
