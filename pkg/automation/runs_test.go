@@ -591,3 +591,88 @@ func TestIdempotencyKey(t *testing.T) {
 	check("get, own, off", rec.seen(), []string{"", "mine", ""})
 	check("pay", payRec.seen(), []string{r.ID + ".pay", r.ID + ".pay"})
 }
+
+// TestRetryFromFailedStep: a retry from the failed step is a new run that
+// resumes the earlier one: the steps that succeeded are not executed again
+// (their outputs stand), the failed one is, and resumedFrom names the
+// earlier run, whose key the failed step's Idempotency-Key keeps.
+func TestRetryFromFailedStep(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	pay := newRecorder(t, status(201))
+	notify := newRecorder(t, status(400), status(200))
+	f := e.flowOf(t,
+		automation.Step{Name: "pay", Type: automation.StepHTTP, Method: "POST", URL: pay.URL},
+		automation.Step{Name: "notify", Type: automation.StepHTTP, Method: "POST", URL: notify.URL},
+	)
+	old := e.start1(t, f)
+	if at, err := e.svc.ExecuteRun(ctx, old.Project, old.ID); err != nil || at.Run.Status != automation.RunFailed {
+		t.Fatalf("first run = %s, %v; want FAILED on the 400", at.Run.Status, err)
+	}
+	for _, bad := range []automation.RetryRequest{
+		{From: "MIDDLE"},
+		{From: automation.RetryFromFailedStep, Trigger: &automation.RetryTrigger{Body: json.RawMessage(`{}`)}},
+		{Trigger: &automation.RetryTrigger{Body: json.RawMessage(`{not json`)}},
+	} {
+		if _, err := e.svc.RetryRun(ctx, e.project, f.ID, old.ID, bad); !errors.Is(err, automation.ErrInvalid) {
+			t.Errorf("retry %+v: err = %v, want a 400", bad, err)
+		}
+	}
+	r, err := e.svc.RetryRun(ctx, e.project, f.ID, old.ID, automation.RetryRequest{From: automation.RetryFromFailedStep})
+	if err != nil || r.ResumedFrom != old.ID || len(r.Steps) != 1 || r.ID == old.ID {
+		t.Fatalf("retry = %+v, %v; want a new run resumed from %s with the pay step", r, err, old.ID)
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("resumed run = %s, %v", at.Run.Status, err)
+	}
+	if len(pay.seen()) != 1 || len(notify.seen()) != 2 {
+		t.Fatalf("pay saw %d requests, notify %d; want 1 and 2", len(pay.seen()), len(notify.seen()))
+	}
+	if k := notify.seen()[1].Get("Idempotency-Key"); k != old.ID+".notify" {
+		t.Errorf("resumed notify sent Idempotency-Key %q, want %q", k, old.ID+".notify")
+	}
+	done, _ := e.svc.Run(ctx, e.project, f.ID, r.ID)
+	if _, err := e.svc.RetryRun(ctx, e.project, f.ID, done.ID, automation.RetryRequest{From: automation.RetryFromFailedStep}); !automation.HasCode(err, "RUN_NOT_FAILED") {
+		t.Errorf("retry from the failed step of a SUCCEEDED run: err = %v, want RUN_NOT_FAILED", err)
+	}
+	// From START with an edited body.
+	edited, err := e.svc.RetryRun(ctx, e.project, f.ID, old.ID, automation.RetryRequest{Trigger: &automation.RetryTrigger{Body: json.RawMessage(`{"ref":"edited"}`)}})
+	if err != nil || string(edited.Trigger.Body) != `{"ref":"edited"}` || len(edited.Steps) != 0 || edited.ResumedFrom != "" {
+		t.Fatalf("retry from START with a body = %+v, %v", edited, err)
+	}
+}
+
+// TestReplayAndSearch: replay starts a retry from START for every FAILED
+// run of the flow in the window, and the search finds runs across the
+// project by status.
+func TestReplayAndSearch(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	ctx := context.Background()
+	svc := newRecorder(t, status(400))
+	f := e.flowOf(t, automation.Step{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: svc.URL})
+	for range 3 {
+		r := e.start1(t, f)
+		if at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Run.Status != automation.RunFailed {
+			t.Fatalf("run = %s, want FAILED", at.Run.Status)
+		}
+		now = now.Add(time.Minute)
+	}
+	e.start1(t, f) // RUNNING: not replayed
+	if _, err := e.svc.ReplayRuns(ctx, e.project, automation.ReplayRequest{Status: "SUCCEEDED"}); !errors.Is(err, automation.ErrInvalid) {
+		t.Fatalf("replay of SUCCEEDED runs: err = %v, want a 400", err)
+	}
+	if _, err := e.svc.SearchRuns(ctx, e.project, automation.RunSearch{Since: "yesterday"}); !errors.Is(err, automation.ErrInvalid) {
+		t.Fatalf("search since yesterday: err = %v, want a 400", err)
+	}
+	n, err := e.svc.ReplayRuns(ctx, e.project, automation.ReplayRequest{FlowID: f.ID, Status: "FAILED",
+		Since: "2026-05-01T12:01:00Z", Until: "2026-05-01T13:00:00Z"})
+	if err != nil || n.Replayed != 2 {
+		t.Fatalf("replay = %+v, %v; want the 2 FAILED runs of the window", n, err)
+	}
+	running, err := e.svc.SearchRuns(ctx, e.project, automation.RunSearch{PageRequest: automation.PageRequest{Status: "RUNNING"}})
+	if err != nil || len(running.Data) != 3 {
+		t.Fatalf("RUNNING runs = %d, %v; want the unexecuted one and 2 replays", len(running.Data), err)
+	}
+}

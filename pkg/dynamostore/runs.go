@@ -175,6 +175,79 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if err != nil {
 		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: %w", flowID, err)
 	}
+	return s.summaries(items, next)
+}
+
+// SearchRuns pages through a project's run summaries newest first: one
+// query of the index that fits the filters (by flow, with status or not, or
+// by project, where status is a filter: one more index would be a second
+// GSI creation in one stack update, which CloudFormation refuses), the
+// creation window a condition on its sort key.
+func (s *Store) SearchRuns(ctx context.Context, project string, q automation.RunQuery) (automation.Page[automation.Run], error) {
+	index, hashAttr, hashValue := indexByProject, attrProject, project
+	switch {
+	case q.FlowID != "" && q.Status != "":
+		index, hashAttr, hashValue = indexByStatus, attrProjectFlowStatus, project+"#"+q.FlowID+"#"+q.Status
+	case q.FlowID != "":
+		index, hashAttr, hashValue = indexByFlow, attrProjectFlow, project+"#"+q.FlowID
+	}
+	in := &dynamodb.QueryInput{
+		TableName: &s.t.Runs, IndexName: &index, ScanIndexForward: aws.Bool(false),
+		KeyConditionExpression:    aws.String("#h = :h"),
+		ExpressionAttributeNames:  map[string]string{"#h": hashAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(hashValue)},
+	}
+	// createdSort is the time at a fixed width, then "#" and the ID: a run
+	// created at until sorts after until's own string.
+	since, until := q.Since.UTC().Format(sortTimeLayout), q.Until.UTC().Format(sortTimeLayout)
+	switch {
+	case !q.Since.IsZero() && !q.Until.IsZero():
+		*in.KeyConditionExpression += " AND #c BETWEEN :since AND :until"
+	case !q.Since.IsZero():
+		*in.KeyConditionExpression += " AND #c >= :since"
+	case !q.Until.IsZero():
+		*in.KeyConditionExpression += " AND #c < :until"
+	}
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		in.ExpressionAttributeNames["#c"] = attrCreatedSort
+	}
+	if q.FlowID == "" && q.Status != "" {
+		in.FilterExpression = aws.String("#status = :status")
+		in.ExpressionAttributeNames["#status"] = "status"
+		in.ExpressionAttributeValues[":status"] = str(q.Status)
+	}
+	if !q.Since.IsZero() {
+		in.ExpressionAttributeValues[":since"] = str(since)
+	}
+	if !q.Until.IsZero() {
+		in.ExpressionAttributeValues[":until"] = str(until)
+	}
+	if q.After != "" {
+		id, err := positionID(q.After)
+		if err != nil {
+			return automation.Page[automation.Run]{}, err
+		}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			attrID: str(id), hashAttr: str(hashValue), attrCreatedSort: str(q.After),
+		}
+	}
+	items, more, err := s.queryPage(ctx, in, q.Limit)
+	if err != nil {
+		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: %w", err)
+	}
+	next := ""
+	if more {
+		rd := reader{item: items[len(items)-1]}
+		if next = rd.str(attrCreatedSort); rd.err != nil || next == "" {
+			return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: item without %s", attrCreatedSort)
+		}
+	}
+	return s.summaries(items, next)
+}
+
+// summaries decodes a page of run items as summaries, ending it early at
+// automation.RunPageBudget bytes.
+func (s *Store) summaries(items []map[string]types.AttributeValue, next string) (automation.Page[automation.Run], error) {
 	page := automation.Page[automation.Run]{Items: make([]automation.Run, 0, len(items)), Next: next}
 	bytes := 0
 	for i, it := range items {
@@ -182,7 +255,7 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 			// The page is full by size: end it after the previous item.
 			rd := reader{item: items[i-1]}
 			if page.Next = rd.str(attrCreatedSort); rd.err != nil || page.Next == "" {
-				return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: item without %s", flowID, attrCreatedSort)
+				return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs: item without %s", attrCreatedSort)
 			}
 			break
 		}
