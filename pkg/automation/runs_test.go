@@ -676,3 +676,33 @@ func TestReplayAndSearch(t *testing.T) {
 		t.Fatalf("RUNNING runs = %d, %v; want the unexecuted one and 2 replays", len(running.Data), err)
 	}
 }
+
+// TestMessageRetryLater: the runner's contract. A message whose run failed
+// transiently comes back at the run's nextAttemptAt, and one whose run
+// another attempt holds comes back when that lease would lapse: both as a
+// RetryLater, never an exhausted run.
+func TestMessageRetryLater(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, _ := service(t, 503)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	msg := []byte(`{"kind":"run","project":"` + r.Project + `","runId":"` + r.ID + `"}`)
+	var later *automation.RetryLater
+	err := e.svc.HandleMessage(ctx, msg)
+	if !errors.As(err, &later) || !errors.Is(err, automation.ErrRetry) {
+		t.Fatalf("HandleMessage after a 503 = %v, want RetryLater wrapping ErrRetry", err)
+	}
+	got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if got.NextAttemptAt == nil || !later.At.Equal(*got.NextAttemptAt) {
+		t.Fatalf("retry at %v, run's nextAttemptAt %v: want the same", later.At, got.NextAttemptAt)
+	}
+	lease := automation.RunPolicy{}.Lease()
+	if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
+		t.Fatal(err)
+	}
+	err = e.svc.HandleMessage(ctx, msg)
+	if !errors.As(err, &later) || !automation.IsRunClaimed(err) || !later.At.Equal(now.Add(lease)) {
+		t.Fatalf("HandleMessage while another attempt holds the run = %v, want RetryLater at the lease's end", err)
+	}
+}
