@@ -36,7 +36,7 @@ func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv
 	acfg.EngineURL, acfg.WorkflowURL = cfg.EngineURL, cfg.WorkflowURL
 	acfg.MaxBody, acfg.SyncTimeout = cfg.MaxBody, cfg.SyncTimeout
 	acfg.AllowPrivateNetworks = cfg.AllowPrivate
-	acfg.RunPolicy.MaxAttempts, acfg.RunPolicy.Timeout, acfg.RunPolicy.Retention = cfg.RunAttempts, cfg.RunTimeout, cfg.Retention
+	acfg.RunPolicy = cfg.RunPolicy
 	acfg.LogOutput = logOut
 	acfg.Code = code
 	_ = acfg.LogLevel.UnmarshalText([]byte(cfg.LogLevel))

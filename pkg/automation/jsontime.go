@@ -68,10 +68,11 @@ func (r Run) MarshalJSON() ([]byte, error) {
 	type plain Run
 	return json.Marshal(struct {
 		plain
-		Created  stamp  `json:"created"`
-		Started  *stamp `json:"started"`
-		Finished *stamp `json:"finished"`
-	}{plain(r), stamp(r.Created), stampOf(r.Started), stampOf(r.Finished)})
+		Created       stamp  `json:"created"`
+		Started       *stamp `json:"started"`
+		Finished      *stamp `json:"finished"`
+		NextAttemptAt *stamp `json:"nextAttemptAt"`
+	}{plain(r), stamp(r.Created), stampOf(r.Started), stampOf(r.Finished), stampOf(r.NextAttemptAt)})
 }
 
 // MarshalJSON writes timestamps in TimeFormat.

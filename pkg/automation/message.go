@@ -3,7 +3,6 @@ package automation
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -31,9 +30,11 @@ type QueueMessage struct {
 }
 
 // HandleMessage does what one queue message asks: executes a run, or starts
-// and executes the run of a schedule firing. Its error contract is
-// ExecuteRun's: nil when the message is done with, ErrRetry or another error
-// to see it again, ErrExhausted when the run failed for good.
+// and executes the run of a schedule firing. It returns nil when the message
+// is done with, ErrExhausted when the run failed for good, and otherwise an
+// error that asks to see the message again: ErrRetry, or a RunClaimed error
+// (IsRunClaimed) when another attempt holds the run, which is the expected
+// hand-over of "Who executes a run", not a failure to log as one.
 func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 	var m QueueMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -43,8 +44,7 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 	}
 	switch m.Kind {
 	case MessageRun:
-		_, err := s.ExecuteRun(ctx, m.Project, m.RunID)
-		return err
+		return s.handleRun(ctx, m.Project, m.RunID)
 	case MessageSchedule:
 		fired, err := time.Parse(time.RFC3339, m.ScheduledTime)
 		if err != nil {
@@ -55,16 +55,54 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 			key = m.ScheduledTime
 		}
 		r, err := s.StartScheduledRun(ctx, m.Project, m.FlowID, fired, key)
-		var e *Error
-		if errors.As(err, &e) && (e.Code == "FLOW_NOT_SCHEDULED" || errors.Is(err, ErrNotFound)) {
+		if IsFlowNotScheduled(err) || IsNotFound(err) {
 			return nil // disabled or deleted since the schedule fired
 		}
 		if err != nil {
 			return fmt.Errorf("%w: start scheduled run of %s: %w", ErrRetry, m.FlowID, err)
 		}
-		_, err = s.ExecuteRun(ctx, r.Project, r.ID)
-		return err
+		return s.handleRun(ctx, r.Project, r.ID)
 	default:
 		return fmt.Errorf("%w: queue message of unknown kind %q", ErrExhausted, m.Kind)
 	}
+}
+
+// RetryLater is the error HandleMessage returns for a message to see again:
+// when (At), and why (Err: ErrRetry with its cause, or RunClaimed for the
+// hand-over). A runner backs off by it, changing the message's visibility
+// to At instead of a flat timeout, so that the run's own attempts (counted
+// by ClaimRun, bounded by RunPolicy.MaxAttempts) decide when it is
+// exhausted, not the queue's receive count: a bounce off a live attempt is
+// not an attempt.
+type RetryLater struct {
+	At  time.Time
+	Err error
+}
+
+func (e *RetryLater) Error() string { return e.Err.Error() }
+func (e *RetryLater) Unwrap() error { return e.Err }
+
+// handleRun executes a run for a message and maps the outcome to
+// HandleMessage's errors.
+func (s *Service) handleRun(ctx context.Context, project, runID string) error {
+	at, err := s.ExecuteRun(ctx, project, runID)
+	switch at.Outcome {
+	case OutcomeClaimed:
+		return &RetryLater{At: s.clock().Add(policyOf(s.rt).Lease()), Err: RunClaimed(runID)}
+	case OutcomeRetry:
+		when := at.RetryAt
+		if when.IsZero() {
+			when = s.clock().Add(policyOf(s.rt).Backoff(at.Attempts))
+		}
+		return &RetryLater{At: when, Err: err}
+	}
+	return err
+}
+
+// policyOf is the run policy of a runtime, defaults applied.
+func policyOf(rt *RunRuntime) RunPolicy {
+	if rt == nil {
+		return RunPolicy{}.WithDefaults()
+	}
+	return rt.Policy.WithDefaults()
 }

@@ -33,6 +33,24 @@ type Run struct {
 	Finished   *time.Time   `json:"finished"`
 	DurationMs *int64       `json:"durationMs"`
 	Attempts   int          `json:"attempts"`
+	// NextAttemptAt is when a RUNNING run waiting between attempts will be
+	// tried again; null while it executes and once it is final.
+	NextAttemptAt *time.Time `json:"nextAttemptAt"`
+	// ResumedFrom is the run this one resumed (a retry from the failed
+	// step), which lent it the outputs of its finished steps.
+	ResumedFrom string `json:"resumedFrom,omitempty"`
+	// StoppedAt names the FILTER step that ended the run, if one did.
+	StoppedAt string `json:"stoppedAt,omitempty"`
+	// Interrupted counts the attempts before the current one that ended
+	// without a result: claimed, then neither released nor finished,
+	// because their process died or lost the lease. RunStore.ClaimRun
+	// fills it; it is not part of the run's JSON.
+	Interrupted int `json:"-"`
+	// LeaseToken names the claim an attempt holds (RunStore.ClaimRun
+	// makes a new one per claim). Every write of the attempt is
+	// conditional on it still being the run's claim: an attempt that lost
+	// its lease can write nothing (fencing). Not part of the run's JSON.
+	LeaseToken string `json:"-"`
 	// Response is what a synchronous (ON_COMPLETION) webhook answers: the
 	// RESPOND step's, or the last step's output.
 	Response *RunResponse `json:"response,omitempty"`
@@ -66,20 +84,57 @@ const (
 
 // StepResult records one step of a run.
 type StepResult struct {
-	Name   string          `json:"name"`
-	Type   StepType        `json:"type"`
-	Status StepStatus      `json:"status"`
-	Output json.RawMessage `json:"output,omitempty"`
-	Error  string          `json:"error,omitempty"`
+	Name       string          `json:"name"`
+	Type       StepType        `json:"type"`
+	Status     StepStatus      `json:"status"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	StartedAt  *time.Time      `json:"startedAt,omitempty"`
+	FinishedAt *time.Time      `json:"finishedAt,omitempty"`
+	DurationMs int64           `json:"durationMs"`
 	// Logs are a CODE step's console lines, capped by the sandbox.
-	Logs       []string   `json:"logs,omitempty"`
-	StartedAt  *time.Time `json:"startedAt,omitempty"`
-	FinishedAt *time.Time `json:"finishedAt,omitempty"`
-	DurationMs int64      `json:"durationMs"`
+	Logs []string `json:"logs,omitempty"`
+	// Attempts counts the executions of the step in its run's attempt
+	// that recorded it (more than 1 after per-step retries); 0 when it did
+	// not run.
+	Attempts int `json:"attempts"`
 }
 
 // RunResponse is the answer a synchronous webhook sends when its run ends.
 type RunResponse struct {
 	StatusCode int             `json:"statusCode"`
 	Body       json.RawMessage `json:"body"`
+}
+
+// RunPageBudget bounds the JSON of one page of run summaries: a page stops
+// early, with a cursor, once its summaries reach about this many bytes, so
+// that a list costs little whatever the runs hold.
+const RunPageBudget = 1 << 20
+
+// Summary is r as run lists show it: without the parts that can be large,
+// the trigger's body and raw body, the step outputs and the response body.
+// Those are in the single-run GET.
+func (r Run) Summary() Run {
+	r.Trigger.Body, r.Trigger.RawBody = nil, ""
+	steps := make([]StepResult, len(r.Steps))
+	for i, st := range r.Steps {
+		st.Output = nil
+		steps[i] = st
+	}
+	r.Steps = steps
+	if r.Response != nil {
+		resp := *r.Response
+		resp.Body = nil
+		r.Response = &resp
+	}
+	return r
+}
+
+// SummaryBytes is the size of r's summary as JSON, for RunPageBudget.
+func SummaryBytes(r Run) int {
+	b, err := json.Marshal(r.Summary())
+	if err != nil {
+		return 0
+	}
+	return len(b)
 }

@@ -90,6 +90,12 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	// SQS; the runner executes it from there.
 	rt := &automation.RunRuntime{
 		Runs: runMetrics{RunStore: store, m: m}, Queue: sqsqueue.New(store, newSqsClient(sqs.NewFromConfig(awsCfg)), cfg.QueueURL), Policy: cfg.RunPolicy,
+		NewExecutor: func(c automation.Credentials) automation.Executor {
+			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log})
+		},
+		// A receiver is frozen once it answers: its inline attempt must
+		// not outlive the answer.
+		StopInlineAtAnswer: true,
 	}
 	checker := p.Checker
 	if checker == nil {
@@ -105,9 +111,6 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}
-	// The engine reads credentials through the Service, which runs flows
-	// through the engine: the runtime is completed after both exist.
-	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log})
 	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m}, nil
 }
 

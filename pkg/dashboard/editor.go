@@ -254,15 +254,21 @@ func (d *Dashboard) deleteFlow(w http.ResponseWriter, r *http.Request) {
 	d.redirect(w, r, "/ui/flows?done=flowdeleted")
 }
 
-// retryRun starts a new run with the trigger data of a run, from the start.
+// retryRun starts a new run with the trigger data of a run: from the start,
+// or (form field from=FAILED_STEP) resuming at the step that failed.
 func (d *Dashboard) retryRun(w http.ResponseWriter, r *http.Request) {
 	flowID := r.PathValue("flowId")
-	run, err := d.svc.RetryRun(r.Context(), project(r), flowID, r.PathValue("runId"))
+	req := automation.RetryRequest{From: r.PostFormValue("from")}
+	run, err := d.svc.RetryRun(r.Context(), project(r), flowID, r.PathValue("runId"), req)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.redirect(w, r, fmt.Sprintf("/ui/flows/%s/runs/%s?done=retried", flowID, run.ID))
+	done := "retried"
+	if req.From == automation.RetryFromFailedStep {
+		done = "resumed"
+	}
+	d.redirect(w, r, fmt.Sprintf("/ui/flows/%s/runs/%s?done=%s", flowID, run.ID, done))
 }
 
 // stepSettings is a step as the flow page shows it: its settings as JSON,

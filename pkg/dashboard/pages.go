@@ -24,6 +24,7 @@ var notices = map[string]string{
 	"flowsaved":   "Flow saved.",
 	"flowdeleted": "Flow deleted, with its run history.",
 	"retried":     "Retry started: a new run with the same trigger data, from the first step.",
+	"resumed":     "Retry started: a new run that reuses the steps that succeeded and starts at the one that failed.",
 }
 
 func notice(r *http.Request) string { return notices[r.URL.Query().Get("done")] }

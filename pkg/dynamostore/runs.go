@@ -3,7 +3,9 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,16 +21,14 @@ const (
 	attrProjectFlow       = "projectFlow"       // project#flowId: the byFlow index's partition
 	attrProjectFlowStatus = "projectFlowStatus" // project#flowId#status: the byStatus index's partition
 	attrLeaseUntil        = "leaseUntil"        // N, Unix nanoseconds: a claim holds the run until then
+	attrLeaseToken        = "leaseToken"        // S: the claim that holds the run; run writes are conditional on it
+	attrEnded             = "ended"             // N: attempts released or finished (attempts - ended = interrupted)
 	indexByFlow           = "byFlow"
 )
 
 // DefaultRunRetention is how long run records live before TTL removes them,
 // unless WithRunRetention says otherwise.
 const DefaultRunRetention = 30 * 24 * time.Hour
-
-// finishAttempts bounds FinishRun's retries when another run's finish moves
-// the flow's lastRun between its read and its write.
-const finishAttempts = 5
 
 // Option configures a Store.
 type Option func(*Store)
@@ -76,14 +76,25 @@ func decodeRun(item map[string]types.AttributeValue) (automation.Run, error) {
 }
 
 // CreateRun writes a new RUNNING run: the store half of the AWS run queue,
-// which sends the SQS message once this returns. A condition check on the
-// flow in the same transaction keeps runs of a deleted flow from appearing
-// after DeleteFlow removed the others.
+// which sends the SQS message once this returns. The flow is read first,
+// so that a run of a missing flow (or of another project's) is refused,
+// but it is not part of the write: a condition check on the flow item in
+// the run's transaction would make every run of a busy flow contend on one
+// item, which DynamoDB refuses for concurrent transactions. A run created
+// while its flow is being deleted is finished FAILED when executed ("flow
+// deleted") and expires with its retention.
 //
 // With WithPayloads, a trigger body too large for the item is stored first,
 // under a key of its own content: a duplicate ID (RUN_EXISTS) leaves an
 // unreferenced object under the run's prefix, never a changed one.
 func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
+	flow, err := s.getFlow(ctx, r.FlowID)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create run %s: read flow: %w", r.ID, err)
+	}
+	if rd := (reader{item: flow}); len(flow) == 0 || rd.str(attrProject) != r.Project {
+		return automation.NotFound("flow", r.FlowID)
+	}
 	r, ref, err := s.storeTrigger(ctx, r)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
@@ -100,22 +111,11 @@ func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
 	item[attrProjectFlow] = str(r.Project + "#" + r.FlowID)
 	item[attrCreatedSort] = str(createdSort(r.Created, r.ID))
 	item[attrExpiresAt] = num(r.Created.Add(s.retention).Unix())
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{
-			TableName: &s.t.Flows, Key: flowKey(r.FlowID),
-			ConditionExpression:       aws.String("#project = :project"),
-			ExpressionAttributeNames:  map[string]string{"#project": attrProject},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(r.Project)},
-		}},
-		{Put: &types.Put{TableName: &s.t.Runs, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}},
-	}})
-	if rs := cancelReasons(err); rs != nil {
-		switch {
-		case reasonCode(rs, 1) == reasonCondition:
-			return automation.Conflict("RUN_EXISTS", "run %s already exists", r.ID)
-		case reasonCode(rs, 0) == reasonCondition:
-			return automation.NotFound("flow", r.FlowID)
-		}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.t.Runs, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return automation.RunExists(r.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
@@ -159,10 +159,10 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 	return r, nil
 }
 
-// ListRuns pages through a flow's runs newest first. The index partitions
-// carry the project, so another project's request reads an empty partition.
-// Values stored with Payloads are not loaded: list items hold
-// {"truncated":true,"bytes":N} in their place (Run has them all).
+// ListRuns pages through a flow's run summaries newest first, ending a page
+// early at automation.RunPageBudget bytes. The index partitions carry the
+// project, so another project's request reads an empty partition. Values
+// stored with Payloads are not loaded (summaries drop them anyway).
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
 	index, hashAttr, hashValue := indexByFlow, attrProjectFlow, project+"#"+flowID
 	if q.Status != "" {
@@ -172,13 +172,97 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if err != nil {
 		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: %w", flowID, err)
 	}
+	return s.summaries(items, next)
+}
+
+// SearchRuns pages through a project's run summaries newest first: one
+// query of the index that fits the filters (by flow, with status or not, or
+// by project, where status is a filter: one more index would be a second
+// GSI creation in one stack update, which CloudFormation refuses), the
+// creation window a condition on its sort key.
+func (s *Store) SearchRuns(ctx context.Context, project string, q automation.RunQuery) (automation.Page[automation.Run], error) {
+	index, hashAttr, hashValue := indexByProject, attrProject, project
+	switch {
+	case q.FlowID != "" && q.Status != "":
+		index, hashAttr, hashValue = indexByStatus, attrProjectFlowStatus, project+"#"+q.FlowID+"#"+q.Status
+	case q.FlowID != "":
+		index, hashAttr, hashValue = indexByFlow, attrProjectFlow, project+"#"+q.FlowID
+	}
+	in := &dynamodb.QueryInput{
+		TableName: &s.t.Runs, IndexName: &index, ScanIndexForward: aws.Bool(false),
+		KeyConditionExpression:    aws.String("#h = :h"),
+		ExpressionAttributeNames:  map[string]string{"#h": hashAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(hashValue)},
+	}
+	// createdSort is the time at a fixed width, then "#" and the ID: a run
+	// created at until sorts after until's own string.
+	since, until := q.Since.UTC().Format(sortTimeLayout), q.Until.UTC().Format(sortTimeLayout)
+	switch {
+	case !q.Since.IsZero() && !q.Until.IsZero():
+		*in.KeyConditionExpression += " AND #c BETWEEN :since AND :until"
+	case !q.Since.IsZero():
+		*in.KeyConditionExpression += " AND #c >= :since"
+	case !q.Until.IsZero():
+		*in.KeyConditionExpression += " AND #c < :until"
+	}
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		in.ExpressionAttributeNames["#c"] = attrCreatedSort
+	}
+	if q.FlowID == "" && q.Status != "" {
+		in.FilterExpression = aws.String("#status = :status")
+		in.ExpressionAttributeNames["#status"] = "status"
+		in.ExpressionAttributeValues[":status"] = str(q.Status)
+	}
+	if !q.Since.IsZero() {
+		in.ExpressionAttributeValues[":since"] = str(since)
+	}
+	if !q.Until.IsZero() {
+		in.ExpressionAttributeValues[":until"] = str(until)
+	}
+	if q.After != "" {
+		id, err := positionID(q.After)
+		if err != nil {
+			return automation.Page[automation.Run]{}, err
+		}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			attrID: str(id), hashAttr: str(hashValue), attrCreatedSort: str(q.After),
+		}
+	}
+	items, more, err := s.queryPage(ctx, in, q.Limit)
+	if err != nil {
+		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: %w", err)
+	}
+	next := ""
+	if more {
+		rd := reader{item: items[len(items)-1]}
+		if next = rd.str(attrCreatedSort); rd.err != nil || next == "" {
+			return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: item without %s", attrCreatedSort)
+		}
+	}
+	return s.summaries(items, next)
+}
+
+// summaries decodes a page of run items as summaries, ending it early at
+// automation.RunPageBudget bytes.
+func (s *Store) summaries(items []map[string]types.AttributeValue, next string) (automation.Page[automation.Run], error) {
 	page := automation.Page[automation.Run]{Items: make([]automation.Run, 0, len(items)), Next: next}
-	for _, it := range items {
+	bytes := 0
+	for i, it := range items {
+		if i > 0 && bytes >= automation.RunPageBudget {
+			// The page is full by size: end it after the previous item.
+			rd := reader{item: items[i-1]}
+			if page.Next = rd.str(attrCreatedSort); rd.err != nil || page.Next == "" {
+				return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs: item without %s", attrCreatedSort)
+			}
+			break
+		}
 		r, err := decodeRun(it)
 		if err != nil {
 			return automation.Page[automation.Run]{}, err
 		}
+		r = r.Summary()
 		page.Items = append(page.Items, r)
+		bytes += automation.SummaryBytes(r)
 	}
 	return page, nil
 }
@@ -187,17 +271,19 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 // project, and no live lease. Of many simultaneous claims exactly one
 // passes the condition.
 func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
+	token := automation.NewID("lease_")
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.t.Runs, Key: runKey(id),
-		UpdateExpression: aws.String("SET #attempts = if_not_exists(#attempts, :zero) + :one, #lease = :until"),
+		UpdateExpression: aws.String("SET #attempts = if_not_exists(#attempts, :zero) + :one, #lease = :until, #token = :token"),
 		ConditionExpression: aws.String("#project = :project AND #status = :running AND " +
 			"(attribute_not_exists(#lease) OR #lease <= :now)"),
 		ExpressionAttributeNames: map[string]string{
 			"#attempts": "attempts", "#lease": attrLeaseUntil, "#project": attrProject, "#status": "status",
+			"#token": attrLeaseToken,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":zero": num(0), ":one": num(1), ":project": str(project), ":running": str(string(automation.RunRunning)),
-			":until": num(now.Add(lease).UnixNano()), ":now": num(now.UnixNano()),
+			":until": num(now.Add(lease).UnixNano()), ":now": num(now.UnixNano()), ":token": str(token),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -216,9 +302,9 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 		case len(old) == 0 || r.str(attrProject) != project:
 			return automation.Run{}, automation.NotFound("run", id)
 		case status.Final():
-			return automation.Run{}, automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+			return automation.Run{}, automation.RunFinished(id, status)
 		default:
-			return automation.Run{}, automation.Conflict("RUN_CLAIMED", "run %s is being executed", id)
+			return automation.Run{}, automation.RunClaimed(id)
 		}
 	}
 	if err != nil {
@@ -231,17 +317,21 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 	if err := s.loadPayloads(ctx, out.Attributes, &r); err != nil {
 		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, err)
 	}
+	rd := reader{item: out.Attributes}
+	r.Interrupted, r.LeaseToken = r.Attempts-1-int(rd.int(attrEnded)), token
+	if rd.err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, rd.err)
+	}
 	return r, nil
 }
 
-// ReleaseRun records a failed attempt and drops its lease. A run that is
-// gone or already final is left alone, as the embedded store does: the
-// attempt has nothing left to record.
+// ReleaseRun records a failed attempt and drops its lease, if the attempt
+// still holds the run (see automation.RunStore).
 func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	r.Status = automation.RunRunning
 	err := s.updateRun(ctx, r)
 	if _, ok := conditionFailed(err); ok {
-		return nil
+		return s.whyRefused(ctx, r)
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: release run %s: %w", r.ID, err)
@@ -249,10 +339,42 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	return nil
 }
 
-// updateRun writes r's record over a RUNNING run of its project and drops
-// the lease.
+// whyRefused reads a run whose fenced write failed its condition and
+// returns the reason: gone, final, or held by another claim.
+func (s *Store) whyRefused(ctx context.Context, r automation.Run) error {
+	stored, err := s.getRun(ctx, r.Project, r.ID)
+	switch {
+	case err != nil:
+		return err // ErrNotFound for a run that is gone
+	case stored.Status.Final():
+		return automation.RunFinished(r.ID, stored.Status)
+	}
+	return automation.RunLeaseLost(r.ID)
+}
+
+// RecordSteps journals the steps of a claimed attempt, keeping its claim.
+func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
+	r.Status = automation.RunRunning
+	err := s.writeRun(ctx, r, false)
+	if _, ok := conditionFailed(err); ok {
+		return s.whyRefused(ctx, r)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: record steps of run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// updateRun writes r's record over a RUNNING run of its project and ends
+// the attempt (drops the lease).
 func (s *Store) updateRun(ctx context.Context, r automation.Run) error {
-	in, err := s.runUpdate(ctx, r)
+	return s.writeRun(ctx, r, true)
+}
+
+// writeRun writes r's record over a RUNNING run that r's attempt holds,
+// ending the attempt or not.
+func (s *Store) writeRun(ctx context.Context, r automation.Run, end bool) error {
+	in, err := s.runUpdate(ctx, r, end)
 	if err != nil {
 		return err
 	}
@@ -265,10 +387,12 @@ func (s *Store) updateRun(ctx context.Context, r automation.Run) error {
 }
 
 // runUpdate is the write of a run's record, conditioned on the run being
-// RUNNING in r's project; attempts, created, the trigger (written once, by
-// CreateRun) and the keys stay as stored. With WithPayloads, step outputs
-// too large for the item are stored first and referenced.
-func (s *Store) runUpdate(ctx context.Context, r automation.Run) (*types.Update, error) {
+// RUNNING in r's project and held by r's claim (LeaseToken); attempts,
+// created, the trigger (written once, by CreateRun) and the keys stay as
+// stored. With end, the attempt ends: the lease goes and the attempt counts
+// as ended. With WithPayloads, step outputs too large for the item are
+// stored first and referenced.
+func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*types.Update, error) {
 	r, ref, err := s.storeSteps(ctx, r)
 	if err != nil {
 		return nil, err
@@ -280,107 +404,100 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run) (*types.Update,
 	for _, k := range []string{"attempts", "created", "trigger", attrFlowID} {
 		delete(rec, k)
 	}
-	remove := " REMOVE #lease"
+	var remove []string
 	if ref != "" {
 		rec[attrStepsPayload] = str(ref)
 	}
 	set, names, values := setExpression(rec)
 	if ref == "" {
 		// Steps small again after a large attempt: the item holds them.
-		remove += ", #stepsPayload"
+		remove = append(remove, "#stepsPayload")
 		names["#stepsPayload"] = attrStepsPayload
 	}
-	names["#project"], names["#status"], names["#lease"] = attrProject, "status", attrLeaseUntil
+	names["#project"], names["#status"], names["#token"] = attrProject, "status", attrLeaseToken
 	values[":project"], values[":running"] = str(r.Project), str(string(automation.RunRunning))
+	values[":token"] = str(r.LeaseToken)
+	if end {
+		remove = append(remove, "#lease")
+		names["#lease"], names["#ended"] = attrLeaseUntil, attrEnded
+		values[":zero"], values[":one"] = num(0), num(1)
+		set += ", #ended = if_not_exists(#ended, :zero) + :one"
+	}
+	if len(remove) > 0 {
+		set += " REMOVE " + strings.Join(remove, ", ")
+	}
 	return &types.Update{
 		TableName: &s.t.Runs, Key: runKey(r.ID),
-		UpdateExpression:          aws.String(set + remove),
-		ConditionExpression:       aws.String("#project = :project AND #status = :running"),
+		UpdateExpression:          aws.String(set),
+		ConditionExpression:       aws.String("#project = :project AND #status = :running AND #token = :token"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	}, nil
 }
 
-// FinishRun writes a run's final state and adds it to the flow's stats in
-// one transaction. DynamoDB has no max(), so lastRun is set from the value
-// read, under a condition that it has not moved; a concurrent finish that
-// moved it makes this one read again.
+// FinishRun writes a run's final state (conditional on the attempt's
+// claim), then adds it to the flow's stats with atomic ADDs in a separate
+// write: the flow item is hot (every run of the flow finishes on it), and a
+// transaction over it and the run would contend, which DynamoDB refuses for
+// concurrent transactions on one item. The stats count a finished run at
+// most once: a finish that is retried after the run was written finds it
+// final (RUN_FINISHED) and adds nothing; a process that dies between the
+// two writes loses that one count.
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("dynamostore: finish run %s: status %q is not final", r.ID, r.Status)
 	}
-	run, err := s.runUpdate(ctx, r)
+	err := s.updateRun(ctx, r)
+	if _, ok := conditionFailed(err); ok {
+		return s.whyRefused(ctx, r)
+	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
 	}
-	run.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	for attempt := 1; ; attempt++ {
-		flow, err := s.getFlow(ctx, r.FlowID)
-		if err != nil {
-			return fmt.Errorf("dynamostore: finish run %s: read flow: %w", r.ID, err)
-		}
-		tx := []types.TransactWriteItem{{Update: run}}
-		owner := reader{item: flow}
-		if len(flow) > 0 && owner.str(attrProject) == r.Project {
-			tx = append(tx, types.TransactWriteItem{Update: s.statsUpdate(r, flow)})
-		} // else the flow is gone, and so are its stats
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
-		rs := cancelReasons(err)
-		if rs == nil {
-			if err != nil {
-				return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
-			}
-			return nil
-		}
-		if reasonCode(rs, 0) == reasonCondition {
-			stored, err := s.getRun(ctx, r.Project, r.ID)
-			if err != nil {
-				return err
-			}
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", r.ID, stored.Status)
-		}
-		c0, c1 := reasonCode(rs, 0), reasonCode(rs, 1)
-		retry := c1 == reasonCondition || c0 == reasonTxnConflict || c1 == reasonTxnConflict
-		if !retry || attempt == finishAttempts {
-			return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
-		}
+	if err := s.addStats(ctx, r); err != nil {
+		// The run is final; its stats are bookkeeping: say so, and go on.
+		s.log.WarnContext(ctx, "flow stats not updated for a finished run", "run", r.ID, "flow", r.FlowID, "err", err)
 	}
+	return nil
 }
 
-// statsUpdate adds a finished run to a flow's stats, given the flow as read.
-func (s *Store) statsUpdate(r automation.Run, flow map[string]types.AttributeValue) *types.Update {
+// addStats adds a finished run to its flow's stats: ADD finished and
+// succeeded, and lastRun moved forward to the run's creation when it is
+// newer, in one conditional update; when lastRun is newer already, the
+// counts alone. A flow that is gone (or another project's) gets nothing.
+func (s *Store) addStats(ctx context.Context, r automation.Run) error {
 	succeeded := int64(0)
 	if r.Status == automation.RunSucceeded {
 		succeeded = 1
 	}
-	names := map[string]string{"#f": attrFinished, "#s": attrSucceeded, "#project": attrProject}
+	names := map[string]string{"#f": attrFinished, "#s": attrSucceeded, "#project": attrProject, "#id": attrID}
 	values := map[string]types.AttributeValue{":one": num(1), ":s": num(succeeded), ":project": str(r.Project)}
-	expr := "ADD #f :one, #s :s"
-	cond := "#project = :project"
-	rd := reader{item: flow}
-	last := rd.timePtr(attrLastRun)
-	if rd.err != nil || last == nil || r.Created.After(*last) {
-		names["#l"] = attrLastRun
+	owned := "attribute_exists(#id) AND #project = :project"
+	withLast := &dynamodb.UpdateItemInput{
+		TableName: &s.t.Flows, Key: flowKey(r.FlowID),
+		UpdateExpression:          aws.String("ADD #f :one, #s :s SET #l = :created"),
+		ConditionExpression:       aws.String(owned + " AND (attribute_not_exists(#l) OR #l < :created)"),
+		ExpressionAttributeNames:  maps.Clone(names),
+		ExpressionAttributeValues: maps.Clone(values),
 	}
-	switch {
-	case rd.err != nil || last == nil:
-		// No lastRun yet (or an unreadable one): set it, unless another
-		// finish sets one first.
-		expr += " SET #l = :created"
-		values[":created"] = timeValue(r.Created)
-		cond += " AND attribute_not_exists(#l)"
-	case r.Created.After(*last):
-		expr += " SET #l = :created"
-		values[":created"], values[":last"] = timeValue(r.Created), flow[attrLastRun]
-		cond += " AND #l = :last"
-	default:
-		// An older run finishing later leaves lastRun alone; lastRun only
-		// grows, so no condition is needed.
+	withLast.ExpressionAttributeNames["#l"] = attrLastRun
+	// Fixed width, so that the condition compares strings as times (the
+	// value reads back as RFC 3339 like any other).
+	withLast.ExpressionAttributeValues[":created"] = str(r.Created.UTC().Format(sortTimeLayout))
+	_, err := s.db.UpdateItem(ctx, withLast)
+	if _, ok := conditionFailed(err); !ok {
+		return err
 	}
-	return &types.Update{
-		TableName: &s.t.Flows, Key: flowKey(r.FlowID), UpdateExpression: &expr, ConditionExpression: &cond,
+	// A newer run set lastRun already, or the flow is gone.
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Flows, Key: flowKey(r.FlowID),
+		UpdateExpression: aws.String("ADD #f :one, #s :s"), ConditionExpression: aws.String(owned),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil // the flow is gone, and so are its stats
 	}
+	return err
 }
 
 // DeleteRunsBefore removes up to limit runs created before t, oldest first.
@@ -441,9 +558,9 @@ func (s *Store) DeleteUnclaimedRun(ctx context.Context, project, id string) erro
 		case len(old) == 0 || r.str(attrProject) != project:
 			return automation.NotFound("run", id)
 		case status.Final():
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+			return automation.RunFinished(id, status)
 		default:
-			return automation.Conflict("RUN_CLAIMED", "run %s has been claimed by an attempt", id)
+			return automation.RunClaimed(id)
 		}
 	}
 	if err != nil {

@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -144,9 +146,10 @@ func (e *Engine) clock() time.Time { return e.now().UTC().Truncate(time.Millisec
 // stepError is a failed step: the message recorded, whether it is transient,
 // and any output to keep (an HTTP response).
 type stepError struct {
-	msg       string
-	retryable bool
-	output    any
+	msg        string
+	retryable  bool
+	retryAfter time.Duration // what the service asked for (Retry-After); 0 if nothing
+	output     any
 }
 
 func (e *stepError) Error() string { return e.msg }
@@ -163,9 +166,21 @@ var errFiltered = errors.New("filtered")
 // Started, Finished, DurationMs and Response. It persists nothing. A run
 // whose ctx deadline passes ends TIMEOUT.
 func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Run) Result {
+	return e.ExecuteJournaled(ctx, f, r, nil)
+}
+
+// ExecuteJournaled is Execute for one attempt at a run that may have
+// journaled steps already (automation.Executor): a step with side effects
+// that r.Steps records as SUCCEEDED at its place is not executed again,
+// its recorded output standing in for it (a truncated output stands as its
+// preview), and after each step with side effects that has a step after it,
+// journal (when not nil) records the results so far before the next one
+// starts. A journal that fails ends the attempt, retryable.
+func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r automation.Run, journal automation.Journal) Result {
+	previous := r.Steps
 	start := e.clock()
 	r.Started, r.Finished, r.DurationMs = &start, nil, nil
-	r.Status, r.Error, r.Response = automation.RunRunning, "", nil
+	r.Status, r.Error, r.Response, r.StoppedAt = automation.RunRunning, "", nil, ""
 	r.Steps = make([]automation.StepResult, len(f.Steps))
 	for i, s := range f.Steps {
 		r.Steps[i] = automation.StepResult{Name: s.Name, Type: s.Type, Status: automation.StepSkipped}
@@ -181,16 +196,34 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 
 	res := Result{}
 	last := json.RawMessage(`{}`) // the last output, as recorded
-	var recorded int64            // bytes of outputs recorded so far
+	var recordedBytes int64       // bytes of outputs recorded so far
 	for i, s := range f.Steps {
 		if err := ctx.Err(); err != nil {
 			res.Retryable = x.interrupted(ctx, s.Name)
 			break
 		}
 		sr := &r.Steps[i]
+		if done, ok := journaled(previous, i, s); ok {
+			*sr = done
+			recordedBytes += int64(len(done.Output))
+			if out := recorded(done.Output); out != nil {
+				x.steps[s.Name] = out
+				last = done.Output
+			}
+			continue
+		}
 		began := e.clock()
 		sr.StartedAt = &began
 		out, err := x.step(ctx, s)
+		sr.Attempts = 1
+		for s.Retry != nil && sr.Attempts < s.Retry.Attempts {
+			var se *stepError
+			if !errors.As(err, &se) || !se.retryable || !e.pause(ctx, s.Retry, sr.Attempts, se.retryAfter) {
+				break
+			}
+			out, err = x.step(ctx, s)
+			sr.Attempts++
+		}
 		done := e.clock()
 		sr.FinishedAt, sr.DurationMs = &done, done.Sub(began).Milliseconds()
 		sr.Logs, x.logs = x.logs, nil
@@ -207,14 +240,22 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 			sr.Status, sr.Error = automation.StepFailed, se.msg
 			out = se.output
 		}
-		sr.Output = e.record(out, min(e.maxOutput, e.maxRun-recorded))
-		recorded += int64(len(sr.Output))
+		sr.Output = e.record(out, min(e.maxOutput, e.maxRun-recordedBytes))
+		recordedBytes += int64(len(sr.Output))
 		if out != nil {
 			x.steps[s.Name] = out
 			last = sr.Output
 		}
 		if errors.Is(err, errFiltered) {
+			r.StoppedAt = s.Name
 			break
+		}
+		goesOn := se == nil || (s.Type == automation.StepHTTP && s.ContinueOnFail)
+		if goesOn && journal != nil && s.Type.SideEffects() && i < len(f.Steps)-1 {
+			if err := journal(ctx, slices.Clone(r.Steps[:i+1])); err != nil {
+				r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+s.Name+": its result could not be recorded: "+err.Error(), true
+				break
+			}
 		}
 		if se != nil {
 			if s.Type == automation.StepHTTP && s.ContinueOnFail {
@@ -246,6 +287,57 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 		"durationMs", d, "retryable", res.Retryable)
 	res.Run = r
 	return res
+}
+
+// pause waits before execution n+1 of a step with a retry policy:
+// exponential from its backoff, with jitter in the upper half, at most its
+// maxBackoff, or what the service asked for (Retry-After) when that is
+// longer, up to automation.MaxStepBackoff. It reports false when the run
+// ends first.
+func (e *Engine) pause(ctx context.Context, r *automation.StepRetry, n int, asked time.Duration) bool {
+	first, most, err := r.Delays()
+	if err != nil { // validated at save time; a stored flow may predate a rule
+		first, most = automation.DefaultStepBackoff, automation.DefaultStepMaxBackoff
+	}
+	d := first
+	for i := 1; i < n && d < most; i++ {
+		d *= 2
+	}
+	d = min(d, most)
+	d = d/2 + rand.N(d/2+1)
+	if asked > d {
+		d = min(asked, automation.MaxStepBackoff)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// journaled returns the result an earlier attempt recorded for step s at
+// index i, when s has side effects and that attempt finished it.
+func journaled(previous []automation.StepResult, i int, s automation.Step) (automation.StepResult, bool) {
+	if i >= len(previous) || !s.Type.SideEffects() {
+		return automation.StepResult{}, false
+	}
+	p := previous[i]
+	return p, p.Name == s.Name && p.Type == s.Type && p.Status == automation.StepSucceeded
+}
+
+// recorded is a journaled output as expressions see it.
+func recorded(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil
+	}
+	return v
 }
 
 // interrupted ends a run whose context ended before or during step name:

@@ -14,6 +14,7 @@ var migrations = []string{
 	schemaV1,
 	schemaV2,
 	schemaV3,
+	schemaV4,
 	schemaOAuthApps, // oauthapps.go
 }
 
@@ -143,6 +144,21 @@ CREATE TABLE webhook_samples (
 	armed_until INTEGER,
 	sample      TEXT
 );
+`
+
+// schemaV4: fencing and crash counting of run attempts, and the indexes of
+// the project-wide run search.
+//
+// lease_token names the claim an attempt holds; every write of a run's
+// attempt is conditional on it (an attempt that lost its lease writes
+// nothing). ended counts the attempts that were released or finished, so
+// that attempts - ended at a claim is the number of earlier attempts that
+// died with their process (automation.Run.Interrupted).
+const schemaV4 = `
+ALTER TABLE runs ADD COLUMN lease_token TEXT;
+ALTER TABLE runs ADD COLUMN ended INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_project ON runs (project, seq);
+CREATE INDEX runs_project_status ON runs (project, status, seq);
 `
 
 // migrate applies the migrations the database lacks. Each check and apply
