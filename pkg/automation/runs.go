@@ -389,7 +389,9 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run, cause error) (Attempt, error) {
 	// Waiting for the next attempt: not finished, and says when it will
 	// try again. The failed step keeps its error.
-	at.RetryAt = s.clock().Add(rt.Policy.Backoff(r.Attempts))
+	// Whole milliseconds: the precision every surface shows (TimeFormat),
+	// so the record, the API and a queue's back-off name the same instant.
+	at.RetryAt = s.clock().Add(rt.Policy.Backoff(r.Attempts)).Truncate(time.Millisecond)
 	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &at.RetryAt
 	at.Run = r
 	err := rt.Runs.ReleaseRun(ctx, r)
