@@ -4,11 +4,15 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +198,17 @@ func TestEveryFunctionPath(t *testing.T) {
 	idp := oauthtest.Start(oauthtest.Options{RedirectBase: "https://flow.example", AccessTokenExp: 30 * time.Second})
 	t.Cleanup(idp.Close)
 	oauthConnID := oauthConnection(t, e.stack, idp)
+	// The dashboard's connections page through the api function lists the
+	// apps to connect; Connect sends the browser to the app's provider.
+	session := dashboardSession(t, e.api, e.key)
+	if resp := page(t, e.api, "GET", "/ui/connections", session, ""); resp.StatusCode != 200 ||
+		!strings.Contains(resp.Body, "Connect idp") || !strings.Contains(resp.Body, "OAUTH2") {
+		t.Fatalf("GET /ui/connections = %d %.600s", resp.StatusCode, resp.Body)
+	}
+	if resp := page(t, e.api, "GET", "/ui/connections/connect/idp", session, ""); resp.StatusCode != 302 ||
+		!strings.HasPrefix(header(resp, "Location"), idp.AuthorizeURL+"?") {
+		t.Fatalf("Connect idp = %d to %q", resp.StatusCode, header(resp, "Location"))
+	}
 
 	// The runner: a CODE step, then a call with the OAuth2 connection.
 	refreshes := idp.TokenRequests()
@@ -356,4 +371,58 @@ func oauthConnection(t *testing.T, st *stack, idp *oauthtest.Server) string {
 		t.Fatal(err)
 	}
 	return c.ID
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// dashboardSession signs in to the dashboard through h (the api function)
+// as a browser does: the sign-in form and its nonce cookie, then the form
+// posted with the API key. It returns the session cookie ("name=value").
+func dashboardSession(t *testing.T, h awsapp.ProxyHandler, key string) string {
+	t.Helper()
+	form := page(t, h, "GET", "/ui/signin", "", "")
+	m := csrfField.FindStringSubmatch(form.Body)
+	nonce := cookie(form, "flow_signin")
+	if form.StatusCode != 200 || m == nil || nonce == "" {
+		t.Fatalf("GET /ui/signin = %d, csrf %v, cookie %q", form.StatusCode, m, nonce)
+	}
+	resp := page(t, h, "POST", "/ui/signin", nonce, url.Values{"apiKey": {key}, "csrf": {html.UnescapeString(m[1])}}.Encode())
+	session := cookie(resp, "flow_session")
+	if resp.StatusCode != 303 || session == "" {
+		t.Fatalf("POST /ui/signin = %d %.300s", resp.StatusCode, resp.Body)
+	}
+	return session
+}
+
+// page sends a browser's request for a dashboard page to h: with cookie
+// ("name=value") if set, and body as a posted form.
+func page(t *testing.T, h awsapp.ProxyHandler, method, path, cookie, body string) events.APIGatewayProxyResponse {
+	t.Helper()
+	req := proxyRequest(method, path, "", body)
+	req.MultiValueHeaders["Content-Type"] = []string{"application/x-www-form-urlencoded"}
+	if cookie != "" {
+		req.MultiValueHeaders["Cookie"] = []string{cookie}
+	}
+	resp, err := h(t.Context(), req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	if resp.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body = string(b)
+	}
+	return resp
+}
+
+// cookie is "name=value" of the cookie named name that resp sets, or "".
+func cookie(resp events.APIGatewayProxyResponse, name string) string {
+	for _, c := range (&http.Response{Header: http.Header(resp.MultiValueHeaders)}).Cookies() {
+		if c.Name == name && c.Value != "" {
+			return c.Name + "=" + c.Value
+		}
+	}
+	return ""
 }
