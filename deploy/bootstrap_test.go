@@ -227,7 +227,7 @@ func TestBootstrapBinary(t *testing.T) {
 // document are the api function's alone, and only it can change schedules.
 func TestBinarySizes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds four binaries")
+		t.Skip("builds five binaries")
 	}
 	// Marks of what only the api function may hold, found in the binary
 	// itself (the linker drops what no code reaches, so importing a
@@ -253,16 +253,27 @@ func TestBinarySizes(t *testing.T) {
 		if len(bin) >= 15_000_000 {
 			t.Errorf("%s bootstrap is %d bytes, over 15 MB", fn, len(bin))
 		}
-		// No JavaScript engine: only a function that runs CODE steps may
-		// link one.
+		// No JavaScript engine but in the code function, the one that runs
+		// CODE steps (the others reach it by Lambda Invoke); it must link
+		// the sandbox, or it could not run them.
 		deps, err := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "../functions/"+fn).Output()
 		if err != nil {
 			t.Fatalf("go list %s: %v", fn, err)
 		}
+		sandbox := false
 		for _, d := range strings.Fields(string(deps)) {
+			if d == "flowservice/pkg/sandbox" {
+				sandbox = true
+			}
+			if fn == "code" {
+				continue
+			}
 			if strings.Contains(d, "pkg/sandbox") || strings.Contains(d, "goja") || strings.Contains(d, "quickjs") || strings.Contains(d, "otto") {
 				t.Errorf("%s links %s, a JavaScript engine", fn, d)
 			}
+		}
+		if fn == "code" && !sandbox {
+			t.Error("code does not link flowservice/pkg/sandbox: it could not run CODE steps")
 		}
 		for what, mark := range apiOnly {
 			if has := bytes.Contains(bin, []byte(mark)); has != (fn == "api") {

@@ -32,11 +32,18 @@ import (
 	"flowservice/pkg/awstest"
 	"flowservice/pkg/dynamostore"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/oauth"
 	"flowservice/pkg/s3payloads"
+	"flowservice/pkg/sandbox"
 	"flowservice/pkg/smsecrets"
 )
 
-func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
+// The test binary also serves as the code function's sandbox child
+// (TestEveryFunctionPath runs CODE steps through the real code handler).
+func TestMain(m *testing.M) {
+	sandbox.MaybeServe()
+	os.Exit(awstest.Main(m))
+}
 
 // stack is one deployment's resources on moto: what `sam deploy` would
 // create, made by the test, plus a Service on the same tables to seed data.
@@ -109,6 +116,9 @@ func newStack(t *testing.T) *stack {
 	st.svc, err = automation.NewService(automation.Config{
 		Store: st.store, Secrets: smsecrets.New(sm, cfg.SecretPrefix), Checker: engine.Checker{},
 		CursorKey: []byte(cursorKey), EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL,
+		// OAuth2 apps and connections, as flowctl and the dashboard make
+		// them (the providers in tests are on loopback).
+		OAuthApps: st.store, OAuth: oauth.New(http.DefaultTransport),
 	})
 	if err != nil {
 		t.Fatal(err)

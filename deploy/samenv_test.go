@@ -53,7 +53,7 @@ func TestInvokeEnvFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fns := tpl.Functions(); !reflect.DeepEqual(fns, []string{"ApiFunction", "RunnerFunction", "WebhookFunction", "WorkflowHookFunction"}) {
+	if fns := tpl.Functions(); !reflect.DeepEqual(fns, []string{"ApiFunction", "CodeFunction", "RunnerFunction", "WebhookFunction", "WorkflowHookFunction"}) {
 		t.Fatalf("functions %v", fns)
 	}
 	for fn, vars := range envFile {
@@ -139,7 +139,14 @@ func TestInvokeEnvFile(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("events: %v", err)
 	}
-	seen := map[string]bool{"api-create-flow.json": true}
+	// The code function reads nothing from its environment: TestCodeBootstrap
+	// runs code-invoke.json through its bootstrap.
+	seen := map[string]bool{"api-create-flow.json": true, "code-invoke.json": true}
+	for _, fn := range []string{"RunnerFunction", "WorkflowHookFunction"} {
+		if got := envFile[fn]["CODE_FUNCTION"]; got != prefix+"-code" {
+			t.Errorf("%s: CODE_FUNCTION=%q, want %q", fn, got, prefix+"-code")
+		}
+	}
 	for _, f := range []string{"api-enable-flow.json", "api-get-flow.json", "api-get-webhook.json", "api-list-flows.json",
 		"api-list-runs.json", "api-list-connections.json"} {
 		seen[f] = true

@@ -237,6 +237,7 @@ func TestConcurrency(t *testing.T) {
 	params := map[string]string{
 		"ApiFunction": "ApiReservedConcurrency", "WebhookFunction": "WebhookReservedConcurrency",
 		"WorkflowHookFunction": "WorkflowHookReservedConcurrency", "RunnerFunction": "RunnerReservedConcurrency",
+		"CodeFunction": "CodeReservedConcurrency",
 	}
 	for id, fn := range functions(tpl) {
 		rc, _ := fn["ReservedConcurrentExecutions"].(map[string]any)

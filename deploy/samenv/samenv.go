@@ -223,13 +223,16 @@ func (t *Template) FromConfig(cfg awsapp.Config, stage, region, account string) 
 	v := Values{Params: Pseudo(region, account, "aws"), Refs: map[string]string{
 		"ProjectsTable": cfg.Tables.Projects, "KeysTable": cfg.Tables.Keys, "FlowsTable": cfg.Tables.Flows,
 		"RoutesTable": cfg.Tables.Routes, "ConnectionsTable": cfg.Tables.Connections, "RunsTable": cfg.Tables.Runs,
-		"SamplesTable": cfg.Tables.Samples,
-		"RunQueue":     cfg.QueueURL, "RunQueue.Arn": cfg.QueueARN,
+		"SamplesTable": cfg.Tables.Samples, "OAuthAppsTable": cfg.Tables.OAuthApps,
+		"RunQueue": cfg.QueueURL, "RunQueue.Arn": cfg.QueueARN,
 		// Provision names the DLQ after the queue, as the template does.
 		"RunDeadLetterQueue": cfg.QueueURL + "-dlq", "RunDeadLetterQueue.Arn": cfg.ScheduleDeadLetterARN,
 		"PayloadBucket": cfg.PayloadBucket, "CursorKeySecret": cfg.CursorKeySecretARN,
 		"ScheduleGroup": cfg.ScheduleGroup, "SchedulerRole.Arn": cfg.SchedulerRoleARN,
 		"ManagementApi": stage + "0management", "EngineApi": stage + "0engine", "WorkflowApi": stage + "0workflow",
+		// No function runs on moto: CODE steps invoked locally fail as the
+		// code function not found, under the name a stack would give it.
+		"CodeFunction": "flow-" + stage + "-code",
 	}}
 	for name, p := range t.Parameters {
 		v.Params[name] = p.Default.Value

@@ -15,8 +15,8 @@ import (
 )
 
 // Payloads keeps the parts of run records too large for a DynamoDB item
-// (400 KB at most): webhook bodies up to the Lambda proxy's 6 MB, and large
-// step outputs. *s3payloads.Store implements it.
+// (400 KB at most): webhook bodies up to 4,303,392 bytes on Lambda (base64
+// in a proxy event within Lambda's 6 MB payload), and large step outputs. *s3payloads.Store implements it.
 type Payloads interface {
 	// Put stores data under key, replacing any object there.
 	Put(ctx context.Context, key string, data []byte) error

@@ -1,6 +1,6 @@
 // Package s3payloads keeps the parts of run records too large for a
-// DynamoDB item (webhook bodies up to the Lambda proxy's 6 MB, large step
-// outputs) as objects in an S3 bucket. pkg/dynamostore decides what goes
+// DynamoDB item (webhook bodies up to awsapp.MaxProxyBody, 4,303,392
+// bytes, on Lambda; large step outputs) as objects in an S3 bucket. pkg/dynamostore decides what goes
 // here and keeps a reference in the run item; this package only stores
 // bytes under keys.
 //
