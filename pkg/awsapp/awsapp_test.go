@@ -11,11 +11,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"flowservice/pkg/automation"
@@ -89,7 +91,7 @@ func TestRunnerReportsFailedRecords(t *testing.T) {
 		"exhausted": fmt.Errorf("%w: gave up", automation.ErrExhausted),
 		"other":     errors.New("network down"),
 	}}
-	h := Runner(stub, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h := Runner(stub, Backoff{}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	ev := events.SQSEvent{}
 	for i, b := range []string{"ok", "retry", "ok", "exhausted", "other"} {
 		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprintf("m%d", i), Body: b})
@@ -165,4 +167,77 @@ func TestAWSConfig(t *testing.T) {
 	if _, err := AWSConfig(env(map[string]string{"AWS_REGION": "eu-west-1"})); err == nil {
 		t.Error("no credentials: no error")
 	}
+}
+
+// recordVisibility is a Visibility that records the timeouts it was asked
+// for, by receipt handle.
+type recordVisibility struct {
+	mu  sync.Mutex
+	set map[string]int32
+}
+
+func (v *recordVisibility) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.set[*in.ReceiptHandle] = in.VisibilityTimeout
+	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+// TestRunnerBacksOffByTheRun: a message whose run is to be tried later
+// comes back when the run says (its visibility changed to that time, capped
+// at SQS's 12 hours), not after the queue's flat timeout; a bounce off a
+// live attempt is no error in the log.
+func TestRunnerBacksOffByTheRun(t *testing.T) {
+	now := time.Now()
+	stub := &stubMessages{outcome: map[string]error{
+		"retry":   &automation.RetryLater{At: now.Add(40 * time.Second), Err: fmt.Errorf("%w: 503", automation.ErrRetry)},
+		"claimed": &automation.RetryLater{At: now.Add(90 * time.Second), Err: automation.RunClaimed("run_x")},
+		"far":     &automation.RetryLater{At: now.Add(48 * time.Hour), Err: fmt.Errorf("%w: 503", automation.ErrRetry)},
+		"broken":  errors.New("network down"),
+	}}
+	vis := &recordVisibility{set: map[string]int32{}}
+	var logs strings.Builder
+	var mu sync.Mutex
+	h := Runner(stub, Backoff{Client: vis, QueueURL: "q"}, slog.New(slog.NewJSONHandler(syncWriter{&mu, &logs}, nil)))
+	ev := events.SQSEvent{}
+	for _, b := range []string{"retry", "claimed", "far", "broken"} {
+		ev.Records = append(ev.Records, events.SQSMessage{MessageId: b, ReceiptHandle: "rh-" + b, Body: b})
+	}
+	resp, err := h(context.Background(), ev)
+	if err != nil || len(resp.BatchItemFailures) != 4 {
+		t.Fatalf("resp = %+v, %v: want all four back on the queue", resp, err)
+	}
+	near := func(got int32, want time.Duration) bool {
+		return time.Duration(got)*time.Second >= want-2*time.Second && time.Duration(got)*time.Second <= want+time.Second
+	}
+	if got := vis.set["rh-retry"]; !near(got, 40*time.Second) {
+		t.Errorf("retry visibility = %ds, want about 40s", got)
+	}
+	if got := vis.set["rh-claimed"]; !near(got, 90*time.Second) {
+		t.Errorf("claimed visibility = %ds, want about 90s", got)
+	}
+	if got := vis.set["rh-far"]; got != int32(maxVisibility/time.Second) {
+		t.Errorf("far visibility = %ds, want the 12 h cap", got)
+	}
+	if _, ok := vis.set["rh-broken"]; ok {
+		t.Error("a plain failure changed its visibility; it keeps the queue's timeout")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(line, `"level":"ERROR"`) && !strings.Contains(line, "network down") {
+			t.Errorf("error logged for an expected outcome: %s", line)
+		}
+	}
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (s syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -69,11 +69,16 @@ func (x dynamoClient) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWrit
 }
 
 type sqsClient struct {
-	sendMessage func(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	sendMessage             func(context.Context, *sqs.SendMessageInput, ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	changeMessageVisibility func(context.Context, *sqs.ChangeMessageVisibilityInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 }
 
 func newSqsClient(c *sqs.Client) sqsClient {
-	return sqsClient{sendMessage: c.SendMessage}
+	return sqsClient{sendMessage: c.SendMessage, changeMessageVisibility: c.ChangeMessageVisibility}
+}
+
+func (x sqsClient) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	return x.changeMessageVisibility(ctx, in, opts...)
 }
 
 func (x sqsClient) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {

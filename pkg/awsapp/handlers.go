@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"errors"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
+	"flowservice/pkg/automation"
 	"flowservice/pkg/httpapi"
 )
 
@@ -114,22 +118,70 @@ func NewRunnerHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (SQSHa
 	if err != nil {
 		return nil, err
 	}
-	return a.SQS("runner", Runner(a.Svc, a.Log)), nil
+	sqsc := newSqsClient(sqs.NewFromConfig(ClientConfig(awsCfg, cfg)))
+	return a.SQS("runner", Runner(a.Svc, Backoff{Client: sqsc, QueueURL: cfg.QueueURL}, a.Log)), nil
+}
+
+// Visibility is the SQS call a runner backs off with.
+type Visibility interface {
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+}
+
+// Backoff returns a message to its queue until a given time: the run's
+// own next attempt (automation.RetryLater), exponential over its attempts,
+// instead of the queue's flat visibility timeout. A zero Backoff (no
+// Client) leaves the visibility timeout as it is.
+type Backoff struct {
+	Client   Visibility
+	QueueURL string
+}
+
+// maxVisibility is SQS's longest visibility timeout (12 hours).
+const maxVisibility = 12 * time.Hour
+
+// delay makes message m visible again at the given time.
+func (b Backoff) delay(ctx context.Context, m events.SQSMessage, at time.Time) error {
+	if b.Client == nil || m.ReceiptHandle == "" {
+		return nil
+	}
+	d := min(max(time.Until(at), 0), maxVisibility)
+	_, err := b.Client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: &b.QueueURL, ReceiptHandle: &m.ReceiptHandle, VisibilityTimeout: int32(d.Round(time.Second) / time.Second),
+	})
+	return err
 }
 
 // Runner handles a batch of run messages on svc, as the runner function
 // and flowd's aws backend (pkg/awsdev) do. Records run concurrently: a batch
 // of ten attempts must fit in the function's timeout, which is sized for one.
-func Runner(svc messageHandler, log *slog.Logger) SQSHandler {
+// A message whose run is to be tried later (automation.RetryLater) comes
+// back when the run says, through b; a run held by another live attempt is
+// the expected hand-over and is not logged as an error.
+func Runner(svc messageHandler, b Backoff, log *slog.Logger) SQSHandler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))
 		var wg sync.WaitGroup
 		for i, m := range ev.Records {
 			wg.Go(func() {
-				if err := svc.HandleMessage(ctx, []byte(m.Body)); err != nil {
+				err := svc.HandleMessage(ctx, []byte(m.Body))
+				if err == nil {
+					return
+				}
+				failed[i] = true
+				var later *automation.RetryLater
+				if !errors.As(err, &later) {
 					log.ErrorContext(ctx, "run message failed", "messageId", m.MessageId,
 						"receiveCount", m.Attributes["ApproximateReceiveCount"], "err", err)
-					failed[i] = true
+					return
+				}
+				if automation.IsRunClaimed(err) {
+					log.InfoContext(ctx, "run held by a live attempt; message back at its lease end", "messageId", m.MessageId)
+				} else {
+					log.WarnContext(ctx, "run attempt failed; retried later", "messageId", m.MessageId,
+						"at", later.At, "err", err)
+				}
+				if err := b.delay(ctx, m, later.At); err != nil {
+					log.WarnContext(ctx, "back off run message", "messageId", m.MessageId, "err", err)
 				}
 			})
 		}
