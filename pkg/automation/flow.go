@@ -218,7 +218,7 @@ type Step struct {
 	// FILTER
 	Condition string `json:"condition,omitempty"`
 
-	// HTTP
+	// HTTP (Headers also RESPOND: the answer's headers)
 	ConnectionID   string            `json:"connectionId,omitempty"`
 	Method         string            `json:"method,omitempty"`
 	URL            string            `json:"url,omitempty"`
@@ -227,14 +227,18 @@ type Step struct {
 	TimeoutMs      int               `json:"timeoutMs,omitempty"`
 	ContinueOnFail bool              `json:"continueOnFail,omitempty"`
 
-	// HTTP and RESPOND: any JSON; RESPOND's is a flat object of strings.
+	// HTTP and RESPOND: any JSON. A RESPOND body that is a JSON string is a
+	// template rendered to text; any other value is sent as JSON, with
+	// every string inside it a template.
 	Body json.RawMessage `json:"body,omitempty"`
 
 	// SET: the object the step outputs.
 	Values json.RawMessage `json:"values,omitempty"`
 
-	// RESPOND
-	StatusCode int `json:"statusCode,omitempty"`
+	// RESPOND (and Headers, Body above). ContentType defaults to
+	// application/json for a JSON body and text/plain for a string body.
+	StatusCode  int    `json:"statusCode,omitempty"`
+	ContentType string `json:"contentType,omitempty"`
 
 	// VERIFY_SIGNATURE
 	Signature *Signature `json:"signature,omitempty"`

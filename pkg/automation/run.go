@@ -80,4 +80,9 @@ type StepResult struct {
 type RunResponse struct {
 	StatusCode int             `json:"statusCode"`
 	Body       json.RawMessage `json:"body"`
+	// Headers and ContentType are the RESPOND step's, rendered. Text means
+	// Body is a JSON string sent as its text rather than as JSON.
+	Headers     map[string]string `json:"headers,omitempty"`
+	ContentType string            `json:"contentType,omitempty"`
+	Text        bool              `json:"text,omitempty"`
 }

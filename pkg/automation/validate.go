@@ -259,20 +259,7 @@ func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string
 		}
 		return validateSignature(at+".signature", st.Signature)
 	case StepRespond:
-		if st.StatusCode == 0 {
-			st.StatusCode = 200
-		}
-		if st.StatusCode < 100 || st.StatusCode > 599 {
-			return Invalid("%s.statusCode %d: use an HTTP status from 100 to 599", at, st.StatusCode)
-		}
-		if len(st.Body) == 0 {
-			return nil
-		}
-		var flat map[string]string
-		if err := json.Unmarshal(st.Body, &flat); err != nil {
-			return Invalid(`%s.body must be a flat object of strings, e.g. {"status": "ok", "message": "sent"}`, at)
-		}
-		return s.checkTemplates(at+".body", st.Body)
+		return s.validateRespond(st, at)
 	}
 	return nil
 }
@@ -347,13 +334,14 @@ func onlyFields(st *Step, at string) error {
 		{"connectionId", st.ConnectionID != "", []StepType{StepHTTP}},
 		{"method", st.Method != "", []StepType{StepHTTP}},
 		{"url", st.URL != "", []StepType{StepHTTP}},
-		{"headers", st.Headers != nil, []StepType{StepHTTP}},
+		{"headers", st.Headers != nil, []StepType{StepHTTP, StepRespond}},
 		{"query", st.Query != nil, []StepType{StepHTTP}},
 		{"timeoutMs", st.TimeoutMs != 0, []StepType{StepHTTP}},
 		{"continueOnFail", st.ContinueOnFail, []StepType{StepHTTP}},
 		{"body", len(st.Body) > 0, []StepType{StepHTTP, StepRespond}},
 		{"values", len(st.Values) > 0, []StepType{StepSet}},
 		{"statusCode", st.StatusCode != 0, []StepType{StepRespond}},
+		{"contentType", st.ContentType != "", []StepType{StepRespond}},
 		{"signature", st.Signature != nil, []StepType{StepVerifySignature}},
 		{"code", st.Code != "", []StepType{StepCode}},
 	}

@@ -133,22 +133,56 @@ func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Reques
 	}
 	switch out.Status {
 	case automation.RunSucceeded:
-		status, body := http.StatusOK, json.RawMessage(`{}`)
-		if resp := out.Response; resp != nil {
-			if resp.StatusCode >= 200 && resp.StatusCode <= 599 {
-				status = resp.StatusCode
-			}
-			if len(resp.Body) > 0 {
-				body = resp.Body
-			}
-		}
-		writeJSON(w, status, body)
+		writeRunResponse(w, out.Response)
 	case automation.RunFailed, automation.RunTimeout:
 		writeError(w, r, http.StatusInternalServerError, "RUN_FAILED", out.Error)
 	default:
 		writeError(w, r, http.StatusGatewayTimeout, "RUN_TIMEOUT",
 			"the run did not finish within "+h.rc.cfg.SyncTimeout.String()+"; it goes on as run "+run.ID)
 	}
+}
+
+// writeRunResponse sends a succeeded run's answer exactly as its RESPOND
+// step made it: status, headers, content type, and the body as JSON or, for
+// a text body, as its text. No response at all is 200 {}.
+func writeRunResponse(w http.ResponseWriter, resp *automation.RunResponse) {
+	if resp == nil {
+		writeJSON(w, http.StatusOK, json.RawMessage(`{}`))
+		return
+	}
+	status := http.StatusOK
+	if resp.StatusCode >= 200 && resp.StatusCode <= 599 {
+		status = resp.StatusCode
+	}
+	body := []byte(resp.Body)
+	if len(body) == 0 {
+		body = []byte(`{}`)
+	}
+	if resp.Text {
+		var txt string
+		if err := json.Unmarshal(body, &txt); err == nil {
+			body = []byte(txt)
+		}
+	} else {
+		body = append(body, '\n')
+	}
+	h := w.Header()
+	for k, v := range resp.Headers {
+		if automation.ResponseHeaderAllowed(k) {
+			h.Set(k, v)
+		}
+	}
+	ct := resp.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	h.Set("Content-Type", ct)
+	// The answer is the flow's, served from the service's origin: a page
+	// in it (text/html, SVG) runs sandboxed, in an origin of its own.
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // preflight answers OPTIONS on a known path: 204 with the path's methods
