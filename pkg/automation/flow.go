@@ -121,11 +121,12 @@ type Trigger struct {
 
 // HTTP methods a workflow builder webhook may take.
 const (
-	MethodAny = "ANY" // GET, POST, PUT and DELETE
+	MethodAny = "ANY" // every method of WebhookMethods
 )
 
-// WebhookMethods are the concrete methods ANY stands for.
-var WebhookMethods = []string{"GET", "POST", "PUT", "DELETE"}
+// WebhookMethods are the concrete methods a workflow builder webhook may
+// take, and that ANY stands for.
+var WebhookMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
 
 // ResponseMode says when a workflow builder webhook answers.
 type ResponseMode string

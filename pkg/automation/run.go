@@ -52,6 +52,23 @@ type TriggerData struct {
 	// RawBody is the body exactly as received, kept when it differs from
 	// Body (signatures are computed over the wire bytes); empty means Body.
 	RawBody string `json:"rawBody,omitempty"`
+
+	// Triggers (DESIGN §9): what the body-type and path-parameter rules add.
+	// Params holds a workflow builder path's :name values; Files a
+	// multipart body's file parts; BodyBase64 a body of any type that is
+	// neither JSON, a form, text nor XML, byte for byte (Body is then null).
+	Params     map[string]string `json:"params,omitempty"`
+	Files      []TriggerFile     `json:"files,omitempty"`
+	BodyBase64 string            `json:"bodyBase64,omitempty"`
+}
+
+// TriggerFile is one file part of a multipart/form-data body.
+type TriggerFile struct {
+	Field       string `json:"field"`
+	Filename    string `json:"filename"`
+	ContentType string `json:"contentType"`
+	Size        int64  `json:"size"`
+	Base64      string `json:"base64"`
 }
 
 // StepStatus is the outcome of one step.

@@ -112,11 +112,12 @@ func (s *Service) RouteFlow(ctx context.Context, path, method string) (Flow, err
 }
 
 // routeFlow finds the flow registered on path for method; usable decides
-// whether the flow answers there now (a flow that does not is a 404).
+// whether the flow answers there now (a flow that does not is a 404). For
+// each method, a literal path wins over a parameter path (route.go).
 func (s *Service) routeFlow(ctx context.Context, path, method string, usable func(context.Context, Flow) (bool, error)) (Flow, error) {
-	routes, err := s.store.RouteFlows(ctx, path)
+	routes, err := s.routeMethods(ctx, path, method)
 	if err != nil {
-		return Flow{}, wrap("find route", err)
+		return Flow{}, err
 	}
 	notFound := NotFound("webhook", path)
 	var allowed []string
@@ -154,6 +155,57 @@ func (s *Service) routeFlow(ctx context.Context, path, method string, usable fun
 		return Flow{}, notFound
 	}
 	return s.RevealFlow(ctx, f)
+}
+
+// routeMethods is method -> flow ID for a request path: the literal path's
+// routes, completed by those of the parameter shape that matches it (the
+// most literal one, should two). The shapes are read only when the literal
+// path lacks the method asked for.
+func (s *Service) routeMethods(ctx context.Context, path, method string) (map[string]string, error) {
+	routes, err := s.store.RouteFlows(ctx, path)
+	if err != nil {
+		return nil, wrap("find route", err)
+	}
+	if _, ok := routes[method]; ok && method != "" {
+		return routes, nil
+	}
+	held, err := s.store.RouteShapes(ctx, Segments(path))
+	if err != nil {
+		return nil, wrap("find route shapes", err)
+	}
+	best := ""
+	for _, h := range held {
+		if IsPattern(h.Shape) && ShapeMatches(h.Shape, path) && (best == "" || moreLiteral(h.Shape, best)) {
+			best = h.Shape
+		}
+	}
+	if best == "" {
+		return routes, nil
+	}
+	byShape, err := s.store.RouteFlows(ctx, best)
+	if err != nil {
+		return nil, wrap("find route", err)
+	}
+	out := make(map[string]string, len(routes)+len(byShape))
+	for m, id := range byShape {
+		out[m] = id
+	}
+	for m, id := range routes {
+		out[m] = id // the literal path wins
+	}
+	return out, nil
+}
+
+// moreLiteral reports whether shape a has a literal segment where b, the
+// first time they differ, has a parameter.
+func moreLiteral(a, b string) bool {
+	x, y := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := range min(len(x), len(y)) {
+		if x[i] != y[i] {
+			return y[i] == ":"
+		}
+	}
+	return false
 }
 
 // IdempotencyWindow is how long a repeated delivery (same idempotency

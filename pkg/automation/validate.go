@@ -22,10 +22,12 @@ const (
 var (
 	// Step names are identifiers so that `steps.<name>` works in expressions.
 	stepNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
-	// Webhook paths: slash-separated segments of URL-safe characters.
+	// Webhook paths: slash-separated segments of URL-safe characters, or
+	// :name parameters.
 	webhookPathRE = regexp.MustCompile(`^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$`)
+	paramRE       = regexp.MustCompile(`^:[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 	httpMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
-	hookMethods   = []string{"GET", "POST", "PUT", "DELETE", MethodAny}
+	hookMethods   = append(slices.Clone(WebhookMethods), MethodAny)
 	presets       = []string{PresetGitHub, PresetStripe, PresetSlack}
 	// CODE needs its sandbox; until it lands it is refused at definition
 	// time rather than failing every run.
@@ -137,7 +139,7 @@ func (s *Service) validateWebhook(engine Engine, w *Webhook) error {
 		if w.Path == "" {
 			w.Path = randomToken(10)
 		}
-		if err := ValidWebhookPath(w.Path); err != nil {
+		if err := validPathPattern(w.Path); err != nil {
 			return err
 		}
 		if w.Authentication == nil {
@@ -449,6 +451,43 @@ func ValidWebhookPath(p string) error {
 		if seg == "." || seg == ".." {
 			return bad(`"." and ".." segments are not allowed`)
 		}
+	}
+	return nil
+}
+
+// validPathPattern checks a flow's path: ValidWebhookPath, where a whole
+// segment may also be a :name parameter (an identifier, unique in the
+// path), read by the steps as trigger.params.name. A path that is all
+// parameters would take every URL of its length from everyone: at least
+// one segment must be literal.
+func validPathPattern(p string) error {
+	segs := strings.Split(p, "/")
+	lit := make([]string, len(segs))
+	seen := map[string]bool{}
+	literal := false
+	for i, seg := range segs {
+		lit[i] = seg
+		if !strings.HasPrefix(seg, ":") {
+			literal = true
+			continue
+		}
+		if !paramRE.MatchString(seg) {
+			return Invalid("trigger.webhook.path %q: parameter %q: use a colon, then a letter or underscore, then letters, digits or underscores", ClipID(p), ClipID(seg))
+		}
+		if seen[seg] {
+			return Invalid("trigger.webhook.path %q: parameter %s appears twice", ClipID(p), seg)
+		}
+		seen[seg] = true
+		lit[i] = "x"
+	}
+	if len(p) > MaxWebhookPath {
+		return Invalid("trigger.webhook.path %q: at most %d characters", ClipID(p), MaxWebhookPath)
+	}
+	if err := ValidWebhookPath(strings.Join(lit, "/")); err != nil {
+		return Invalid("trigger.webhook.path %q: use letters, digits and . _ ~ -, or :name parameters, in segments separated by single slashes (no %%-escapes, backslashes, control characters, \".\" or \"..\" segments)", ClipID(p))
+	}
+	if !literal {
+		return Invalid("trigger.webhook.path %q: at least one segment must be literal text, not a parameter", ClipID(p))
 	}
 	return nil
 }

@@ -202,7 +202,10 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 		}})
 	}
 	if len(routes) > 0 {
-		tx = append(tx, s.claimPath(f, routes[0].Path))
+		tx = append(tx, s.claimPath(f, routes[0].Path), s.registerShape(f, routes[0].Path))
+		if err := s.checkShape(ctx, f); err != nil {
+			return err
+		}
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
@@ -318,11 +321,14 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 	claimAt := -1
 	if oldPath, newPath := routesPath(stored), routesPath(f); oldPath != newPath {
 		if newPath != "" {
+			if err := s.checkShape(ctx, f); err != nil {
+				return err
+			}
 			claimAt = len(tx)
-			tx = append(tx, s.claimPath(f, newPath))
+			tx = append(tx, s.claimPath(f, newPath), s.registerShape(f, newPath))
 		}
 		if oldPath != "" {
-			tx = append(tx, s.releasePath(f.ID, oldPath))
+			tx = append(tx, s.releasePath(f.ID, oldPath), s.unregisterShape(f.ID, oldPath))
 		}
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
@@ -431,7 +437,7 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 			}})
 		}
 		if p := routesPath(f); p != "" {
-			tx = append(tx, s.releasePath(id, p))
+			tx = append(tx, s.releasePath(id, p), s.unregisterShape(id, p))
 		}
 		// The Test Trigger state goes with the flow, in the same write.
 		if d := s.sampleDelete(id); d != nil {

@@ -384,7 +384,7 @@ func TestWorkflowHookRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 204 || resp.Header.Get("Allow") != "GET, POST, PUT, DELETE, OPTIONS" || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+	if resp.StatusCode != 204 || resp.Header.Get("Allow") != "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS" || resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("OPTIONS from another origin = %d %v", resp.StatusCode, resp.Header)
 	}
 	_ = post

@@ -102,7 +102,9 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		h.rc.fail(w, r, err)
 		return
 	}
-	run, err := h.rc.startRun(w, r, f, triggerData(r, f, body, raw, dropHeader), mode.accept)
+	td := triggerData(r, f, body, raw, dropHeader)
+	td.Params = automation.PathParams(wh.Path, p)
+	run, err := h.rc.startRun(w, r, f, td, mode.accept)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
