@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -107,7 +108,16 @@ func (x *execution) verify(s automation.Step) (any, error) {
 	}
 	t := x.run.Trigger
 	body := []byte(t.RawBody)
-	if t.RawBody == "" {
+	switch {
+	case t.RawBody != "":
+	case t.BodyBase64 != "":
+		// A body that is not text is kept only as base64.
+		b, err := base64.StdEncoding.DecodeString(t.BodyBase64)
+		if err != nil {
+			return nil, &stepError{msg: "the trigger's bodyBase64 is not valid base64"}
+		}
+		body = b
+	default:
 		body = t.Body
 	}
 	if err := automation.VerifySignature(*sig, headerLookup(t.Headers), body, x.e.now()); err != nil {

@@ -6,11 +6,11 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"mime"
+	"encoding/base64"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"flowservice/pkg/automation"
 )
@@ -97,13 +97,19 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		h.rc.fail(w, r, err)
 		return
 	}
-	body, err := parseHookBody(r.Header.Get("Content-Type"), raw)
+	hb, err := parseHookBody(r.Header.Get("Content-Type"), raw)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}
-	td := triggerData(r, f, body, raw, dropHeader)
+	td := triggerData(r, f, hb.body, raw, dropHeader)
 	td.Params = automation.PathParams(wh.Path, p)
+	td.Files, td.BodyBase64 = hb.files, hb.base64
+	if td.RawBody != "" && !utf8.ValidString(td.RawBody) {
+		// Bytes that are not text would not survive a JSON string: a
+		// VERIFY_SIGNATURE step reads them from bodyBase64 instead.
+		td.RawBody, td.BodyBase64 = "", base64.StdEncoding.EncodeToString(raw)
+	}
 	run, err := h.rc.startRun(w, r, f, td, mode.accept)
 	if err != nil {
 		h.rc.fail(w, r, err)
@@ -327,37 +333,3 @@ func hookUnauthorized() error {
 	return automation.Unauthorized("UNAUTHORIZED", "this webhook needs valid credentials")
 }
 
-// parseHookBody turns a body into the run's trigger.body: JSON as is
-// (invalid: 400), a form as an object of strings (repeated keys: arrays),
-// anything else as a JSON string, and nothing as null.
-func parseHookBody(contentType string, raw []byte) (json.RawMessage, error) {
-	if len(raw) == 0 {
-		return json.RawMessage("null"), nil
-	}
-	mt, _, _ := mime.ParseMediaType(contentType)
-	switch {
-	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-		if err := checkDepth(raw); err != nil {
-			return nil, err
-		}
-		if !json.Valid(raw) {
-			return nil, invalidJSON("the webhook body is not valid JSON")
-		}
-		return json.RawMessage(raw), nil
-	case mt == "application/x-www-form-urlencoded":
-		vals, err := url.ParseQuery(string(raw))
-		if err != nil {
-			return nil, automation.InvalidCode("INVALID_FORM", "the webhook body is not a valid URL-encoded form")
-		}
-		form := make(map[string]any, len(vals))
-		for k, vs := range vals {
-			if len(vs) == 1 {
-				form[k] = vs[0]
-			} else {
-				form[k] = vs
-			}
-		}
-		return json.Marshal(form)
-	}
-	return json.Marshal(string(raw))
-}
