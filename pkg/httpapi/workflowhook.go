@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"encoding/base64"
 	"net/http"
 	"slices"
 	"strings"
@@ -332,4 +332,3 @@ func secretEqual(got, want string) int {
 func hookUnauthorized() error {
 	return automation.Unauthorized("UNAUTHORIZED", "this webhook needs valid credentials")
 }
-
