@@ -148,6 +148,10 @@ type Webhook struct {
 	Signature         *Signature      `json:"signature,omitempty"`
 	IdempotencyHeader string          `json:"idempotencyHeader,omitempty"`
 	AllowedOrigins    []string        `json:"allowedOrigins,omitempty"`
+	// IdempotencyKey is a bare expression over trigger (trigger.body.id for
+	// Stripe's evt_ IDs) whose value deduplicates deliveries as the
+	// header's does; the header's value wins when both give one.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // AuthType is how a workflow builder webhook authenticates its caller.

@@ -161,6 +161,10 @@ type Checker interface {
 	Template(s string) error
 	// Cron checks a five-field cron spec in an IANA time zone.
 	Cron(spec, timezone string) error
+	// TriggerKey evaluates a bare expression over `trigger` alone (a
+	// webhook's idempotencyKey) and returns its value as text; "" when the
+	// value is null or empty.
+	TriggerKey(ctx context.Context, expr string, td TriggerData) (string, error)
 }
 
 // RunStore persists runs. Runs belong to a flow; deleting the flow deletes

@@ -225,7 +225,7 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
 		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
 	}
-	key := idempotencyKey(f, td)
+	key := s.idempotencyKey(ctx, f, td)
 	if key == "" {
 		if err := rt.Queue.Enqueue(ctx, r); err != nil {
 			return Run{}, wrap("enqueue run", err)
@@ -252,13 +252,17 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 }
 
 // idempotencyKey is the value of the flow's idempotency header in the
-// delivery, or "" when there is none.
-func idempotencyKey(f Flow, td TriggerData) string {
+// delivery, else that of its idempotencyKey expression (triggers.go), or
+// "" when there is none.
+func (s *Service) idempotencyKey(ctx context.Context, f Flow, td TriggerData) string {
 	w := f.Trigger.Webhook
-	if w == nil || w.IdempotencyHeader == "" {
+	if w == nil {
 		return ""
 	}
-	return td.Headers[strings.ToLower(w.IdempotencyHeader)]
+	if k := td.Headers[strings.ToLower(w.IdempotencyHeader)]; w.IdempotencyHeader != "" && k != "" {
+		return k
+	}
+	return s.expressionKey(ctx, f, td)
 }
 
 // ExecuteRun makes one attempt at a queued run. It returns nil when the run

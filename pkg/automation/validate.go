@@ -164,6 +164,11 @@ func (s *Service) validateWebhook(engine Engine, w *Webhook) error {
 	if w.IdempotencyHeader != "" && !isToken(w.IdempotencyHeader) {
 		return Invalid("trigger.webhook.idempotencyHeader %q is not a valid HTTP header name", w.IdempotencyHeader)
 	}
+	if w.IdempotencyKey != "" {
+		if err := s.checker.Expression(w.IdempotencyKey); err != nil {
+			return Invalid("trigger.webhook.idempotencyKey: %v", err)
+		}
+	}
 	for i, o := range w.AllowedOrigins {
 		if o == "*" {
 			continue

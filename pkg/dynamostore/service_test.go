@@ -49,6 +49,9 @@ type anyChecker struct{}
 func (anyChecker) Expression(string) error   { return nil }
 func (anyChecker) Template(string) error     { return nil }
 func (anyChecker) Cron(string, string) error { return nil }
+func (anyChecker) TriggerKey(context.Context, string, automation.TriggerData) (string, error) {
+	return "", nil
+}
 
 // TestService drives the domain Service on the DynamoDB store: what the API
 // Lambda does, minus HTTP.
