@@ -33,7 +33,7 @@ func plainCall(t *testing.T, method, url, contentType, body string) result {
 func TestPathParameters(t *testing.T) {
 	h := newHookEnv(t, HookConfig{})
 	sync := `,"responseMode":"ON_COMPLETION"`
-	h.activeFlow(t, h.key, workflowFlow("users/:id/orders", "GET", sync,
+	byID := h.activeFlow(t, h.key, workflowFlow("users/:id/orders", "GET", sync,
 		`[{"name":"r","type":"RESPOND","body":{"id":"{{ trigger.params.id }}","path":"{{ trigger.path }}"}}]`))
 	h.activeFlow(t, h.key, workflowFlow("users/me/orders", "GET", sync,
 		`[{"name":"r","type":"RESPOND","body":{"me":true}}]`))
@@ -61,7 +61,8 @@ func TestPathParameters(t *testing.T) {
 	if r.status != 405 || r.header.Get("Allow") != "GET, POST" {
 		t.Errorf("DELETE = %d, Allow %q", r.status, r.header.Get("Allow"))
 	}
-	for _, p := range []string{"users/42", "users/42/orders/x", "people/42/orders"} {
+	// A shape is never a URL: ":" is outside the request path alphabet.
+	for _, p := range []string{"users/42", "users/42/orders/x", "people/42/orders", "users/:/orders", "users/:id/orders"} {
 		if r := plainCall(t, "GET", base+p, "", ""); r.status != 404 {
 			t.Errorf("GET %s = %d, want 404", p, r.status)
 		}
@@ -73,6 +74,13 @@ func TestPathParameters(t *testing.T) {
 	r = plainCall(t, "HEAD", base+"ping", "", "")
 	if r.status != 200 || r.header.Get("X-Alive") != "yes" || len(r.body) != 0 {
 		t.Errorf("HEAD = %d %v %q", r.status, r.header, r.body)
+	}
+
+	// The Test Trigger URL matches parameters too.
+	call(t, h.api, "POST", "/api/v1/flows/"+byID+"/webhook/test", h.key, "")
+	r = plainCall(t, "GET", h.workflow.URL+"/webhook-test/users/5/orders", "", "")
+	if r.status != 200 || !strings.Contains(string(r.body), `"id":"5"`) {
+		t.Errorf("test URL: %d %s", r.status, r.body)
 	}
 
 	// Save time: the same shape and method, an overlapping shape, bad
