@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,5 +95,44 @@ func testRouteShapes(t *testing.T, s automation.Store) {
 	// users/:/orders is still held by the POST flow of p1.
 	if shapes, _ := s.RouteShapes(ctx, 3); !slices.Contains(shapes, automation.ShapeOwner{Shape: "users/:/orders", Project: p1}) {
 		t.Errorf("shape dropped while a flow holds it: %v", shapes)
+	}
+}
+
+// testRouteShapesRace: two flows saved at once with different shapes that
+// can match one URL: exactly one is stored, in every round.
+func testRouteShapesRace(t *testing.T, s automation.Store) {
+	ctx := context.Background()
+	base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	for round := range 5 {
+		p1, p2 := automation.NewID(automation.PrefixProject), automation.NewID(automation.PrefixProject)
+		seg := fmt.Sprintf("r%d", round)
+		flows := []automation.Flow{
+			webhookFlow(p1, "left", "GET", seg+"/:id/x"+seg, base),
+			webhookFlow(p2, "right", "POST", ":id/"+seg+"/x"+seg, base),
+		}
+		errs := make([]error, len(flows))
+		var wg sync.WaitGroup
+		for i, f := range flows {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = s.CreateFlow(ctx, f)
+			}()
+		}
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			var e *automation.Error
+			switch {
+			case err == nil:
+				ok++
+			case errors.As(err, &e) && e.Code == "ROUTE_CONFLICT":
+			default:
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		if ok != 1 {
+			t.Errorf("round %d: %d of two overlapping shapes stored (errors %v)", round, ok, errs)
+		}
 	}
 }
