@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -218,6 +219,29 @@ func TestBodyTypesOnLambda(t *testing.T) {
 	first, again := invoke(t, wh, ev), invoke(t, wh, ev)
 	if first.StatusCode != 200 || header(first, "X-Run-Id") == "" || header(again, "X-Run-Id") != header(first, "X-Run-Id") {
 		t.Errorf("dedup: %d %s / %d %s", first.StatusCode, header(first, "X-Run-Id"), again.StatusCode, header(again, "X-Run-Id"))
+	}
+	// Two deliveries of a new event at once, as two Lambda instances would
+	// take them: one run.
+	var req events.APIGatewayProxyRequest
+	if err := json.Unmarshal(proxyEvent(t, "POST", "/api/v1/webhooks/"+fb.ID,
+		map[string]string{"Content-Type": "application/json"}, []byte(`{"id":"evt_456"}`), true), &req); err != nil {
+		t.Fatal(err)
+	}
+	answers := make([]events.APIGatewayProxyResponse, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i], errs[i] = wh(context.Background(), req)
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil || answers[0].StatusCode != 200 || answers[1].StatusCode != 200 ||
+		header(answers[0], "X-Run-Id") != header(answers[1], "X-Run-Id") || header(answers[0], "X-Run-Id") == header(first, "X-Run-Id") {
+		t.Errorf("concurrent deliveries: %v %v, runs %q %q", errs, []int{answers[0].StatusCode, answers[1].StatusCode},
+			header(answers[0], "X-Run-Id"), header(answers[1], "X-Run-Id"))
 	}
 	ev = proxyEvent(t, "POST", "/api/v1/webhooks/"+fb.ID, map[string]string{"Content-Type": "text/plain"}, evt, true)
 	if resp := invoke(t, wh, ev); resp.StatusCode != 415 {
