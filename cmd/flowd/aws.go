@@ -57,7 +57,9 @@ func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv
 		svc: svc, sessionKey: a.CursorKey,
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
 			for range cfg.Workers {
-				wg.Go(func() { awsdev.Poll(ctx, client, acfg.QueueURL, awsapp.Runner(svc, awsapp.Backoff{Client: client, QueueURL: acfg.QueueURL}, log), log) })
+				wg.Go(func() {
+					awsdev.Poll(ctx, client, acfg.QueueURL, awsapp.Runner(svc, awsapp.Backoff{Client: client, QueueURL: acfg.QueueURL}, log), log)
+				})
 			}
 		},
 		stop:  func(context.Context) {},

@@ -273,7 +273,8 @@ func TestHostileRequests(t *testing.T) {
 		{name: "webhook inactive flow", method: "POST", target: "/api/v1/webhooks/" + fbOff, header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "FLOW_NOT_FOUND"},
 		{name: "webhook workflow flow's ID", method: "POST", target: "/api/v1/webhooks/" + wfHeader, header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "FLOW_NOT_FOUND"},
 		{name: "webhook empty body", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, wantStatus: 400, wantCode: "INVALID_JSON"},
-		{name: "webhook not JSON", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{"Content-Type: text/plain"}, body: `hello`, wantStatus: 400, wantCode: "INVALID_JSON"},
+		{name: "webhook not JSON", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{"Content-Type: text/plain"}, body: `hello`, wantStatus: 415, wantCode: "UNSUPPORTED_MEDIA_TYPE"},
+		{name: "webhook not JSON, no type", method: "POST", target: "/api/v1/webhooks/" + fb, body: `hello`, wantStatus: 400, wantCode: "INVALID_JSON"},
 		{name: "webhook truncated", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, body: `{"a":[1,2`, wantStatus: 400, wantCode: "INVALID_JSON"},
 		{name: "webhook nested 9999 (issue repro)", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, body: nest("[", "]", 9999), wantStatus: 400, wantCode: "BODY_TOO_DEEP"},
 		{name: "webhook nested 65 objects", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, body: nest(`{"a":`, "}", 65), wantStatus: 400, wantCode: "BODY_TOO_DEEP"},
@@ -293,7 +294,7 @@ func TestHostileRequests(t *testing.T) {
 		// Workflow builder receiver and its Test Trigger URL.
 		{name: "hook unknown path", method: "POST", target: "/webhook/nothing/here", header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "WEBHOOK_NOT_FOUND"},
 		{name: "hook wrong method", method: "GET", target: "/webhook/hook/a", wantStatus: 405, wantCode: "METHOD_NOT_ALLOWED"},
-		{name: "hook PATCH", method: "PATCH", target: "/webhook/open", wantStatus: 405, wantCode: "METHOD_NOT_ALLOWED"},
+		{name: "hook PROPFIND", method: "PROPFIND", target: "/webhook/open", wantStatus: 405, wantCode: "METHOD_NOT_ALLOWED"},
 		{name: "hook long method", method: strings.Repeat("X", 5000), target: "/webhook/open", wantStatus: 405, wantCode: "METHOD_NOT_ALLOWED"},
 		{name: "hook traversal", method: "POST", target: "/webhook/hook/x/../a", header: []string{"X-Key: k3y", js}, body: `{}`, wantStatus: 404, wantCode: "NOT_FOUND|WEBHOOK_NOT_FOUND"},
 		{name: "hook escaped slash", method: "POST", target: "/webhook/hook%2Fa", header: []string{"X-Key: k3y", js}, body: `{}`, wantStatus: 404, wantCode: "WEBHOOK_NOT_FOUND"},

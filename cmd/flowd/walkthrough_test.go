@@ -46,6 +46,14 @@ func TestREADMEWalkthrough(t *testing.T) {
 	work := t.TempDir()
 	p := startFlowd(t, filepath.Join(work, ".flowd"))
 	blocks := walkthrough(t)
+	// The blocks run from the repository root: they read examples/.
+	examples, err := filepath.Abs("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(examples, filepath.Join(work, "examples")); err != nil {
+		t.Fatal(err)
+	}
 
 	// One script, so that variables carry from block to block; each block's
 	// output goes to its own file. curl fails on HTTP errors except in the
@@ -61,7 +69,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	}
 	cmd := exec.Command("bash", "-c", script.String())
 	cmd.Dir = work
-	err := cmd.Run()
+	err = cmd.Run()
 	for i, b := range blocks {
 		out, _ := os.ReadFile(outFile(work, i))
 		t.Logf("block %d:\n%s\n--- output:\n%s", i, b.code, out)

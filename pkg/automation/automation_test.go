@@ -117,7 +117,7 @@ func TestSuccessRate(t *testing.T) {
 
 func TestRoutes(t *testing.T) {
 	f := Flow{Engine: WorkflowBuilder, Trigger: Trigger{Type: TriggerWebhook, Webhook: &Webhook{HTTPMethod: MethodAny, Path: "a/b"}}}
-	if got := f.Routes(); len(got) != 4 || got[0] != (Route{"a/b", "GET"}) {
+	if got := f.Routes(); len(got) != 6 || got[0] != (Route{"a/b", "GET"}) || got[3] != (Route{"a/b", "PATCH"}) {
 		t.Fatalf("ANY routes = %v", got)
 	}
 	f.Engine = FlowBuilder

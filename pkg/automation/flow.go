@@ -122,11 +122,12 @@ type Trigger struct {
 
 // HTTP methods a workflow builder webhook may take.
 const (
-	MethodAny = "ANY" // GET, POST, PUT and DELETE
+	MethodAny = "ANY" // every method of WebhookMethods
 )
 
-// WebhookMethods are the concrete methods ANY stands for.
-var WebhookMethods = []string{"GET", "POST", "PUT", "DELETE"}
+// WebhookMethods are the concrete methods a workflow builder webhook may
+// take, and that ANY stands for.
+var WebhookMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
 
 // ResponseMode says when a workflow builder webhook answers.
 type ResponseMode string
@@ -148,6 +149,10 @@ type Webhook struct {
 	Signature         *Signature      `json:"signature,omitempty"`
 	IdempotencyHeader string          `json:"idempotencyHeader,omitempty"`
 	AllowedOrigins    []string        `json:"allowedOrigins,omitempty"`
+	// IdempotencyKey is a bare expression over trigger (trigger.body.id for
+	// Stripe's evt_ IDs) whose value deduplicates deliveries as the
+	// header's does; the header's value wins when both give one.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // AuthType is how a workflow builder webhook authenticates its caller.
@@ -225,7 +230,7 @@ type Step struct {
 	// FILTER
 	Condition string `json:"condition,omitempty"`
 
-	// HTTP
+	// HTTP (Headers also RESPOND: the answer's headers)
 	ConnectionID   string            `json:"connectionId,omitempty"`
 	Method         string            `json:"method,omitempty"`
 	URL            string            `json:"url,omitempty"`
@@ -240,14 +245,18 @@ type Step struct {
 	// HTTP and CODE: retry this step alone on transient failures.
 	Retry *StepRetry `json:"retry,omitempty"`
 
-	// HTTP and RESPOND: any JSON; RESPOND's is a flat object of strings.
+	// HTTP and RESPOND: any JSON. A RESPOND body that is a JSON string is a
+	// template rendered to text; any other value is sent as JSON, with
+	// every string inside it a template.
 	Body json.RawMessage `json:"body,omitempty"`
 
 	// SET: the object the step outputs.
 	Values json.RawMessage `json:"values,omitempty"`
 
-	// RESPOND
-	StatusCode int `json:"statusCode,omitempty"`
+	// RESPOND (and Headers, Body above). ContentType defaults to
+	// application/json for a JSON body and text/plain for a string body.
+	StatusCode  int    `json:"statusCode,omitempty"`
+	ContentType string `json:"contentType,omitempty"`
 
 	// VERIFY_SIGNATURE
 	Signature *Signature `json:"signature,omitempty"`

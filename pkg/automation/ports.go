@@ -76,9 +76,14 @@ type FlowStore interface {
 	// ListFlows pages through a project's flows in creation order; with
 	// q.Status set, every page but the last still holds q.Limit items.
 	ListFlows(ctx context.Context, project string, q ListQuery) (Page[Flow], error)
-	// RouteFlows returns the flow IDs registered on a workflow builder path,
-	// by concrete method (GET, POST, PUT, DELETE); empty if none.
+	// RouteFlows returns the flow IDs registered on a workflow builder path
+	// (a literal path or a shape, see Route), by concrete method; empty if
+	// none.
 	RouteFlows(ctx context.Context, path string) (map[string]string, error)
+	// RouteShapes lists the path shapes with that many segments that flows
+	// hold, with the project holding each. CreateFlow and PutFlow refuse a
+	// shape that CheckShapeClash refuses against them (ROUTE_CONFLICT).
+	RouteShapes(ctx context.Context, segments int) ([]ShapeOwner, error)
 }
 
 // ConnectionStore persists connection metadata; credentials go to Secrets.
@@ -163,6 +168,10 @@ type Checker interface {
 	Template(s string) error
 	// Cron checks a five-field cron spec in an IANA time zone.
 	Cron(spec, timezone string) error
+	// TriggerKey evaluates a bare expression over `trigger` alone (a
+	// webhook's idempotencyKey) and returns its value as text; "" when the
+	// value is null or empty.
+	TriggerKey(ctx context.Context, expr string, td TriggerData) (string, error)
 }
 
 // RunStore persists runs. Runs belong to a flow; deleting the flow deletes

@@ -70,6 +70,23 @@ type TriggerData struct {
 	// RawBody is the body exactly as received, kept when it differs from
 	// Body (signatures are computed over the wire bytes); empty means Body.
 	RawBody string `json:"rawBody,omitempty"`
+
+	// Triggers (DESIGN §9): what the body-type and path-parameter rules add.
+	// Params holds a workflow builder path's :name values; Files a
+	// multipart body's file parts; BodyBase64 a body of any type that is
+	// neither JSON, a form, text nor XML, byte for byte (Body is then null).
+	Params     map[string]string `json:"params,omitempty"`
+	Files      []TriggerFile     `json:"files,omitempty"`
+	BodyBase64 string            `json:"bodyBase64,omitempty"`
+}
+
+// TriggerFile is one file part of a multipart/form-data body.
+type TriggerFile struct {
+	Field       string `json:"field"`
+	Filename    string `json:"filename"`
+	ContentType string `json:"contentType"`
+	Size        int64  `json:"size"`
+	Base64      string `json:"base64"`
 }
 
 // StepStatus is the outcome of one step.
@@ -104,6 +121,11 @@ type StepResult struct {
 type RunResponse struct {
 	StatusCode int             `json:"statusCode"`
 	Body       json.RawMessage `json:"body"`
+	// Headers and ContentType are the RESPOND step's, rendered. Text means
+	// Body is a JSON string sent as its text rather than as JSON.
+	Headers     map[string]string `json:"headers,omitempty"`
+	ContentType string            `json:"contentType,omitempty"`
+	Text        bool              `json:"text,omitempty"`
 }
 
 // RunPageBudget bounds the JSON of one page of run summaries: a page stops

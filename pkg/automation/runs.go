@@ -102,11 +102,12 @@ func (s *Service) RouteFlow(ctx context.Context, path, method string) (Flow, err
 }
 
 // routeFlow finds the flow registered on path for method; usable decides
-// whether the flow answers there now (a flow that does not is a 404).
+// whether the flow answers there now (a flow that does not is a 404). For
+// each method, a literal path wins over a parameter path (route.go).
 func (s *Service) routeFlow(ctx context.Context, path, method string, usable func(context.Context, Flow) (bool, error)) (Flow, error) {
-	routes, err := s.store.RouteFlows(ctx, path)
+	routes, err := s.routeMethods(ctx, path, method)
 	if err != nil {
-		return Flow{}, wrap("find route", err)
+		return Flow{}, err
 	}
 	notFound := NotFound("webhook", path)
 	var allowed []string
@@ -146,6 +147,57 @@ func (s *Service) routeFlow(ctx context.Context, path, method string, usable fun
 	return s.RevealFlow(ctx, f)
 }
 
+// routeMethods is method -> flow ID for a request path: the literal path's
+// routes, completed by those of the parameter shape that matches it (the
+// most literal one, should two). The shapes are read only when the literal
+// path lacks the method asked for.
+func (s *Service) routeMethods(ctx context.Context, path, method string) (map[string]string, error) {
+	routes, err := s.store.RouteFlows(ctx, path)
+	if err != nil {
+		return nil, wrap("find route", err)
+	}
+	if _, ok := routes[method]; ok && method != "" {
+		return routes, nil
+	}
+	held, err := s.store.RouteShapes(ctx, Segments(path))
+	if err != nil {
+		return nil, wrap("find route shapes", err)
+	}
+	best := ""
+	for _, h := range held {
+		if IsPattern(h.Shape) && ShapeMatches(h.Shape, path) && (best == "" || moreLiteral(h.Shape, best)) {
+			best = h.Shape
+		}
+	}
+	if best == "" {
+		return routes, nil
+	}
+	byShape, err := s.store.RouteFlows(ctx, best)
+	if err != nil {
+		return nil, wrap("find route", err)
+	}
+	out := make(map[string]string, len(routes)+len(byShape))
+	for m, id := range byShape {
+		out[m] = id
+	}
+	for m, id := range routes {
+		out[m] = id // the literal path wins
+	}
+	return out, nil
+}
+
+// moreLiteral reports whether shape a has a literal segment where b, the
+// first time they differ, has a parameter.
+func moreLiteral(a, b string) bool {
+	x, y := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := range min(len(x), len(y)) {
+		if x[i] != y[i] {
+			return y[i] == ":"
+		}
+	}
+	return false
+}
+
 // IdempotencyWindow is how long a repeated delivery (same idempotency
 // header value) gets the first run back instead of a new run.
 const IdempotencyWindow = 24 * time.Hour
@@ -163,7 +215,7 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
 		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
 	}
-	key := idempotencyKey(f, td)
+	key := s.idempotencyKey(ctx, f, td)
 	if key == "" {
 		if err := rt.Queue.Enqueue(ctx, r); err != nil {
 			return Run{}, wrap("enqueue run", err)
@@ -189,13 +241,17 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 }
 
 // idempotencyKey is the value of the flow's idempotency header in the
-// delivery, or "" when there is none.
-func idempotencyKey(f Flow, td TriggerData) string {
+// delivery, else that of its idempotencyKey expression (triggers.go), or
+// "" when there is none.
+func (s *Service) idempotencyKey(ctx context.Context, f Flow, td TriggerData) string {
 	w := f.Trigger.Webhook
-	if w == nil || w.IdempotencyHeader == "" {
+	if w == nil {
 		return ""
 	}
-	return td.Headers[strings.ToLower(w.IdempotencyHeader)]
+	if k := td.Headers[strings.ToLower(w.IdempotencyHeader)]; w.IdempotencyHeader != "" && k != "" {
+		return k
+	}
+	return s.expressionKey(ctx, f, td)
 }
 
 // Who executes a run. Three callers make attempts at runs, all through

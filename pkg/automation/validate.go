@@ -22,10 +22,12 @@ const (
 var (
 	// Step names are identifiers so that `steps.<name>` works in expressions.
 	stepNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
-	// Webhook paths: slash-separated segments of URL-safe characters.
+	// Webhook paths: slash-separated segments of URL-safe characters, or
+	// :name parameters.
 	webhookPathRE = regexp.MustCompile(`^[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$`)
+	paramRE       = regexp.MustCompile(`^:[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 	httpMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
-	hookMethods   = []string{"GET", "POST", "PUT", "DELETE", MethodAny}
+	hookMethods   = append(slices.Clone(WebhookMethods), MethodAny)
 	presets       = []string{PresetGitHub, PresetStripe, PresetSlack}
 )
 
@@ -134,7 +136,7 @@ func (s *Service) validateWebhook(engine Engine, w *Webhook) error {
 		if w.Path == "" {
 			w.Path = randomToken(10)
 		}
-		if err := ValidWebhookPath(w.Path); err != nil {
+		if err := validPathPattern(w.Path); err != nil {
 			return err
 		}
 		if w.Authentication == nil {
@@ -158,6 +160,11 @@ func (s *Service) validateWebhook(engine Engine, w *Webhook) error {
 	}
 	if w.IdempotencyHeader != "" && !isToken(w.IdempotencyHeader) {
 		return Invalid("trigger.webhook.idempotencyHeader %q is not a valid HTTP header name", w.IdempotencyHeader)
+	}
+	if w.IdempotencyKey != "" {
+		if err := s.checker.Expression(w.IdempotencyKey); err != nil {
+			return Invalid("trigger.webhook.idempotencyKey: %v", err)
+		}
 	}
 	for i, o := range w.AllowedOrigins {
 		if o == "*" {
@@ -261,20 +268,7 @@ func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string
 		}
 		return validateSignature(at+".signature", st.Signature)
 	case StepRespond:
-		if st.StatusCode == 0 {
-			st.StatusCode = 200
-		}
-		if st.StatusCode < 100 || st.StatusCode > 599 {
-			return Invalid("%s.statusCode %d: use an HTTP status from 100 to 599", at, st.StatusCode)
-		}
-		if len(st.Body) == 0 {
-			return nil
-		}
-		var flat map[string]string
-		if err := json.Unmarshal(st.Body, &flat); err != nil {
-			return Invalid(`%s.body must be a flat object of strings, e.g. {"status": "ok", "message": "sent"}`, at)
-		}
-		return s.checkTemplates(at+".body", st.Body)
+		return s.validateRespond(st, at)
 	case StepCode:
 		return validateCode(st, at)
 	}
@@ -368,7 +362,7 @@ func onlyFields(st *Step, at string) error {
 		{"connectionId", st.ConnectionID != "", []StepType{StepHTTP}},
 		{"method", st.Method != "", []StepType{StepHTTP}},
 		{"url", st.URL != "", []StepType{StepHTTP}},
-		{"headers", st.Headers != nil, []StepType{StepHTTP}},
+		{"headers", st.Headers != nil, []StepType{StepHTTP, StepRespond}},
 		{"query", st.Query != nil, []StepType{StepHTTP}},
 		{"timeoutMs", st.TimeoutMs != 0, []StepType{StepHTTP}},
 		{"continueOnFail", st.ContinueOnFail, []StepType{StepHTTP}},
@@ -377,6 +371,7 @@ func onlyFields(st *Step, at string) error {
 		{"body", len(st.Body) > 0, []StepType{StepHTTP, StepRespond}},
 		{"values", len(st.Values) > 0, []StepType{StepSet}},
 		{"statusCode", st.StatusCode != 0, []StepType{StepRespond}},
+		{"contentType", st.ContentType != "", []StepType{StepRespond}},
 		{"signature", st.Signature != nil, []StepType{StepVerifySignature}},
 		{"code", st.Code != "", []StepType{StepCode}},
 		{"timeout", st.Timeout != "", []StepType{StepCode}},
@@ -485,6 +480,43 @@ func ValidWebhookPath(p string) error {
 		if seg == "." || seg == ".." {
 			return bad(`"." and ".." segments are not allowed`)
 		}
+	}
+	return nil
+}
+
+// validPathPattern checks a flow's path: ValidWebhookPath, where a whole
+// segment may also be a :name parameter (an identifier, unique in the
+// path), read by the steps as trigger.params.name. A path that is all
+// parameters would take every URL of its length from everyone: at least
+// one segment must be literal.
+func validPathPattern(p string) error {
+	segs := strings.Split(p, "/")
+	lit := make([]string, len(segs))
+	seen := map[string]bool{}
+	literal := false
+	for i, seg := range segs {
+		lit[i] = seg
+		if !strings.HasPrefix(seg, ":") {
+			literal = true
+			continue
+		}
+		if !paramRE.MatchString(seg) {
+			return Invalid("trigger.webhook.path %q: parameter %q: use a colon, then a letter or underscore, then letters, digits or underscores", ClipID(p), ClipID(seg))
+		}
+		if seen[seg] {
+			return Invalid("trigger.webhook.path %q: parameter %s appears twice", ClipID(p), seg)
+		}
+		seen[seg] = true
+		lit[i] = "x"
+	}
+	if len(p) > MaxWebhookPath {
+		return Invalid("trigger.webhook.path %q: at most %d characters", ClipID(p), MaxWebhookPath)
+	}
+	if err := ValidWebhookPath(strings.Join(lit, "/")); err != nil {
+		return Invalid("trigger.webhook.path %q: use letters, digits and . _ ~ -, or :name parameters, in segments separated by single slashes (no %%-escapes, backslashes, control characters, \".\" or \"..\" segments)", ClipID(p))
+	}
+	if !literal {
+		return Invalid("trigger.webhook.path %q: at least one segment must be literal text, not a parameter", ClipID(p))
 	}
 	return nil
 }

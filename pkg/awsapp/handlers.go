@@ -3,10 +3,10 @@ package awsapp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"errors"
 	"net/netip"
 	"sync"
 	"time"

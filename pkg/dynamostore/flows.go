@@ -203,12 +203,20 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 		}})
 	}
 	if len(routes) > 0 {
-		tx = append(tx, s.claimPath(f, routes[0].Path))
+		tx = append(tx, s.claimPath(f, routes[0].Path), s.registerShape(f, routes[0].Path))
+		bump, err := s.checkShape(ctx, f)
+		if err != nil {
+			return err
+		}
+		tx = append(tx, *bump)
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
 		if reasonCode(rs, 0) == reasonCondition {
 			return automation.Conflict("FLOW_EXISTS", "flow %s already exists", f.ID)
+		}
+		if len(routes) > 0 && reasonCode(rs, len(tx)-1) == reasonCondition {
+			return shapesChanged()
 		}
 		if len(routes) > 0 && reasonCode(rs, len(routes)+1) == reasonCondition {
 			return automation.PathTaken(routes[0])
@@ -316,14 +324,20 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 	}
 	// Moving to another path claims it (and releases the old one) in the
 	// same transaction, after the routes.
-	claimAt := -1
+	claimAt, bumpAt := -1, -1
 	if oldPath, newPath := routesPath(stored), routesPath(f); oldPath != newPath {
 		if newPath != "" {
+			bump, err := s.checkShape(ctx, f)
+			if err != nil {
+				return err
+			}
 			claimAt = len(tx)
-			tx = append(tx, s.claimPath(f, newPath))
+			tx = append(tx, s.claimPath(f, newPath), s.registerShape(f, newPath))
+			tx = append(tx, *bump)
+			bumpAt = len(tx) - 1
 		}
 		if oldPath != "" {
-			tx = append(tx, s.releasePath(f.ID, oldPath))
+			tx = append(tx, s.releasePath(f.ID, oldPath), s.unregisterShape(f.ID, oldPath))
 		}
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
@@ -336,6 +350,9 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 		}
 		if claimAt >= 0 && reasonCode(rs, claimAt) == reasonCondition {
 			return automation.PathTaken(f.Routes()[0])
+		}
+		if bumpAt >= 0 && reasonCode(rs, bumpAt) == reasonCondition {
+			return shapesChanged()
 		}
 		for i, r := range added {
 			if reasonCode(rs, i+1) == reasonCondition {
@@ -432,7 +449,7 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 			}})
 		}
 		if p := routesPath(f); p != "" {
-			tx = append(tx, s.releasePath(id, p))
+			tx = append(tx, s.releasePath(id, p), s.unregisterShape(id, p))
 		}
 		// The Test Trigger state goes with the flow, in the same write.
 		if d := s.sampleDelete(id); d != nil {

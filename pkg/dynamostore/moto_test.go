@@ -181,7 +181,7 @@ func TestRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	routes, err := s.RouteFlows(ctx, "hooks/a")
-	want := map[string]string{"GET": "flw_a", "POST": "flw_a", "PUT": "flw_a", "DELETE": "flw_a"}
+	want := map[string]string{"GET": "flw_a", "POST": "flw_a", "PUT": "flw_a", "PATCH": "flw_a", "DELETE": "flw_a", "HEAD": "flw_a"}
 	if err != nil || !reflect.DeepEqual(routes, want) {
 		t.Fatalf("RouteFlows(hooks/a) = %v, %v; want %v", routes, err, want)
 	}

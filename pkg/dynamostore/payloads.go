@@ -82,8 +82,10 @@ func truncated(n int) json.RawMessage {
 // (base64 in JSON) keep bodies and outputs exactly as they were, where
 // json.RawMessage fields would be compacted.
 type triggerPayload struct {
-	Body    []byte `json:"body"`
-	RawBody string `json:"rawBody,omitempty"`
+	Body       []byte                   `json:"body"`
+	RawBody    string                   `json:"rawBody,omitempty"`
+	BodyBase64 string                   `json:"bodyBase64,omitempty"`
+	Files      []automation.TriggerFile `json:"files,omitempty"`
 }
 
 type stepsPayload struct {
@@ -113,7 +115,8 @@ func (s *Store) storeTrigger(ctx context.Context, r automation.Run) (automation.
 	if err != nil || !off {
 		return r, "", err
 	}
-	data, err := json.Marshal(triggerPayload{Body: r.Trigger.Body, RawBody: r.Trigger.RawBody})
+	data, err := json.Marshal(triggerPayload{Body: r.Trigger.Body, RawBody: r.Trigger.RawBody,
+		BodyBase64: r.Trigger.BodyBase64, Files: r.Trigger.Files})
 	if err != nil {
 		return r, "", fmt.Errorf("encode trigger payload: %w", err)
 	}
@@ -122,7 +125,7 @@ func (s *Store) storeTrigger(ctx context.Context, r automation.Run) (automation.
 		return r, "", fmt.Errorf("store trigger payload: %w", err)
 	}
 	r.Trigger.Body = truncated(len(r.Trigger.Body))
-	r.Trigger.RawBody = ""
+	r.Trigger.RawBody, r.Trigger.BodyBase64, r.Trigger.Files = "", "", nil
 	return r, key, nil
 }
 
@@ -139,7 +142,7 @@ func (s *Store) storeSteps(ctx context.Context, r automation.Run) (automation.Ru
 	}
 	if off {
 		stub := r.Trigger
-		stub.Body, stub.RawBody = truncated(0), ""
+		stub.Body, stub.RawBody, stub.BodyBase64, stub.Files = truncated(0), "", "", nil
 		if trig, err = encodedSize(stub); err != nil {
 			return r, "", err
 		}
@@ -210,6 +213,7 @@ func (s *Store) loadPayloads(ctx context.Context, item map[string]types.Attribut
 			return err
 		}
 		r.Trigger.Body, r.Trigger.RawBody = p.Body, p.RawBody
+		r.Trigger.BodyBase64, r.Trigger.Files = p.BodyBase64, p.Files
 	}
 	if skey != "" {
 		var p stepsPayload

@@ -57,6 +57,11 @@ func (s *stub) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...
 }
 
 func (s *stub) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	// The shape registry (shapes.go) is read before every route write:
+	// empty unless a case says otherwise.
+	if p, ok := in.ExpressionAttributeValues[":p"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(p.Value, "#shapes/") {
+		return &dynamodb.QueryOutput{}, nil
+	}
 	if s.query == nil {
 		return nil, errUnexpected
 	}
@@ -245,12 +250,13 @@ func TestErrorMapping(t *testing.T) {
 					},
 					transact: func(in *dynamodb.TransactWriteItemsInput) (*dynamodb.TransactWriteItemsOutput, error) {
 						// flow, PUT q (added), the delete of POST p, then the
-						// claim of path q and the release of path p.
-						if len(in.TransactItems) != 5 || in.TransactItems[1].Put == nil || in.TransactItems[2].Delete == nil ||
+						// claim of path q and its shape, the shapes' version,
+						// and the release of path p and its shape.
+						if len(in.TransactItems) != 8 || in.TransactItems[1].Put == nil || in.TransactItems[2].Delete == nil ||
 							in.TransactItems[3].Update == nil || in.TransactItems[4].Update == nil {
-							t.Errorf("transaction = %+v, want update, put, delete, update, update", in.TransactItems)
+							t.Errorf("transaction = %+v, want update, put, delete, then updates", in.TransactItems)
 						}
-						return nil, canceled(reasonNone, reasonCondition, reasonNone, reasonNone, reasonNone)
+						return nil, canceled(reasonNone, reasonCondition, reasonNone, reasonNone, reasonNone, reasonNone, reasonNone, reasonNone)
 					},
 				}
 			},

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -193,4 +194,29 @@ func (c *cache[T]) len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.m)
+}
+
+// triggerKeyTimeout bounds the evaluation of an idempotency key, which runs
+// on the receiver before the delivery is answered.
+const triggerKeyTimeout = time.Second
+
+// TriggerKey evaluates a bare expression over `trigger` alone and returns
+// its value as text ("" for null or an empty string), within the usual
+// evaluation budget.
+func (c Checker) TriggerKey(ctx context.Context, src string, td automation.TriggerData) (string, error) {
+	p, err := c.compile(src)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, triggerKeyTimeout)
+	defer cancel()
+	env := map[string]any{
+		"trigger": triggerEnv(td), "steps": map[string]any{}, "flow": map[string]any{}, "run": map[string]any{},
+		budgetKey: newBudget(ctx),
+	}
+	v, err := run(part{src: src, prog: p}, env)
+	if err != nil || v == nil {
+		return "", err
+	}
+	return text(v), nil
 }

@@ -409,12 +409,20 @@ func triggerEnv(t automation.TriggerData) map[string]any {
 			body = string(t.Body)
 		}
 	}
+	files := make([]any, len(t.Files))
+	for i, f := range t.Files {
+		files[i] = map[string]any{"field": f.Field, "filename": f.Filename, "contentType": f.ContentType,
+			"size": f.Size, "base64": f.Base64}
+	}
 	return map[string]any{
-		"body":    body,
-		"headers": stringMap(t.Headers),
-		"query":   stringMap(t.Query),
-		"method":  t.Method,
-		"path":    t.Path,
+		"body":       body,
+		"headers":    stringMap(t.Headers),
+		"query":      stringMap(t.Query),
+		"params":     stringMap(t.Params),
+		"files":      files,
+		"bodyBase64": t.BodyBase64,
+		"method":     t.Method,
+		"path":       t.Path,
 	}
 }
 

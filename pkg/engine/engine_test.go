@@ -432,7 +432,7 @@ func TestSetTemplatesFeedLaterSteps(t *testing.T) {
 		t.Errorf("templated url query = %v", q)
 	}
 	if r.Response == nil || r.Response.StatusCode != 201 ||
-		string(r.Response.Body) != `{"message":"sent 200 for run_1","n":"5","status":"ok"}` {
+		string(r.Response.Body) != `{"message":"sent 200 for run_1","n":5,"status":"ok"}` {
 		t.Fatalf("response = %+v", r.Response)
 	}
 	for _, s := range r.Steps {
@@ -455,7 +455,8 @@ func TestStepErrors(t *testing.T) {
 		{"code", automation.Step{Name: "js", Type: automation.StepCode, Code: "return 1"}, "step js: CODE steps are not available in this deployment"},
 		{"bad template", automation.Step{Name: "s", Type: automation.StepSet, Values: raw(`{"a": "{{ trigger.body.a.b.c }}"}`)}, "step s: values.a: expression \"trigger.body.a.b.c\": cannot fetch b from <nil>"},
 		{"scheme", automation.Step{Name: "h", Type: automation.StepHTTP, URL: "file:///etc/passwd"}, "only absolute http and https URLs"},
-		{"respond nested", automation.Step{Name: "r", Type: automation.StepRespond, Body: raw(`{"a": {"b": "c"}}`)}, "body.a must be a string"},
+		{"respond header", automation.Step{Name: "r", Type: automation.StepRespond, Headers: map[string]string{"X-A": "{{ 'a\\nb' }}"}}, "headers.X-A: the value contains a control character"},
+		{"respond template", automation.Step{Name: "r", Type: automation.StepRespond, Body: raw(`"{{ trigger.body.a.b.c }}"`)}, "step r: body: expression"},
 		{"respond status", automation.Step{Name: "r", Type: automation.StepRespond, StatusCode: 42}, "statusCode 42"},
 	}
 	for _, tt := range tests {

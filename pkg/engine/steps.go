@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -109,7 +110,16 @@ func (x *execution) verify(s automation.Step) (any, error) {
 	}
 	t := x.run.Trigger
 	body := []byte(t.RawBody)
-	if t.RawBody == "" {
+	switch {
+	case t.RawBody != "":
+	case t.BodyBase64 != "":
+		// A body that is not text is kept only as base64.
+		b, err := base64.StdEncoding.DecodeString(t.BodyBase64)
+		if err != nil {
+			return nil, &stepError{msg: "the trigger's bodyBase64 is not valid base64"}
+		}
+		body = b
+	default:
 		body = t.Body
 	}
 	if err := automation.VerifySignature(*sig, headerLookup(t.Headers), body, x.e.now()); err != nil {
@@ -133,7 +143,13 @@ func headerLookup(h map[string]string) func(string) string {
 	}
 }
 
-// respond sets the run's answer: a status code and a flat object of strings.
+// maxRespondHeaders bounds the rendered headers of a RESPOND step, names
+// and values together.
+const maxRespondHeaders = 64 << 10
+
+// respond sets the run's answer: a status code, headers, and a body that is
+// any JSON value (every string inside it a template) or, when the body is a
+// JSON string, that template rendered to text.
 func (x *execution) respond(s automation.Step) (any, error) {
 	code := s.StatusCode
 	if code == 0 {
@@ -146,40 +162,65 @@ func (x *execution) respond(s automation.Step) (any, error) {
 	if err != nil {
 		return nil, fail(false, err)
 	}
-	fields, ok := v.(map[string]any)
-	if v != nil && !ok {
-		return nil, &stepError{msg: "body must be a flat JSON object of strings"}
-	}
-	out := make(map[string]string, len(fields))
-	for k, f := range fields {
-		switch f := f.(type) {
-		case string:
-			t, err := x.e.checker.evalText(f, x.env)
-			if err != nil {
-				return nil, fail(false, fmt.Errorf("body.%s: %w", k, err))
-			}
-			out[k] = t
-		case map[string]any, []any:
-			return nil, &stepError{msg: fmt.Sprintf("body.%s must be a string: RESPOND sends a flat object of strings", k)}
-		default:
-			out[k] = text(f)
+	resp := &automation.RunResponse{StatusCode: code, ContentType: s.ContentType}
+	var body any
+	switch t := v.(type) {
+	case nil:
+		body = map[string]any{}
+	case string:
+		txt, err := x.e.checker.evalText(t, x.env)
+		if err != nil {
+			return nil, fail(false, fmt.Errorf("body: %w", err))
+		}
+		body, resp.Text = txt, true
+	default:
+		if body, err = x.e.checker.evalValue(t, x.env); err != nil {
+			return nil, fail(false, fmt.Errorf("body.%w", err))
 		}
 	}
-	raw, err := json.Marshal(out)
-	if err != nil {
-		return nil, fail(false, err)
+	if resp.ContentType == "" {
+		resp.ContentType = "application/json"
+		if resp.Text {
+			resp.ContentType = "text/plain; charset=utf-8"
+		}
 	}
 	// The answer is kept with the run, as an output is.
-	if int64(len(raw)) > x.e.maxOutput {
-		return nil, &stepError{msg: fmt.Sprintf("body is %d bytes of JSON; a RESPOND body may have at most %d", len(raw), x.e.maxOutput)}
+	raw, ok, err := boundedJSON(body, int(x.e.maxOutput))
+	if err != nil {
+		return nil, fail(false, fmt.Errorf("body is not representable as JSON: %w", err))
+	}
+	if !ok {
+		return nil, &stepError{msg: fmt.Sprintf("body is larger than a RESPOND body may have at most (%d bytes of JSON)", x.e.maxOutput)}
+	}
+	resp.Body = raw
+	size := 0
+	for k, tv := range s.Headers {
+		hv, err := x.e.checker.evalText(tv, x.env)
+		if err != nil {
+			return nil, fail(false, fmt.Errorf("headers.%s: %w", k, err))
+		}
+		if !validFieldValue(hv) {
+			return nil, &stepError{msg: fmt.Sprintf("headers.%s: the value contains a control character (CR, LF or another); a header value is one line of text", k)}
+		}
+		if size += len(k) + len(hv); size > maxRespondHeaders {
+			return nil, &stepError{msg: fmt.Sprintf("headers are larger than %d bytes", maxRespondHeaders)}
+		}
+		if resp.Headers == nil {
+			resp.Headers = make(map[string]string, len(s.Headers))
+		}
+		resp.Headers[k] = hv
 	}
 	if !x.responded {
 		x.responded = true
-		x.run.Response = &automation.RunResponse{StatusCode: code, Body: raw}
+		x.run.Response = resp
 	}
-	body := make(map[string]any, len(out))
-	for k, v := range out {
-		body[k] = v
+	out := map[string]any{"statusCode": code, "contentType": resp.ContentType, "body": body}
+	if resp.Headers != nil {
+		h := make(map[string]any, len(resp.Headers))
+		for k, v := range resp.Headers {
+			h[k] = v
+		}
+		out["headers"] = h
 	}
-	return map[string]any{"statusCode": code, "body": body}, nil
+	return out, nil
 }

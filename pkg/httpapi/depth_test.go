@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"mime"
 	"net/http"
 	"strings"
 	"testing"
@@ -115,7 +117,8 @@ func FuzzParseHookBody(f *testing.F) {
 		f.Add(seed.ct, []byte(seed.body))
 	}
 	f.Fuzz(func(t *testing.T, contentType string, raw []byte) {
-		body, err := parseHookBody(contentType, raw)
+		hb, err := parseHookBody(contentType, raw)
+		body := hb.body
 		if err != nil {
 			if !errors.Is(err, automation.ErrInvalid) {
 				t.Fatalf("refusal %v is not a client error", err)
@@ -127,6 +130,19 @@ func FuzzParseHookBody(f *testing.F) {
 		}
 		if jsonDepthExceeds(body, MaxJSONDepth) {
 			t.Fatalf("accepted body nests deeper than %d", MaxJSONDepth)
+		}
+		// Never lossy: bytes kept as base64 are the body; a string body is
+		// the body's text.
+		if hb.base64 != "" {
+			if b, err := base64.StdEncoding.DecodeString(hb.base64); err != nil || !bytes.Equal(b, raw) {
+				t.Fatalf("bodyBase64 does not decode to the body")
+			}
+		}
+		var str string
+		mt, _, _ := mime.ParseMediaType(contentType)
+		isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json")
+		if !isJSON && bytes.HasPrefix(body, []byte(`"`)) && (json.Unmarshal(body, &str) != nil || str != string(raw)) {
+			t.Fatalf("string body %q is not the body %q", str, raw)
 		}
 		wrapped := append(append([]byte(`{"trigger":{"body":`), body...), `}}`...)
 		var v any

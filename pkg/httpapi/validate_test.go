@@ -197,9 +197,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 	}
 	wantReceivers := []string{"POST /api/v1/webhooks/{flowId}", "GET /webhook/{path}", "POST /webhook/{path}",
-		"PUT /webhook/{path}", "DELETE /webhook/{path}", "OPTIONS /webhook/{path}",
-		"GET /webhook-test/{path}", "POST /webhook-test/{path}", "PUT /webhook-test/{path}",
-		"DELETE /webhook-test/{path}", "OPTIONS /webhook-test/{path}"}
+		"PUT /webhook/{path}", "PATCH /webhook/{path}", "DELETE /webhook/{path}", "HEAD /webhook/{path}",
+		"OPTIONS /webhook/{path}", "GET /webhook-test/{path}", "POST /webhook-test/{path}", "PUT /webhook-test/{path}",
+		"PATCH /webhook-test/{path}", "DELETE /webhook-test/{path}", "HEAD /webhook-test/{path}", "OPTIONS /webhook-test/{path}"}
 	for _, op := range wantReceivers {
 		if !receivers[op] {
 			t.Errorf("openapi.json lacks the receiver operation %s", op)

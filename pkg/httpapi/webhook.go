@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -53,6 +54,11 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	infoOf(r.Context()).flowID = f.ID
+	// JSON only: the flow builder's steps read trigger.body as data.
+	if err := requireJSON(r); err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
 	raw, err := h.rc.admit(w, r, f, nil)
 	if err != nil {
 		h.rc.fail(w, r, err)
@@ -73,4 +79,19 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, started{RunID: run.ID, Status: run.Status})
+}
+
+// requireJSON refuses a body declared as anything but JSON (415). A body
+// with no Content-Type is read as JSON, as senders of JSON often omit it.
+func requireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return &automation.Error{Kind: errUnsupportedMedia, Code: "UNSUPPORTED_MEDIA_TYPE",
+		Message: "flow builder webhooks take JSON only: send Content-Type: application/json"}
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"mime"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"flowservice/pkg/automation"
 )
@@ -97,12 +97,20 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		h.rc.fail(w, r, err)
 		return
 	}
-	body, err := parseHookBody(r.Header.Get("Content-Type"), raw)
+	hb, err := parseHookBody(r.Header.Get("Content-Type"), raw)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}
-	run, err := h.rc.startRun(w, r, f, triggerData(r, f, body, raw, dropHeader), mode.accept)
+	td := triggerData(r, f, hb.body, raw, dropHeader)
+	td.Params = automation.PathParams(wh.Path, p)
+	td.Files, td.BodyBase64 = hb.files, hb.base64
+	if td.RawBody != "" && !utf8.ValidString(td.RawBody) {
+		// Bytes that are not text would not survive a JSON string: a
+		// VERIFY_SIGNATURE step reads them from bodyBase64 instead.
+		td.RawBody, td.BodyBase64 = "", base64.StdEncoding.EncodeToString(raw)
+	}
+	run, err := h.rc.startRun(w, r, f, td, mode.accept)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
@@ -133,22 +141,56 @@ func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Reques
 	}
 	switch out.Status {
 	case automation.RunSucceeded:
-		status, body := http.StatusOK, json.RawMessage(`{}`)
-		if resp := out.Response; resp != nil {
-			if resp.StatusCode >= 200 && resp.StatusCode <= 599 {
-				status = resp.StatusCode
-			}
-			if len(resp.Body) > 0 {
-				body = resp.Body
-			}
-		}
-		writeJSON(w, status, body)
+		writeRunResponse(w, out.Response)
 	case automation.RunFailed, automation.RunTimeout:
 		writeError(w, r, http.StatusInternalServerError, "RUN_FAILED", out.Error)
 	default:
 		writeError(w, r, http.StatusGatewayTimeout, "RUN_TIMEOUT",
 			"the run did not finish within "+h.rc.cfg.SyncTimeout.String()+"; it goes on as run "+run.ID)
 	}
+}
+
+// writeRunResponse sends a succeeded run's answer exactly as its RESPOND
+// step made it: status, headers, content type, and the body as JSON or, for
+// a text body, as its text. No response at all is 200 {}.
+func writeRunResponse(w http.ResponseWriter, resp *automation.RunResponse) {
+	if resp == nil {
+		writeJSON(w, http.StatusOK, json.RawMessage(`{}`))
+		return
+	}
+	status := http.StatusOK
+	if resp.StatusCode >= 200 && resp.StatusCode <= 599 {
+		status = resp.StatusCode
+	}
+	body := []byte(resp.Body)
+	if len(body) == 0 {
+		body = []byte(`{}`)
+	}
+	if resp.Text {
+		var txt string
+		if err := json.Unmarshal(body, &txt); err == nil {
+			body = []byte(txt)
+		}
+	} else {
+		body = append(body, '\n')
+	}
+	h := w.Header()
+	for k, v := range resp.Headers {
+		if automation.ResponseHeaderAllowed(k) {
+			h.Set(k, v)
+		}
+	}
+	ct := resp.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	h.Set("Content-Type", ct)
+	// The answer is the flow's, served from the service's origin: a page
+	// in it (text/html, SVG) runs sandboxed, in an origin of its own.
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // preflight answers OPTIONS on a known path: 204 with the path's methods
@@ -289,39 +331,4 @@ func secretEqual(got, want string) int {
 
 func hookUnauthorized() error {
 	return automation.Unauthorized("UNAUTHORIZED", "this webhook needs valid credentials")
-}
-
-// parseHookBody turns a body into the run's trigger.body: JSON as is
-// (invalid: 400), a form as an object of strings (repeated keys: arrays),
-// anything else as a JSON string, and nothing as null.
-func parseHookBody(contentType string, raw []byte) (json.RawMessage, error) {
-	if len(raw) == 0 {
-		return json.RawMessage("null"), nil
-	}
-	mt, _, _ := mime.ParseMediaType(contentType)
-	switch {
-	case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-		if err := checkDepth(raw); err != nil {
-			return nil, err
-		}
-		if !json.Valid(raw) {
-			return nil, invalidJSON("the webhook body is not valid JSON")
-		}
-		return json.RawMessage(raw), nil
-	case mt == "application/x-www-form-urlencoded":
-		vals, err := url.ParseQuery(string(raw))
-		if err != nil {
-			return nil, automation.InvalidCode("INVALID_FORM", "the webhook body is not a valid URL-encoded form")
-		}
-		form := make(map[string]any, len(vals))
-		for k, vs := range vals {
-			if len(vs) == 1 {
-				form[k] = vs[0]
-			} else {
-				form[k] = vs
-			}
-		}
-		return json.Marshal(form)
-	}
-	return json.Marshal(string(raw))
 }

@@ -92,6 +92,15 @@ func reserveRoutes(ctx context.Context, tx *sql.Tx, f automation.Flow) error {
 			return automation.PathTaken(routes[0])
 		}
 	}
+	if len(routes) > 0 {
+		held, err := routeShapes(ctx, tx, automation.Segments(routes[0].Path), f.ID)
+		if err != nil {
+			return err
+		}
+		if err := automation.CheckShapeClash(routes[0].Path, f.Project, held); err != nil {
+			return err
+		}
+	}
 	for _, r := range routes {
 		res, err := tx.ExecContext(ctx,
 			`INSERT INTO routes (path, method, flow) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
@@ -184,6 +193,43 @@ func (s *Store) ListFlows(ctx context.Context, project string, q automation.List
 		query, args = listFlowsByStatusSQL, []any{project, q.Status, after, limit + 1}
 	}
 	return readPage(ctx, s.r, "flows", limit, scanFlow, query, args...)
+}
+
+// RouteShapes lists the shapes with that many segments and their projects.
+func (s *Store) RouteShapes(ctx context.Context, segments int) ([]automation.ShapeOwner, error) {
+	return routeShapes(ctx, s.r, segments, "")
+}
+
+// routeShapes reads the distinct (shape, project) pairs of the routes with
+// that many segments, leaving out flow except's. The segment count is
+// computed in SQL: routes hold few rows per flow, and this runs only when a
+// request path has no literal route for its method.
+func routeShapes(ctx context.Context, q queryer, segments int, except string) ([]automation.ShapeOwner, error) {
+	rows, err := q.QueryContext(ctx,
+		`SELECT DISTINCT routes.path, flows.project FROM routes JOIN flows ON flows.id = routes.flow
+		 WHERE length(routes.path) - length(replace(routes.path, '/', '')) = ? AND routes.flow <> ?`,
+		segments-1, except)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: route shapes: %w", err)
+	}
+	defer rows.Close()
+	var out []automation.ShapeOwner
+	for rows.Next() {
+		var so automation.ShapeOwner
+		if err := rows.Scan(&so.Shape, &so.Project); err != nil {
+			return nil, fmt.Errorf("sqlitestore: route shapes: %w", err)
+		}
+		out = append(out, so)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: route shapes: %w", err)
+	}
+	return out, nil
+}
+
+// queryer is what both a *sql.DB and a *sql.Tx offer for reads.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // RouteFlows returns method -> flow ID for the routes on path.

@@ -29,6 +29,8 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("Routes", func(t *testing.T) { testRoutes(t, open(t)) })
 	t.Run("RoutesMove", func(t *testing.T) { testRoutesMove(t, open(t)) })
 	t.Run("RoutesNamespace", func(t *testing.T) { testRoutesNamespace(t, open(t)) })
+	t.Run("RouteShapes", func(t *testing.T) { testRouteShapes(t, open(t)) })
+	t.Run("RouteShapesRace", func(t *testing.T) { testRouteShapesRace(t, open(t)) })
 	t.Run("FlowDelete", func(t *testing.T) { testFlowDelete(t, open(t)) })
 	t.Run("ListFlows", func(t *testing.T) { testListFlows(t, open(t)) })
 	t.Run("ListFlowsStatus", func(t *testing.T) { testListFlowsStatus(t, open(t)) })
