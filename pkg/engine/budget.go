@@ -277,7 +277,7 @@ func splitCost(b *budget, args []any) error {
 // environment first, so that calls are still checked when saved.
 var guardedTypes = map[string][]any{
 	"repeat":     {new(func(map[string]any, string, int) string)},
-	"join":       {new(func(map[string]any, any) string), new(func(map[string]any, any, string) string)},
+	"join":       {new(func(map[string]any, any, ...string) string)},
 	"replace":    {new(func(map[string]any, string, string, string) string)},
 	"split":      {new(func(map[string]any, string, string) []string), new(func(map[string]any, string, string, int) []string)},
 	"splitAfter": {new(func(map[string]any, string, string) []string), new(func(map[string]any, string, string, int) []string)},

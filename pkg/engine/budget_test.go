@@ -431,3 +431,35 @@ func TestRespondBodyIsBounded(t *testing.T) {
 		t.Fatalf("a small answer: run %s: %q", res.Run.Status, res.Run.Error)
 	}
 }
+
+// Guarded builtins over values whose type is only known at run time (a
+// trigger field) compile and give the builtin's own result: a join with and
+// without its separator once made expr's compiler panic picking between two
+// declared signatures.
+func TestGuardedBuiltinsOverTriggerValues(t *testing.T) {
+	tests := []struct{ tmpl, want string }{
+		{`{{ join(trigger.body.topics, ", ") }}`, `"a, b"`},
+		{`{{ join(trigger.body.topics) }}`, `"ab"`},
+		{`{{ trigger.body.topics | join("+") }}`, `"a+b"`},
+		{`{{ split(trigger.body.csv, ",") }}`, `["x","y","z"]`},
+		{`{{ split(trigger.body.csv, ",", 2) }}`, `["x","y,z"]`},
+		{`{{ repeat(trigger.body.s, trigger.body.n) }}`, `"abab"`},
+		{`{{ replace(trigger.body.s, "a", "c") }}`, `"cb"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tmpl, func(t *testing.T) {
+			if err := (Checker{}).Template(tt.tmpl); err != nil {
+				t.Fatalf("Template: %v", err)
+			}
+			f := flowOf(automation.Step{Name: "v", Type: automation.StepSet, Values: raw(`{"v": ` + quoteJSON(tt.tmpl) + `}`)})
+			res := newEngine(t, nil, false).Execute(context.Background(), f,
+				runOf(`{"topics": ["a", "b"], "csv": "x,y,z", "s": "ab", "n": 2}`))
+			if res.Run.Status != automation.RunSucceeded {
+				t.Fatalf("run %s: %q", res.Run.Status, res.Run.Error)
+			}
+			if got := string(res.Run.Steps[0].Output); got != `{"v":`+tt.want+`}` {
+				t.Errorf("output %s, want {\"v\":%s}", got, tt.want)
+			}
+		})
+	}
+}

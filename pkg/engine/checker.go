@@ -96,7 +96,10 @@ func describe(what, src string, err error) string {
 		}
 		return msg
 	}
-	return fmt.Sprintf("%s %q: %s", what, quoteClip(src), clipTo(err.Error(), maxQuote*2))
+	// A panic inside expr's compiler comes back as an error that carries
+	// its stack: the client gets the first line only.
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return fmt.Sprintf("%s %q: %s", what, quoteClip(src), clipTo(msg, maxQuote*2))
 }
 
 // maxQuote bounds how much of an expression or template an error quotes.
