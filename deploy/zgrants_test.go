@@ -112,6 +112,8 @@ func (st *stack) cfgOf(fn string) awsapp.Config {
 			}
 		case *sqs.SendMessageInput:
 			add("sqs:SendMessage", name(p.QueueUrl))
+		case *sqs.ChangeMessageVisibilityInput:
+			add("sqs:ChangeMessageVisibility", name(p.QueueUrl))
 		case *secretsmanager.GetSecretValueInput:
 			add("secretsmanager:GetSecretValue", name(p.SecretId))
 		case *secretsmanager.CreateSecretInput:
