@@ -285,7 +285,7 @@ func showFlow(c *cli, ctx context.Context, method, path string, _ []string) erro
 }
 
 func showRun(c *cli, ctx context.Context, method, path string, _ []string) error {
-	return c.runCall(ctx, method, path)
+	return c.runCall(ctx, method, path, nil)
 }
 
 // showDeleted deletes a resource; the API answers 204 without a body, so
@@ -401,22 +401,38 @@ func (c *cli) runsCmd() *cobra.Command {
 	lf.add(list)
 	list.Flags().StringVar(&status, "status", "", "only runs in this status: RUNNING, SUCCEEDED, FAILED or TIMEOUT")
 
-	cmd.AddCommand(list)
+	var from string
+	retry := &cobra.Command{
+		Use:   "retry FLOW_ID RUN_ID [--from START|FAILED_STEP]",
+		Short: "Start a new run with the same trigger data, from the start or resuming at the failed step",
+		Args:  positional("retry FLOW_ID RUN_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, err := json.Marshal(automation.RetryRequest{From: strings.ToUpper(from)})
+			if err != nil {
+				return err
+			}
+			path := fmt.Sprintf("/api/v1/flows/%s/runs/%s/retry", url.PathEscape(args[0]), url.PathEscape(args[1]))
+			return c.runCall(cmd.Context(), http.MethodPost, path, body)
+		},
+	}
+	retry.Flags().StringVar(&from, "from", automation.RetryFromStart,
+		"START: a new run from the first step; FAILED_STEP: reuse the steps that succeeded and start at the one that failed")
+
+	cmd.AddCommand(list, retry)
 	cmd.AddCommand(c.commands(
-		request{"get FLOW_ID RUN_ID", "Show a run and each step's status, duration and error", http.MethodGet, "/api/v1/flows/%s/runs/%s", showRun},
-		request{"retry FLOW_ID RUN_ID", "Start a new run with the same trigger data", http.MethodPost, "/api/v1/flows/%s/runs/%s/retry", showRun},
+		request{"get FLOW_ID RUN_ID", "Show a run and each step's status, attempts, duration and error", http.MethodGet, "/api/v1/flows/%s/runs/%s", showRun},
 	)...)
 	return cmd
 }
 
 // runCall sends a request answered with a run and shows it.
-func (c *cli) runCall(ctx context.Context, method, path string) error {
+func (c *cli) runCall(ctx context.Context, method, path string, body []byte) error {
 	api, err := c.api()
 	if err != nil {
 		return err
 	}
 	var r automation.Run
-	raw, err := api.do(ctx, method, path, nil, nil, &r)
+	raw, err := api.do(ctx, method, path, nil, body, &r)
 	if err != nil {
 		return err
 	}
@@ -427,7 +443,8 @@ func (c *cli) runCall(ctx context.Context, method, path string) error {
 		"ID", r.ID, "Flow", r.FlowID, "Status", string(r.Status), "Created", stamp(r.Created),
 		"Started", stampOrDash(r.Started), "Finished", stampOrDash(r.Finished),
 		"Duration", duration(r.DurationMs), "Attempts", strconv.Itoa(r.Attempts),
-		"Error", orDash(&r.Error),
+		"Next attempt", stampOrDash(r.NextAttemptAt), "Resumed from", orDash(&r.ResumedFrom),
+		"Stopped at", orDash(&r.StoppedAt), "Error", orDash(&r.Error),
 	); err != nil {
 		return err
 	}
@@ -438,9 +455,9 @@ func (c *cli) runCall(ctx context.Context, method, path string) error {
 	rows := make([][]string, len(r.Steps))
 	for i, s := range r.Steps {
 		ms := s.DurationMs
-		rows[i] = []string{s.Name, string(s.Type), string(s.Status), duration(&ms), orDash(&s.Error)}
+		rows[i] = []string{s.Name, string(s.Type), string(s.Status), strconv.Itoa(s.Attempts), duration(&ms), orDash(&s.Error)}
 	}
-	return c.rows([]string{"STEP", "TYPE", "STATUS", "DURATION", "ERROR"}, rows)
+	return c.rows([]string{"STEP", "TYPE", "STATUS", "ATTEMPTS", "DURATION", "ERROR"}, rows)
 }
 
 func (c *cli) connectionsCmd() *cobra.Command {

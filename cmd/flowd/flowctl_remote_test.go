@@ -283,9 +283,9 @@ func TestFlowctlAgainstServer(t *testing.T) {
 	}
 	out = c.ok("", "runs", "get", id, runID)
 	if !regexp.MustCompile(`(?m)^Status:\s+SUCCEEDED$`).MatchString(out) ||
-		!tableRow(out, "STEP", "TYPE", "STATUS", "DURATION", "ERROR") ||
-		!regexp.MustCompile(`(?m)^submitted\s+FILTER\s+SUCCEEDED\s+\d+(\.\d+)?[µnm]?s\s+-$`).MatchString(out) ||
-		!regexp.MustCompile(`(?m)^call\s+HTTP\s+SUCCEEDED\s+\d+(\.\d+)?[µnm]?s\s+-$`).MatchString(out) {
+		!tableRow(out, "STEP", "TYPE", "STATUS", "ATTEMPTS", "DURATION", "ERROR") ||
+		!regexp.MustCompile(`(?m)^submitted\s+FILTER\s+SUCCEEDED\s+1\s+\d+(\.\d+)?[µnm]?s\s+-$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^call\s+HTTP\s+SUCCEEDED\s+1\s+\d+(\.\d+)?[µnm]?s\s+-$`).MatchString(out) {
 		t.Errorf("runs get:\n%s", out)
 	}
 	var run struct {
@@ -324,12 +324,20 @@ func TestFlowctlAgainstServer(t *testing.T) {
 		t.Fatalf("failing flow's run: %+v", fr.Data)
 	}
 	out = c.ok("", "runs", "get", f2.ID, fr.Data[0].ID)
-	if !regexp.MustCompile(`(?m)^call\s+HTTP\s+FAILED\s+\d+(\.\d+)?[µnm]?s\s+\S.*400`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^call\s+HTTP\s+FAILED\s+1\s+\d+(\.\d+)?[µnm]?s\s+\S.*400`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^Error:\s+\S`).MatchString(out) || strings.Contains(out, "Error:    -") {
 		t.Errorf("runs get of a failed run:\n%s", out)
 	}
 	if out := c.ok("", "runs", "list", f2.ID); !tableRow(out, fr.Data[0].ID, "FAILED") {
 		t.Errorf("runs list of a failed run:\n%s", out)
+	}
+	// Retry from the failed step: a new run that names the run it resumed.
+	out = c.ok("", "runs", "retry", f2.ID, fr.Data[0].ID, "--from", "failed_step")
+	if !regexp.MustCompile(`(?m)^Resumed from:\s+` + fr.Data[0].ID + `$`).MatchString(out) {
+		t.Errorf("runs retry --from failed_step:\n%s", out)
+	}
+	if stderr := c.fails("runs", "retry", f2.ID, fr.Data[0].ID, "--from", "MIDDLE"); !strings.Contains(stderr, "START") {
+		t.Errorf("runs retry --from MIDDLE: %s", stderr)
 	}
 
 	out = c.ok("", "flows", "disable", id)
