@@ -33,7 +33,7 @@ func openAWS(ctx context.Context, cfg config, getenv func(string) string, log *s
 	acfg.EngineURL, acfg.WorkflowURL = cfg.EngineURL, cfg.WorkflowURL
 	acfg.MaxBody, acfg.SyncTimeout = cfg.MaxBody, cfg.SyncTimeout
 	acfg.AllowPrivateNetworks = cfg.AllowPrivate
-	acfg.RunPolicy.MaxAttempts, acfg.RunPolicy.Timeout, acfg.RunPolicy.Retention = cfg.RunAttempts, cfg.RunTimeout, cfg.Retention
+	acfg.RunPolicy = cfg.RunPolicy
 	acfg.LogOutput = logOut
 	_ = acfg.LogLevel.UnmarshalText([]byte(cfg.LogLevel))
 	if getenv("FLOWD_AWS_PROVISION") == "true" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flowservice/pkg/automation"
 	"fmt"
 	"net"
 	"net/netip"
@@ -25,14 +26,12 @@ type config struct {
 	AllowPrivate   bool
 	LogLevel       string
 	ShutdownGrace  time.Duration
-	RunTimeout     time.Duration // one attempt at a run
-	RunAttempts    int           // attempts before a transient failure is final
-	Retention      time.Duration // how long run records are kept
-	SyncTimeout    time.Duration // how long ON_COMPLETION webhooks wait
-	MaxBody        int64         // webhook body limit in bytes
-	RateLimit      float64       // management requests per second per project; 0 for none
-	MetricsToken   string        // bearer token for GET /metrics; "" = open on loopback only
-	MemoryLimit    int64         // soft memory limit in bytes; 0 = none
+	RunPolicy      automation.RunPolicy // FLOWD_RUN_*; zero fields are the domain's defaults
+	SyncTimeout    time.Duration        // how long ON_COMPLETION webhooks wait
+	MaxBody        int64                // webhook body limit in bytes
+	RateLimit      float64              // management requests per second per project; 0 for none
+	MetricsToken   string               // bearer token for GET /metrics; "" = open on loopback only
+	MemoryLimit    int64                // soft memory limit in bytes; 0 = none
 }
 
 // loadConfig reads the environment through getenv, applying the documented
@@ -88,17 +87,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 		c.TrustedProxies = append(c.TrustedProxies, p.Masked())
 	}
 	var err2 error
-	if c.RunTimeout, err2 = duration(getenv, "FLOWD_RUN_TIMEOUT", 5*time.Minute); err2 != nil {
-		return c, err2
-	}
-	if c.Retention, err2 = duration(getenv, "FLOWD_RETENTION", 30*24*time.Hour); err2 != nil {
+	// The run policy is read as the Lambdas read it, with the FLOWD_
+	// prefix; FLOWD_RETENTION is the documented name of FLOWD_RUN_RETENTION.
+	if c.RunPolicy, err2 = automation.ParseRunPolicy(func(k string) string {
+		if k == "FLOWD_RUN_RETENTION" && getenv(k) == "" {
+			return getenv("FLOWD_RETENTION")
+		}
+		return getenv(k)
+	}, "FLOWD_"); err2 != nil {
 		return c, err2
 	}
 	if c.SyncTimeout, err2 = duration(getenv, "FLOWD_SYNC_TIMEOUT", 25*time.Second); err2 != nil {
 		return c, err2
-	}
-	if c.RunAttempts, err2 = strconv.Atoi(or(getenv("FLOWD_RUN_ATTEMPTS"), "5")); err2 != nil || c.RunAttempts < 1 || c.RunAttempts > 100 {
-		return c, fmt.Errorf("FLOWD_RUN_ATTEMPTS=%q: want an integer from 1 to 100", getenv("FLOWD_RUN_ATTEMPTS"))
 	}
 	maxBody, err := strconv.ParseInt(or(getenv("FLOWD_MAX_BODY_BYTES"), "10485760"), 10, 64)
 	if err != nil || maxBody < 1024 {

@@ -19,8 +19,8 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Addr != "127.0.0.1:8080" || c.EngineURL != "http://127.0.0.1:8080" || c.DataDir != ".flowd" ||
-		c.Workers != 4 || c.AllowPrivate || c.RunTimeout != 5*time.Minute || c.SyncTimeout != 25*time.Second ||
-		c.MaxBody != 10<<20 || c.Retention != 720*time.Hour || c.RateLimit != 50 {
+		c.Workers != 4 || c.AllowPrivate || c.RunPolicy.WithDefaults().Timeout != 5*time.Minute || c.SyncTimeout != 25*time.Second ||
+		c.MaxBody != 10<<20 || c.RunPolicy.WithDefaults().Retention != 720*time.Hour || c.RateLimit != 50 {
 		t.Fatalf("defaults = %+v", c)
 	}
 	c, err = loadConfig(env("FLOWD_ENGINE_ADDR", "127.0.0.1:9001", "FLOWD_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.1",

@@ -178,8 +178,6 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, m *metrics.
 		log.Info("resuming runs left by a previous process", "count", n)
 	}
 
-	policy := automation.RunPolicy{MaxAttempts: cfg.RunAttempts, Timeout: cfg.RunTimeout, Retention: cfg.Retention}
-	rt := &automation.RunRuntime{Runs: m.RunStore(dir.Store), Policy: policy}
 	m.WatchQueue(func(ctx context.Context) (metrics.QueueStats, error) {
 		st, err := dir.Store.QueueState(ctx)
 		if err != nil {
@@ -191,28 +189,27 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, m *metrics.
 		}
 		return out, nil
 	})
-	// The scheduler starts runs through the Service, which keeps the
-	// scheduler in step with the flows: the closure ties the knot.
-	var svc *automation.Service
-	sched := cronscheduler.New(cronscheduler.StarterFunc(
-		func(ctx context.Context, project, flowID string, at time.Time, key string) (automation.Run, error) {
-			return svc.StartScheduledRun(ctx, project, flowID, at, key)
-		}), log)
-	svc, err = automation.NewService(automation.Config{
+	// Built in the order they need each other: the pool's queue and the
+	// scheduler exist before the Service that takes them, and are started
+	// with it (pool.Run, sched.Start).
+	pool := runworker.New(dir.Store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log})
+	sched := cronscheduler.New(log)
+	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
-		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Runtime: rt, Scheduler: sched,
+		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
+		Runtime: &automation.RunRuntime{
+			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Policy: cfg.RunPolicy,
+			NewExecutor: func(c automation.Credentials) automation.Executor {
+				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivate, Log: log})
+			},
+		},
 	})
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
-	// The engine reads credentials through the Service, which runs flows
-	// through the engine: the runtime is completed after both exist.
-	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivate, Log: log})
-	pool := runworker.New(dir.Store, svc, runworker.Config{Workers: cfg.Workers, Lease: policy.Lease(), Log: log})
-	rt.Queue = m.RunQueue(pool.Notifying(dir.Store))
 	scheduled, err := svc.ScheduledFlows(ctx)
 	if err != nil {
 		closeAll()
@@ -227,9 +224,9 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, m *metrics.
 		svc: svc, ping: dir.Store.Ping,
 		sessionKey: dir.CursorKey, // the dashboard derives its own keys from it
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
-			wg.Go(func() { pool.Run(ctx) })
+			wg.Go(func() { pool.Run(ctx, svc) })
 			wg.Go(func() { purgeLoop(ctx, svc, log) })
-			sched.Start()
+			sched.Start(svc)
 		},
 		stop: func(ctx context.Context) {
 			if err := sched.Stop(ctx); err != nil {
@@ -337,14 +334,14 @@ func listen(cfg config, lns map[string]net.Listener, h surfaces) []server {
 	if cfg.EngineAddr != "" && cfg.EngineAddr != cfg.Addr {
 		mount(cfg.EngineAddr, "/", "flow builder webhooks", h.engine)
 	} else {
-		mount(cfg.Addr, "/api/v1/webhooks/", "flow builder webhooks", h.engine)
+		mount(cfg.Addr, automation.FlowWebhookPrefix, "flow builder webhooks", h.engine)
 	}
 	if cfg.WorkflowAddr != "" && cfg.WorkflowAddr != cfg.Addr {
 		mount(cfg.WorkflowAddr, "/", "workflow builder webhooks", h.workflow)
 	} else {
-		mount(cfg.Addr, "/webhook/", "workflow builder webhooks", h.workflow)
+		mount(cfg.Addr, automation.WorkflowWebhookPrefix, "workflow builder webhooks", h.workflow)
 		// The Test Trigger URL of workflow builder flows.
-		mount(cfg.Addr, "/webhook-test/", "workflow builder test URLs", h.workflow)
+		mount(cfg.Addr, automation.WorkflowTestPrefix, "workflow builder test URLs", h.workflow)
 	}
 	var out []server
 	for _, addr := range order {

@@ -90,3 +90,81 @@ func Unavailable(code, format string, args ...any) *Error {
 
 // IsNotFound reports whether err wraps ErrNotFound.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// Conflict codes that adapters report and the domain acts on. Adapters build
+// them with the constructors below and callers test them with the
+// predicates, so that no package compares code strings.
+const (
+	CodeRunExists     = "RUN_EXISTS"
+	CodeRunFinished   = "RUN_FINISHED"
+	CodeRunClaimed    = "RUN_CLAIMED"
+	CodeRunLeaseLost  = "RUN_LEASE_LOST"
+	CodeRouteConflict = "ROUTE_CONFLICT"
+	CodeFlowModified  = "FLOW_MODIFIED"
+	// CodeFlowNotScheduled: a schedule fired for a flow that is no longer
+	// an ACTIVE SCHEDULE flow (disabled or changed since).
+	CodeFlowNotScheduled = "FLOW_NOT_SCHEDULED"
+)
+
+// RunExists reports that a run ID is taken (RunQueue.Enqueue): derived IDs
+// deduplicate deliveries this way.
+func RunExists(id string) *Error { return Conflict(CodeRunExists, "run %s exists already", id) }
+
+// RunFinished reports a write to a run that is final already.
+func RunFinished(id string, status RunStatus) *Error {
+	return Conflict(CodeRunFinished, "run %s is already %s", id, status)
+}
+
+// RunClaimed reports a run that another attempt holds.
+func RunClaimed(id string) *Error { return Conflict(CodeRunClaimed, "run %s is being executed", id) }
+
+// RunLeaseLost refuses a write of an attempt whose claim is no longer the
+// run's: its lease ran out and another attempt claimed the run.
+func RunLeaseLost(id string) *Error {
+	return Conflict(CodeRunLeaseLost, "run %s was claimed by another attempt", id)
+}
+
+// RouteConflict reports a workflow path and method another flow holds.
+// The holder may be another project's flow: the message names the route,
+// never the flow.
+func RouteConflict(method, path string) *Error {
+	return Conflict(CodeRouteConflict, "another flow already receives %s requests on webhook path %q", method, path)
+}
+
+// FlowModified reports a stale flow version in a write.
+func FlowModified(id string) *Error {
+	return Conflict(CodeFlowModified, "flow %q was modified by another request: read it again and retry", id)
+}
+
+// FlowNotScheduled reports a firing for a flow that is not an active
+// schedule flow.
+func FlowNotScheduled(id string) *Error {
+	return Conflict(CodeFlowNotScheduled, "flow %q is not an active schedule flow", id)
+}
+
+// HasCode reports whether err is (or wraps) an *Error with the code.
+func HasCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// IsRunExists reports whether err is RunExists.
+func IsRunExists(err error) bool { return HasCode(err, CodeRunExists) }
+
+// IsRunFinished reports whether err is RunFinished.
+func IsRunFinished(err error) bool { return HasCode(err, CodeRunFinished) }
+
+// IsRunClaimed reports whether err is RunClaimed.
+func IsRunClaimed(err error) bool { return HasCode(err, CodeRunClaimed) }
+
+// IsRunLeaseLost reports whether err is RunLeaseLost.
+func IsRunLeaseLost(err error) bool { return HasCode(err, CodeRunLeaseLost) }
+
+// IsRouteConflict reports whether err is RouteConflict.
+func IsRouteConflict(err error) bool { return HasCode(err, CodeRouteConflict) }
+
+// IsFlowModified reports whether err is FlowModified.
+func IsFlowModified(err error) bool { return HasCode(err, CodeFlowModified) }
+
+// IsFlowNotScheduled reports whether err is FlowNotScheduled.
+func IsFlowNotScheduled(err error) bool { return HasCode(err, CodeFlowNotScheduled) }

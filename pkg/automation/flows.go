@@ -172,11 +172,10 @@ func (s *Service) Webhook(ctx context.Context, p Project, id string) (WebhookDes
 	if f.Trigger.Type != TriggerWebhook || f.Trigger.Webhook == nil {
 		return WebhookDescriptor{}, notWebhook(f)
 	}
-	d := WebhookDescriptor{FlowID: f.ID, Enabled: f.Status == FlowActive}
-	if f.Engine == FlowBuilder {
-		d.WebhookURL, d.Method = s.engineURL+"/api/v1/webhooks/"+f.ID, "POST"
-	} else {
-		d.WebhookURL, d.Method = s.workflowURL+"/webhook/"+f.Trigger.Webhook.Path, f.Trigger.Webhook.HTTPMethod
+	d := WebhookDescriptor{FlowID: f.ID, Enabled: f.Status == FlowActive, Method: "POST",
+		WebhookURL: WebhookURL(s.engineURL, s.workflowURL, f, false)}
+	if f.Engine != FlowBuilder {
+		d.Method = f.Trigger.Webhook.HTTPMethod
 	}
 	return d, nil
 }
@@ -251,8 +250,7 @@ func (s *Service) modifyFlow(ctx context.Context, p Project, id string, change f
 		f.Version++
 		f.Updated = s.clock()
 		err = s.store.PutFlow(ctx, f)
-		var e *Error
-		if errors.As(err, &e) && e.Code == "FLOW_MODIFIED" && attempt < updateAttempts {
+		if IsFlowModified(err) && attempt < updateAttempts {
 			continue
 		}
 		if err != nil {

@@ -3,7 +3,6 @@ package automation
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -31,9 +30,11 @@ type QueueMessage struct {
 }
 
 // HandleMessage does what one queue message asks: executes a run, or starts
-// and executes the run of a schedule firing. Its error contract is
-// ExecuteRun's: nil when the message is done with, ErrRetry or another error
-// to see it again, ErrExhausted when the run failed for good.
+// and executes the run of a schedule firing. It returns nil when the message
+// is done with, ErrExhausted when the run failed for good, and otherwise an
+// error that asks to see the message again: ErrRetry, or a RunClaimed error
+// (IsRunClaimed) when another attempt holds the run, which is the expected
+// hand-over of "Who executes a run", not a failure to log as one.
 func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 	var m QueueMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -43,8 +44,7 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 	}
 	switch m.Kind {
 	case MessageRun:
-		_, err := s.ExecuteRun(ctx, m.Project, m.RunID)
-		return err
+		return s.handleRun(ctx, m.Project, m.RunID)
 	case MessageSchedule:
 		fired, err := time.Parse(time.RFC3339, m.ScheduledTime)
 		if err != nil {
@@ -55,16 +55,24 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 			key = m.ScheduledTime
 		}
 		r, err := s.StartScheduledRun(ctx, m.Project, m.FlowID, fired, key)
-		var e *Error
-		if errors.As(err, &e) && (e.Code == "FLOW_NOT_SCHEDULED" || errors.Is(err, ErrNotFound)) {
+		if IsFlowNotScheduled(err) || IsNotFound(err) {
 			return nil // disabled or deleted since the schedule fired
 		}
 		if err != nil {
 			return fmt.Errorf("%w: start scheduled run of %s: %w", ErrRetry, m.FlowID, err)
 		}
-		_, err = s.ExecuteRun(ctx, r.Project, r.ID)
-		return err
+		return s.handleRun(ctx, r.Project, r.ID)
 	default:
 		return fmt.Errorf("%w: queue message of unknown kind %q", ErrExhausted, m.Kind)
 	}
+}
+
+// handleRun executes a run for a message and maps the outcome to
+// HandleMessage's errors.
+func (s *Service) handleRun(ctx context.Context, project, runID string) error {
+	at, err := s.ExecuteRun(ctx, project, runID)
+	if at.Outcome == OutcomeClaimed {
+		return RunClaimed(runID)
+	}
+	return err
 }

@@ -165,20 +165,28 @@ type RunStore interface {
 	// such run.
 	Run(ctx context.Context, project, flowID, id string) (Run, error)
 	// ListRuns pages through a flow's runs, newest first; q.Status filters.
+	// Items are summaries (Run.Summary), read without the large parts where
+	// the store can; a page ends early, with Next set, once its summaries
+	// reach RunPageBudget bytes (always at least one item).
 	ListRuns(ctx context.Context, project, flowID string, q ListQuery) (Page[Run], error)
 	// ClaimRun takes a RUNNING run for one attempt until now+lease, counting
 	// the attempt in Attempts, with a conditional write: a final run is
-	// ErrConflict with code RUN_FINISHED, a run another attempt holds (lease
-	// not yet expired) is ErrConflict with code RUN_CLAIMED, and a missing
-	// run (its flow deleted) is ErrNotFound.
+	// RunFinished, a run another attempt holds (lease not yet expired) is
+	// RunClaimed, and a missing run (its flow deleted) is ErrNotFound. The
+	// claim gets a new LeaseToken, and Interrupted counts the earlier
+	// attempts that were claimed but never released or finished.
 	ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (Run, error)
 	// ReleaseRun records a failed attempt that will be retried: the run stays
 	// RUNNING with the attempt's steps and error, and its lease is dropped.
+	// Like FinishRun, it writes only while r.LeaseToken is the run's claim:
+	// otherwise RunLeaseLost (another attempt claimed it), RunFinished (it
+	// is final) or ErrNotFound (it is gone), and nothing changes.
 	ReleaseRun(ctx context.Context, r Run) error
 	// FinishRun writes the final state of a claimed run and, in the same
 	// atomic write, adds it to the flow's stats (Finished, Succeeded when
 	// SUCCEEDED, LastRun = max(LastRun, r.Created)). A run already final is
-	// ErrConflict with code RUN_FINISHED and changes nothing.
+	// RunFinished, one claimed by another attempt RunLeaseLost; neither
+	// changes anything.
 	FinishRun(ctx context.Context, r Run) error
 	// DeleteRunsBefore removes at most limit runs created before t (the
 	// retention purge) and returns how many it removed.
@@ -194,6 +202,30 @@ type RunQueue interface {
 	// that exists already is ErrConflict with code RUN_EXISTS and changes
 	// nothing: derived IDs deduplicate deliveries that way.
 	Enqueue(ctx context.Context, r Run) error
+}
+
+// QueueEntry is one entry of the embedded run queue, named by its run.
+type QueueEntry struct {
+	RunID   string
+	Project string
+	Claims  int // claims of the entry so far, this one included
+}
+
+// WorkQueue is the embedded run queue that flowd's worker pool
+// (pkg/runworker) takes due runs from; sqlitestore implements it beside
+// RunQueue, in the same database. On AWS, SQS and the runner Lambda play
+// this part.
+type WorkQueue interface {
+	// ClaimDue takes the oldest due entry that no live lease holds, leasing
+	// it until now+lease and counting the claim; ok is false when none is
+	// due.
+	ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e QueueEntry, ok bool, err error)
+	// Ack removes a settled entry.
+	Ack(ctx context.Context, runID string) error
+	// Retry makes the entry due again at the given time.
+	Retry(ctx context.Context, runID string, at time.Time) error
+	// Park sets an entry aside for good, with the reason, for inspection.
+	Park(ctx context.Context, runID, reason string) error
 }
 
 // Execution is the outcome of one attempt at a run.

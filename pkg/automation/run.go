@@ -33,6 +33,16 @@ type Run struct {
 	Finished   *time.Time   `json:"finished"`
 	DurationMs *int64       `json:"durationMs"`
 	Attempts   int          `json:"attempts"`
+	// Interrupted counts the attempts before the current one that ended
+	// without a result: claimed, then neither released nor finished,
+	// because their process died or lost the lease. RunStore.ClaimRun
+	// fills it; it is not part of the run's JSON.
+	Interrupted int `json:"-"`
+	// LeaseToken names the claim an attempt holds (RunStore.ClaimRun
+	// makes a new one per claim). Every write of the attempt is
+	// conditional on it still being the run's claim: an attempt that lost
+	// its lease can write nothing (fencing). Not part of the run's JSON.
+	LeaseToken string `json:"-"`
 	// Response is what a synchronous (ON_COMPLETION) webhook answers: the
 	// RESPOND step's, or the last step's output.
 	Response *RunResponse `json:"response,omitempty"`
@@ -80,4 +90,37 @@ type StepResult struct {
 type RunResponse struct {
 	StatusCode int             `json:"statusCode"`
 	Body       json.RawMessage `json:"body"`
+}
+
+// RunPageBudget bounds the JSON of one page of run summaries: a page stops
+// early, with a cursor, once its summaries reach about this many bytes, so
+// that a list costs little whatever the runs hold.
+const RunPageBudget = 1 << 20
+
+// Summary is r as run lists show it: without the parts that can be large,
+// the trigger's body and raw body, the step outputs and the response body.
+// Those are in the single-run GET.
+func (r Run) Summary() Run {
+	r.Trigger.Body, r.Trigger.RawBody = nil, ""
+	steps := make([]StepResult, len(r.Steps))
+	for i, st := range r.Steps {
+		st.Output = nil
+		steps[i] = st
+	}
+	r.Steps = steps
+	if r.Response != nil {
+		resp := *r.Response
+		resp.Body = nil
+		r.Response = &resp
+	}
+	return r
+}
+
+// SummaryBytes is the size of r's summary as JSON, for RunPageBudget.
+func SummaryBytes(r Run) int {
+	b, err := json.Marshal(r.Summary())
+	if err != nil {
+		return 0
+	}
+	return len(b)
 }

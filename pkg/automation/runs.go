@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Outcomes of ExecuteRun that a queue acts on.
+// Errors of ExecuteRun and HandleMessage that a queue acts on.
 var (
 	// ErrRetry: the attempt failed transiently; run it again after a backoff.
 	ErrRetry = errors.New("retry")
@@ -22,41 +22,26 @@ var (
 	ErrMethodNotAllowed = errors.New("method not allowed")
 )
 
-// RunPolicy bounds runs. Zero fields take the defaults.
-type RunPolicy struct {
-	MaxAttempts int           // attempts before a transient failure is final; default 5
-	Timeout     time.Duration // one attempt; default 5 minutes
-	Retention   time.Duration // how long run records are kept; default 30 days
-}
-
-func (p RunPolicy) withDefaults() RunPolicy {
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = 5
-	}
-	if p.Timeout <= 0 {
-		p.Timeout = 5 * time.Minute
-	}
-	if p.Retention <= 0 {
-		p.Retention = 30 * 24 * time.Hour
-	}
-	return p
-}
-
-// Lease is how long a claim holds a run: longer than an attempt may take,
-// so a live attempt is never taken over, short enough that the run of a
-// crashed process is taken up again soon. Queues lease their entries at
-// least as long.
-func (p RunPolicy) Lease() time.Duration {
-	t := p.withDefaults().Timeout
-	return t + min(t/2, 30*time.Second)
-}
-
 // RunRuntime is what running flows needs beyond the management API.
 type RunRuntime struct {
-	Runs     RunStore
-	Queue    RunQueue
-	Executor Executor
-	Policy   RunPolicy
+	Runs  RunStore
+	Queue RunQueue
+	// NewExecutor builds the executor from the credentials it reads
+	// connections with. NewService calls it once with the Service itself:
+	// the executor needs the Service for credentials and the Service the
+	// executor for runs, and a constructor ties that knot inside
+	// NewService, so that no caller completes a Service after the fact.
+	NewExecutor func(Credentials) Executor
+	Policy      RunPolicy // zero fields take the defaults
+}
+
+// Credentials reads connection credentials for an executor and records
+// the state changes it observes; *Service implements it.
+type Credentials interface {
+	// ConnectionCredential returns an ACTIVE or ERROR connection and its
+	// value, or an error naming a deleted, expired or revoked connection.
+	ConnectionCredential(ctx context.Context, project, id string) (Connection, ConnectionValue, error)
+	SetConnectionStatus(ctx context.Context, project, id string, s ConnectionStatus) error
 }
 
 // MethodError is a 405: the path exists for other methods.
@@ -71,7 +56,7 @@ func (e *MethodError) Error() string { return e.Err.Message }
 func (e *MethodError) Unwrap() error { return e.Err }
 
 func (s *Service) runtime() (*RunRuntime, error) {
-	if s.rt == nil || s.rt.Runs == nil || s.rt.Queue == nil || s.rt.Executor == nil {
+	if s.rt == nil || s.rt.Runs == nil || s.rt.Queue == nil || s.exec == nil {
 		return nil, errors.New("automation: runs are not configured (Config.Runtime)")
 	}
 	return s.rt, nil
@@ -184,8 +169,7 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 	// window, a repeat is a new delivery: its run ID also carries the time.
 	r.ID = derivedRunID(f.ID, key)
 	err = rt.Queue.Enqueue(ctx, r)
-	var e *Error
-	if errors.As(err, &e) && e.Code == "RUN_EXISTS" {
+	if IsRunExists(err) {
 		first, ferr := rt.Runs.Run(ctx, f.Project, f.ID, r.ID)
 		if ferr != nil || r.Created.Sub(first.Created) < IdempotencyWindow {
 			return first, wrap("find first delivery", ferr)
@@ -209,56 +193,134 @@ func idempotencyKey(f Flow, td TriggerData) string {
 	return td.Headers[strings.ToLower(w.IdempotencyHeader)]
 }
 
-// ExecuteRun makes one attempt at a queued run. It returns nil when the run
-// is final (now, or already: a redelivered run never executes twice), an
-// error wrapping ErrRetry when the attempt failed transiently and the run
-// stays RUNNING, and one wrapping ErrExhausted when the last attempt failed
-// and the run is now FAILED. Any other error (a store outage) is worth a
-// retry too.
-func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Run, error) {
+// Who executes a run. Three callers make attempts at runs, all through
+// ExecuteRun, and the run record's claim (RunStore.ClaimRun, a conditional
+// write with a lease) decides which of them executes at any moment:
+//
+//   - the worker pool of flowd (pkg/runworker) for every queued run: it
+//     takes the run's queue entry and settles the entry by the Outcome;
+//   - the runner Lambda (HandleMessage) for every SQS message: an error
+//     returns the message to the queue, nil deletes it;
+//   - a synchronous (ON_COMPLETION) receiver, inline, through AwaitRun, so
+//     that it can answer with the run's response.
+//
+// An ON_COMPLETION run is queued like any other, so that it survives the
+// receiver; whichever caller claims it first executes it, and the other
+// gets OutcomeClaimed: the expected hand-over, not a failure. The holder's
+// lease bounds the wait: a worker looks at the run again once the lease
+// would have run out, and finds it final (OutcomeFinished) or abandoned.
+
+// Outcome is what one call of ExecuteRun came to, for the caller that
+// settles the run's queue entry or message.
+type Outcome int
+
+// Outcomes of ExecuteRun.
+const (
+	// OutcomeFinished: the run is final, by this attempt or earlier, or gone
+	// with its flow. The queue entry is done with.
+	OutcomeFinished Outcome = iota + 1
+	// OutcomeClaimed: another attempt holds the run. Not a failure: look
+	// again when its lease would run out (Policy.Lease).
+	OutcomeClaimed
+	// OutcomeRetry: the attempt failed transiently (or the store did); the
+	// run stays RUNNING. Try again after Policy.Backoff(attempts).
+	OutcomeRetry
+	// OutcomeExhausted: the last attempt failed and the run is now FAILED.
+	// Park the entry (embedded) or let the message reach the DLQ (AWS).
+	OutcomeExhausted
+)
+
+var outcomeNames = map[Outcome]string{
+	OutcomeFinished: "finished", OutcomeClaimed: "claimed", OutcomeRetry: "retry", OutcomeExhausted: "exhausted",
+}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Attempt is the result of ExecuteRun.
+type Attempt struct {
+	Outcome Outcome
+	// Run is the run as this attempt left it; zero when it did not claim
+	// the run.
+	Run Run
+	// Attempts counts the claims of the run so far, this one included;
+	// 0 when it did not claim the run.
+	Attempts int
+}
+
+// crashedMessage is the error of a run finished because its attempts kept
+// dying with their process.
+const crashedMessage = "stopped after repeated crashes: %d attempts ended without a result (the process executing them died or lost its lease)"
+
+// ExecuteRun makes one attempt at a queued run (see "Who executes a run"
+// above). The error is nil for OutcomeFinished and OutcomeClaimed, and
+// wraps ErrRetry or ErrExhausted for the other two, with the cause.
+//
+// The attempt is recorded (ClaimRun counts it) before execution starts. A
+// run whose earlier attempts ended without a result Policy.MaxCrashes
+// times is not executed again: it is finished FAILED, so that a flow that
+// kills its process cannot do so at every restart.
+func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attempt, error) {
 	rt, err := s.runtime()
 	if err != nil {
-		return Run{}, err
+		return Attempt{Outcome: OutcomeRetry}, fmt.Errorf("%w: %w", ErrRetry, err)
 	}
-	p := rt.Policy.withDefaults()
+	p := rt.Policy.WithDefaults()
 	r, err := rt.Runs.ClaimRun(ctx, project, runID, s.clock(), p.Lease())
-	var e *Error
 	switch {
-	case errors.As(err, &e) && e.Code == "RUN_FINISHED":
-		return Run{}, nil
-	case errors.Is(err, ErrNotFound):
-		return Run{}, nil // its flow was deleted, and the run with it
+	case IsRunFinished(err), IsNotFound(err): // not found: its flow was deleted, and the run with it
+		return Attempt{Outcome: OutcomeFinished}, nil
+	case IsRunClaimed(err):
+		return Attempt{Outcome: OutcomeClaimed}, nil
 	case err != nil:
-		return Run{}, fmt.Errorf("%w: claim run %s: %w", ErrRetry, runID, err)
+		return Attempt{Outcome: OutcomeRetry}, fmt.Errorf("%w: claim run %s: %w", ErrRetry, runID, err)
+	}
+	at := Attempt{Run: r, Attempts: r.Attempts}
+	if r.Interrupted >= p.MaxCrashes {
+		r.Status, r.Error = RunFailed, fmt.Sprintf(crashedMessage, r.Interrupted)
+		return s.settle(ctx, rt, at, r)
 	}
 	f, err := s.store.Flow(ctx, project, r.FlowID)
-	if errors.Is(err, ErrNotFound) {
+	if IsNotFound(err) {
 		r.Status, r.Error = RunFailed, "flow "+r.FlowID+" was deleted"
-		return r, s.finish(ctx, rt, r)
+		return s.settle(ctx, rt, at, r)
 	} else if err == nil {
 		f, err = s.RevealFlow(ctx, f)
 	}
 	if err != nil {
-		return Run{}, s.release(ctx, rt, r, fmt.Errorf("load flow: %w", err))
+		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
 	}
 	actx, cancel := context.WithTimeout(ctx, p.Timeout)
-	ex := rt.Executor.Execute(actx, f, r)
+	ex := s.exec.Execute(actx, f, r)
 	cancel()
 	out := ex.Run
 	switch {
 	case out.Status == RunFailed && ex.Retryable && r.Attempts < p.MaxAttempts:
-		return out, s.release(ctx, rt, out, errors.New(out.Error))
+		return s.release(ctx, rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable:
 		out.Error = fmt.Sprintf("gave up after %d attempts: %s", r.Attempts, out.Error)
-		if err := s.finish(ctx, rt, out); err != nil {
-			return out, err
+		at, err := s.settle(ctx, rt, at, out)
+		if err != nil || at.Outcome != OutcomeFinished {
+			return at, err
 		}
-		return out, fmt.Errorf("%w: run %s: %s", ErrExhausted, runID, out.Error)
+		at.Outcome = OutcomeExhausted
+		return at, fmt.Errorf("%w: run %s: %s", ErrExhausted, runID, out.Error)
 	}
-	return out, s.finish(ctx, rt, out)
+	return s.settle(ctx, rt, at, out)
 }
 
-func (s *Service) finish(ctx context.Context, rt *RunRuntime, r Run) error {
+// finishTries and finishPause bound how hard an attempt tries to save its
+// final state before it gives the run back: a store that is briefly busy
+// (a locked database, a throttled table) should not cost the run a whole
+// lease and another execution.
+const (
+	finishTries = 3
+	finishPause = 200 * time.Millisecond
+)
+
+// settle finishes a claimed run with r's final state. When the finish
+// cannot be saved, the run is given back (ReleaseRun drops the lease) so
+// that the retry comes after a short backoff, not after the lease.
+func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run) (Attempt, error) {
 	now := s.clock()
 	if r.Started == nil {
 		r.Started = &now
@@ -270,22 +332,55 @@ func (s *Service) finish(ctx context.Context, rt *RunRuntime, r Run) error {
 		d := r.Finished.Sub(*r.Started).Milliseconds()
 		r.DurationMs = &d
 	}
-	err := rt.Runs.FinishRun(ctx, r)
-	var e *Error
-	if errors.As(err, &e) && e.Code == "RUN_FINISHED" {
-		return nil
+	at.Run = r
+	var err error
+	for try := 1; try <= finishTries; try++ {
+		err = rt.Runs.FinishRun(ctx, r)
+		if o, ok := settled(err); ok {
+			at.Outcome = o
+			return at, nil
+		}
+		if try < finishTries {
+			select {
+			case <-ctx.Done():
+				try = finishTries
+			case <-time.After(finishPause * time.Duration(try)):
+			}
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("%w: finish run %s: %w", ErrRetry, r.ID, err)
-	}
-	return nil
+	back := r
+	back.Status, back.Finished, back.DurationMs = RunRunning, nil, nil
+	return s.release(context.WithoutCancel(ctx), rt, at, back, fmt.Errorf("finish: %w", err))
 }
 
-func (s *Service) release(ctx context.Context, rt *RunRuntime, r Run, cause error) error {
-	if err := rt.Runs.ReleaseRun(ctx, r); err != nil {
-		return fmt.Errorf("%w: release run %s after %v: %w", ErrRetry, r.ID, cause, err)
+// release gives a claimed run back after a failed attempt (cause), to be
+// retried: OutcomeRetry, unless the run moved on meanwhile.
+func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run, cause error) (Attempt, error) {
+	at.Run = r
+	err := rt.Runs.ReleaseRun(ctx, r)
+	if o, ok := settled(err); ok && err != nil {
+		at.Outcome = o
+		return at, nil
+	} else if err != nil {
+		at.Outcome = OutcomeRetry
+		return at, fmt.Errorf("%w: release run %s after %v: %w", ErrRetry, r.ID, cause, err)
 	}
-	return fmt.Errorf("%w: run %s attempt %d: %w", ErrRetry, r.ID, r.Attempts, cause)
+	at.Outcome = OutcomeRetry
+	return at, fmt.Errorf("%w: run %s attempt %d: %w", ErrRetry, r.ID, r.Attempts, cause)
+}
+
+// settled maps the result of a run write to an outcome when it needs no
+// retry: written (finished), final already or gone (finished: nothing left
+// to do), or claimed by another attempt since this one's lease ran out
+// (claimed: that attempt's result stands, this one's is dropped).
+func settled(err error) (Outcome, bool) {
+	switch {
+	case err == nil, IsRunFinished(err), IsNotFound(err):
+		return OutcomeFinished, true
+	case IsRunLeaseLost(err):
+		return OutcomeClaimed, true
+	}
+	return 0, false
 }
 
 // AwaitRun executes a just-started run in the caller's goroutine, for
@@ -305,8 +400,8 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 	done := make(chan result, 1)
 	go func() {
 		// Detached: a client that hangs up must not cut the run short.
-		out, err := s.ExecuteRun(context.WithoutCancel(ctx), r.Project, r.ID)
-		done <- result{out, err}
+		at, err := s.ExecuteRun(context.WithoutCancel(ctx), r.Project, r.ID)
+		done <- result{at.Run, err}
 	}()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -318,7 +413,7 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 			if res.err == nil && res.run.Status.Final() {
 				return res.run, nil
 			}
-			done = nil // retried or claimed elsewhere: watch the record
+			done = nil // to be retried, or claimed by a worker: watch the record
 		case <-tick.C:
 			cur, err := rt.Runs.Run(ctx, r.Project, r.FlowID, r.ID)
 			if err != nil {
@@ -391,7 +486,7 @@ func (s *Service) PurgeRuns(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	before := s.clock().Add(-rt.Policy.withDefaults().Retention)
+	before := s.clock().Add(-rt.Policy.WithDefaults().Retention)
 	total := 0
 	for {
 		n, err := rt.Runs.DeleteRunsBefore(ctx, before, 500)
@@ -419,7 +514,7 @@ func (s *Service) StartScheduledRun(ctx context.Context, project, flowID string,
 		return Run{}, wrap("start scheduled run", err)
 	}
 	if f.Status != FlowActive || f.Trigger.Type != TriggerSchedule || f.Trigger.Schedule == nil {
-		return Run{}, Conflict("FLOW_NOT_SCHEDULED", "flow %q is not an active schedule flow", flowID)
+		return Run{}, FlowNotScheduled(flowID)
 	}
 	body, err := json.Marshal(map[string]string{
 		"firedAt":  firedAt.UTC().Format(time.RFC3339),
@@ -435,8 +530,7 @@ func (s *Service) StartScheduledRun(ctx context.Context, project, flowID string,
 		Steps:   []StepResult{}, Created: s.clock(),
 	}
 	err = rt.Queue.Enqueue(ctx, r)
-	var e *Error
-	if errors.As(err, &e) && e.Code == "RUN_EXISTS" {
+	if IsRunExists(err) {
 		return rt.Runs.Run(ctx, project, flowID, r.ID)
 	}
 	if err != nil {

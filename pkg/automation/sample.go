@@ -69,13 +69,7 @@ func (s *Service) ArmWebhookTest(ctx context.Context, p Project, id string) (Web
 	if err := s.store.ArmCapture(ctx, p.ID, f.ID, until); err != nil {
 		return WebhookTest{}, wrap("arm webhook test", err)
 	}
-	t := WebhookTest{FlowID: f.ID, ExpiresAt: until}
-	if f.Engine == FlowBuilder {
-		t.TestURL = s.engineURL + "/api/v1/webhooks/" + f.ID
-	} else {
-		t.TestURL = s.workflowURL + "/webhook-test/" + f.Trigger.Webhook.Path
-	}
-	return t, nil
+	return WebhookTest{FlowID: f.ID, ExpiresAt: until, TestURL: WebhookURL(s.engineURL, s.workflowURL, f, true)}, nil
 }
 
 // WebhookSample returns the event a Test Trigger captured for the flow, or

@@ -53,6 +53,7 @@ type Service struct {
 	oauthApps   OAuthAppStore
 	oauth       OAuthClient
 	refreshing  sync.Map // connection ID -> *sync.Mutex: one refresh at a time per connection
+	exec        Executor // from rt.NewExecutor
 	cursors     cursors
 	engineURL   string
 	workflowURL string
@@ -88,6 +89,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.rt != nil && s.rt.NewExecutor != nil {
+		s.exec = s.rt.NewExecutor(s)
 	}
 	return s, nil
 }

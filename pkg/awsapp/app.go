@@ -84,6 +84,9 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	// SQS; the runner executes it from there.
 	rt := &automation.RunRuntime{
 		Runs: store, Queue: sqsqueue.New(store, sqs.NewFromConfig(awsCfg), cfg.QueueURL), Policy: cfg.RunPolicy,
+		NewExecutor: func(c automation.Credentials) automation.Executor {
+			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Log: log})
+		},
 	}
 	// Only the management API changes schedules (and only it has the IAM
 	// grants); the other functions never enable, update or delete flows.
@@ -115,9 +118,6 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}
-	// The engine reads credentials through the Service, which runs flows
-	// through the engine: the runtime is completed after both exist.
-	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Log: log})
 	return &app{svc: svc, log: log, cursorKey: cursorKey}, nil
 }
 

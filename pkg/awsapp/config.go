@@ -121,7 +121,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration
-	}{{"SYNC_TIMEOUT", &c.SyncTimeout}, {"RUN_TIMEOUT", &c.RunPolicy.Timeout}, {"RUN_RETENTION", &c.RunPolicy.Retention}} {
+	}{{"SYNC_TIMEOUT", &c.SyncTimeout}} {
 		v := getenv(d.name)
 		if v == "" {
 			continue
@@ -135,13 +135,12 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 	if c.SyncTimeout >= 29*time.Second {
 		return c, fmt.Errorf("SYNC_TIMEOUT=%s: must be below API Gateway's 29 s integration timeout", c.SyncTimeout)
 	}
-	if v := getenv("RUN_ATTEMPTS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return c, fmt.Errorf("RUN_ATTEMPTS=%q: want 1 to 100", v)
-		}
-		c.RunPolicy.MaxAttempts = n
+	// RUN_*: read as flowd reads FLOWD_RUN_*, defaults in the domain.
+	policy, err := automation.ParseRunPolicy(getenv, "")
+	if err != nil {
+		return c, err
 	}
+	c.RunPolicy = policy
 	if v := getenv("ALLOW_PRIVATE_NETWORKS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -27,23 +27,13 @@ type Starter interface {
 	StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error)
 }
 
-// StarterFunc adapts a function to Starter. It lets flowd build the
-// Scheduler before the Service that takes it in its Config: the function
-// reaches the Service made afterwards.
-type StarterFunc func(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error)
-
-// StartScheduledRun calls f.
-func (f StarterFunc) StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error) {
-	return f(ctx, project, flowID, firedAt, key)
-}
-
 // fireTimeout bounds one firing's StartScheduledRun, which only writes the
 // run and queues it: a store that hangs must not pile up goroutines.
 const fireTimeout = time.Minute
 
 // Scheduler keeps one cron entry per ACTIVE SCHEDULE flow.
 type Scheduler struct {
-	start Starter
+	start Starter // set by Start, before the first firing
 	log   *slog.Logger
 	cron  *cron.Cron
 	// parse is engine.ParseCron, so that what validates is what runs;
@@ -80,13 +70,14 @@ type entry struct {
 	last time.Time // the last due time fired, or when the entry was made
 }
 
-// New returns a Scheduler that starts runs through start and logs firings
-// that fail to log. It does not fire before Start; schedules may be loaded
-// and synced before.
-func New(start Starter, log *slog.Logger) *Scheduler {
+// New returns a Scheduler that logs firings that fail to log. It is the
+// Service's automation.Scheduler, so it exists before the Service; it fires
+// nothing before Start hands it what it starts runs on. Schedules may be
+// loaded and synced before.
+func New(log *slog.Logger) *Scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Scheduler{
-		start: start, log: log,
+		log: log,
 		// Entries carry their own time zone (zoned), so the runner's own
 		// location does not matter; UTC keeps it independent of the host.
 		cron:    cron.New(cron.WithLocation(time.UTC)),
@@ -111,8 +102,12 @@ func (s *Scheduler) Load(ctx context.Context, flows []automation.Flow) error {
 	return errors.Join(errs...)
 }
 
-// Start begins firing schedules.
-func (s *Scheduler) Start() { s.cron.Start() }
+// Start begins firing schedules, starting their runs through start (the
+// Service).
+func (s *Scheduler) Start(start Starter) {
+	s.start = start
+	s.cron.Start()
+}
 
 // Stop stops firing and waits for firings under way to finish, until ctx
 // is done; then it cancels them and returns ctx's error.
@@ -217,12 +212,11 @@ func (s *Scheduler) fire(e *entry, t time.Time) {
 	defer cancel()
 	firedAt := t.UTC()
 	r, err := s.start.StartScheduledRun(ctx, e.project, e.flowID, firedAt, firedAt.Format(time.RFC3339))
-	var ae *automation.Error
 	switch {
-	case errors.As(err, &ae) && (ae.Code == "FLOW_NOT_SCHEDULED" || errors.Is(err, automation.ErrNotFound)):
+	case automation.IsFlowNotScheduled(err) || automation.IsNotFound(err):
 		// Disabled or deleted while the firing was on its way.
 		s.log.InfoContext(ctx, "schedule fired for a flow no longer scheduled",
-			"project", e.project, "flow", e.flowID, "firedAt", firedAt, "reason", ae.Message)
+			"project", e.project, "flow", e.flowID, "firedAt", firedAt, "reason", err)
 	case err != nil:
 		s.log.ErrorContext(ctx, "start scheduled run", "project", e.project, "flow", e.flowID,
 			"firedAt", firedAt, "err", err)

@@ -19,7 +19,7 @@ import (
 
 func TestContract(t *testing.T) {
 	schedtest.Run(t, func(t *testing.T) schedtest.Env {
-		s := New(&recorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s := started(&recorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		return schedtest.Env{
 			Scheduler: s,
 			Lookup: func(_ context.Context, project, flowID string) (string, string, bool, error) {
@@ -122,7 +122,7 @@ func TestFiring(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := &recorder{}
-			s := New(rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s := started(rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			c := &clock{t: at(tt.registered)}
 			s.now = c.now
 			f := schedtest.ScheduleFlow("prj_1", tt.cron, tt.tz)
@@ -151,7 +151,7 @@ func TestFiring(t *testing.T) {
 // TestNextInTimeZone checks the runner sees the flow's time zone: the next
 // firing of 09:00 Berlin is 08:00 UTC in winter.
 func TestNextInTimeZone(t *testing.T) {
-	s := New(&recorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := started(&recorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f := schedtest.ScheduleFlow("prj_1", "0 9 * * 1-5", "Europe/Berlin")
 	if err := s.SyncSchedule(context.Background(), f); err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestFireErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			s := New(&recorder{err: tt.err}, logTo(&logs))
+			s := started(&recorder{err: tt.err}, logTo(&logs))
 			f := schedtest.ScheduleFlow("prj_1", "* * * * *", "UTC")
 			if err := s.SyncSchedule(context.Background(), f); err != nil {
 				t.Fatal(err)
@@ -197,7 +197,7 @@ func TestFireErrors(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
-	s := New(&recorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := started(&recorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	good := schedtest.ScheduleFlow("prj_1", "0 6 * * *", "UTC")
 	bad := schedtest.ScheduleFlow("prj_1", "0 6 * *", "UTC")
 	hook := schedtest.WebhookFlow("prj_1")
@@ -229,13 +229,13 @@ func everySecond(s *Scheduler) {
 // holds each firing until rec.hold is closed, and returns the first firing.
 func startHeld(t *testing.T, rec *recorder) (*Scheduler, automation.Flow, firing) {
 	t.Helper()
-	s := New(rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := New(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	everySecond(s)
 	f := schedtest.ScheduleFlow("prj_1", "* * * * * *", "UTC")
 	if err := s.SyncSchedule(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
-	s.Start()
+	s.Start(rec)
 	select {
 	case got := <-rec.fired:
 		return s, f, got
@@ -297,4 +297,12 @@ func TestStopGivesUp(t *testing.T) {
 	if err := s.Stop(context.Background()); err != nil {
 		t.Errorf("second Stop = %v", err)
 	}
+}
+
+// started is a Scheduler whose firings start runs through st, for tests
+// that fire entries by hand (fire) without starting the cron runner.
+func started(st Starter, log *slog.Logger) *Scheduler {
+	s := New(log)
+	s.start = st
+	return s
 }

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/datadir"
-	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 )
 
 // TestWithService wires the Scheduler as flowd does, into a real Service on
@@ -18,25 +17,10 @@ import (
 // handled), disable, delete, and Load from ScheduledFlows after a restart.
 func TestWithService(t *testing.T) {
 	ctx := context.Background()
-	dir, err := datadir.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dir.Close() })
-	store, secrets, key := dir.Store, dir.Secrets, dir.CursorKey
 	var logs bytes.Buffer
-	var svc *automation.Service
-	sched := New(StarterFunc(func(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error) {
-		return svc.StartScheduledRun(ctx, project, flowID, firedAt, key)
-	}), logTo(&logs))
-	rt := &automation.RunRuntime{Runs: store, Queue: store}
-	svc, err = automation.NewService(automation.Config{
-		Store: store, Secrets: secrets, Checker: engine.Checker{}, CursorKey: key, Runtime: rt, Scheduler: sched,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt.Executor = engine.New(engine.Config{Credentials: svc})
+	sched := New(logTo(&logs))
+	svc := flowtest.New(t, flowtest.Options{Scheduler: sched}).Svc
+	sched.start = svc // as Start does, without the cron runner: the test fires by hand
 	p, err := svc.CreateProject(ctx, "test", automation.PlanTeam)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +71,7 @@ func TestWithService(t *testing.T) {
 	}
 
 	// A restarted flowd loads the schedule back from the store.
-	restarted := New(&recorder{}, logTo(&bytes.Buffer{}))
+	restarted := started(&recorder{}, logTo(&bytes.Buffer{}))
 	flows, err := svc.ScheduledFlows(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,7 @@ import (
 	"testing"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/datadir"
-	"flowservice/pkg/engine"
-	"flowservice/pkg/oauth"
+	"flowservice/pkg/flowtest"
 )
 
 // env is a dashboard over a real SQLite data directory.
@@ -31,22 +29,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	dir, err := datadir.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dir.Close() })
-	rt := &automation.RunRuntime{Runs: dir.Store, Queue: dir.Store}
-	svc, err := automation.NewService(automation.Config{
-		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-		EngineURL: "http://engine.test", WorkflowURL: "http://workflow.test", Runtime: rt,
-		OAuthApps: dir.Store, OAuth: oauth.New(http.DefaultTransport),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt.Executor = engine.New(engine.Config{Credentials: svc})
+	fe := flowtest.New(t, flowtest.Options{})
+	svc, dir := fe.Svc, fe.Dir
 	doc, err := os.ReadFile("../httpapi/openapi.json") // the API document the servers pass
 	if err != nil {
 		t.Fatal(err)

@@ -105,11 +105,11 @@ func routesPath(f automation.Flow) string {
 }
 
 func routeConflict(r automation.Route) error {
-	return automation.Conflict("ROUTE_CONFLICT", "another flow already receives %s requests on webhook path %q", r.Method, r.Path)
+	return automation.RouteConflict(r.Method, r.Path)
 }
 
 func flowModified(id string) error {
-	return automation.Conflict("FLOW_MODIFIED", "flow %s was modified by another request: read it again and retry", id)
+	return automation.FlowModified(id)
 }
 
 // flowAttrs returns the attributes a write of f sets: everything but the

@@ -19,6 +19,8 @@ const (
 	attrProjectFlow       = "projectFlow"       // project#flowId: the byFlow index's partition
 	attrProjectFlowStatus = "projectFlowStatus" // project#flowId#status: the byStatus index's partition
 	attrLeaseUntil        = "leaseUntil"        // N, Unix nanoseconds: a claim holds the run until then
+	attrLeaseToken        = "leaseToken"        // S: the claim that holds the run; run writes are conditional on it
+	attrEnded             = "ended"             // N: attempts released or finished (attempts - ended = interrupted)
 	indexByFlow           = "byFlow"
 )
 
@@ -112,7 +114,7 @@ func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
 	if rs := cancelReasons(err); rs != nil {
 		switch {
 		case reasonCode(rs, 1) == reasonCondition:
-			return automation.Conflict("RUN_EXISTS", "run %s already exists", r.ID)
+			return automation.RunExists(r.ID)
 		case reasonCode(rs, 0) == reasonCondition:
 			return automation.NotFound("flow", r.FlowID)
 		}
@@ -159,10 +161,10 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 	return r, nil
 }
 
-// ListRuns pages through a flow's runs newest first. The index partitions
-// carry the project, so another project's request reads an empty partition.
-// Values stored with Payloads are not loaded: list items hold
-// {"truncated":true,"bytes":N} in their place (Run has them all).
+// ListRuns pages through a flow's run summaries newest first, ending a page
+// early at automation.RunPageBudget bytes. The index partitions carry the
+// project, so another project's request reads an empty partition. Values
+// stored with Payloads are not loaded (summaries drop them anyway).
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
 	index, hashAttr, hashValue := indexByFlow, attrProjectFlow, project+"#"+flowID
 	if q.Status != "" {
@@ -173,12 +175,23 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: %w", flowID, err)
 	}
 	page := automation.Page[automation.Run]{Items: make([]automation.Run, 0, len(items)), Next: next}
-	for _, it := range items {
+	bytes := 0
+	for i, it := range items {
+		if i > 0 && bytes >= automation.RunPageBudget {
+			// The page is full by size: end it after the previous item.
+			rd := reader{item: items[i-1]}
+			if page.Next = rd.str(attrCreatedSort); rd.err != nil || page.Next == "" {
+				return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: item without %s", flowID, attrCreatedSort)
+			}
+			break
+		}
 		r, err := decodeRun(it)
 		if err != nil {
 			return automation.Page[automation.Run]{}, err
 		}
+		r = r.Summary()
 		page.Items = append(page.Items, r)
+		bytes += automation.SummaryBytes(r)
 	}
 	return page, nil
 }
@@ -187,17 +200,19 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 // project, and no live lease. Of many simultaneous claims exactly one
 // passes the condition.
 func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
+	token := automation.NewID("lease_")
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.t.Runs, Key: runKey(id),
-		UpdateExpression: aws.String("SET #attempts = if_not_exists(#attempts, :zero) + :one, #lease = :until"),
+		UpdateExpression: aws.String("SET #attempts = if_not_exists(#attempts, :zero) + :one, #lease = :until, #token = :token"),
 		ConditionExpression: aws.String("#project = :project AND #status = :running AND " +
 			"(attribute_not_exists(#lease) OR #lease <= :now)"),
 		ExpressionAttributeNames: map[string]string{
 			"#attempts": "attempts", "#lease": attrLeaseUntil, "#project": attrProject, "#status": "status",
+			"#token": attrLeaseToken,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":zero": num(0), ":one": num(1), ":project": str(project), ":running": str(string(automation.RunRunning)),
-			":until": num(now.Add(lease).UnixNano()), ":now": num(now.UnixNano()),
+			":until": num(now.Add(lease).UnixNano()), ":now": num(now.UnixNano()), ":token": str(token),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -216,9 +231,9 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 		case len(old) == 0 || r.str(attrProject) != project:
 			return automation.Run{}, automation.NotFound("run", id)
 		case status.Final():
-			return automation.Run{}, automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+			return automation.Run{}, automation.RunFinished(id, status)
 		default:
-			return automation.Run{}, automation.Conflict("RUN_CLAIMED", "run %s is being executed", id)
+			return automation.Run{}, automation.RunClaimed(id)
 		}
 	}
 	if err != nil {
@@ -231,22 +246,39 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 	if err := s.loadPayloads(ctx, out.Attributes, &r); err != nil {
 		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, err)
 	}
+	rd := reader{item: out.Attributes}
+	r.Interrupted, r.LeaseToken = r.Attempts-1-int(rd.int(attrEnded)), token
+	if rd.err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, rd.err)
+	}
 	return r, nil
 }
 
-// ReleaseRun records a failed attempt and drops its lease. A run that is
-// gone or already final is left alone, as the embedded store does: the
-// attempt has nothing left to record.
+// ReleaseRun records a failed attempt and drops its lease, if the attempt
+// still holds the run (see automation.RunStore).
 func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	r.Status = automation.RunRunning
 	err := s.updateRun(ctx, r)
 	if _, ok := conditionFailed(err); ok {
-		return nil
+		return s.whyRefused(ctx, r)
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: release run %s: %w", r.ID, err)
 	}
 	return nil
+}
+
+// whyRefused reads a run whose fenced write failed its condition and
+// returns the reason: gone, final, or held by another claim.
+func (s *Store) whyRefused(ctx context.Context, r automation.Run) error {
+	stored, err := s.getRun(ctx, r.Project, r.ID)
+	switch {
+	case err != nil:
+		return err // ErrNotFound for a run that is gone
+	case stored.Status.Final():
+		return automation.RunFinished(r.ID, stored.Status)
+	}
+	return automation.RunLeaseLost(r.ID)
 }
 
 // updateRun writes r's record over a RUNNING run of its project and drops
@@ -291,11 +323,14 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run) (*types.Update,
 		names["#stepsPayload"] = attrStepsPayload
 	}
 	names["#project"], names["#status"], names["#lease"] = attrProject, "status", attrLeaseUntil
+	names["#token"], names["#ended"] = attrLeaseToken, attrEnded
 	values[":project"], values[":running"] = str(r.Project), str(string(automation.RunRunning))
+	values[":token"], values[":zero"], values[":one"] = str(r.LeaseToken), num(0), num(1)
+	set += ", #ended = if_not_exists(#ended, :zero) + :one"
 	return &types.Update{
 		TableName: &s.t.Runs, Key: runKey(r.ID),
 		UpdateExpression:          aws.String(set + remove),
-		ConditionExpression:       aws.String("#project = :project AND #status = :running"),
+		ConditionExpression:       aws.String("#project = :project AND #status = :running AND #token = :token"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	}, nil
@@ -333,11 +368,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 			return nil
 		}
 		if reasonCode(rs, 0) == reasonCondition {
-			stored, err := s.getRun(ctx, r.Project, r.ID)
-			if err != nil {
-				return err
-			}
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", r.ID, stored.Status)
+			return s.whyRefused(ctx, r)
 		}
 		c0, c1 := reasonCode(rs, 0), reasonCode(rs, 1)
 		retry := c1 == reasonCondition || c0 == reasonTxnConflict || c1 == reasonTxnConflict
@@ -441,9 +472,9 @@ func (s *Store) DeleteUnclaimedRun(ctx context.Context, project, id string) erro
 		case len(old) == 0 || r.str(attrProject) != project:
 			return automation.NotFound("run", id)
 		case status.Final():
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+			return automation.RunFinished(id, status)
 		default:
-			return automation.Conflict("RUN_CLAIMED", "run %s has been claimed by an attempt", id)
+			return automation.RunClaimed(id)
 		}
 	}
 	if err != nil {

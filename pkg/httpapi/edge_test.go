@@ -13,6 +13,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 	"flowservice/pkg/sqlitestore"
 )
 
@@ -130,7 +131,7 @@ func TestReadOnlyStoreIs503(t *testing.T) {
 func newServiceOver(t *testing.T, d *datadir.Dir) *automation.Service {
 	t.Helper()
 	runs := &testQueue{store: d.Store}
-	rt := &automation.RunRuntime{Runs: d.Store, Queue: runs}
+	rt := &automation.RunRuntime{Runs: d.Store, Queue: runs, NewExecutor: flowtest.NewExecutor}
 	svc, err := automation.NewService(automation.Config{
 		Store: d.Store, Secrets: d.Secrets, Checker: engine.Checker{}, Runtime: rt,
 		CursorKey: bytes.Repeat([]byte("k"), 32), EngineURL: "http://engine.test", WorkflowURL: "http://workflow.test",
@@ -138,6 +139,5 @@ func newServiceOver(t *testing.T, d *datadir.Dir) *automation.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.Executor = engine.New(engine.Config{Credentials: svc})
 	return svc
 }

@@ -203,9 +203,11 @@ func TestFlowBuilderWebhook(t *testing.T) {
 		}
 	}
 	// The output of the step saw trigger.body.event.
+	// (Lists hold summaries: the output is in the single-run GET.)
 	var l struct{ Data []automation.Run }
 	call(t, h.api, "GET", "/api/v1/flows/"+id+"/runs?limit=100", h.key, "").into(t, 200, &l)
-	last := l.Data[len(l.Data)-1]
+	var last automation.Run
+	call(t, h.api, "GET", "/api/v1/flows/"+id+"/runs/"+l.Data[len(l.Data)-1].ID, h.key, "").into(t, 200, &last)
 	if len(l.Data) != 5 || string(last.Steps[0].Output) != `{"got":{"data":{"ref":"main"},"event":"push"}}` {
 		t.Errorf("runs %d, first run's output %s", len(l.Data), last.Steps[0].Output)
 	}

@@ -44,14 +44,14 @@ func (q *testQueue) claim(t *testing.T, n int) []queued {
 	t.Helper()
 	var out []queued
 	for len(out) < n {
-		id, project, _, ok, err := q.store.ClaimDue(context.Background(), time.Now(), time.Minute)
+		e, ok, err := q.store.ClaimDue(context.Background(), time.Now(), time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !ok {
 			break
 		}
-		out = append(out, queued{id, project})
+		out = append(out, queued{e.RunID, e.Project})
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 	"flowservice/pkg/sqlitestore"
 )
 
@@ -66,22 +67,11 @@ func newTestServer(t *testing.T) (*httptest.Server, string) {
 // (nil: time.Now), for tests of expiry.
 func newTestServerClock(t *testing.T, clock func() time.Time) (*httptest.Server, string) {
 	t.Helper()
-	store, secrets, checker := openBackends(t)
-	runs := &testQueue{store: store}
-	// The engine needs the Service for credentials, the Service the
-	// engine to run flows: the runtime is filled in after both exist.
-	rt := &automation.RunRuntime{Runs: runs.store, Queue: runs}
-	svc, err := automation.NewService(automation.Config{
-		Store: store, Secrets: secrets, Checker: checker, Runtime: rt,
-		CursorKey:   bytes.Repeat([]byte("k"), 32),
-		EngineURL:   "http://engine.test",
-		WorkflowURL: "http://workflow.test",
-		Clock:       clock,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt.Executor = engine.New(engine.Config{AllowPrivateNetworks: true, Credentials: svc})
+	var runs *testQueue
+	svc := flowtest.New(t, flowtest.Options{Clock: clock, Queue: func(s *sqlitestore.Store) automation.RunQueue {
+		runs = &testQueue{store: s}
+		return runs
+	}}).Svc
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	srv := httptest.NewServer(NewAPI(svc, log))

@@ -1,86 +1,55 @@
 // Package runworker is flowd's worker pool: it takes due entries from the
-// embedded run queue, has the Service execute them, and acknowledges,
-// reschedules or parks each entry by the outcome. (On AWS, SQS and the
-// runner Lambda play this part.)
+// embedded run queue (automation.WorkQueue), has the Service execute them,
+// and acknowledges, reschedules or parks each entry by the attempt's
+// automation.Outcome. (On AWS, SQS and the runner Lambda play this part.)
 package runworker
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"flowservice/pkg/automation"
 )
 
-// Entry is one queued run, claimed for a while.
-type Entry struct {
-	RunID    string
-	Project  string
-	Attempts int // claims so far, this one included
-}
-
-// Queue is the embedded run queue (sqlitestore implements it). Entries are
-// named by their run's ID.
-type Queue interface {
-	// ClaimDue takes the oldest due entry that no live lease holds, leasing
-	// it until now+lease and counting the claim in attempts; ok is false
-	// when none is due.
-	ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (runID, project string, attempts int, ok bool, err error)
-	// Ack removes a settled entry.
-	Ack(ctx context.Context, runID string) error
-	// Retry makes the entry due again at the given time.
-	Retry(ctx context.Context, runID string, at time.Time) error
-	// Park sets an entry aside for good, with the reason, for inspection.
-	Park(ctx context.Context, runID, reason string) error
-}
-
 // Executor executes one attempt at a run: *automation.Service.
 type Executor interface {
-	ExecuteRun(ctx context.Context, project, runID string) (automation.Run, error)
+	ExecuteRun(ctx context.Context, project, runID string) (automation.Attempt, error)
 }
 
 // Config tunes a Pool. Zero fields take the defaults.
 type Config struct {
-	Workers     int           // default 4
-	Lease       time.Duration // how long a claim holds an entry; default 6 minutes
-	Poll        time.Duration // how often idle workers look for due entries; default 1s
-	BaseBackoff time.Duration // first retry delay; default 2s, doubling per attempt
-	MaxBackoff  time.Duration // default 5 minutes
-	Log         *slog.Logger
+	Workers int           // default 4
+	Poll    time.Duration // how often idle workers look for due entries; default 1s
+	// Policy gives the lease of a claimed entry (Policy.Lease) and the
+	// backoff between attempts (Policy.Backoff): the Service's policy.
+	Policy automation.RunPolicy
+	Log    *slog.Logger
 }
 
-// Pool runs queued runs with a fixed number of workers.
+// Pool runs queued runs with a fixed number of workers. It is built before
+// the Service it executes with (Notifying wraps the Service's queue) and
+// started with it (Run).
 type Pool struct {
-	q    Queue
-	exec Executor
+	q    automation.WorkQueue
 	cfg  Config
 	wake chan struct{}
 }
 
-// New returns a pool; Run starts it.
-func New(q Queue, exec Executor, cfg Config) *Pool {
+// New returns a pool over q; Run starts it.
+func New(q automation.WorkQueue, cfg Config) *Pool {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
-	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = 6 * time.Minute
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
-	if cfg.BaseBackoff <= 0 {
-		cfg.BaseBackoff = 2 * time.Second
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 5 * time.Minute
-	}
+	cfg.Policy = cfg.Policy.WithDefaults()
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{q: q, exec: exec, cfg: cfg, wake: make(chan struct{}, 1)}
+	return &Pool{q: q, cfg: cfg, wake: make(chan struct{}, 1)}
 }
 
 // Notify tells idle workers that an entry was queued, so a new run starts at
@@ -92,27 +61,20 @@ func (p *Pool) Notify() {
 	}
 }
 
-// Run works until ctx ends, then lets the attempts under way finish.
-// Entries of attempts cut short by a crash are taken up again when their
-// lease expires.
-func (p *Pool) Run(ctx context.Context) {
+// Run works with exec until ctx ends, then lets the attempts under way
+// finish. Entries of attempts cut short by a crash are taken up again when
+// their lease expires.
+func (p *Pool) Run(ctx context.Context, exec Executor) {
 	var wg sync.WaitGroup
 	for range p.cfg.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.work(ctx)
-		}()
+		wg.Go(func() { p.work(ctx, exec) })
 	}
 	wg.Wait()
 }
 
-func (p *Pool) work(ctx context.Context) {
+func (p *Pool) work(ctx context.Context, exec Executor) {
 	for ctx.Err() == nil {
-		var e Entry
-		var ok bool
-		var err error
-		e.RunID, e.Project, e.Attempts, ok, err = p.q.ClaimDue(ctx, time.Now(), p.cfg.Lease)
+		e, ok, err := p.q.ClaimDue(ctx, time.Now(), p.cfg.Policy.Lease())
 		if err != nil && ctx.Err() == nil {
 			p.cfg.Log.Error("claim queued run", "err", err)
 		}
@@ -126,24 +88,29 @@ func (p *Pool) work(ctx context.Context) {
 		}
 		// The attempt runs to its end even during shutdown: the Service
 		// bounds it with the run timeout.
-		p.handle(context.WithoutCancel(ctx), e)
+		p.handle(context.WithoutCancel(ctx), exec, e)
 		// One entry done: another may be due, and a waiting peer may sleep.
 		p.Notify()
 	}
 }
 
 // handle executes one entry and settles it by the outcome.
-func (p *Pool) handle(ctx context.Context, e Entry) {
-	log := p.cfg.Log.With("run", e.RunID, "attempt", e.Attempts)
-	_, err := p.exec.ExecuteRun(ctx, e.Project, e.RunID)
-	switch {
-	case err == nil:
+func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntry) {
+	log := p.cfg.Log.With("run", e.RunID, "claim", e.Claims)
+	at, err := exec.ExecuteRun(ctx, e.Project, e.RunID)
+	switch at.Outcome {
+	case automation.OutcomeFinished:
 		err = p.q.Ack(ctx, e.RunID)
-	case errors.Is(err, automation.ErrExhausted):
+	case automation.OutcomeClaimed:
+		// Another attempt (an ON_COMPLETION receiver's) holds the run: the
+		// expected hand-over. Look again when its lease would run out.
+		log.Debug("run is held by another attempt")
+		err = p.q.Retry(ctx, e.RunID, time.Now().Add(p.cfg.Policy.Lease()))
+	case automation.OutcomeExhausted:
 		log.Warn("run failed for good; entry parked", "err", err)
 		err = p.q.Park(ctx, e.RunID, err.Error())
-	default:
-		at := time.Now().Add(p.backoff(e.Attempts))
+	default: // OutcomeRetry
+		at := time.Now().Add(p.cfg.Policy.Backoff(max(at.Attempts, e.Claims)))
 		log.Info("run will be retried", "at", at, "err", err)
 		err = p.q.Retry(ctx, e.RunID, at)
 	}
@@ -151,17 +118,6 @@ func (p *Pool) handle(ctx context.Context, e Entry) {
 		// The lease expires and the entry is claimed again: nothing is lost.
 		log.Error("settle queue entry", "err", err)
 	}
-}
-
-// backoff is the delay before attempt n+1: exponential with full jitter in
-// its upper half, so retries of many runs do not arrive in step.
-func (p *Pool) backoff(n int) time.Duration {
-	d := p.cfg.BaseBackoff
-	for i := 1; i < n && d < p.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, p.cfg.MaxBackoff)
-	return d/2 + rand.N(d/2+1)
 }
 
 // Notifying wraps the queue runs are accepted into, so that every accepted

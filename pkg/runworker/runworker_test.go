@@ -3,7 +3,6 @@ package runworker_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,8 +11,7 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/datadir"
-	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 	"flowservice/pkg/runworker"
 	"flowservice/pkg/sqlitestore"
 )
@@ -27,41 +25,23 @@ type env struct {
 	project automation.Project
 }
 
-func newEnv(t *testing.T, policy automation.RunPolicy, clock ...func() time.Time) *env {
+func newEnv(t *testing.T, policy automation.RunPolicy) *env {
 	t.Helper()
-	ctx := context.Background()
-	dir, err := datadir.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dir.Close() })
-	store, secrets, key := dir.Store, dir.Secrets, dir.CursorKey
-	rt := &automation.RunRuntime{Runs: store, Policy: policy}
-	cfg := automation.Config{Store: store, Secrets: secrets, Checker: engine.Checker{}, CursorKey: key, Runtime: rt}
-	if len(clock) > 0 {
-		cfg.Clock = clock[0]
-	}
-	svc, err := automation.NewService(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt.Executor = engine.New(engine.Config{Credentials: svc, AllowPrivateNetworks: true})
-	pool := runworker.New(store, svc, runworker.Config{
-		Workers: 2, Poll: 20 * time.Millisecond, BaseBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
-	})
-	rt.Queue = pool.Notifying(store)
-	p, err := svc.CreateProject(ctx, "test", automation.PlanEnterprise)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{svc: svc, store: store, pool: pool, project: p}
+	policy.BaseBackoff, policy.MaxBackoff = 10*time.Millisecond, 40*time.Millisecond
+	var pool *runworker.Pool
+	fe := flowtest.New(t, flowtest.Options{Policy: policy, Queue: func(s *sqlitestore.Store) automation.RunQueue {
+		pool = runworker.New(s, runworker.Config{Workers: 2, Poll: 20 * time.Millisecond, Policy: policy})
+		return pool.Notifying(s)
+	}})
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	return &env{svc: fe.Svc, store: fe.Store, pool: pool, project: p}
 }
 
 // start runs the pool until the test ends.
 func (e *env) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { e.pool.Run(ctx); close(done) }()
+	go func() { e.pool.Run(ctx, e.svc); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -177,101 +157,5 @@ func TestPermanentFailureIsNotRetried(t *testing.T) {
 	r := e.waitFinal(t, e.start1(t, e.flowCalling(t, srv.URL)))
 	if r.Status != automation.RunFailed || r.Attempts != 1 || calls.Load() != 1 {
 		t.Fatalf("run = %s after %d attempts, %d calls; want FAILED after 1", r.Status, r.Attempts, calls.Load())
-	}
-}
-
-// TestRedeliveryDoesNotRunTwice executes a finished run again, as a second
-// delivery of its queue message would: nothing happens.
-func TestRedeliveryDoesNotRunTwice(t *testing.T) {
-	e := newEnv(t, automation.RunPolicy{})
-	srv, calls := service(t, 200)
-	r := e.start1(t, e.flowCalling(t, srv.URL))
-	ctx := context.Background()
-	first, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
-	if err != nil || first.Status != automation.RunSucceeded {
-		t.Fatalf("first execution = %s, %v", first.Status, err)
-	}
-	if _, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil {
-		t.Fatalf("second execution: %v", err)
-	}
-	if calls.Load() != 1 {
-		t.Fatalf("the external service was called %d times, want 1", calls.Load())
-	}
-	if got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID); got.Attempts != 1 {
-		t.Fatalf("attempts = %d, want 1", got.Attempts)
-	}
-}
-
-// TestIdempotentDeliveries: a flow that names an idempotency header gets one
-// run per header value within the window, however often it is delivered.
-func TestIdempotentDeliveries(t *testing.T) {
-	now := time.Now()
-	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
-	ctx := context.Background()
-	name, eng := "dedup", automation.FlowBuilder
-	trig := automation.Trigger{Type: automation.TriggerWebhook, Webhook: &automation.Webhook{IdempotencyHeader: "X-GitHub-Delivery"}}
-	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Trigger: &trig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deliver := func(id string) automation.Run {
-		t.Helper()
-		td := automation.TriggerData{Method: "POST", Headers: map[string]string{}, Body: json.RawMessage(`{}`)}
-		if id != "" {
-			td.Headers["x-github-delivery"] = id
-		}
-		r, err := e.svc.StartRun(ctx, f, td)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	a1, a2, b := deliver("d-1"), deliver("d-1"), deliver("d-2")
-	if a1.ID != a2.ID || a1.ID == b.ID {
-		t.Fatalf("runs %s, %s, %s: want the repeat to get the first run and d-2 its own", a1.ID, a2.ID, b.ID)
-	}
-	if n1, n2 := deliver(""), deliver(""); n1.ID == n2.ID {
-		t.Fatal("deliveries without the header were deduplicated")
-	}
-	now = now.Add(automation.IdempotencyWindow + time.Minute)
-	if late := deliver("d-1"); late.ID == a1.ID {
-		t.Fatal("a repeat past the window got the first run back")
-	}
-	page, err := e.svc.ListRuns(ctx, e.project, f.ID, automation.PageRequest{Limit: "100"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(page.Data) != 5 {
-		t.Fatalf("%d runs recorded, want 5 (d-1, d-2, two without the header, d-1 past the window)", len(page.Data))
-	}
-}
-
-// TestRetentionPurge: runs older than the retention period go, younger ones
-// stay, and the flow's stats are kept.
-func TestRetentionPurge(t *testing.T) {
-	now := time.Now()
-	e := newEnv(t, automation.RunPolicy{Retention: 48 * time.Hour}, func() time.Time { return now })
-	srv, _ := service(t, 200)
-	f := e.flowCalling(t, srv.URL)
-	ctx := context.Background()
-	old := e.start1(t, f)
-	if _, err := e.svc.ExecuteRun(ctx, old.Project, old.ID); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(24 * time.Hour)
-	young := e.start1(t, f)
-	now = now.Add(25 * time.Hour) // old is 49 h old, young 25 h
-	n, err := e.svc.PurgeRuns(ctx)
-	if err != nil || n != 1 {
-		t.Fatalf("PurgeRuns = %d, %v; want 1", n, err)
-	}
-	if _, err := e.svc.Run(ctx, e.project, f.ID, old.ID); !errors.Is(err, automation.ErrNotFound) {
-		t.Fatalf("the expired run: err = %v, want not found", err)
-	}
-	if _, err := e.svc.Run(ctx, e.project, f.ID, young.ID); err != nil {
-		t.Fatalf("the young run: %v", err)
-	}
-	if got, _ := e.svc.Flow(ctx, e.project, f.ID); got.RunCount != 1 {
-		t.Fatalf("runCount after the purge = %d, want 1 (stats outlive records)", got.RunCount)
 	}
 }

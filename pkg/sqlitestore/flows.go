@@ -61,7 +61,7 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 			} else if err != nil {
 				return err
 			}
-			return automation.Conflict("FLOW_MODIFIED",
+			return automation.Conflict(automation.CodeFlowModified,
 				"flow %q was modified by another request (version %d, expected %d): read it again and retry",
 				f.ID, stored, f.Version-1)
 		}
@@ -104,10 +104,7 @@ func reserveRoutes(ctx context.Context, tx *sql.Tx, f automation.Flow) error {
 			return err
 		}
 		if n == 0 {
-			// The holder may be another project's flow: name the route,
-			// never the flow.
-			return automation.Conflict("ROUTE_CONFLICT",
-				"%s /webhook/%s is already used by another flow", r.Method, r.Path)
+			return automation.RouteConflict(r.Method, r.Path)
 		}
 	}
 	return nil

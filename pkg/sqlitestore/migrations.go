@@ -15,6 +15,7 @@ var migrations = []string{
 	schemaV2,
 	schemaV3,
 	schemaOAuthApps, // oauthapps.go
+	schemaV4,
 }
 
 // SchemaVersion is the version Open brings a database to.
@@ -143,6 +144,18 @@ CREATE TABLE webhook_samples (
 	armed_until INTEGER,
 	sample      TEXT
 );
+`
+
+// schemaV4: fencing and crash counting of run attempts.
+//
+// lease_token names the claim an attempt holds; every write of a run's
+// attempt is conditional on it (an attempt that lost its lease writes
+// nothing). ended counts the attempts that were released or finished, so
+// that attempts - ended at a claim is the number of earlier attempts that
+// died with their process (automation.Run.Interrupted).
+const schemaV4 = `
+ALTER TABLE runs ADD COLUMN lease_token TEXT;
+ALTER TABLE runs ADD COLUMN ended INTEGER NOT NULL DEFAULT 0;
 `
 
 // migrate applies the migrations the database lacks. Each check and apply

@@ -7,14 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"flowservice/pkg/automation"
 )
 
 var (
-	_ automation.RunStore = (*Store)(nil)
-	_ automation.RunQueue = (*Store)(nil)
+	_ automation.RunStore  = (*Store)(nil)
+	_ automation.RunQueue  = (*Store)(nil)
+	_ automation.WorkQueue = (*Store)(nil)
 )
 
 // Enqueue stores a new run and its queue entry in one transaction: once it
@@ -35,7 +37,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return automation.Conflict("RUN_EXISTS", "run %s exists already", r.ID)
+			return automation.RunExists(r.ID)
 		}
 		_, err = tx.ExecContext(ctx,
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
@@ -58,16 +60,23 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 	return r, nil
 }
 
+// summaryDoc is a run's document as lists read it: SQLite drops the trigger
+// body, the step outputs and the response body before the row reaches Go,
+// so that a list of large runs costs little memory (Run.Summary).
+const summaryDoc = `json_set(json_remove(doc, '$.trigger.body', '$.trigger.rawBody', '$.response.body'), '$.steps',
+	json(COALESCE((SELECT json_group_array(json(json_remove(value, '$.output'))) FROM json_each(doc, '$.steps')), '[]')))`
+
 // The run list queries walk an index backwards: newest first.
 const (
-	listRunsSQL = `SELECT ` + runColumns + ` FROM runs
+	listRunsSQL = `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs
 		WHERE project = ? AND flow = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
-	listRunsByStatusSQL = `SELECT ` + runColumns + ` FROM runs
+	listRunsByStatusSQL = `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs
 		WHERE project = ? AND flow = ? AND status = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
 )
 
-// ListRuns returns the page of a flow's runs before q.After, newest first,
-// reading at most q.Limit+1 rows of an index.
+// ListRuns returns the page of a flow's run summaries before q.After,
+// newest first, reading at most q.Limit+1 rows of an index and ending the
+// page early at automation.RunPageBudget bytes.
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
 	before := int64(math.MaxInt64)
 	if q.After != "" {
@@ -82,43 +91,73 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
-	return readPage(ctx, s.r, "runs", limit, scanRun, query, args...)
+	var page automation.Page[automation.Run]
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+	}
+	defer rows.Close()
+	var lastSeq int64
+	bytes := 0
+	for rows.Next() {
+		if len(page.Items) == limit || (len(page.Items) > 0 && bytes >= automation.RunPageBudget) {
+			page.Next = strconv.FormatInt(lastSeq, 10)
+			break
+		}
+		r, seq, err := scanRun(rows)
+		if err != nil {
+			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+		}
+		r = r.Summary()
+		page.Items = append(page.Items, r)
+		bytes += automation.SummaryBytes(r)
+		lastSeq = seq
+	}
+	if err := rows.Err(); err != nil {
+		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+	}
+	return page, nil
 }
 
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
 func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
 	var r automation.Run
+	token := automation.NewID("lease_")
 	err := s.write(ctx, "claim run "+id, func(tx *sql.Tx) error {
 		var (
-			status string
-			until  sql.NullInt64
-			err    error
+			status          string
+			until           sql.NullInt64
+			attempts, ended int
+			err             error
 		)
 		err = tx.QueryRowContext(ctx,
-			`SELECT status, lease_until FROM runs WHERE project = ? AND id = ?`, project, id).Scan(&status, &until)
+			`SELECT status, lease_until, attempts, ended FROM runs WHERE project = ? AND id = ?`, project, id).
+			Scan(&status, &until, &attempts, &ended)
 		if errors.Is(err, sql.ErrNoRows) {
 			return automation.NotFound("run", id)
 		} else if err != nil {
 			return err
 		}
 		if automation.RunStatus(status).Final() {
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", id, status)
+			return automation.RunFinished(id, automation.RunStatus(status))
 		}
 		if until.Valid && until.Int64 > now.UnixMilli() {
-			return automation.Conflict("RUN_CLAIMED", "run %s is being executed", id)
+			return automation.RunClaimed(id)
 		}
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE runs SET attempts = attempts + 1, lease_until = ? WHERE id = ?`,
-			now.Add(lease).UnixMilli(), id); err != nil {
+			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? WHERE id = ?`,
+			now.Add(lease).UnixMilli(), token, id); err != nil {
 			return err
 		}
 		r, _, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+		r.Interrupted, r.LeaseToken = attempts-ended, token
 		return err
 	})
 	return r, err
 }
 
-// ReleaseRun records a failed attempt that will be retried.
+// ReleaseRun records a failed attempt that will be retried, if the attempt
+// still holds the run.
 func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	r.Status = automation.RunRunning
 	doc, err := encodeRun(r)
@@ -126,15 +165,38 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx,
-			`UPDATE runs SET doc = ?, lease_until = NULL WHERE project = ? AND id = ? AND status = 'RUNNING'`,
-			doc, r.Project, r.ID)
-		return err
+		return fenced(ctx, tx, r, `UPDATE runs SET doc = ?, lease_until = NULL, ended = ended + 1
+			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
+			doc, r.Project, r.ID, r.LeaseToken)
 	})
+}
+
+// fenced runs a conditional write of r's attempt and, when it changed
+// nothing, says why: the run is gone, final, or held by another claim.
+func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	var status string
+	err = tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return automation.NotFound("run", r.ID)
+	case err != nil:
+		return err
+	case automation.RunStatus(status).Final():
+		return automation.RunFinished(r.ID, automation.RunStatus(status))
+	}
+	return automation.RunLeaseLost(r.ID)
 }
 
 // FinishRun writes a run's final state and adds it to its flow's stats in
 // the same transaction, so the stats count every finished run exactly once.
+// It writes only while the attempt holds the run.
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("sqlitestore: finish run %s: status %q is not final", r.ID, r.Status)
@@ -144,26 +206,13 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`UPDATE runs SET status = ?, doc = ?, lease_until = NULL WHERE project = ? AND id = ? AND status = 'RUNNING'`,
-			string(r.Status), doc, r.Project, r.ID)
-		if err != nil {
+		if err := fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, lease_until = NULL, ended = ended + 1
+			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
+			string(r.Status), doc, r.Project, r.ID, r.LeaseToken); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			var status string
-			err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
-			if errors.Is(err, sql.ErrNoRows) {
-				return automation.NotFound("run", r.ID)
-			} else if err != nil {
-				return err
-			}
-			return automation.Conflict("RUN_FINISHED", "run %s is already %s", r.ID, status)
 		}
 		var last sql.NullString
-		err = tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
+		err := tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // the flow is gone; so are its stats
 		} else if err != nil {
@@ -208,25 +257,25 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 // ClaimDue takes the oldest due queue entry no live lease holds, for the
 // worker pool (pkg/runworker): first in, first out among entries due at the
 // same millisecond.
-func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (runID, project string, attempts int, ok bool, err error) {
+func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e automation.QueueEntry, ok bool, err error) {
 	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
 		ms := now.UnixMilli()
 		err := tx.QueryRowContext(ctx,
 			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
 			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
-			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&runID, &project, &attempts)
+			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&e.RunID, &e.Project, &e.Claims)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		attempts++
+		e.Claims++
 		ok = true
 		_, err = tx.ExecContext(ctx,
-			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), attempts, runID)
+			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), e.Claims, e.RunID)
 		return err
 	})
-	return runID, project, attempts, ok && err == nil, err
+	return e, ok && err == nil, err
 }
 
 // Ack removes a settled queue entry.

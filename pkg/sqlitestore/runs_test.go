@@ -36,14 +36,14 @@ func TestQueue(t *testing.T) {
 	}
 	claim := func(at time.Time) (string, int, bool) {
 		t.Helper()
-		id, project, attempts, ok, err := s.ClaimDue(ctx, at, time.Minute)
+		e, ok, err := s.ClaimDue(ctx, at, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok && project != "prj_q" {
-			t.Fatalf("claimed %s of project %q", id, project)
+		if ok && e.Project != "prj_q" {
+			t.Fatalf("claimed %s of project %q", e.RunID, e.Project)
 		}
-		return id, attempts, ok
+		return e.RunID, e.Claims, ok
 	}
 	if _, _, ok := claim(t0.Add(-time.Second)); ok {
 		t.Fatal("claimed an entry before it was due")

@@ -97,11 +97,10 @@ func (q *Queue) Enqueue(ctx context.Context, r automation.Run) error {
 	// The caller's context may be what failed the send: undo regardless.
 	undo := context.WithoutCancel(ctx)
 	err = q.runs.DeleteUnclaimedRun(undo, r.Project, r.ID)
-	var e *automation.Error
 	switch {
 	case err == nil || errors.Is(err, automation.ErrNotFound):
 		return fmt.Errorf("sqsqueue: send message for run %s (run record removed): %w", r.ID, sendErr)
-	case errors.As(err, &e) && (e.Code == "RUN_CLAIMED" || e.Code == "RUN_FINISHED"):
+	case automation.IsRunClaimed(err) || automation.IsRunFinished(err):
 		return nil
 	default:
 		// Neither the message nor the undo: the record stays RUNNING with

@@ -114,8 +114,7 @@ func testDuplicate(t *testing.T, env Env) {
 	dup := r
 	dup.Trigger.Body = json.RawMessage(`{"n":2}`)
 	err := env.Queue.Enqueue(ctx, dup)
-	var e *automation.Error
-	if !errors.Is(err, automation.ErrConflict) || !errors.As(err, &e) || e.Code != "RUN_EXISTS" {
+	if !errors.Is(err, automation.ErrConflict) || !automation.IsRunExists(err) {
 		t.Fatalf("enqueue of an existing run ID = %v, want ErrConflict RUN_EXISTS", err)
 	}
 	got, err := env.Runs.Run(ctx, f.Project, f.ID, r.ID)

@@ -26,7 +26,8 @@ func TestEmbedded(t *testing.T) {
 			}
 		})
 		return queuetest.Env{Store: s, Runs: s, Queue: s, Next: func(ctx context.Context) (automation.QueueMessage, func(), bool) {
-			id, project, _, ok, err := s.ClaimDue(ctx, time.Now(), time.Minute)
+			e, ok, err := s.ClaimDue(ctx, time.Now(), time.Minute)
+			id, project := e.RunID, e.Project
 			if err != nil {
 				t.Fatalf("claim due: %v", err)
 			}

@@ -20,11 +20,7 @@ func newConnection(project, name string, created time.Time) automation.Connectio
 
 func equalConnection(t *testing.T, what string, got, want automation.Connection) {
 	t.Helper()
-	if got.ID != want.ID || got.Project != want.Project || got.Name != want.Name || got.App != want.App ||
-		got.Type != want.Type || got.Status != want.Status ||
-		!got.Created.Equal(want.Created) || !got.Updated.Equal(want.Updated) {
-		t.Errorf("%s = %+v\nwant %+v", what, got, want)
-	}
+	wantSame(t, what, got, want)
 }
 
 func getConnection(t *testing.T, s automation.Store, project, id string) automation.Connection {

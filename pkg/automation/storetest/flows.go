@@ -61,35 +61,10 @@ func flowBuilderWebhook(project, name string, created time.Time) automation.Flow
 	return f
 }
 
-// equalFlow compares everything a store keeps: the definition (as JSON, since
-// stores may reformat raw JSON), the json:"-" fields, and times with Equal.
+// equalFlow compares everything a store keeps (see wantSame).
 func equalFlow(t *testing.T, what string, got, want automation.Flow) {
 	t.Helper()
-	var diffs []string
-	check := func(field string, ok bool, g, w any) {
-		if !ok {
-			diffs = append(diffs, fmt.Sprintf("%s = %v, want %v", field, g, w))
-		}
-	}
-	check("ID", got.ID == want.ID, got.ID, want.ID)
-	check("Project", got.Project == want.Project, got.Project, want.Project)
-	check("Name", got.Name == want.Name, got.Name, want.Name)
-	check("Description", got.Description == want.Description, got.Description, want.Description)
-	check("Status", got.Status == want.Status, got.Status, want.Status)
-	check("Engine", got.Engine == want.Engine, got.Engine, want.Engine)
-	check("TriggerType", got.TriggerType == want.TriggerType, got.TriggerType, want.TriggerType)
-	check("Created", got.Created.Equal(want.Created), got.Created, want.Created)
-	check("Updated", got.Updated.Equal(want.Updated), got.Updated, want.Updated)
-	check("Version", got.Version == want.Version, got.Version, want.Version)
-	check("AllowedIPs", slices.Equal(got.AllowedIPs, want.AllowedIPs), got.AllowedIPs, want.AllowedIPs)
-	check("Stats", equalStats(got.Stats, want.Stats), got.Stats, want.Stats)
-	gt, wt := jsonOf(t, got.Trigger), jsonOf(t, want.Trigger)
-	check("Trigger", gt == wt, gt, wt)
-	gs, ws := jsonOf(t, got.Steps), jsonOf(t, want.Steps)
-	check("Steps", gs == ws, gs, ws)
-	if len(diffs) > 0 {
-		t.Errorf("%s differs:\n  %s", what, strings.Join(diffs, "\n  "))
-	}
+	wantSame(t, what, got, want)
 }
 
 func equalStats(a, b automation.FlowStats) bool {

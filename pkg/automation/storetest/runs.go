@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,8 +28,11 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunGet", func(t *testing.T) { testRunGet(t, open(t)) })
 	t.Run("RunClaim", func(t *testing.T) { testRunClaim(t, open(t)) })
 	t.Run("RunClaimRace", func(t *testing.T) { testRunClaimRace(t, open(t)) })
+	t.Run("RunFencing", func(t *testing.T) { testRunFencing(t, open(t)) })
+	t.Run("RunCrashes", func(t *testing.T) { testRunCrashes(t, open(t)) })
 	t.Run("RunFinishStats", func(t *testing.T) { testRunFinishStats(t, open(t)) })
 	t.Run("ListRuns", func(t *testing.T) { testListRuns(t, open(t)) })
+	t.Run("ListRunSummaries", func(t *testing.T) { testListRunSummaries(t, open(t)) })
 	t.Run("RunsGoWithFlow", func(t *testing.T) { testRunsGoWithFlow(t, open(t)) })
 	t.Run("RunsPurge", func(t *testing.T) { testRunsPurge(t, open(t)) })
 }
@@ -68,11 +72,7 @@ func testRunGet(t *testing.T, env RunEnv) {
 	f := runFixture(t, env)
 	r := newRun(f, now())
 	must(t, "create run", env.Create(ctx, r))
-	got := getRun(t, env, r)
-	if got.ID != r.ID || got.Status != automation.RunRunning || got.Project != f.Project ||
-		!got.Created.Equal(r.Created) || jsonOf(t, got.Trigger) != jsonOf(t, r.Trigger) {
-		t.Fatalf("run = %s, want %s", jsonOf(t, got), jsonOf(t, r))
-	}
+	wantSame(t, "created run", getRun(t, env, r), r)
 	dup := r
 	dup.Trigger.Body = json.RawMessage(`{"second":true}`)
 	wantKind(t, "create a run ID twice", env.Create(ctx, dup), automation.ErrConflict, "RUN_EXISTS")
@@ -113,10 +113,7 @@ func testRunClaim(t *testing.T, env RunEnv) {
 	c2.Error = "step call: 503 Service Unavailable"
 	c2.Steps = []automation.StepResult{{Name: "call", Type: automation.StepHTTP, Status: automation.StepFailed, Error: "503"}}
 	must(t, "release", env.Runs.ReleaseRun(ctx, c2))
-	got := getRun(t, env, r)
-	if got.Status != automation.RunRunning || got.Error != c2.Error || len(got.Steps) != 1 {
-		t.Fatalf("released run = %s", jsonOf(t, got))
-	}
+	wantSame(t, "released run", getRun(t, env, r), c2)
 	c3, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(lease+2*time.Millisecond), lease)
 	must(t, "claim after release", err)
 	if c3.Attempts != 3 {
@@ -185,11 +182,7 @@ func testRunFinishStats(t *testing.T, env RunEnv) {
 	finish(base.Add(time.Second), automation.RunFailed) // older, finishing later
 	finish(base, automation.RunTimeout)
 
-	got := getRun(t, env, later)
-	if got.Status != automation.RunSucceeded || got.DurationMs == nil || *got.DurationMs != 5 ||
-		got.Response == nil || got.Response.StatusCode != 202 {
-		t.Fatalf("finished run = %s", jsonOf(t, got))
-	}
+	wantSame(t, "finished run", getRun(t, env, later), later)
 	fl := getFlow(t, env.Store, f.Project, f.ID)
 	if fl.Stats.Finished != 3 || fl.Stats.Succeeded != 1 || fl.Stats.LastRun == nil || !fl.Stats.LastRun.Equal(later.Created) {
 		t.Fatalf("stats = %+v, want 3 finished, 1 succeeded, last run %v", fl.Stats, later.Created)
@@ -296,4 +289,134 @@ func runIDs(rs []automation.Run) []string {
 		ids[i] = r.ID
 	}
 	return ids
+}
+
+// testRunFencing is the frozen attempt: attempt A pauses past its lease
+// (a frozen Lambda, a stopped process), attempt B claims the run, and then
+// A wakes and writes. While B holds the run, A's writes are refused
+// (RUN_LEASE_LOST); once B finished, they are refused as RUN_FINISHED. B's
+// result stands, and the flow's stats count the run once.
+func testRunFencing(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	t0, lease := now(), time.Minute
+
+	a, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, lease)
+	must(t, "claim A", err)
+	b, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(lease+time.Millisecond), lease)
+	must(t, "claim B after A's lease", err)
+	if a.LeaseToken == "" || a.LeaseToken == b.LeaseToken {
+		t.Fatalf("lease tokens A %q, B %q: want two different tokens", a.LeaseToken, b.LeaseToken)
+	}
+
+	// A wakes while B runs.
+	staleRelease := a
+	staleRelease.Error = "stale attempt"
+	wantKind(t, "release by A while B holds the run", env.Runs.ReleaseRun(ctx, staleRelease), automation.ErrConflict, automation.CodeRunLeaseLost)
+	staleFinish := a
+	staleFinish.Status, staleFinish.Error = automation.RunTimeout, "stale attempt timed out"
+	wantKind(t, "finish by A while B holds the run", env.Runs.FinishRun(ctx, staleFinish), automation.ErrConflict, automation.CodeRunLeaseLost)
+	if got := getRun(t, env, r); got.Status != automation.RunRunning || got.Error != "" {
+		t.Fatalf("a stale attempt's write reached the run: %s", jsonOf(t, got))
+	}
+
+	// B finishes; A's late writes are refused and change nothing.
+	b.Status = automation.RunSucceeded
+	b.Steps = []automation.StepResult{{Name: "call", Type: automation.StepHTTP, Status: automation.StepSucceeded}}
+	must(t, "finish by B", env.Runs.FinishRun(ctx, b))
+	wantKind(t, "finish by A after B", env.Runs.FinishRun(ctx, staleFinish), automation.ErrConflict, automation.CodeRunFinished)
+	wantKind(t, "release by A after B", env.Runs.ReleaseRun(ctx, staleRelease), automation.ErrConflict, automation.CodeRunFinished)
+	wantSame(t, "the run after the stale writes", getRun(t, env, r), b)
+	if st := getFlow(t, env.Store, f.Project, f.ID).Stats; st.Finished != 1 || st.Succeeded != 1 {
+		t.Fatalf("stats = %+v, want the run counted once, SUCCEEDED", st)
+	}
+}
+
+// testRunCrashes counts attempts that never ended: each claim reports how
+// many earlier claims were neither released nor finished (their process
+// died, or they lost the lease), which is what lets the Service stop a run
+// that kills its executor.
+func testRunCrashes(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	at, lease := now(), time.Minute
+	claim := func(wantInterrupted int) automation.Run {
+		t.Helper()
+		c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, at, lease)
+		must(t, "claim", err)
+		if c.Interrupted != wantInterrupted {
+			t.Fatalf("claim %d: interrupted = %d, want %d", c.Attempts, c.Interrupted, wantInterrupted)
+		}
+		at = at.Add(lease + time.Millisecond)
+		return c
+	}
+	claim(0)
+	claim(1) // the first attempt's lease ran out: it died
+	c := claim(2)
+	must(t, "release", env.Runs.ReleaseRun(ctx, c)) // an attempt that ended
+	c = claim(2)
+	c.Status = automation.RunFailed
+	must(t, "finish", env.Runs.FinishRun(ctx, c))
+	if got := getRun(t, env, r); got.Attempts != 4 {
+		t.Fatalf("attempts = %d, want 4", got.Attempts)
+	}
+}
+
+// testListRunSummaries: lists hold summaries (no trigger body, step
+// outputs or response body; the single-run read has them), and a page ends
+// early, with a cursor, once its summaries reach RunPageBudget bytes.
+func testListRunSummaries(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+	must(t, "claim", err)
+	c.Status = automation.RunSucceeded
+	c.Steps = []automation.StepResult{{Name: "call", Type: automation.StepHTTP, Status: automation.StepSucceeded,
+		Output: json.RawMessage(`{"status":200,"body":{"big":"output"}}`)}}
+	c.Response = &automation.RunResponse{StatusCode: 200, Body: json.RawMessage(`{"answer":"kept in the run"}`)}
+	must(t, "finish", env.Runs.FinishRun(ctx, c))
+
+	page, err := env.Runs.ListRuns(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
+	must(t, "list runs", err)
+	if len(page.Items) != 1 {
+		t.Fatalf("%d runs listed, want 1", len(page.Items))
+	}
+	wantSame(t, "listed run", page.Items[0], c.Summary())
+	if full := getRun(t, env, r); !equalJSON(full.Trigger.Body, r.Trigger.Body) || len(full.Steps) != 1 ||
+		full.Steps[0].Output == nil || full.Response == nil || full.Response.Body == nil {
+		t.Fatalf("the single-run read lost its large parts: %s", jsonOf(t, full))
+	}
+
+	// Summaries of ~200 KiB each (large headers): a page of 100 stops
+	// early, and the pages still hold every run once.
+	g := flowBuilderWebhook(f.Project, "big", now())
+	must(t, "create flow", env.Store.CreateFlow(ctx, g))
+	big := strings.Repeat("h", 200<<10)
+	var want []string
+	for i := range 8 {
+		br := newRun(g, now().Add(time.Duration(i)*time.Millisecond))
+		br.Trigger.Headers = map[string]string{"x-big": big}
+		must(t, "create big run", env.Create(ctx, br))
+		want = append([]string{br.ID}, want...)
+	}
+	items, sizes := walk(t, "list big runs", func(after string) (automation.Page[automation.Run], error) {
+		return env.Runs.ListRuns(ctx, g.Project, g.ID, automation.ListQuery{Limit: 100, After: after})
+	})
+	if got := runIDs(items); !slices.Equal(got, want) {
+		t.Fatalf("runs %v, want %v", got, want)
+	}
+	if len(sizes) < 2 {
+		t.Fatalf("page sizes %v: want the first page cut by the byte budget", sizes)
+	}
+	for i, n := range sizes {
+		if bytes := (n - 1) * (200 << 10); bytes >= automation.RunPageBudget {
+			t.Fatalf("page %d holds %d runs of 200 KiB: over the budget", i, n)
+		}
+	}
 }

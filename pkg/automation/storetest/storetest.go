@@ -115,9 +115,7 @@ func testProjects(t *testing.T, s automation.Store) {
 
 func equalProject(t *testing.T, what string, got, want automation.Project) {
 	t.Helper()
-	if got.ID != want.ID || got.Name != want.Name || got.Plan != want.Plan || !got.Created.Equal(want.Created) {
-		t.Errorf("%s = %+v, want %+v", what, got, want)
-	}
+	wantSame(t, what, got, want)
 }
 
 func newKey(project string, created time.Time) automation.APIKey {
@@ -183,12 +181,7 @@ func testKeys(t *testing.T, s automation.Store) {
 
 func equalKey(t *testing.T, what string, got, want automation.APIKey) {
 	t.Helper()
-	if got.ID != want.ID || got.Project != want.Project || got.Hash != want.Hash ||
-		got.Prefix != want.Prefix || !got.Created.Equal(want.Created) ||
-		(got.Revoked == nil) != (want.Revoked == nil) ||
-		(got.Revoked != nil && !got.Revoked.Equal(*want.Revoked)) {
-		t.Errorf("%s = %+v, want %+v", what, got, want)
-	}
+	wantSame(t, what, got, want)
 }
 
 func equalKeys(t *testing.T, what string, got, want []automation.APIKey) {

@@ -1,0 +1,326 @@
+package automation_test
+
+// Domain rules of runs, tested through the Service on the real SQLite store
+// and the real engine (pkg/flowtest): what holds here holds on every
+// transport and every worker.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/flowtest"
+)
+
+// env is a Service over a fresh data directory with one ENTERPRISE project.
+type env struct {
+	*flowtest.Env
+	svc     *automation.Service
+	project automation.Project
+}
+
+func newEnv(t *testing.T, policy automation.RunPolicy, clock ...func() time.Time) *env {
+	t.Helper()
+	opts := flowtest.Options{Policy: policy}
+	if len(clock) > 0 {
+		opts.Clock = clock[0]
+	}
+	fe := flowtest.New(t, opts)
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	return &env{Env: fe, svc: fe.Svc, project: p}
+}
+
+// flowCalling makes an ACTIVE flow builder flow with one HTTP step to url.
+func (e *env) flowCalling(t *testing.T, url string) automation.Flow {
+	t.Helper()
+	ctx := context.Background()
+	name, eng := "caller", automation.FlowBuilder
+	steps := []automation.Step{{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: url,
+		Body: json.RawMessage(`{"ref": "{{ trigger.body.ref }}"}`)}}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (e *env) start1(t *testing.T, f automation.Flow) automation.Run {
+	t.Helper()
+	r, err := e.svc.StartRun(context.Background(), f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"ref":"main"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// service answers with the statuses in order, then the last one forever,
+// and counts the requests.
+func service(t *testing.T, statuses ...int) (*httptest.Server, *atomic.Int32) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(calls.Add(1))
+		w.WriteHeader(statuses[min(n, len(statuses))-1])
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+// TestRedeliveryDoesNotRunTwice executes a finished run again, as a second
+// delivery of its queue message would: nothing happens.
+func TestRedeliveryDoesNotRunTwice(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	srv, calls := service(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	first, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || first.Run.Status != automation.RunSucceeded || first.Outcome != automation.OutcomeFinished {
+		t.Fatalf("first execution = %s (%v), %v", first.Run.Status, first.Outcome, err)
+	}
+	if again, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil || again.Outcome != automation.OutcomeFinished {
+		t.Fatalf("second execution: %v, %v", again.Outcome, err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("the external service was called %d times, want 1", calls.Load())
+	}
+	if got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID); got.Attempts != 1 {
+		t.Fatalf("attempts = %d, want 1", got.Attempts)
+	}
+}
+
+// TestIdempotentDeliveries: a flow that names an idempotency header gets one
+// run per header value within the window, however often it is delivered.
+func TestIdempotentDeliveries(t *testing.T) {
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	ctx := context.Background()
+	name, eng := "dedup", automation.FlowBuilder
+	trig := automation.Trigger{Type: automation.TriggerWebhook, Webhook: &automation.Webhook{IdempotencyHeader: "X-GitHub-Delivery"}}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Trigger: &trig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(id string) automation.Run {
+		t.Helper()
+		td := automation.TriggerData{Method: "POST", Headers: map[string]string{}, Body: json.RawMessage(`{}`)}
+		if id != "" {
+			td.Headers["x-github-delivery"] = id
+		}
+		r, err := e.svc.StartRun(ctx, f, td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a1, a2, b := deliver("d-1"), deliver("d-1"), deliver("d-2")
+	if a1.ID != a2.ID || a1.ID == b.ID {
+		t.Fatalf("runs %s, %s, %s: want the repeat to get the first run and d-2 its own", a1.ID, a2.ID, b.ID)
+	}
+	if n1, n2 := deliver(""), deliver(""); n1.ID == n2.ID {
+		t.Fatal("deliveries without the header were deduplicated")
+	}
+	now = now.Add(automation.IdempotencyWindow + time.Minute)
+	if late := deliver("d-1"); late.ID == a1.ID {
+		t.Fatal("a repeat past the window got the first run back")
+	}
+	page, err := e.svc.ListRuns(ctx, e.project, f.ID, automation.PageRequest{Limit: "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Data) != 5 {
+		t.Fatalf("%d runs recorded, want 5 (d-1, d-2, two without the header, d-1 past the window)", len(page.Data))
+	}
+}
+
+// TestRetentionPurge: runs older than the retention period go, younger ones
+// stay, and the flow's stats are kept.
+func TestRetentionPurge(t *testing.T) {
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{Retention: 48 * time.Hour}, func() time.Time { return now })
+	srv, _ := service(t, 200)
+	f := e.flowCalling(t, srv.URL)
+	ctx := context.Background()
+	old := e.start1(t, f)
+	if _, err := e.svc.ExecuteRun(ctx, old.Project, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(24 * time.Hour)
+	young := e.start1(t, f)
+	now = now.Add(25 * time.Hour) // old is 49 h old, young 25 h
+	n, err := e.svc.PurgeRuns(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("PurgeRuns = %d, %v; want 1", n, err)
+	}
+	if _, err := e.svc.Run(ctx, e.project, f.ID, old.ID); !errors.Is(err, automation.ErrNotFound) {
+		t.Fatalf("the expired run: err = %v, want not found", err)
+	}
+	if _, err := e.svc.Run(ctx, e.project, f.ID, young.ID); err != nil {
+		t.Fatalf("the young run: %v", err)
+	}
+	if got, _ := e.svc.Flow(ctx, e.project, f.ID); got.RunCount != 1 {
+		t.Fatalf("runCount after the purge = %d, want 1 (stats outlive records)", got.RunCount)
+	}
+}
+
+// TestRepeatedCrashesStopTheRun: a run whose attempts die with their
+// process (claimed, never released or finished) MaxCrashes times is
+// finished FAILED at the next claim instead of executed again, so that a
+// flow that kills its executor cannot do so at every restart. The crashes
+// are claims on the real store that never end, as a killed flowd leaves.
+func TestRepeatedCrashesStopTheRun(t *testing.T) {
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, calls := service(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	lease := automation.RunPolicy{}.Lease()
+	for range automation.DefaultMaxCrashes {
+		if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(lease + time.Second) // the process died; its lease ran out
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Outcome != automation.OutcomeFinished {
+		t.Fatalf("ExecuteRun = %v, %v; want the run finished", at.Outcome, err)
+	}
+	got, err := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != automation.RunFailed || !strings.Contains(got.Error, "stopped after repeated crashes") {
+		t.Fatalf("run = %s %q, want FAILED, stopped after repeated crashes", got.Status, got.Error)
+	}
+	if got.Attempts != automation.DefaultMaxCrashes+1 || calls.Load() != 0 {
+		t.Fatalf("attempts %d, %d calls to the flow's service; want %d attempts recorded and no execution",
+			got.Attempts, calls.Load(), automation.DefaultMaxCrashes+1)
+	}
+}
+
+// TestFewerCrashesStillRun: below MaxCrashes, an interrupted run is
+// executed again, and an attempt that ended (released) is no crash.
+func TestFewerCrashesStillRun(t *testing.T) {
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, calls := service(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	lease := automation.RunPolicy{}.Lease()
+	for range automation.DefaultMaxCrashes - 1 {
+		if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(lease + time.Second)
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || calls.Load() != 1 {
+		t.Fatalf("ExecuteRun = %s (%v), %v, %d calls; want SUCCEEDED after one call", at.Run.Status, at.Outcome, err, calls.Load())
+	}
+}
+
+// TestStaleAttemptCannotOverwrite: the frozen attempt through the Service.
+// An attempt that lost its lease while it executed finds its result
+// refused: the live attempt's run stands, and the stale one ends without an
+// error (the run is final: nothing left to do).
+func TestStaleAttemptCannotOverwrite(t *testing.T) {
+	now := time.Now()
+	var second automation.Run
+	lease := automation.RunPolicy{}.Lease()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		w.Write([]byte(`{"from":"stale"}`))
+	}))
+	t.Cleanup(srv.Close)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	done := make(chan automation.Attempt, 1)
+	go func() {
+		at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+		done <- at
+	}()
+	// Wait until the stale attempt holds the run, then let its lease lapse
+	// and have another attempt claim and finish it.
+	for {
+		if got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID); got.Attempts == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now.Add(lease+time.Second), lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status, c.Error = automation.RunSucceeded, ""
+	if err := e.Store.FinishRun(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	second = c
+	close(release)
+	at := <-done
+	if at.Outcome != automation.OutcomeFinished && at.Outcome != automation.OutcomeClaimed {
+		t.Fatalf("stale attempt outcome = %v, want finished or claimed", at.Outcome)
+	}
+	got, err := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != automation.RunSucceeded || len(got.Steps) != len(second.Steps) || got.Attempts != 2 {
+		t.Fatalf("run = %s with %d steps after %d attempts; want the live attempt's result", got.Status, len(got.Steps), got.Attempts)
+	}
+}
+
+// failingFinishes is a run store whose FinishRun fails while fail > 0, as a
+// locked or full database would.
+type failingFinishes struct {
+	automation.RunStore
+	fail atomic.Int32
+}
+
+func (s *failingFinishes) FinishRun(ctx context.Context, r automation.Run) error {
+	if s.fail.Add(-1) >= 0 {
+		return errors.New("database is locked")
+	}
+	return s.RunStore.FinishRun(ctx, r)
+}
+
+// TestUnsavedFinishIsRetriedSoon: an attempt whose final state cannot be
+// saved gives the run back (its lease dropped), so that the next attempt
+// can claim it at once instead of after the whole lease.
+func TestUnsavedFinishIsRetriedSoon(t *testing.T) {
+	now := time.Now()
+	runs := &failingFinishes{}
+	fe := flowtest.New(t, flowtest.Options{Clock: func() time.Time { return now },
+		Runs: func(s automation.RunStore) automation.RunStore { runs.RunStore = s; return runs }})
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	e := &env{Env: fe, svc: fe.Svc, project: p}
+	srv, _ := service(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+
+	runs.fail.Store(100)
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if !errors.Is(err, automation.ErrRetry) || at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("ExecuteRun with finishes failing = %v, %v; want a retry", at.Outcome, err)
+	}
+	runs.fail.Store(0)
+	// Same instant: the lease the failed attempt took must be gone.
+	at, err = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Outcome != automation.OutcomeFinished || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("next attempt = %v %s, %v; want it to claim at once and succeed", at.Outcome, at.Run.Status, err)
+	}
+	if got, _ := e.svc.Run(ctx, p, r.FlowID, r.ID); got.Attempts != 2 || got.Status != automation.RunSucceeded {
+		t.Fatalf("run = %s after %d attempts, want SUCCEEDED after 2", got.Status, got.Attempts)
+	}
+}

@@ -1,0 +1,112 @@
+// Package flowtest builds a Service the way flowd does, for the tests of
+// every package that needs a whole one: a real SQLite data directory in
+// t.TempDir(), sealed secrets, and the real engine (allowed to reach
+// loopback, where tests run their fake services). One helper, so that the
+// wiring tests exercise is the wiring flowd runs.
+package flowtest
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/datadir"
+	"flowservice/pkg/engine"
+	"flowservice/pkg/oauth"
+	"flowservice/pkg/sqlitestore"
+)
+
+// Options vary an Env. Zero fields take the defaults.
+type Options struct {
+	Policy    automation.RunPolicy
+	Clock     func() time.Time // default time.Now
+	Scheduler automation.Scheduler
+	// Queue returns the run queue the Service accepts runs into, given the
+	// store (which is the embedded queue), for a test that watches or
+	// redirects accepted runs: a worker pool's Notifying, a recording
+	// queue. nil: the store.
+	Queue func(*sqlitestore.Store) automation.RunQueue
+	// Store wraps the store the Service sees, for fault injection; nil:
+	// the store as is. Env.Store stays the real one.
+	Store func(automation.Store) automation.Store
+	// Runs wraps the run store the Service sees, as Store does.
+	Runs                   func(automation.RunStore) automation.RunStore
+	EngineURL, WorkflowURL string // default http://engine.test and http://workflow.test
+	Log                    *slog.Logger
+}
+
+// Env is a Service over a fresh data directory.
+type Env struct {
+	Svc   *automation.Service
+	Dir   *datadir.Dir
+	Store *sqlitestore.Store
+}
+
+// New opens a data directory in t.TempDir() and builds a Service on it;
+// both are closed when the test ends.
+func New(t testing.TB, opts Options) *Env {
+	t.Helper()
+	dir, err := datadir.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	var (
+		store automation.Store    = dir.Store
+		runs  automation.RunStore = dir.Store
+		queue automation.RunQueue = dir.Store
+	)
+	if opts.Store != nil {
+		store = opts.Store(store)
+	}
+	if opts.Runs != nil {
+		runs = opts.Runs(runs)
+	}
+	if opts.Queue != nil {
+		queue = opts.Queue(dir.Store)
+	}
+	if opts.EngineURL == "" {
+		opts.EngineURL = "http://engine.test"
+	}
+	if opts.WorkflowURL == "" {
+		opts.WorkflowURL = "http://workflow.test"
+	}
+	svc, err := automation.NewService(automation.Config{
+		Store: store, Secrets: dir.Secrets, Checker: engine.Checker{}, Scheduler: opts.Scheduler,
+		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(true)),
+		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
+		Clock: opts.Clock, Log: opts.Log,
+		Runtime: &automation.RunRuntime{
+			Runs: runs, Queue: queue, Policy: opts.Policy,
+			NewExecutor: NewExecutor,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Svc: svc, Dir: dir, Store: dir.Store}
+}
+
+// NewExecutor is the RunRuntime.NewExecutor of tests: the real engine,
+// allowed to reach private networks (tests' fake services listen on
+// 127.0.0.1).
+func NewExecutor(c automation.Credentials) automation.Executor {
+	return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: true})
+}
+
+// Project creates a project on plan and an API key for it.
+func (e *Env) Project(t testing.TB, name string, plan automation.Plan) (automation.Project, string) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := e.Svc.CreateProject(ctx, name, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := e.Svc.CreateAPIKey(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, key
+}
