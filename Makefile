@@ -8,7 +8,7 @@ GOFLAGS_TEST ?= -count=1
 
 .PHONY: all build run run-aws test screenshots bench lint fmt clean tools-check lint-template build-lambdas deploy \
 	fuzz fuzz-short soak \
-	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction
+	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction build-CodeFunction
 
 all: build
 
@@ -105,7 +105,7 @@ clean:
 # runs build-<LogicalId> with ARTIFACTS_DIR set. The functions run on
 # provided.al2023 / arm64 as a static binary named bootstrap.
 
-LAMBDAS        := api webhook workflowhook runner
+LAMBDAS        := api webhook workflowhook runner code
 LAMBDA_GOFLAGS := -tags lambda.norpc -trimpath -ldflags "-s -w"
 LAMBDA_ENV     := GOOS=linux GOARCH=arm64 CGO_ENABLED=0
 ENV            ?= default
@@ -116,10 +116,12 @@ LOGICAL_api          := ApiFunction
 LOGICAL_webhook      := WebhookFunction
 LOGICAL_workflowhook := WorkflowHookFunction
 LOGICAL_runner       := RunnerFunction
+LOGICAL_code         := CodeFunction
 EVENT_api            := api-list-flows.json
 EVENT_webhook        := webhook-post.json
 EVENT_workflowhook   := workflowhook-post.json
 EVENT_runner         := runner-batch.json
+EVENT_code           := code-invoke.json
 
 ## lint-template: cfn-lint template.yaml; errors and warnings both fail
 lint-template:
@@ -134,7 +136,7 @@ build-lambdas:
 	done
 
 ## build-<LogicalId>: what `sam build` runs for each function (needs ARTIFACTS_DIR)
-build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction:
+build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction build-CodeFunction:
 	@test -n "$(ARTIFACTS_DIR)" || { echo "make: $@ is run by sam build, which sets ARTIFACTS_DIR"; exit 1; }
 	$(LAMBDA_ENV) $(GO) build $(LAMBDA_GOFLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(FUNC_$(@:build-%=%))
 
@@ -142,6 +144,7 @@ FUNC_ApiFunction          := api
 FUNC_WebhookFunction      := webhook
 FUNC_WorkflowHookFunction := workflowhook
 FUNC_RunnerFunction       := runner
+FUNC_CodeFunction         := code
 
 ## invoke-<function>: sam local invoke with events/ (edit its __PLACEHOLDERS__ first; EVENT=file to pick another)
 invoke-%:

@@ -213,7 +213,7 @@ func TestBinarySizes(t *testing.T) {
 		t.Skip("builds four binaries")
 	}
 	dir := t.TempDir()
-	for _, fn := range []string{"api", "webhook", "workflowhook", "runner"} {
+	for _, fn := range []string{"api", "webhook", "workflowhook", "runner", "code"} {
 		out := filepath.Join(dir, fn, "bootstrap")
 		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, "../functions/"+fn)
 		build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")

@@ -223,7 +223,7 @@ func TestQueueAndRunner(t *testing.T) {
 func TestFunctions(t *testing.T) {
 	tpl := translate(t, nil)
 	fns := functions(tpl)
-	want := []string{"ApiFunction", "RunnerFunction", "WebhookFunction", "WorkflowHookFunction"}
+	want := []string{"ApiFunction", "CodeFunction", "RunnerFunction", "WebhookFunction", "WorkflowHookFunction"}
 	var got []string
 	for id := range fns {
 		got = append(got, id)

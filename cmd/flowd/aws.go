@@ -10,6 +10,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 )
 
@@ -21,7 +22,7 @@ import (
 // under the prefix FLOWD_AWS_PREFIX: for moto_server and scratch accounts.
 // The SDK's default chain finds credentials and region; AWS_ENDPOINT_URL
 // points it at an emulator.
-func openAWS(ctx context.Context, cfg config, getenv func(string) string, log *slog.Logger, logOut io.Writer) (*backend, error) {
+func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv func(string) string, log *slog.Logger, logOut io.Writer) (*backend, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("aws backend: %w", err)
@@ -35,6 +36,7 @@ func openAWS(ctx context.Context, cfg config, getenv func(string) string, log *s
 	acfg.AllowPrivateNetworks = cfg.AllowPrivate
 	acfg.RunPolicy = cfg.RunPolicy
 	acfg.LogOutput = logOut
+	acfg.Code = code
 	_ = acfg.LogLevel.UnmarshalText([]byte(cfg.LogLevel))
 	if getenv("FLOWD_AWS_PROVISION") == "true" {
 		prefix := or(getenv("FLOWD_AWS_PREFIX"), "flowd")

@@ -32,6 +32,7 @@ type config struct {
 	RateLimit      float64              // management requests per second per project; 0 for none
 	MetricsToken   string               // bearer token for GET /metrics; "" = open on loopback only
 	MemoryLimit    int64                // soft memory limit in bytes; 0 = none
+	CodeSandbox    bool                 // run CODE steps in sandbox child processes (default true)
 }
 
 // loadConfig reads the environment through getenv, applying the documented
@@ -113,6 +114,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if c.MemoryLimit, err = parseBytes(v); err != nil || c.MemoryLimit < 16<<20 {
 			return c, fmt.Errorf("FLOWD_MEMORY_LIMIT=%q: want a size of at least 16MiB, such as 512MiB or 2GiB", v)
 		}
+	}
+	c.CodeSandbox = true
+	if v := getenv("FLOWD_CODE_SANDBOX"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("FLOWD_CODE_SANDBOX=%q: want true or false", v)
+		}
+		c.CodeSandbox = b
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

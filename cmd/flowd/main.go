@@ -29,9 +29,13 @@ import (
 	"flowservice/pkg/metrics"
 	"flowservice/pkg/oauth"
 	"flowservice/pkg/runworker"
+	"flowservice/pkg/sandbox"
 )
 
 func main() {
+	// A copy of this binary started by the code sandbox serves scripts
+	// and never reaches the server below.
+	sandbox.MaybeServe()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if done, err := commandLine(os.Args[1:], os.Stdout); done || err != nil {
@@ -67,6 +71,16 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 			ln.Close() // after Serve took them, a second Close is harmless
 		}
 	}()
+	// CODE steps run in child processes of this binary (pkg/sandbox).
+	var code automation.CodeRunner
+	if cfg.CodeSandbox {
+		pool, err := sandbox.New(sandbox.Config{Log: log})
+		if err != nil {
+			return fmt.Errorf("%w (FLOWD_CODE_SANDBOX=false starts without CODE steps)", err)
+		}
+		defer pool.Close()
+		code = pool
+	}
 	var b *backend
 	if cfg.Backend == "aws" {
 		// The AWS backend keeps nothing in the data directory but the
@@ -76,9 +90,9 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 			return lerr
 		}
 		defer unlock()
-		b, err = openAWS(ctx, cfg, getenv, log, stderr)
+		b, err = openAWS(ctx, cfg, code, getenv, log, stderr)
 	} else {
-		b, err = openEmbedded(ctx, cfg, log, m)
+		b, err = openEmbedded(ctx, cfg, code, log, m)
 	}
 	if err != nil {
 		return err
@@ -156,8 +170,8 @@ type backend struct {
 
 // openEmbedded wires the SQLite store, sealed secrets, the worker pool and
 // the in-process scheduler of a data directory, with m observing runs, the
-// queue and the store.
-func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics) (*backend, error) {
+// queue and the store, and code running CODE steps.
+func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, log *slog.Logger, m *metrics.Metrics) (*backend, error) {
 	dir, err := datadir.Open(ctx, cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -202,7 +216,7 @@ func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, m *metrics.
 		Runtime: &automation.RunRuntime{
 			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Policy: cfg.RunPolicy,
 			NewExecutor: func(c automation.Credentials) automation.Executor {
-				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivate, Log: log})
+				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log})
 			},
 		},
 	})

@@ -7,16 +7,26 @@
 package main
 
 import (
+	"context"
 	"log"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/lambdacode"
 )
 
 func main() {
-	h, err := awsapp.Build(os.Getenv, awsapp.NewRunnerHandler)
+	h, err := awsapp.Build(os.Getenv, func(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (awsapp.SQSHandler, error) {
+		// CODE steps run in the code function, the one function that
+		// carries the JavaScript engine.
+		if fn := os.Getenv("CODE_FUNCTION"); fn != "" {
+			cfg.Code = lambdacode.New(awsCfg, fn)
+		}
+		return awsapp.NewRunnerHandler(ctx, awsCfg, cfg)
+	})
 	if err != nil {
 		log.Fatalf("runner: %v", err)
 	}

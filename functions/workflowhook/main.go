@@ -8,16 +8,26 @@
 package main
 
 import (
+	"context"
 	"log"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/lambdacode"
 )
 
 func main() {
-	h, err := awsapp.Build(os.Getenv, awsapp.NewWorkflowHookHandler)
+	h, err := awsapp.Build(os.Getenv, func(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (awsapp.ProxyHandler, error) {
+		// CODE steps run in the code function, the one function that
+		// carries the JavaScript engine.
+		if fn := os.Getenv("CODE_FUNCTION"); fn != "" {
+			cfg.Code = lambdacode.New(awsCfg, fn)
+		}
+		return awsapp.NewWorkflowHookHandler(ctx, awsCfg, cfg)
+	})
 	if err != nil {
 		log.Fatalf("workflowhook: %v", err)
 	}

@@ -239,8 +239,10 @@ type Step struct {
 	// VERIFY_SIGNATURE
 	Signature *Signature `json:"signature,omitempty"`
 
-	// CODE: the body of a JavaScript function whose return value is the output.
-	Code string `json:"code,omitempty"`
+	// CODE: the body of a JavaScript function whose return value is the
+	// output, and its wall-clock limit ("1s" by default, at most "10s").
+	Code    string `json:"code,omitempty"`
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // WebhookDescriptor is the answer of the webhook lookup.

@@ -76,14 +76,16 @@ const (
 
 // StepResult records one step of a run.
 type StepResult struct {
-	Name       string          `json:"name"`
-	Type       StepType        `json:"type"`
-	Status     StepStatus      `json:"status"`
-	Output     json.RawMessage `json:"output,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	StartedAt  *time.Time      `json:"startedAt,omitempty"`
-	FinishedAt *time.Time      `json:"finishedAt,omitempty"`
-	DurationMs int64           `json:"durationMs"`
+	Name   string          `json:"name"`
+	Type   StepType        `json:"type"`
+	Status StepStatus      `json:"status"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	// Logs are a CODE step's console lines, capped by the sandbox.
+	Logs       []string   `json:"logs,omitempty"`
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	DurationMs int64      `json:"durationMs"`
 }
 
 // RunResponse is the answer a synchronous webhook sends when its run ends.

@@ -27,9 +27,6 @@ var (
 	httpMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
 	hookMethods   = []string{"GET", "POST", "PUT", "DELETE", MethodAny}
 	presets       = []string{PresetGitHub, PresetStripe, PresetSlack}
-	// CODE needs its sandbox; until it lands it is refused at definition
-	// time rather than failing every run.
-	supportedSteps = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond}
 )
 
 // validateMeta checks the fields of a flow that need no definition.
@@ -229,10 +226,7 @@ func validateSignature(at string, sg *Signature) error {
 
 func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string) error {
 	if !slices.Contains(StepTypes, st.Type) {
-		return Invalid("%s.type %q: allowed values are %s", at, st.Type, join(supportedSteps))
-	}
-	if !slices.Contains(supportedSteps, st.Type) {
-		return Invalid("%s.type %s is not available yet: allowed values are %s", at, st.Type, join(supportedSteps))
+		return Invalid("%s.type %q: allowed values are %s", at, st.Type, join(StepTypes))
 	}
 	// Fields of other step types are refused, so a misplaced field is seen.
 	if err := onlyFields(st, at); err != nil {
@@ -273,6 +267,25 @@ func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string
 			return Invalid(`%s.body must be a flat object of strings, e.g. {"status": "ok", "message": "sent"}`, at)
 		}
 		return s.checkTemplates(at+".body", st.Body)
+	case StepCode:
+		return validateCode(st, at)
+	}
+	return nil
+}
+
+// validateCode checks what can be checked without a JavaScript engine,
+// which the management API does not carry: the code is there and not too
+// long, and the timeout is in range. Syntax errors show at run time, as the
+// step's error ("SyntaxError: … line N").
+func validateCode(st *Step, at string) error {
+	if strings.TrimSpace(st.Code) == "" {
+		return Invalid(`%s.code is required for CODE: the body of a JavaScript function, e.g. "return {total: trigger.body.items.length}"`, at)
+	}
+	if len(st.Code) > MaxCodeBytes {
+		return Invalid("%s.code is %d bytes; at most %d are allowed", at, len(st.Code), MaxCodeBytes)
+	}
+	if _, err := st.CodeTimeout(); err != nil {
+		return Invalid("%s.%v", at, err)
 	}
 	return nil
 }
@@ -356,6 +369,7 @@ func onlyFields(st *Step, at string) error {
 		{"statusCode", st.StatusCode != 0, []StepType{StepRespond}},
 		{"signature", st.Signature != nil, []StepType{StepVerifySignature}},
 		{"code", st.Code != "", []StepType{StepCode}},
+		{"timeout", st.Timeout != "", []StepType{StepCode}},
 	}
 	for _, fd := range fields {
 		if fd.set && !slices.Contains(fd.types, st.Type) {

@@ -85,7 +85,7 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 	rt := &automation.RunRuntime{
 		Runs: store, Queue: sqsqueue.New(store, sqs.NewFromConfig(awsCfg), cfg.QueueURL), Policy: cfg.RunPolicy,
 		NewExecutor: func(c automation.Credentials) automation.Executor {
-			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Log: log})
+			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log})
 		},
 	}
 	// Only the management API changes schedules (and only it has the IAM

@@ -67,7 +67,10 @@ type Config struct {
 	RunPolicy automation.RunPolicy
 	// AllowPrivateNetworks lets HTTP steps reach private addresses.
 	AllowPrivateNetworks bool
-	LogLevel             slog.Level
+	// Code runs CODE steps (the code function through Lambda Invoke, or
+	// flowd's sandbox); nil fails them as not available.
+	Code     automation.CodeRunner
+	LogLevel slog.Level
 	// LogOutput receives the JSON log lines; default os.Stderr, which
 	// Lambda sends to CloudWatch Logs.
 	LogOutput io.Writer

@@ -47,8 +47,12 @@ type Config struct {
 	// (default DefaultMaxRunOutputBytes): past it, outputs are recorded as
 	// shorter previews, down to none.
 	MaxRunOutputBytes int64
-	Clock             func() time.Time // default time.Now
-	Log               *slog.Logger
+	// Code runs CODE steps out of process (pkg/sandbox on flowd, the code
+	// Lambda on AWS). Nil fails every CODE step with a clear error, so that
+	// binaries that run no code never link a JavaScript engine.
+	Code  automation.CodeRunner
+	Clock func() time.Time // default time.Now
+	Log   *slog.Logger
 }
 
 // Defaults and limits of Config.
@@ -68,6 +72,7 @@ const (
 // Engine executes runs. It is safe for concurrent use.
 type Engine struct {
 	creds       Credentials
+	code        automation.CodeRunner
 	checker     Checker
 	transport   *http.Transport
 	timeout     time.Duration
@@ -81,7 +86,7 @@ type Engine struct {
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
-		creds:   cfg.Credentials,
+		creds: cfg.Credentials, code: cfg.Code,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log,
 	}
@@ -188,6 +193,7 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 		out, err := x.step(ctx, s)
 		done := e.clock()
 		sr.FinishedAt, sr.DurationMs = &done, done.Sub(began).Milliseconds()
+		sr.Logs, x.logs = x.logs, nil
 
 		var se *stepError
 		switch {

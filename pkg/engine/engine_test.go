@@ -452,7 +452,7 @@ func TestStepErrors(t *testing.T) {
 		step automation.Step
 		want string
 	}{
-		{"code", automation.Step{Name: "js", Type: automation.StepCode, Code: "return 1"}, "step js: CODE steps are not supported yet"},
+		{"code", automation.Step{Name: "js", Type: automation.StepCode, Code: "return 1"}, "step js: CODE steps are not available in this deployment"},
 		{"bad template", automation.Step{Name: "s", Type: automation.StepSet, Values: raw(`{"a": "{{ trigger.body.a.b.c }}"}`)}, "step s: values.a: expression \"trigger.body.a.b.c\": cannot fetch b from <nil>"},
 		{"scheme", automation.Step{Name: "h", Type: automation.StepHTTP, URL: "file:///etc/passwd"}, "only absolute http and https URLs"},
 		{"respond nested", automation.Step{Name: "r", Type: automation.StepRespond, Body: raw(`{"a": {"b": "c"}}`)}, "body.a must be a string"},

@@ -20,6 +20,8 @@ type execution struct {
 	// responded is set once a RESPOND step ran: the first one decides the
 	// answer, as it would once sent.
 	responded bool
+	// logs are the console lines of the CODE step that just ran.
+	logs []string
 }
 
 // step runs one step and returns its output. Failures are *stepError; a
@@ -46,7 +48,7 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 	case automation.StepRespond:
 		return x.respond(s)
 	case automation.StepCode:
-		return nil, &stepError{msg: "CODE steps are not supported yet: use SET, FILTER and HTTP steps"}
+		return x.code(ctx, s)
 	}
 	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
 }

@@ -1,0 +1,76 @@
+package automation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Limits of CODE steps (DESIGN §9). The sandbox enforces them; validation
+// refuses definitions outside them.
+const (
+	DefaultCodeTimeout = time.Second
+	MaxCodeTimeout     = 10 * time.Second
+	// MaxCodeBytes bounds a step's source, so that definitions stay small.
+	MaxCodeBytes = 64 << 10
+	// CodeMemoryBytes is the script heap a CODE step may use.
+	CodeMemoryBytes = 64 << 20
+	// MaxCodeOutputBytes bounds the JSON of a CODE step's return value.
+	MaxCodeOutputBytes = 1 << 20
+)
+
+// CodeRunner runs the JavaScript of CODE steps outside the calling process,
+// so that a hostile or broken script cannot take the server's memory or
+// CPU. The engine takes one at construction; binaries that run no code
+// pass none and so never link a JavaScript engine.
+type CodeRunner interface {
+	// RunCode runs req and returns what the script did. The script's own
+	// failures (a thrown error, a syntax error, a limit it hit) are
+	// CodeResult.Error; a returned error means the sandbox itself failed
+	// (it could not start, a Lambda invoke failed), which is worth a retry.
+	RunCode(ctx context.Context, req CodeRequest) (CodeResult, error)
+}
+
+// CodeRequest is one script to run. It is also the payload the code Lambda
+// function receives.
+type CodeRequest struct {
+	// Code is the body of a function; its return value is the output.
+	Code string `json:"code"`
+	// Scope is a JSON object whose fields the script sees as variables:
+	// trigger, steps, flow, run, state, and item and index inside loops.
+	Scope json.RawMessage `json:"scope"`
+	// TimeoutMs bounds the script's wall-clock time: 0 takes
+	// DefaultCodeTimeout, more than MaxCodeTimeout is cut to it.
+	TimeoutMs int64 `json:"timeoutMs"`
+}
+
+// Timeout is the request's time limit with the default and the cap applied.
+func (r CodeRequest) Timeout() time.Duration {
+	d := time.Duration(r.TimeoutMs) * time.Millisecond
+	if d <= 0 {
+		return DefaultCodeTimeout
+	}
+	return min(d, MaxCodeTimeout)
+}
+
+// CodeResult is what a script did: its return value as JSON (null for
+// undefined), its console lines, and its error message if it failed.
+type CodeResult struct {
+	Output json.RawMessage `json:"output,omitempty"`
+	Logs   []string        `json:"logs,omitempty"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// CodeTimeout is a CODE step's time limit: its timeout setting (a Go
+// duration such as "1s" or "500ms"), or DefaultCodeTimeout when unset.
+func (s Step) CodeTimeout() (time.Duration, error) {
+	if s.Timeout == "" {
+		return DefaultCodeTimeout, nil
+	}
+	d, err := time.ParseDuration(s.Timeout)
+	if err != nil || d <= 0 || d > MaxCodeTimeout {
+		return 0, fmt.Errorf("timeout %q: use a duration above 0 and at most %s, such as \"1s\" or \"500ms\"", s.Timeout, MaxCodeTimeout)
+	}
+	return d, nil
+}

@@ -1,0 +1,142 @@
+// Package lambdacode runs CODE steps on AWS: Runner sends each script to
+// the code function (functions/code) with Lambda Invoke, and Handler is
+// that function's side. Only the code function links the JavaScript
+// engine; the runner and the workflow builder receiver reach it through
+// Runner, a signed HTTPS call.
+package lambdacode
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"flowservice/pkg/automation"
+)
+
+// MaxPayload is the largest request or answer of a synchronous Lambda
+// invoke (6 MB); a step whose run data is larger fails with a clear error.
+const MaxPayload = 6_000_000
+
+// Runner is an automation.CodeRunner over the code function.
+//
+// It calls the Lambda Invoke API itself, signed with the SDK's SigV4
+// signer, rather than through the SDK's Lambda client: that client
+// registers the schemas of every Lambda operation when it is linked and
+// made the runner and the workflow receiver 2.4 MB larger, for one call.
+type Runner struct {
+	cfg      aws.Config
+	endpoint string
+	function string
+	signer   *v4.Signer
+	client   aws.HTTPClient
+}
+
+var _ automation.CodeRunner = (*Runner)(nil)
+
+// New returns a Runner that invokes function (a function name) with the
+// region, credentials, HTTP client and endpoint (AWS_ENDPOINT_URL) of cfg.
+func New(cfg aws.Config, function string) *Runner {
+	endpoint := "https://lambda." + cfg.Region + ".amazonaws.com"
+	if strings.HasPrefix(cfg.Region, "cn-") {
+		endpoint += ".cn"
+	}
+	if cfg.BaseEndpoint != nil && *cfg.BaseEndpoint != "" {
+		endpoint = strings.TrimSuffix(*cfg.BaseEndpoint, "/")
+	}
+	client := cfg.HTTPClient
+	if client == nil {
+		client = &http.Client{}
+	}
+	return &Runner{cfg: cfg, endpoint: endpoint, function: function, signer: v4.NewSigner(), client: client}
+}
+
+// RunCode invokes the code function with req and returns its answer. A
+// failed invoke or a function error (the function crashed or timed out)
+// is an error, worth a retry; the script's own failures are in the result.
+func (r *Runner) RunCode(ctx context.Context, req automation.CodeRequest) (automation.CodeResult, error) {
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return automation.CodeResult{}, fmt.Errorf("lambdacode: encode request: %w", err)
+	}
+	if len(payload) > MaxPayload {
+		return automation.CodeResult{Error: fmt.Sprintf(
+			"the run's data for this step is %d bytes; CODE steps on AWS take at most %d", len(payload), MaxPayload)}, nil
+	}
+	body, fnErr, err := r.invoke(ctx, payload)
+	if err != nil {
+		return automation.CodeResult{}, fmt.Errorf("lambdacode: invoke %s: %w", r.function, err)
+	}
+	if fnErr != "" {
+		var fe struct {
+			ErrorMessage string `json:"errorMessage"`
+		}
+		_ = json.Unmarshal(body, &fe)
+		return automation.CodeResult{}, fmt.Errorf("lambdacode: %s failed (%s): %s", r.function, fnErr, fe.ErrorMessage)
+	}
+	var res automation.CodeResult
+	if err := json.Unmarshal(body, &res); err != nil {
+		return automation.CodeResult{}, fmt.Errorf("lambdacode: decode the answer of %s: %w", r.function, err)
+	}
+	return res, nil
+}
+
+// invoke is one synchronous Invoke call: POST
+// /2015-03-31/functions/{name}/invocations. It returns the answer and the
+// X-Amz-Function-Error header.
+func (r *Runner) invoke(ctx context.Context, payload []byte) (body []byte, fnErr string, err error) {
+	u := r.endpoint + "/2015-03-31/functions/" + url.PathEscape(r.function) + "/invocations"
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(payload))
+	if err != nil {
+		return nil, "", err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("X-Amz-Invocation-Type", "RequestResponse")
+	creds, err := r.cfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("credentials: %w", err)
+	}
+	sum := sha256.Sum256(payload)
+	if err := r.signer.SignHTTP(ctx, creds, hreq, hex.EncodeToString(sum[:]), "lambda", r.cfg.Region, time.Now()); err != nil {
+		return nil, "", fmt.Errorf("sign: %w", err)
+	}
+	resp, err := r.client.Do(hreq)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	body, err = io.ReadAll(io.LimitReader(resp.Body, MaxPayload+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("read answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Message string `json:"message"`
+		}
+		_ = json.Unmarshal(body, &e)
+		return nil, "", fmt.Errorf("status %d %s: %s", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), e.Message)
+	}
+	return body, resp.Header.Get("X-Amz-Function-Error"), nil
+}
+
+// Handler is the code function: it runs each request in runner (the
+// sandbox pool of that function's own binary).
+func Handler(runner automation.CodeRunner) func(context.Context, automation.CodeRequest) (automation.CodeResult, error) {
+	return func(ctx context.Context, req automation.CodeRequest) (automation.CodeResult, error) {
+		if req.Code == "" {
+			return automation.CodeResult{}, errors.New("lambdacode: the request has no code")
+		}
+		return runner.RunCode(ctx, req)
+	}
+}
