@@ -205,6 +205,12 @@ const (
 	StepCode            StepType = "CODE"
 )
 
+// SideEffects reports whether steps of type t act on the world outside the
+// run (HTTP requests; CODE, which may call helpers with effects later).
+// Their results are journaled before the next step starts, and an attempt
+// that resumes a run never executes a journaled one again.
+func (t StepType) SideEffects() bool { return t == StepHTTP || t == StepCode }
+
 // StepTypes lists the step types in the order error messages name them.
 var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode}
 

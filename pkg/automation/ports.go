@@ -188,6 +188,9 @@ type RunStore interface {
 	// RunFinished, one claimed by another attempt RunLeaseLost; neither
 	// changes anything.
 	FinishRun(ctx context.Context, r Run) error
+	// RecordSteps journals the step results of a claimed run's attempt
+	// (r.Steps), keeping it RUNNING and claimed, fenced like ReleaseRun.
+	RecordSteps(ctx context.Context, r Run) error
 	// DeleteRunsBefore removes at most limit runs created before t (the
 	// retention purge) and returns how many it removed.
 	DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error)
@@ -234,9 +237,19 @@ type Execution struct {
 	Retryable bool // the failure was transient: another attempt may succeed
 }
 
+// Journal makes an attempt's step results durable while it runs. An
+// executor calls it after each step with side effects (SideEffects), with
+// the results so far, before the next step starts. An error (the store is
+// down, or the attempt lost its lease) ends the attempt: later steps must
+// not run unrecorded.
+type Journal func(ctx context.Context, steps []StepResult) error
+
 // Executor runs a flow's steps; pkg/engine implements it.
 type Executor interface {
-	// Execute runs f (secrets revealed) for r and returns the attempt's
-	// outcome. It persists nothing.
-	Execute(ctx context.Context, f Flow, r Run) Execution
+	// ExecuteJournaled runs f (secrets revealed) for r and returns the
+	// attempt's outcome; it persists nothing itself but calls journal (nil:
+	// none). A step with side effects that r.Steps records as SUCCEEDED, at
+	// its place in the flow, was journaled by an earlier attempt of this
+	// run: it is not executed again, and its recorded output stands.
+	ExecuteJournaled(ctx context.Context, f Flow, r Run, journal Journal) Execution
 }

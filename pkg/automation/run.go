@@ -33,6 +33,14 @@ type Run struct {
 	Finished   *time.Time   `json:"finished"`
 	DurationMs *int64       `json:"durationMs"`
 	Attempts   int          `json:"attempts"`
+	// NextAttemptAt is when a RUNNING run waiting between attempts will be
+	// tried again; null while it executes and once it is final.
+	NextAttemptAt *time.Time `json:"nextAttemptAt"`
+	// ResumedFrom is the run this one resumed (a retry from the failed
+	// step), which lent it the outputs of its finished steps.
+	ResumedFrom string `json:"resumedFrom,omitempty"`
+	// StoppedAt names the FILTER step that ended the run, if one did.
+	StoppedAt string `json:"stoppedAt,omitempty"`
 	// Interrupted counts the attempts before the current one that ended
 	// without a result: claimed, then neither released nor finished,
 	// because their process died or lost the lease. RunStore.ClaimRun
@@ -76,16 +84,20 @@ const (
 
 // StepResult records one step of a run.
 type StepResult struct {
-	Name   string          `json:"name"`
-	Type   StepType        `json:"type"`
-	Status StepStatus      `json:"status"`
-	Output json.RawMessage `json:"output,omitempty"`
-	Error  string          `json:"error,omitempty"`
+	Name       string          `json:"name"`
+	Type       StepType        `json:"type"`
+	Status     StepStatus      `json:"status"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	StartedAt  *time.Time      `json:"startedAt,omitempty"`
+	FinishedAt *time.Time      `json:"finishedAt,omitempty"`
+	DurationMs int64           `json:"durationMs"`
 	// Logs are a CODE step's console lines, capped by the sandbox.
-	Logs       []string   `json:"logs,omitempty"`
-	StartedAt  *time.Time `json:"startedAt,omitempty"`
-	FinishedAt *time.Time `json:"finishedAt,omitempty"`
-	DurationMs int64      `json:"durationMs"`
+	Logs []string `json:"logs,omitempty"`
+	// Attempts counts the executions of the step in its run's attempt
+	// that recorded it (more than 1 after per-step retries); 0 when it did
+	// not run.
+	Attempts int `json:"attempts"`
 }
 
 // RunResponse is the answer a synchronous webhook sends when its run ends.

@@ -33,6 +33,11 @@ type RunRuntime struct {
 	// NewService, so that no caller completes a Service after the fact.
 	NewExecutor func(Credentials) Executor
 	Policy      RunPolicy // zero fields take the defaults
+	// StopInlineAtAnswer cuts an ON_COMPLETION receiver's inline attempt
+	// short when the receiver answers without the run's result (AwaitRun's
+	// wait passed), for receivers that are frozen once they answer (Lambda):
+	// a frozen attempt would hold the run's lease with nobody executing.
+	StopInlineAtAnswer bool
 }
 
 // Credentials reads connection credentials for an executor and records
@@ -245,6 +250,9 @@ type Attempt struct {
 	// Attempts counts the claims of the run so far, this one included;
 	// 0 when it did not claim the run.
 	Attempts int
+	// RetryAt is when the run should be tried again, for OutcomeRetry
+	// (the run's NextAttemptAt): Policy.Backoff after this attempt.
+	RetryAt time.Time
 }
 
 // crashedMessage is the error of a run finished because its attempts kept
@@ -289,11 +297,20 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 	if err != nil {
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
 	}
+	r.NextAttemptAt = nil // executing now
 	actx, cancel := context.WithTimeout(ctx, p.Timeout)
-	ex := s.exec.Execute(actx, f, r)
+	ex := s.exec.ExecuteJournaled(actx, f, r, func(ctx context.Context, steps []StepResult) error {
+		j := r
+		j.Steps = steps
+		return rt.Runs.RecordSteps(ctx, j)
+	})
 	cancel()
-	out := ex.Run
+	out := acrossAttempts(r, ex.Run)
 	switch {
+	case out.Status == RunFailed && ctx.Err() != nil:
+		// Cut short by the caller (shutdown, a receiver that answered):
+		// not a failure of the run. Give it back for another attempt.
+		return s.release(context.WithoutCancel(ctx), rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable && r.Attempts < p.MaxAttempts:
 		return s.release(ctx, rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable:
@@ -306,6 +323,20 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		return at, fmt.Errorf("%w: run %s: %s", ErrExhausted, runID, out.Error)
 	}
 	return s.settle(ctx, rt, at, out)
+}
+
+// acrossAttempts is the outcome of an attempt as the run shows it: started
+// when its first attempt started, with durationMs over all its attempts.
+func acrossAttempts(claimed, out Run) Run {
+	if claimed.Started != nil {
+		out.Started = claimed.Started
+	}
+	if claimed.DurationMs != nil && out.DurationMs != nil {
+		d := *claimed.DurationMs + *out.DurationMs
+		out.DurationMs = &d
+	}
+	out.NextAttemptAt = nil
+	return out
 }
 
 // finishTries and finishPause bound how hard an attempt tries to save its
@@ -349,13 +380,17 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 		}
 	}
 	back := r
-	back.Status, back.Finished, back.DurationMs = RunRunning, nil, nil
+	back.Status, back.Finished = RunRunning, nil
 	return s.release(context.WithoutCancel(ctx), rt, at, back, fmt.Errorf("finish: %w", err))
 }
 
 // release gives a claimed run back after a failed attempt (cause), to be
 // retried: OutcomeRetry, unless the run moved on meanwhile.
 func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run, cause error) (Attempt, error) {
+	// Waiting for the next attempt: not finished, and says when it will
+	// try again. The failed step keeps its error.
+	at.RetryAt = s.clock().Add(rt.Policy.Backoff(r.Attempts))
+	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &at.RetryAt
 	at.Run = r
 	err := rt.Runs.ReleaseRun(ctx, r)
 	if o, ok := settled(err); ok && err != nil {
@@ -385,9 +420,13 @@ func settled(err error) (Outcome, bool) {
 
 // AwaitRun executes a just-started run in the caller's goroutine, for
 // synchronous (ON_COMPLETION) webhooks, and returns it final. When a worker
-// holds the run already, it waits for that worker instead. If wait passes
-// first it returns the run still RUNNING; the attempt goes on regardless,
-// since it runs on its own context.
+// holds the run already (the hand-over of "Who executes a run"), it waits
+// for that worker instead. If wait passes first it returns the run still
+// RUNNING. The inline attempt then goes on, on its own context, unless the
+// runtime says an attempt must not outlive the answer
+// (RunRuntime.StopInlineAtAnswer, the Lambda receiver, which is frozen once
+// it answers): then the attempt is cut short and gives the run back
+// (journaled steps kept) before AwaitRun returns, and the queue takes over.
 func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
@@ -398,9 +437,12 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 		err error
 	}
 	done := make(chan result, 1)
+	// Detached: a client that hangs up must not cut the run short.
+	// It ends at the attempt's end, or by stop at the answer.
+	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
-		// Detached: a client that hangs up must not cut the run short.
-		at, err := s.ExecuteRun(context.WithoutCancel(ctx), r.Project, r.ID)
+		defer stop()
+		at, err := s.ExecuteRun(actx, r.Project, r.ID)
 		done <- result{at.Run, err}
 	}()
 	timer := time.NewTimer(wait)
@@ -423,6 +465,10 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 				return cur, nil
 			}
 		case <-timer.C:
+			if rt.StopInlineAtAnswer && done != nil {
+				stop()
+				<-done // the attempt has given the run back
+			}
 			return r, nil
 		case <-ctx.Done():
 			return r, ctx.Err()

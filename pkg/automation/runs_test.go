@@ -324,3 +324,132 @@ func TestUnsavedFinishIsRetriedSoon(t *testing.T) {
 		t.Fatalf("run = %s after %d attempts, want SUCCEEDED after 2", got.Status, got.Attempts)
 	}
 }
+
+// TestFlakySecondStepDoesNotRepeatTheFirst is the repro of the step
+// journal: two HTTP steps, the second fails once with 503. The run
+// succeeds on its second attempt, which resumes at the second step with
+// the first step's journaled output: the first service saw one request.
+func TestFlakySecondStepDoesNotRepeatTheFirst(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	pay, payCalls := service(t, 201)
+	notify, notifyCalls := service(t, 503, 200)
+	ctx := context.Background()
+	name, eng := "pay-then-notify", automation.FlowBuilder
+	steps := []automation.Step{
+		{Name: "pay", Type: automation.StepHTTP, Method: "POST", URL: pay.URL, Body: json.RawMessage(`{"amount": 5}`)},
+		{Name: "notify", Type: automation.StepHTTP, Method: "POST", URL: notify.URL,
+			Body: json.RawMessage(`{"paid": "{{ steps.pay.status }}"}`)},
+	}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start1(t, f)
+	if at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("first attempt = %v, %v; want a retry after the 503", at.Outcome, err)
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("second attempt = %s, %v; want SUCCEEDED", at.Run.Status, err)
+	}
+	if payCalls.Load() != 1 || notifyCalls.Load() != 2 {
+		t.Fatalf("pay saw %d requests, notify %d; want 1 and 2", payCalls.Load(), notifyCalls.Load())
+	}
+	got, err := e.svc.Run(ctx, e.project, f.ID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Steps) != 2 || got.Steps[0].Status != automation.StepSucceeded || got.Steps[1].Status != automation.StepSucceeded ||
+		!strings.Contains(string(got.Steps[0].Output), `"status":201`) {
+		t.Fatalf("steps = %+v", got.Steps)
+	}
+}
+
+// TestInlineAttemptStopsAtTheAnswer: with StopInlineAtAnswer (the Lambda
+// receiver), an ON_COMPLETION attempt that outlives the receiver's wait is
+// cut short and gives the run back before AwaitRun returns: no attempt is
+// left holding the run, and the next attempt claims it at once.
+func TestInlineAttemptStopsAtTheAnswer(t *testing.T) {
+	fe := flowtest.New(t, flowtest.Options{StopInlineAtAnswer: true})
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	e := &env{Env: fe, svc: fe.Svc, project: p}
+	hold := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(hold) }) // first: the handler returns
+	r := e.start1(t, e.flowCalling(t, slow.URL))
+	ctx := context.Background()
+	got, err := e.svc.AwaitRun(ctx, r, 300*time.Millisecond)
+	if err != nil || got.Status != automation.RunRunning {
+		t.Fatalf("AwaitRun = %s, %v; want the run still RUNNING after the wait", got.Status, err)
+	}
+	c, err := e.Store.ClaimRun(ctx, r.Project, r.ID, time.Now(), time.Minute)
+	if err != nil {
+		t.Fatalf("claim right after the answer: %v; want the inline attempt to have let go", err)
+	}
+	if c.Attempts != 2 || c.Interrupted != 0 {
+		t.Fatalf("claim after the answer: attempts %d, interrupted %d; want 2 and 0 (the inline attempt ended)", c.Attempts, c.Interrupted)
+	}
+}
+
+// TestRunFieldsAcrossAttempts: a run waiting between attempts shows when
+// it tries again (nextAttemptAt) and no finish time or run error; once
+// final, it started when its first attempt started, durationMs covers all
+// attempts, and each step says how often it was executed.
+func TestRunFieldsAcrossAttempts(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, _ := service(t, 503, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	first, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if first.Outcome != automation.OutcomeRetry || first.RetryAt.IsZero() {
+		t.Fatalf("first attempt = %v, retry at %v", first.Outcome, first.RetryAt)
+	}
+	waiting, err := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiting.Status != automation.RunRunning || waiting.NextAttemptAt == nil || !waiting.NextAttemptAt.Equal(first.RetryAt) ||
+		waiting.Finished != nil || waiting.Error != "" || waiting.Steps[0].Error == "" || waiting.Steps[0].Attempts != 1 {
+		t.Fatalf("waiting run = %+v; want RUNNING with nextAttemptAt %v, no finish time or run error, the step's error kept", waiting, first.RetryAt)
+	}
+	firstStart := *waiting.Started
+	now = now.Add(time.Minute)
+	if _, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	done, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if done.Status != automation.RunSucceeded || done.NextAttemptAt != nil || done.Started == nil || !done.Started.Equal(firstStart) ||
+		done.DurationMs == nil || done.Attempts != 2 || done.Steps[0].Attempts != 1 {
+		t.Fatalf("finished run = %+v; want SUCCEEDED, started at the first attempt (%v), durationMs set, 2 attempts", done, firstStart)
+	}
+}
+
+// TestStoppedAtNamesTheFilter: a FILTER that ends a run is named in
+// stoppedAt.
+func TestStoppedAtNamesTheFilter(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	name, eng := "filtered", automation.FlowBuilder
+	steps := []automation.Step{{Name: "only_main", Type: automation.StepFilter, Condition: `trigger.body.ref == "other"`}}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	at, err := e.svc.ExecuteRun(ctx, e.project.ID, e.start1(t, f).ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || at.Run.StoppedAt != "only_main" {
+		t.Fatalf("run = %s stopped at %q, %v; want SUCCEEDED stopped at only_main", at.Run.Status, at.Run.StoppedAt, err)
+	}
+}

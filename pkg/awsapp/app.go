@@ -87,6 +87,9 @@ func newApp(ctx context.Context, awsCfg aws.Config, cfg Config, r role) (*app, e
 		NewExecutor: func(c automation.Credentials) automation.Executor {
 			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log})
 		},
+		// A receiver is frozen once it answers: its inline attempt must
+		// not outlive the answer.
+		StopInlineAtAnswer: true,
 	}
 	// Only the management API changes schedules (and only it has the IAM
 	// grants); the other functions never enable, update or delete flows.

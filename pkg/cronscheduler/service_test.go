@@ -113,5 +113,14 @@ func listRuns(t *testing.T, svc *automation.Service, p automation.Project, flowI
 	if err != nil {
 		t.Fatal(err)
 	}
-	return page.Data
+	// Lists hold summaries: read each run whole, trigger body included.
+	out := make([]automation.Run, 0, len(page.Data))
+	for _, r := range page.Data {
+		full, err := svc.Run(context.Background(), p, flowID, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, full)
+	}
+	return out
 }

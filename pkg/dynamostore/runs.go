@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -281,10 +282,29 @@ func (s *Store) whyRefused(ctx context.Context, r automation.Run) error {
 	return automation.RunLeaseLost(r.ID)
 }
 
-// updateRun writes r's record over a RUNNING run of its project and drops
-// the lease.
+// RecordSteps journals the steps of a claimed attempt, keeping its claim.
+func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
+	r.Status = automation.RunRunning
+	err := s.writeRun(ctx, r, false)
+	if _, ok := conditionFailed(err); ok {
+		return s.whyRefused(ctx, r)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: record steps of run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// updateRun writes r's record over a RUNNING run of its project and ends
+// the attempt (drops the lease).
 func (s *Store) updateRun(ctx context.Context, r automation.Run) error {
-	in, err := s.runUpdate(ctx, r)
+	return s.writeRun(ctx, r, true)
+}
+
+// writeRun writes r's record over a RUNNING run that r's attempt holds,
+// ending the attempt or not.
+func (s *Store) writeRun(ctx context.Context, r automation.Run, end bool) error {
+	in, err := s.runUpdate(ctx, r, end)
 	if err != nil {
 		return err
 	}
@@ -297,10 +317,12 @@ func (s *Store) updateRun(ctx context.Context, r automation.Run) error {
 }
 
 // runUpdate is the write of a run's record, conditioned on the run being
-// RUNNING in r's project; attempts, created, the trigger (written once, by
-// CreateRun) and the keys stay as stored. With WithPayloads, step outputs
-// too large for the item are stored first and referenced.
-func (s *Store) runUpdate(ctx context.Context, r automation.Run) (*types.Update, error) {
+// RUNNING in r's project and held by r's claim (LeaseToken); attempts,
+// created, the trigger (written once, by CreateRun) and the keys stay as
+// stored. With end, the attempt ends: the lease goes and the attempt counts
+// as ended. With WithPayloads, step outputs too large for the item are
+// stored first and referenced.
+func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*types.Update, error) {
 	r, ref, err := s.storeSteps(ctx, r)
 	if err != nil {
 		return nil, err
@@ -312,24 +334,31 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run) (*types.Update,
 	for _, k := range []string{"attempts", "created", "trigger", attrFlowID} {
 		delete(rec, k)
 	}
-	remove := " REMOVE #lease"
+	var remove []string
 	if ref != "" {
 		rec[attrStepsPayload] = str(ref)
 	}
 	set, names, values := setExpression(rec)
 	if ref == "" {
 		// Steps small again after a large attempt: the item holds them.
-		remove += ", #stepsPayload"
+		remove = append(remove, "#stepsPayload")
 		names["#stepsPayload"] = attrStepsPayload
 	}
-	names["#project"], names["#status"], names["#lease"] = attrProject, "status", attrLeaseUntil
-	names["#token"], names["#ended"] = attrLeaseToken, attrEnded
+	names["#project"], names["#status"], names["#token"] = attrProject, "status", attrLeaseToken
 	values[":project"], values[":running"] = str(r.Project), str(string(automation.RunRunning))
-	values[":token"], values[":zero"], values[":one"] = str(r.LeaseToken), num(0), num(1)
-	set += ", #ended = if_not_exists(#ended, :zero) + :one"
+	values[":token"] = str(r.LeaseToken)
+	if end {
+		remove = append(remove, "#lease")
+		names["#lease"], names["#ended"] = attrLeaseUntil, attrEnded
+		values[":zero"], values[":one"] = num(0), num(1)
+		set += ", #ended = if_not_exists(#ended, :zero) + :one"
+	}
+	if len(remove) > 0 {
+		set += " REMOVE " + strings.Join(remove, ", ")
+	}
 	return &types.Update{
 		TableName: &s.t.Runs, Key: runKey(r.ID),
-		UpdateExpression:          aws.String(set + remove),
+		UpdateExpression:          aws.String(set),
 		ConditionExpression:       aws.String("#project = :project AND #status = :running AND #token = :token"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
@@ -344,7 +373,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("dynamostore: finish run %s: status %q is not final", r.ID, r.Status)
 	}
-	run, err := s.runUpdate(ctx, r)
+	run, err := s.runUpdate(ctx, r, true)
 	if err != nil {
 		return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -163,9 +164,21 @@ var errFiltered = errors.New("filtered")
 // Started, Finished, DurationMs and Response. It persists nothing. A run
 // whose ctx deadline passes ends TIMEOUT.
 func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Run) Result {
+	return e.ExecuteJournaled(ctx, f, r, nil)
+}
+
+// ExecuteJournaled is Execute for one attempt at a run that may have
+// journaled steps already (automation.Executor): a step with side effects
+// that r.Steps records as SUCCEEDED at its place is not executed again,
+// its recorded output standing in for it (a truncated output stands as its
+// preview), and after each step with side effects that has a step after it,
+// journal (when not nil) records the results so far before the next one
+// starts. A journal that fails ends the attempt, retryable.
+func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r automation.Run, journal automation.Journal) Result {
+	previous := r.Steps
 	start := e.clock()
 	r.Started, r.Finished, r.DurationMs = &start, nil, nil
-	r.Status, r.Error, r.Response = automation.RunRunning, "", nil
+	r.Status, r.Error, r.Response, r.StoppedAt = automation.RunRunning, "", nil, ""
 	r.Steps = make([]automation.StepResult, len(f.Steps))
 	for i, s := range f.Steps {
 		r.Steps[i] = automation.StepResult{Name: s.Name, Type: s.Type, Status: automation.StepSkipped}
@@ -181,16 +194,26 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 
 	res := Result{}
 	last := json.RawMessage(`{}`) // the last output, as recorded
-	var recorded int64            // bytes of outputs recorded so far
+	var spent int64               // bytes of outputs recorded so far
 	for i, s := range f.Steps {
 		if err := ctx.Err(); err != nil {
 			res.Retryable = x.interrupted(ctx, s.Name)
 			break
 		}
 		sr := &r.Steps[i]
+		if done, ok := journaled(previous, i, s); ok {
+			*sr = done
+			if out := recorded(done.Output); out != nil {
+				x.steps[s.Name] = out
+				last = done.Output
+			}
+			spent += int64(len(done.Output))
+			continue
+		}
 		began := e.clock()
 		sr.StartedAt = &began
 		out, err := x.step(ctx, s)
+		sr.Attempts = 1
 		done := e.clock()
 		sr.FinishedAt, sr.DurationMs = &done, done.Sub(began).Milliseconds()
 		sr.Logs, x.logs = x.logs, nil
@@ -207,14 +230,22 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 			sr.Status, sr.Error = automation.StepFailed, se.msg
 			out = se.output
 		}
-		sr.Output = e.record(out, min(e.maxOutput, e.maxRun-recorded))
-		recorded += int64(len(sr.Output))
+		sr.Output = e.record(out, min(e.maxOutput, e.maxRun-spent))
+		spent += int64(len(sr.Output))
 		if out != nil {
 			x.steps[s.Name] = out
 			last = sr.Output
 		}
 		if errors.Is(err, errFiltered) {
+			r.StoppedAt = s.Name
 			break
+		}
+		goesOn := se == nil || (s.Type == automation.StepHTTP && s.ContinueOnFail)
+		if goesOn && journal != nil && s.Type.SideEffects() && i < len(f.Steps)-1 {
+			if err := journal(ctx, slices.Clone(r.Steps[:i+1])); err != nil {
+				r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+s.Name+": its result could not be recorded: "+err.Error(), true
+				break
+			}
 		}
 		if se != nil {
 			if s.Type == automation.StepHTTP && s.ContinueOnFail {
@@ -246,6 +277,28 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 		"durationMs", d, "retryable", res.Retryable)
 	res.Run = r
 	return res
+}
+
+// journaled returns the result an earlier attempt recorded for step s at
+// index i, when s has side effects and that attempt finished it.
+func journaled(previous []automation.StepResult, i int, s automation.Step) (automation.StepResult, bool) {
+	if i >= len(previous) || !s.Type.SideEffects() {
+		return automation.StepResult{}, false
+	}
+	p := previous[i]
+	return p, p.Name == s.Name && p.Type == s.Type && p.Status == automation.StepSucceeded
+}
+
+// recorded is a journaled output as expressions see it.
+func recorded(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil
+	}
+	return v
 }
 
 // interrupted ends a run whose context ended before or during step name:

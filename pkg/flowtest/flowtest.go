@@ -34,6 +34,7 @@ type Options struct {
 	// Runs wraps the run store the Service sees, as Store does.
 	Runs                   func(automation.RunStore) automation.RunStore
 	EngineURL, WorkflowURL string // default http://engine.test and http://workflow.test
+	StopInlineAtAnswer     bool   // RunRuntime.StopInlineAtAnswer
 	Log                    *slog.Logger
 }
 
@@ -79,7 +80,7 @@ func New(t testing.TB, opts Options) *Env {
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
 		Clock: opts.Clock, Log: opts.Log,
 		Runtime: &automation.RunRuntime{
-			Runs: runs, Queue: queue, Policy: opts.Policy,
+			Runs: runs, Queue: queue, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			NewExecutor: NewExecutor,
 		},
 	})

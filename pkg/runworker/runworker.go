@@ -110,9 +110,12 @@ func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntr
 		log.Warn("run failed for good; entry parked", "err", err)
 		err = p.q.Park(ctx, e.RunID, err.Error())
 	default: // OutcomeRetry
-		at := time.Now().Add(p.cfg.Policy.Backoff(max(at.Attempts, e.Claims)))
-		log.Info("run will be retried", "at", at, "err", err)
-		err = p.q.Retry(ctx, e.RunID, at)
+		next := at.RetryAt // the run's nextAttemptAt
+		if next.IsZero() { // the attempt did not get as far as the run
+			next = time.Now().Add(p.cfg.Policy.Backoff(max(at.Attempts, e.Claims)))
+		}
+		log.Info("run will be retried", "at", next, "err", err)
+		err = p.q.Retry(ctx, e.RunID, next)
 	}
 	if err != nil {
 		// The lease expires and the entry is claimed again: nothing is lost.

@@ -171,6 +171,20 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	})
 }
 
+// RecordSteps journals the steps of a claimed attempt, keeping its claim.
+func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
+	r.Status = automation.RunRunning
+	doc, err := encodeRun(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
+	}
+	return s.write(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
+		return fenced(ctx, tx, r, `UPDATE runs SET doc = ?
+			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
+			doc, r.Project, r.ID, r.LeaseToken)
+	})
+}
+
 // fenced runs a conditional write of r's attempt and, when it changed
 // nothing, says why: the run is gone, final, or held by another claim.
 func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {

@@ -30,6 +30,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunClaimRace", func(t *testing.T) { testRunClaimRace(t, open(t)) })
 	t.Run("RunFencing", func(t *testing.T) { testRunFencing(t, open(t)) })
 	t.Run("RunCrashes", func(t *testing.T) { testRunCrashes(t, open(t)) })
+	t.Run("RunJournal", func(t *testing.T) { testRunJournal(t, open(t)) })
 	t.Run("RunFinishStats", func(t *testing.T) { testRunFinishStats(t, open(t)) })
 	t.Run("ListRuns", func(t *testing.T) { testListRuns(t, open(t)) })
 	t.Run("ListRunSummaries", func(t *testing.T) { testListRunSummaries(t, open(t)) })
@@ -418,5 +419,37 @@ func testListRunSummaries(t *testing.T, env RunEnv) {
 		if bytes := (n - 1) * (200 << 10); bytes >= automation.RunPageBudget {
 			t.Fatalf("page %d holds %d runs of 200 KiB: over the budget", i, n)
 		}
+	}
+}
+
+// testRunJournal: RecordSteps makes an attempt's steps durable and keeps
+// its claim; a stale attempt cannot journal; the next claim after a crash
+// gets the journaled steps back (and counts the crash).
+func testRunJournal(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	t0, lease := now(), time.Minute
+	a, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, lease)
+	must(t, "claim", err)
+	a.Steps = []automation.StepResult{{Name: "pay", Type: automation.StepHTTP, Status: automation.StepSucceeded,
+		Output: json.RawMessage(`{"status":201,"body":{"charge":"ch_1"}}`)}}
+	must(t, "record steps", env.Runs.RecordSteps(ctx, a))
+	wantSame(t, "journaled run", getRun(t, env, r), a)
+	_, err = env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(time.Second), lease)
+	wantKind(t, "claim while the journaling attempt holds the run", err, automation.ErrConflict, automation.CodeRunClaimed)
+
+	// The attempt dies; the next one resumes with the journal.
+	b, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(lease+time.Millisecond), lease)
+	must(t, "claim after the crash", err)
+	if len(b.Steps) != 1 || !equalJSON(b.Steps[0].Output, a.Steps[0].Output) || b.Interrupted != 1 {
+		t.Fatalf("claim after the crash: steps %s, interrupted %d; want the journal and 1", jsonOf(t, b.Steps), b.Interrupted)
+	}
+	stale := a
+	stale.Steps = append(stale.Steps, automation.StepResult{Name: "late", Type: automation.StepHTTP, Status: automation.StepSucceeded})
+	wantKind(t, "journal of the stale attempt", env.Runs.RecordSteps(ctx, stale), automation.ErrConflict, automation.CodeRunLeaseLost)
+	if got := getRun(t, env, r); len(got.Steps) != 1 {
+		t.Fatalf("a stale journal write reached the run: %s", jsonOf(t, got.Steps))
 	}
 }

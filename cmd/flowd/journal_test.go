@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestKillBetweenTwoHTTPSteps kills flowd (SIGKILL) while a run waits on
+// its second HTTP step, after the first one answered. After a restart the
+// run finishes, and the first step's service saw exactly one request: the
+// restarted attempt resumed from the step journal instead of starting over.
+func TestKillBetweenTwoHTTPSteps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills flowd processes")
+	}
+	var payCalls, notifyCalls atomic.Int32
+	pay := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		payCalls.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"charge":"ch_1"}`))
+	}))
+	defer pay.Close()
+	reached := make(chan struct{}, 1)
+	hold := make(chan struct{})
+	notify := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if notifyCalls.Add(1) == 1 {
+			reached <- struct{}{}
+			<-hold // the first request waits for the kill, and is never answered
+			return
+		}
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	defer notify.Close()
+	defer close(hold)
+
+	dir := filepath.Join(t.TempDir(), "data")
+	env := []string{"FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_RUN_TIMEOUT=10s", "FLOWD_LOG_LEVEL=warn"}
+	p := startFlowd(t, dir, env...)
+	key := initialKey(t, dir)
+	var flow struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "pay then notify", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "pay", "type": "HTTP", "method": "POST", "url": %q, "body": {"amount": 5}},
+		          {"name": "notify", "type": "HTTP", "method": "POST", "url": %q, "body": {"paid": "{{ steps.pay.status }}"}}]}`,
+		pay.URL, notify.URL), 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+	resp, err := http.Post(p.base+"/api/v1/webhooks/"+flow.ID, "application/json", strings.NewReader(`{"order":1}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("webhook: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		var page struct{ Data []map[string]any }
+		api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &page)
+		t.Fatalf("the run never reached its second step: %v; log: %s", page.Data, p.stderr)
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+
+	p2 := startFlowd(t, dir, env...)
+	defer p2.stop(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var page struct {
+			Data []struct{ ID, Status string }
+		}
+		api(t, p2, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &page)
+		if len(page.Data) == 1 && page.Data[0].Status == "SUCCEEDED" {
+			break
+		}
+		if len(page.Data) != 1 || page.Data[0].Status != "RUNNING" || time.Now().After(deadline) {
+			t.Fatalf("runs after the restart = %+v, want one run finishing SUCCEEDED", page.Data)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if payCalls.Load() != 1 || notifyCalls.Load() != 2 {
+		t.Fatalf("pay saw %d requests and notify %d; want 1 and 2", payCalls.Load(), notifyCalls.Load())
+	}
+}
