@@ -12,7 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,99 +169,37 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 
 // ExecuteJournaled is Execute for one attempt at a run that may have
 // journaled steps already (automation.Executor): a step with side effects
-// that r.Steps records as SUCCEEDED at its place is not executed again,
-// its recorded output standing in for it (a truncated output stands as its
-// preview), and after each step with side effects that has a step after it,
-// journal (when not nil) records the results so far before the next one
-// starts. A journal that fails ends the attempt, retryable.
+// that r.Steps records as SUCCEEDED (at any depth, keyed by its name and,
+// inside FOR_EACH, its item) is not executed again, its recorded output
+// standing in for it (a truncated output stands as its preview), and after
+// each step with side effects that has a step after it, journal (when not
+// nil) records the results so far before the next one starts. A journal
+// that fails ends the attempt, retryable.
 func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r automation.Run, journal automation.Journal) Result {
-	previous := r.Steps
+	previous := journalIndex(r.Steps)
 	start := e.clock()
 	r.Started, r.Finished, r.DurationMs = &start, nil, nil
 	r.Status, r.Error, r.Response, r.StoppedAt = automation.RunRunning, "", nil, ""
-	r.Steps = make([]automation.StepResult, len(f.Steps))
-	for i, s := range f.Steps {
-		r.Steps[i] = automation.StepResult{Name: s.Name, Type: s.Type, Status: automation.StepSkipped}
-	}
+	r.Steps = pending(f.Steps)
 
-	x := &execution{e: e, flow: f, run: &r, steps: make(map[string]any, len(f.Steps))}
-	x.env = map[string]any{
-		"trigger": triggerEnv(r.Trigger),
-		"steps":   x.steps,
-		"flow":    map[string]any{"id": f.ID, "name": f.Name},
-		"run":     map[string]any{"id": r.ID},
-	}
-
+	x := e.newExecution(ctx, f, &r, journal, previous)
 	res := Result{}
-	last := json.RawMessage(`{}`) // the last output, as recorded
-	var spent int64               // bytes of outputs recorded so far
-	for i, s := range f.Steps {
-		if err := ctx.Err(); err != nil {
-			res.Retryable = x.interrupted(ctx, s.Name)
-			break
-		}
-		sr := &r.Steps[i]
-		if done, ok := journaled(previous, i, s); ok {
-			*sr = done
-			if out := recorded(done.Output); out != nil {
-				x.steps[s.Name] = out
-				last = done.Output
-			}
-			spent += int64(len(done.Output))
-			continue
-		}
-		began := e.clock()
-		sr.StartedAt = &began
-		out, err := x.step(ctx, s)
-		sr.Attempts = 1
-		done := e.clock()
-		sr.FinishedAt, sr.DurationMs = &done, done.Sub(began).Milliseconds()
-		sr.Logs, x.logs = x.logs, nil
-
-		var se *stepError
-		switch {
-		case err == nil, errors.Is(err, errFiltered):
-			sr.Status = automation.StepSucceeded
-		default:
-			if !errors.As(err, &se) {
-				se = fail(false, err)
-			}
-			se.msg = clipMessage(se.msg)
-			sr.Status, sr.Error = automation.StepFailed, se.msg
-			out = se.output
-		}
-		sr.Output = e.record(out, min(e.maxOutput, e.maxRun-spent))
-		spent += int64(len(sr.Output))
-		if out != nil {
-			x.steps[s.Name] = out
-			last = sr.Output
-		}
-		if errors.Is(err, errFiltered) {
-			r.StoppedAt = s.Name
-			break
-		}
-		goesOn := se == nil || (s.Type == automation.StepHTTP && s.ContinueOnFail)
-		if goesOn && journal != nil && s.Type.SideEffects() && i < len(f.Steps)-1 {
-			if err := journal(ctx, slices.Clone(r.Steps[:i+1])); err != nil {
-				r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+s.Name+": its result could not be recorded: "+err.Error(), true
-				break
-			}
-		}
-		if se != nil {
-			if s.Type == automation.StepHTTP && s.ContinueOnFail {
-				if out == nil {
-					x.steps[s.Name] = map[string]any{"error": se.msg}
-				}
-				continue
-			}
-			if ctx.Err() != nil {
-				res.Retryable = x.interrupted(ctx, s.Name)
-				break
-			}
-			r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+s.Name+": "+se.msg, se.retryable
-			break
-		}
+	end := x.list(ctx, f.Steps, r.Steps, "", true)
+	last := end.last
+	if last == nil {
+		last = json.RawMessage(`{}`)
 	}
+	switch {
+	case end.journalErr != nil:
+		r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+end.step+": its result could not be recorded: "+end.journalErr.Error(), true
+	case end.interrupted:
+		res.Retryable = x.interrupted(ctx, end.step)
+	case end.err != nil:
+		r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+end.step+": "+end.err.msg, end.err.retryable
+	case end.filtered != "":
+		r.StoppedAt = end.filtered
+	}
+	r.Steps = x.snapshot()
 	if r.Status == automation.RunRunning {
 		r.Status = automation.RunSucceeded
 		if r.Response == nil {
@@ -270,23 +208,59 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 	} else {
 		r.Response = nil
 	}
-	end := e.clock()
-	d := end.Sub(start).Milliseconds()
-	r.Finished, r.DurationMs = &end, &d
+	end2 := e.clock()
+	d := end2.Sub(start).Milliseconds()
+	r.Finished, r.DurationMs = &end2, &d
 	e.log.InfoContext(ctx, "run finished", "run", r.ID, "flow", f.ID, "status", r.Status,
 		"durationMs", d, "retryable", res.Retryable)
 	res.Run = r
 	return res
 }
 
-// journaled returns the result an earlier attempt recorded for step s at
-// index i, when s has side effects and that attempt finished it.
-func journaled(previous []automation.StepResult, i int, s automation.Step) (automation.StepResult, bool) {
-	if i >= len(previous) || !s.Type.SideEffects() {
-		return automation.StepResult{}, false
+// pending is the results of steps before they run: every one SKIPPED.
+func pending(steps []automation.Step) []automation.StepResult {
+	out := make([]automation.StepResult, len(steps))
+	for i, s := range steps {
+		out[i] = automation.StepResult{Name: s.Name, Type: s.Type, Status: automation.StepSkipped}
 	}
-	p := previous[i]
-	return p, p.Name == s.Name && p.Type == s.Type && p.Status == automation.StepSucceeded
+	return out
+}
+
+// journalKey names a step's result in the journal: its name (unique in the
+// flow) and, inside FOR_EACH, the item path ("call#3", "inner#3.1").
+func journalKey(name, iter string) string {
+	if iter == "" {
+		return name
+	}
+	return name + "#" + iter
+}
+
+// journalIndex collects the results an earlier attempt journaled for steps
+// with side effects that finished, at any depth, by journalKey.
+func journalIndex(steps []automation.StepResult) map[string]automation.StepResult {
+	m := map[string]automation.StepResult{}
+	var walk func(steps []automation.StepResult, iter string)
+	walk = func(steps []automation.StepResult, iter string) {
+		for _, st := range steps {
+			if st.Type.SideEffects() && st.Status == automation.StepSucceeded {
+				m[journalKey(st.Name, iter)] = st
+			}
+			walk(st.Steps, iter)
+			for _, it := range st.Iterations {
+				walk(it.Steps, joinIter(iter, it.Index))
+			}
+		}
+	}
+	walk(steps, "")
+	return m
+}
+
+// joinIter extends an item path with one more loop's index.
+func joinIter(iter string, i int) string {
+	if iter == "" {
+		return strconv.Itoa(i)
+	}
+	return iter + "." + strconv.Itoa(i)
 }
 
 // recorded is a journaled output as expressions see it.

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -51,10 +52,10 @@ func TestSaveRefusesUnboundedDefinitions(t *testing.T) {
 		want  string
 	}{
 		{"six nested all", automation.Step{Name: "f", Type: automation.StepFilter, Condition: nested},
-			"steps[0] (f).condition", "nest 6 deep"},
+			"steps[0].condition", "nest 6 deep"},
 		{"huge expression", automation.Step{Name: "s", Type: automation.StepSet,
 			Values: []byte(`{"v": "{{ 1` + strings.Repeat(" + 1", engine.MaxExprNodes) + ` }}"}`)},
-			"steps[0] (s).values.v", "at most 1000"},
+			"steps[0].values.v", "at most 1000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,8 +82,8 @@ func TestSaveRefusesControlCharactersInHeaders(t *testing.T) {
 		steps := []automation.Step{{Name: "h", Type: automation.StepHTTP, URL: "https://api.example.com/x",
 			Headers: map[string]string{"X-Ref": v}}}
 		_, err := svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
-		if !errors.Is(err, automation.ErrInvalid) || !strings.Contains(err.Error(), "steps[0] (h).headers.X-Ref contains a control character") {
-			t.Errorf("header value %q: CreateFlow = %v, want ErrInvalid naming steps[0] (h).headers.X-Ref", v, err)
+		if !errors.Is(err, automation.ErrInvalid) || !strings.Contains(err.Error(), "steps[0].headers.X-Ref contains a control character") {
+			t.Errorf("header value %q: CreateFlow = %v, want ErrInvalid naming steps[0].headers.X-Ref", v, err)
 		}
 	}
 	name, eng := "tab", automation.FlowBuilder
@@ -109,5 +110,81 @@ func TestSaveRefusesControlCharactersInHeaders(t *testing.T) {
 	if _, err := svc.CreateConnection(ctx, p, automation.ConnectionInput{Name: "c", App: "x", Type: automation.ConnectionAPIKey,
 		Value: []byte(`{"apiKey": "k", "prefix": "Token "}`)}); err != nil {
 		t.Errorf("a plain prefix: %v", err)
+	}
+}
+
+// Nested steps are validated where they stand: the message points at the
+// bad field by its path and names the step.
+func TestSavePointsAtBadNestedSteps(t *testing.T) {
+	svc, p := newService(t)
+	ok := automation.Step{Name: "ok", Type: automation.StepSet, Values: json.RawMessage(`{}`)}
+	bad := automation.Step{Name: "notify", Type: automation.StepHTTP, Method: "POST"}
+	sw := func(cases ...automation.Case) automation.Step {
+		return automation.Step{Name: "route", Type: automation.StepSwitch, Cases: cases}
+	}
+	many := "[" + strings.TrimSuffix(strings.Repeat("1,", automation.MaxForEachItems+1), ",") + "]"
+	tests := []struct {
+		name  string
+		steps []automation.Step
+		want  string
+	}{
+		{"bad step in a case", []automation.Step{sw(
+			automation.Case{When: "true", Steps: []automation.Step{ok}},
+			automation.Case{When: "trigger.body.x == 1", Steps: []automation.Step{bad}})},
+			`steps[0].cases[1].steps[0].url is required for HTTP (step "notify")`},
+		{"bad case condition", []automation.Step{sw(automation.Case{When: "trigger.body.x ==", Steps: []automation.Step{ok}})},
+			`steps[0].cases[0].when: `},
+		{"switch without cases", []automation.Step{sw()}, `steps[0].cases is required for SWITCH`},
+		{"duplicate name across nesting", []automation.Step{ok, sw(automation.Case{When: "true", Steps: []automation.Step{ok}})},
+			`steps[1].cases[0].steps[0].name "ok": step names must be unique in the whole flow`},
+		{"bad step in a loop", []automation.Step{{Name: "each", Type: automation.StepForEach, Items: json.RawMessage(`"trigger.body.items"`),
+			Steps: []automation.Step{ok, {Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{"v": "{{ item. }}"}`)}}}},
+			`steps[0].steps[1].values.v: `},
+		{"literal items over the cap", []automation.Step{{Name: "each", Type: automation.StepForEach, Items: json.RawMessage(many), Steps: []automation.Step{ok}}},
+			`steps[0].items: 1001 items; FOR_EACH runs over at most 1000`},
+		{"concurrency over the cap", []automation.Step{{Name: "each", Type: automation.StepForEach, Items: json.RawMessage(`[1]`), Concurrency: 11, Steps: []automation.Step{ok}}},
+			`steps[0].concurrency 11: use 1 to 10`},
+		{"loop without steps", []automation.Step{{Name: "each", Type: automation.StepForEach, Items: json.RawMessage(`[1]`)}},
+			`steps[0].steps is required for FOR_EACH`},
+		{"bad when", []automation.Step{{Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{}`), When: "nope("}},
+			`steps[0].when: `},
+		{"unknown name in when", []automation.Step{{Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{}`), When: "secrets.x"}},
+			`steps[0].when: `},
+		{"nested field of another type", []automation.Step{{Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{}`), Cases: []automation.Case{}}},
+			`steps[0].cases does not apply to SET steps`},
+		{"bad onError step", nil, `onError[0].url is required for HTTP (step "notify")`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name, eng := "f", automation.FlowBuilder
+			in := automation.FlowInput{Name: &name, Engine: &eng, Steps: &tt.steps}
+			if tt.steps == nil {
+				in.Steps = &[]automation.Step{ok}
+				in.OnError = &[]automation.Step{bad}
+			}
+			_, err := svc.CreateFlow(context.Background(), p, in)
+			if !errors.Is(err, automation.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("CreateFlow = %v, want a 400 containing %q", err, tt.want)
+			}
+		})
+	}
+	// A valid nested flow saves, and reads back the same.
+	steps := []automation.Step{sw(automation.Case{When: "trigger.body.x == 1", Steps: []automation.Step{
+		{Name: "each", Type: automation.StepForEach, Items: json.RawMessage(`"trigger.body.items"`), Concurrency: 2,
+			Steps: []automation.Step{{Name: "v", Type: automation.StepSet, Values: json.RawMessage(`{"i": "{{ item }}", "n": "{{ index }}"}`), When: "index < 5"}}},
+	}})}
+	name, eng := "nested", automation.FlowBuilder
+	f, err := svc.CreateFlow(context.Background(), p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps, OnError: &[]automation.Step{ok}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Flow(context.Background(), p, f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(got.Steps)
+	b, _ := json.Marshal(f.Steps)
+	if string(a) != string(b) || len(got.OnError) != 1 || got.Steps[0].Cases[0].Steps[0].Concurrency != 2 {
+		t.Errorf("read back %s\nwant %s (onError %d)", a, b, len(got.OnError))
 	}
 }

@@ -6,22 +6,43 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"flowservice/pkg/automation"
 )
 
-// execution is the state of one run while its steps execute.
+// execution is the state of one run while its steps execute, as one scope
+// sees it: the run's top level, or one item of a FOR_EACH (fork).
 type execution struct {
 	e     *Engine
 	flow  automation.Flow
 	run   *automation.Run
 	steps map[string]any // step name -> output, as expressions see it
 	env   map[string]any
+	// logs are the console lines of the CODE step that just ran.
+	logs []string
+	// sh is what every scope of the run shares.
+	sh *shared
+}
+
+// shared is the state of a run that its scopes (FOR_EACH items may run at
+// once) share, guarded by mu.
+type shared struct {
+	mu sync.Mutex
+	// results are the run's step results, written in place as steps
+	// finish, so that a journal entry can be taken at any moment.
+	results *[]automation.StepResult
 	// responded is set once a RESPOND step ran: the first one decides the
 	// answer, as it would once sent.
 	responded bool
-	// logs are the console lines of the CODE step that just ran.
-	logs []string
+	spent     int64 // bytes of outputs recorded so far
+	// journal records results before the next step with side effects;
+	// jmu keeps its writes in order.
+	jmu      sync.Mutex
+	journal  automation.Journal
+	previous map[string]automation.StepResult // journalIndex of the claimed run
+	// state is the flow's state as the run read it (STORE updates it).
+	state map[string]any
 }
 
 // step runs one step and returns its output. Failures are *stepError; a
@@ -173,10 +194,12 @@ func (x *execution) respond(s automation.Step) (any, error) {
 	if int64(len(raw)) > x.e.maxOutput {
 		return nil, &stepError{msg: fmt.Sprintf("body is %d bytes of JSON; a RESPOND body may have at most %d", len(raw), x.e.maxOutput)}
 	}
-	if !x.responded {
-		x.responded = true
+	x.sh.mu.Lock()
+	if !x.sh.responded {
+		x.sh.responded = true
 		x.run.Response = &automation.RunResponse{StatusCode: code, Body: raw}
 	}
+	x.sh.mu.Unlock()
 	body := make(map[string]any, len(out))
 	for k, v := range out {
 		body[k] = v

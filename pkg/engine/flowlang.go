@@ -1,0 +1,382 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"sync"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+// The flow language (DESIGN §9): `when` on any step, SWITCH and FOR_EACH
+// with nested steps. A scope's steps run in order through list; a FOR_EACH
+// item runs in a scope of its own (fork), with `item` and `index`, and the
+// outputs of the steps before the loop.
+
+// newExecution is the top-level scope of run r.
+func (e *Engine) newExecution(ctx context.Context, f automation.Flow, r *automation.Run, journal automation.Journal, previous map[string]automation.StepResult) *execution {
+	x := &execution{e: e, flow: f, run: r, steps: make(map[string]any, len(f.Steps)),
+		sh: &shared{results: &r.Steps, journal: journal, previous: previous}}
+	x.env = map[string]any{
+		"trigger": triggerEnv(r.Trigger),
+		"steps":   x.steps,
+		"flow":    map[string]any{"id": f.ID, "name": f.Name},
+		"run":     map[string]any{"id": r.ID},
+	}
+	return x
+}
+
+// fork is a scope for one FOR_EACH item: the outputs so far, and item and
+// index, in maps of its own (items may run at once).
+func (x *execution) fork(item any, index int) *execution {
+	y := *x
+	y.steps = maps.Clone(x.steps)
+	y.env = maps.Clone(x.env)
+	y.env["steps"] = y.steps
+	y.env["item"] = item
+	y.env["index"] = index
+	y.logs = nil
+	return &y
+}
+
+// snapshot copies the run's results as they stand, nested ones included.
+func (x *execution) snapshot() []automation.StepResult {
+	x.sh.mu.Lock()
+	defer x.sh.mu.Unlock()
+	return cloneResults(*x.sh.results)
+}
+
+func cloneResults(in []automation.StepResult) []automation.StepResult {
+	if in == nil {
+		return nil
+	}
+	out := make([]automation.StepResult, len(in))
+	for i, r := range in {
+		r.Steps = cloneResults(r.Steps)
+		if r.Iterations != nil {
+			its := make([]automation.Iteration, len(r.Iterations))
+			for j, it := range r.Iterations {
+				it.Steps = cloneResults(it.Steps)
+				its[j] = it
+			}
+			r.Iterations = its
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// locked runs fn holding the run's lock: every write of a result is made
+// this way, so that a snapshot never sees half of one.
+func (x *execution) locked(fn func()) {
+	x.sh.mu.Lock()
+	defer x.sh.mu.Unlock()
+	fn()
+}
+
+// listEnd says how a list of steps ended. At most one of err, filtered,
+// interrupted and journalErr is set; step names the step concerned.
+type listEnd struct {
+	step        string
+	err         *stepError
+	filtered    string // the FILTER that was false
+	interrupted bool   // the run's context ended
+	journalErr  error
+	last        json.RawMessage // the last output recorded
+}
+
+// halted reports whether the list stopped the whole run (anything but a
+// failed step, which its container turns into its own failure).
+func (l listEnd) halted() bool { return l.filtered != "" || l.interrupted || l.journalErr != nil }
+
+// list runs steps in order, recording each into results (as long as steps,
+// prepared by pending). iter is the item path inside FOR_EACH ("" outside);
+// top says steps are the flow's own, where the last step needs no journal
+// entry (the run's end records it).
+func (x *execution) list(ctx context.Context, steps []automation.Step, results []automation.StepResult, iter string, top bool) listEnd {
+	var end listEnd
+	for i, s := range steps {
+		if ctx.Err() != nil {
+			end.interrupted, end.step = true, s.Name
+			return end
+		}
+		sr := &results[i]
+		if done, ok := x.sh.previous[journalKey(s.Name, iter)]; ok && done.Type == s.Type {
+			x.locked(func() {
+				*sr = done
+				x.sh.spent += int64(len(done.Output))
+			})
+			if out := recorded(done.Output); out != nil {
+				x.steps[s.Name] = out
+				end.last = done.Output
+			}
+			continue
+		}
+		began := x.e.clock()
+		x.locked(func() { sr.StartedAt = &began })
+		if s.When != "" {
+			x.env[budgetKey] = newBudget(ctx)
+			ok, err := x.e.checker.evalBool(s.When, x.env)
+			if err == nil && !ok {
+				x.locked(func() { sr.StartedAt = nil }) // SKIPPED: it did not run
+				continue
+			}
+			if err != nil {
+				se := fail(false, fmt.Errorf("when: %w", err))
+				x.finish(sr, began, nil, se)
+				end.err, end.step = se, s.Name
+				return end
+			}
+		}
+		out, err, inner := x.run1(ctx, s, sr, iter)
+		var se *stepError
+		switch {
+		case err == nil, errors.Is(err, errFiltered):
+		default:
+			if !errors.As(err, &se) {
+				se = fail(false, err)
+			}
+			se.msg = clipMessage(se.msg)
+			out = se.output
+		}
+		if raw := x.finish(sr, began, out, se); out != nil {
+			x.steps[s.Name] = out
+			end.last = raw
+		}
+		if errors.Is(err, errFiltered) {
+			end.filtered = s.Name
+			return end
+		}
+		if inner.halted() {
+			// A nested list stopped the run (a false FILTER in a SWITCH
+			// branch, the run's end, a journal that failed).
+			inner.last = end.last
+			return inner
+		}
+		goesOn := se == nil || (s.Type == automation.StepHTTP && s.ContinueOnFail)
+		if goesOn && s.Type.SideEffects() && !(top && i == len(steps)-1) {
+			if err := x.journalNow(ctx); err != nil {
+				end.journalErr, end.step = err, s.Name
+				return end
+			}
+		}
+		if se != nil {
+			if s.Type == automation.StepHTTP && s.ContinueOnFail {
+				if out == nil {
+					x.steps[s.Name] = map[string]any{"error": se.msg}
+				}
+				continue
+			}
+			if ctx.Err() != nil {
+				end.interrupted, end.step = true, s.Name
+				return end
+			}
+			end.err, end.step = se, s.Name
+			return end
+		}
+	}
+	return end
+}
+
+// finish records a step's end into sr and returns its output as recorded.
+func (x *execution) finish(sr *automation.StepResult, began time.Time, out any, se *stepError) json.RawMessage {
+	done := x.e.clock()
+	logs := x.logs
+	x.logs = nil
+	var raw json.RawMessage
+	x.locked(func() {
+		sr.FinishedAt, sr.DurationMs, sr.Attempts, sr.Logs = &done, done.Sub(began).Milliseconds(), 1, logs
+		sr.Status, sr.Error = automation.StepSucceeded, ""
+		if se != nil {
+			sr.Status, sr.Error = automation.StepFailed, se.msg
+		}
+		raw = x.e.record(out, min(x.e.maxOutput, x.e.maxRun-x.sh.spent))
+		x.sh.spent += int64(len(raw))
+		sr.Output = raw
+	})
+	return raw
+}
+
+// journalNow hands the results so far to the journal, in order with any
+// other scope's entry.
+func (x *execution) journalNow(ctx context.Context) error {
+	if x.sh.journal == nil {
+		return nil
+	}
+	x.sh.jmu.Lock()
+	defer x.sh.jmu.Unlock()
+	return x.sh.journal(ctx, x.snapshot())
+}
+
+// run1 runs one step: a container's nested steps, or any other step. A
+// container whose nested steps stopped the run returns how (inner).
+func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (out any, err error, inner listEnd) {
+	switch s.Type {
+	case automation.StepSwitch:
+		return x.switchStep(ctx, s, sr, iter)
+	case automation.StepForEach:
+		return x.forEach(ctx, s, sr, iter)
+	}
+	out, err = x.step(ctx, s)
+	return out, err, listEnd{}
+}
+
+// switchStep runs the steps of the first case whose condition holds, or
+// the default's; its output says which ({"case": i} or {"case": "default"}).
+func (x *execution) switchStep(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (any, error, listEnd) {
+	x.env[budgetKey] = newBudget(ctx)
+	var (
+		which  any = "default"
+		branch     = s.Default
+	)
+	for i, c := range s.Cases {
+		ok, err := x.e.checker.evalBool(c.When, x.env)
+		if err != nil {
+			return nil, fail(false, fmt.Errorf("cases[%d].when: %w", i, err)), listEnd{}
+		}
+		if ok {
+			which, branch = i, c.Steps
+			break
+		}
+	}
+	out := map[string]any{"case": which}
+	results := pending(branch)
+	x.locked(func() { sr.Steps = results })
+	end := x.list(ctx, branch, results, iter, false)
+	if end.err != nil {
+		return out, &stepError{msg: "step " + end.step + ": " + end.err.msg, retryable: end.err.retryable, output: out}, listEnd{}
+	}
+	if end.interrupted || end.journalErr != nil {
+		return out, &stepError{msg: "step " + end.step + " did not finish", retryable: true, output: out}, end
+	}
+	return out, nil, end
+}
+
+// forEach runs its steps once per item, up to s.Concurrency items at once,
+// and outputs {"items": [{<step>: output, …}, …]} in item order. A false
+// FILTER inside ends that item only. The first failed item stops the loop
+// from starting more, and fails the step.
+func (x *execution) forEach(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (any, error, listEnd) {
+	x.env[budgetKey] = newBudget(ctx)
+	items, err := x.items(s)
+	if err != nil {
+		return nil, err, listEnd{}
+	}
+	its := make([]automation.Iteration, len(items))
+	for i := range items {
+		its[i] = automation.Iteration{Index: i, Status: automation.StepSkipped, Steps: pending(s.Steps)}
+	}
+	x.locked(func() { sr.Iterations = its })
+	outputs := make([]any, len(items))
+	ends := make([]listEnd, len(items))
+	conc := min(max(s.Concurrency, 1), automation.MaxForEachConcurrency)
+	var (
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, conc)
+		stopped = make(chan struct{})
+		once    sync.Once
+	)
+	stop := func() { once.Do(func() { close(stopped) }) }
+loop:
+	for i, item := range items {
+		select {
+		case sem <- struct{}{}:
+		case <-stopped:
+			break loop
+		}
+		select {
+		case <-stopped: // an item failed while this one waited its turn
+			<-sem
+			break loop
+		default:
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			y := x.fork(item, i)
+			end := y.list(ctx, s.Steps, its[i].Steps, joinIter(iter, i), false)
+			ends[i] = end
+			status, msg := automation.StepSucceeded, ""
+			switch {
+			case end.err != nil:
+				status, msg = automation.StepFailed, "step "+end.step+": "+end.err.msg
+				stop()
+			case end.interrupted || end.journalErr != nil:
+				status, msg = automation.StepFailed, "step "+end.step+" did not finish"
+				stop()
+			}
+			// The item's outputs as its steps left them.
+			own := map[string]any{}
+			automation.WalkSteps(s.Steps, func(st *automation.Step) {
+				if v, ok := y.steps[st.Name]; ok {
+					own[st.Name] = v
+				}
+			})
+			outputs[i] = own
+			x.locked(func() { its[i].Status, its[i].Error = status, msg })
+		}()
+	}
+	wg.Wait()
+	out := map[string]any{"items": outputs}
+	for i, end := range ends {
+		switch {
+		case end.err != nil:
+			return out, &stepError{msg: fmt.Sprintf("item %d: step %s: %s", i, end.step, end.err.msg), retryable: end.err.retryable, output: out}, listEnd{}
+		case end.interrupted || end.journalErr != nil:
+			return out, &stepError{msg: fmt.Sprintf("item %d: step %s did not finish", i, end.step), retryable: true, output: out}, end
+		}
+	}
+	return out, nil, listEnd{}
+}
+
+// items evaluates a FOR_EACH's list: an expression, or a JSON array whose
+// strings are templates.
+func (x *execution) items(s automation.Step) ([]any, error) {
+	var v any
+	if err := json.Unmarshal(s.Items, &v); err != nil {
+		return nil, &stepError{msg: "items is not valid JSON"}
+	}
+	var list any
+	switch v := v.(type) {
+	case string:
+		got, err := x.e.checker.evalExpr(v, x.env)
+		if err != nil {
+			return nil, fail(false, fmt.Errorf("items: %w", err))
+		}
+		list = got
+	default:
+		got, err := x.e.checker.evalValue(v, x.env)
+		if err != nil {
+			return nil, fail(false, fmt.Errorf("items%w", err))
+		}
+		list = got
+	}
+	if list == nil {
+		return []any{}, nil // nothing to loop over
+	}
+	items, ok := list.([]any)
+	if !ok {
+		// A typed slice, such as a range (1..10).
+		v := reflect.ValueOf(list)
+		if v.Kind() != reflect.Slice && v.Kind() != reflect.Array {
+			return nil, &stepError{msg: fmt.Sprintf("items must be a list, got %s", describeValue(list))}
+		}
+		if v.Len() > automation.MaxForEachItems {
+			return nil, &stepError{msg: fmt.Sprintf("items has %d entries; FOR_EACH runs over at most %d (split the list, or page through it)", v.Len(), automation.MaxForEachItems)}
+		}
+		items = make([]any, v.Len())
+		for i := range items {
+			items[i] = v.Index(i).Interface()
+		}
+	}
+	if len(items) > automation.MaxForEachItems {
+		return nil, &stepError{msg: fmt.Sprintf("items has %d entries; FOR_EACH runs over at most %d (split the list, or page through it)", len(items), automation.MaxForEachItems)}
+	}
+	return items, nil
+}
