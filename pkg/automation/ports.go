@@ -2,6 +2,7 @@ package automation
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -112,6 +113,21 @@ type SampleStore interface {
 	Capture(ctx context.Context, project, flowID string) (Capture, error)
 }
 
+// StateStore keeps each flow's own key-value state, written by STORE steps
+// and read by later runs as `state` (at most MaxStateBytes as JSON, which
+// the Service checks). It lives beside the flow, outside its versioned
+// definition; FlowStore.DeleteFlow removes it with the flow.
+type StateStore interface {
+	// FlowState returns the flow's state: empty (not an error) when the
+	// flow has none or is gone.
+	FlowState(ctx context.Context, project, flowID string) (map[string]json.RawMessage, error)
+	// UpdateFlowState replaces the flow's state with what change returns
+	// for the current one, atomically (a concurrent update makes change
+	// run again on the newer state). An error from change is returned as
+	// is; a flow missing from the project is ErrNotFound.
+	UpdateFlowState(ctx context.Context, project, flowID string, change func(map[string]json.RawMessage) (map[string]json.RawMessage, error)) error
+}
+
 // Store is everything the Service persists outside Secrets.
 type Store interface {
 	ProjectStore
@@ -119,6 +135,7 @@ type Store interface {
 	FlowStore
 	ConnectionStore
 	SampleStore
+	StateStore
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of

@@ -442,6 +442,10 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		if d := s.sampleDelete(id); d != nil {
 			tx = append(tx, *d)
 		}
+		// And the flow's STORE state (state.go).
+		if d := s.stateDelete(id); d != nil {
+			tx = append(tx, *d)
+		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 		if rs := cancelReasons(err); rs != nil && attempt < flowUpdateAttempts {
 			if c := reasonCode(rs, 0); c == reasonCondition || c == reasonTxnConflict {

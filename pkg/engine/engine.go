@@ -28,9 +28,19 @@ type Credentials interface {
 	SetConnectionStatus(ctx context.Context, project, id string, s automation.ConnectionStatus) error
 }
 
+// State reads and writes a flow's own key-value state (STORE steps, read
+// as `state`); *automation.Service implements it.
+type State interface {
+	FlowState(ctx context.Context, project, flowID string) (map[string]any, error)
+	StoreFlowState(ctx context.Context, project, flowID string, set map[string]any, del []string) (map[string]any, error)
+}
+
 // Config wires an Engine. Zero fields take the defaults below.
 type Config struct {
 	Credentials Credentials // required for HTTP steps with a connectionId
+	// State serves STORE steps and `state`; nil takes Credentials when it
+	// is a State too (the Service is both).
+	State State
 	// AllowPrivateNetworks lets HTTP steps reach loopback, private and
 	// link-local addresses (FLOWD_ALLOW_PRIVATE_NETWORKS); off, they are
 	// refused when dialling.
@@ -74,6 +84,7 @@ const (
 type Engine struct {
 	creds       Credentials
 	code        automation.CodeRunner
+	state       State
 	checker     Checker
 	transport   *http.Transport
 	timeout     time.Duration
@@ -87,9 +98,12 @@ type Engine struct {
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
-		creds: cfg.Credentials, code: cfg.Code,
+		creds: cfg.Credentials, code: cfg.Code, state: cfg.State,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log,
+	}
+	if st, ok := cfg.Credentials.(State); ok && e.state == nil {
+		e.state = st
 	}
 	if e.timeout <= 0 {
 		e.timeout = DefaultHTTPTimeout
@@ -184,7 +198,12 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 
 	x := e.newExecution(ctx, f, &r, journal, previous)
 	res := Result{}
-	end := x.list(ctx, f.Steps, r.Steps, "", true)
+	var end listEnd
+	if err := x.loadState(ctx); err != nil {
+		end.err, end.step = err, "(state)"
+	} else {
+		end = x.list(ctx, f.Steps, r.Steps, "", true)
+	}
 	last := end.last
 	if last == nil {
 		last = json.RawMessage(`{}`)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -379,4 +380,76 @@ func (x *execution) items(s automation.Step) ([]any, error) {
 		return nil, &stepError{msg: fmt.Sprintf("items has %d entries; FOR_EACH runs over at most %d (split the list, or page through it)", len(items), automation.MaxForEachItems)}
 	}
 	return items, nil
+}
+
+// usesState reports whether a flow's steps read or write its state, so
+// that runs of other flows cost no read.
+func usesState(f automation.Flow) bool {
+	uses := false
+	check := func(s *automation.Step) {
+		if s.Type == automation.StepStore {
+			uses = true
+		}
+	}
+	automation.WalkSteps(f.Steps, check)
+	automation.WalkSteps(f.OnError, check)
+	if uses {
+		return true
+	}
+	b, _ := json.Marshal(struct{ S, O []automation.Step }{f.Steps, f.OnError})
+	return strings.Contains(string(b), "state")
+}
+
+// loadState puts the flow's state in scope as `state`, when it uses it.
+func (x *execution) loadState(ctx context.Context) *stepError {
+	x.env["state"] = map[string]any{}
+	if x.e.state == nil || !usesState(x.flow) {
+		return nil
+	}
+	st, err := x.e.state.FlowState(ctx, x.flow.Project, x.flow.ID)
+	if err != nil {
+		x.e.log.WarnContext(ctx, "read flow state", "run", x.run.ID, "flow", x.flow.ID, "err", err)
+		return &stepError{msg: "the flow's state could not be read; the run will be retried", retryable: true}
+	}
+	x.env["state"] = st
+	return nil
+}
+
+// store sets and deletes keys of the flow's state; later steps of the
+// scope, and later runs, read the new state.
+func (x *execution) store(ctx context.Context, s automation.Step) (any, error) {
+	if x.e.state == nil {
+		return nil, &stepError{msg: "STORE steps are not available in this deployment"}
+	}
+	set := map[string]any{}
+	if len(s.Set) > 0 {
+		v, err := decode("set", s.Set)
+		if err != nil {
+			return nil, fail(false, err)
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, &stepError{msg: "set must be a JSON object"}
+		}
+		out, err := x.e.checker.evalValue(m, x.env)
+		if err != nil {
+			return nil, fail(false, fmt.Errorf("set.%w", err))
+		}
+		set = out.(map[string]any)
+	}
+	st, err := x.e.state.StoreFlowState(ctx, x.flow.Project, x.flow.ID, set, s.Delete)
+	if err != nil {
+		var ae *automation.Error
+		if errors.As(err, &ae) {
+			return nil, &stepError{msg: ae.Message}
+		}
+		x.e.log.WarnContext(ctx, "store flow state", "run", x.run.ID, "step", s.Name, "err", err)
+		return nil, &stepError{msg: "the flow's state could not be saved; the run will be retried", retryable: true}
+	}
+	x.env["state"] = st
+	deleted := s.Delete
+	if deleted == nil {
+		deleted = []string{}
+	}
+	return map[string]any{"set": set, "deleted": deleted}, nil
 }

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"flowservice/pkg/automation"
@@ -152,6 +156,10 @@ func TestSavePointsAtBadNestedSteps(t *testing.T) {
 			`steps[0].when: `},
 		{"nested field of another type", []automation.Step{{Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{}`), Cases: []automation.Case{}}},
 			`steps[0].cases does not apply to SET steps`},
+		{"store without set or delete", []automation.Step{{Name: "st", Type: automation.StepStore}},
+			`steps[0]: STORE needs set`},
+		{"store set not an object", []automation.Step{{Name: "st", Type: automation.StepStore, Set: json.RawMessage(`[1]`)}},
+			`steps[0].set must be an object`},
 		{"bad onError step", nil, `onError[0].url is required for HTTP (step "notify")`},
 	}
 	for _, tt := range tests {
@@ -186,5 +194,89 @@ func TestSavePointsAtBadNestedSteps(t *testing.T) {
 	b, _ := json.Marshal(f.Steps)
 	if string(a) != string(b) || len(got.OnError) != 1 || got.Steps[0].Cases[0].Steps[0].Concurrency != 2 {
 		t.Errorf("read back %s\nwant %s (onError %d)", a, b, len(got.OnError))
+	}
+}
+
+// STORE keeps a flow's state between runs: a poll acts only when what it
+// reads changed; the state is capped, and goes with the flow.
+func TestStoreStateAcrossRuns(t *testing.T) {
+	svc, p := newService(t)
+	ctx := context.Background()
+	var (
+		mu       sync.Mutex
+		current  = "a"
+		notified []string
+	)
+	ext := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == "/notify" {
+			b, _ := io.ReadAll(r.Body)
+			notified = append(notified, string(b))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"sha":%q}`, current)
+	}))
+	defer ext.Close()
+	steps := []automation.Step{
+		{Name: "poll", Type: automation.StepHTTP, Method: "GET", URL: ext.URL + "/head"},
+		{Name: "notify", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/notify",
+			When: "steps.poll.body.sha != state.lastSha", Body: json.RawMessage(`{"from":"{{ state.lastSha ?? 'none' }}","to":"{{ steps.poll.body.sha }}"}`)},
+		{Name: "remember", Type: automation.StepStore, Set: json.RawMessage(`{"lastSha": "{{ steps.poll.body.sha }}", "runs": "{{ (state.runs ?? 0) + 1 }}"}`), Delete: []string{"old"}},
+	}
+	name, eng := "poll", automation.FlowBuilder
+	f, err := svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Project = p.ID
+	e := engine.New(engine.Config{State: svc, AllowPrivateNetworks: true})
+	run := func(sha string) automation.Run {
+		mu.Lock()
+		current = sha
+		mu.Unlock()
+		r := e.Execute(ctx, f, automation.Run{ID: "run_" + sha, FlowID: f.ID, Trigger: automation.TriggerData{Body: json.RawMessage(`{}`)}}).Run
+		if r.Status != automation.RunSucceeded {
+			b, _ := json.Marshal(r.Steps)
+			t.Fatalf("run %s: %s %s\n%s", sha, r.Status, r.Error, b)
+		}
+		return r
+	}
+	run("a")
+	r := run("a")
+	if r.Steps[1].Status != automation.StepSkipped {
+		t.Errorf("unchanged sha: notify %s", r.Steps[1].Status)
+	}
+	run("b")
+	mu.Lock()
+	got := strings.Join(notified, " ")
+	mu.Unlock()
+	if got != `{"from":"none","to":"a"} {"from":"a","to":"b"}` {
+		t.Errorf("notified %s", got)
+	}
+	st, err := svc.FlowState(ctx, p.ID, f.ID)
+	if err != nil || st["lastSha"] != "b" || fmt.Sprint(st["runs"]) != "3" {
+		t.Errorf("state %v %v", st, err)
+	}
+
+	// Past 64 KiB the step fails and the state stays.
+	big := []automation.Step{{Name: "big", Type: automation.StepStore, Set: json.RawMessage(`{"blob": "{{ repeat('x', 70000) }}"}`)}}
+	name2 := "big"
+	g, err := svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name2, Engine: &eng, Steps: &big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Project = p.ID
+	r = e.Execute(ctx, g, automation.Run{ID: "run_big", FlowID: g.ID, Trigger: automation.TriggerData{Body: json.RawMessage(`{}`)}}).Run
+	if r.Status != automation.RunFailed || !strings.Contains(r.Error, "it holds at most 65536") {
+		t.Errorf("oversized state: %s %q", r.Status, r.Error)
+	}
+
+	// Deleting the flow deletes its state.
+	if err := svc.DeleteFlow(ctx, p, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := svc.FlowState(ctx, p.ID, f.ID); err != nil || len(st) != 0 {
+		t.Errorf("state after delete: %v %v", st, err)
 	}
 }

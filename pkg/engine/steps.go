@@ -70,6 +70,8 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 		return x.respond(s)
 	case automation.StepCode:
 		return x.code(ctx, s)
+	case automation.StepStore:
+		return x.store(ctx, s)
 	}
 	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
 }

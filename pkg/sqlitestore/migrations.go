@@ -16,6 +16,7 @@ var migrations = []string{
 	schemaV3,
 	schemaOAuthApps, // oauthapps.go
 	schemaV4,
+	schemaFlowState, // state.go
 }
 
 // SchemaVersion is the version Open brings a database to.
