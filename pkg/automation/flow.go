@@ -257,6 +257,12 @@ type Step struct {
 	Query          map[string]string `json:"query,omitempty"`
 	TimeoutMs      int               `json:"timeoutMs,omitempty"`
 	ContinueOnFail bool              `json:"continueOnFail,omitempty"`
+	// IdempotencyKey false turns off the Idempotency-Key header the step
+	// otherwise sends on methods other than GET and HEAD.
+	IdempotencyKey *bool `json:"idempotencyKey,omitempty"`
+
+	// HTTP and CODE: retry this step alone on transient failures.
+	Retry *StepRetry `json:"retry,omitempty"`
 
 	// HTTP and RESPOND: any JSON; RESPOND's is a flat object of strings.
 	Body json.RawMessage `json:"body,omitempty"`
@@ -367,6 +373,45 @@ func (s *Step) WaitDuration() (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// StepRetry retries one step on transient failures (network errors, 408,
+// 429, 5xx), exponentially with jitter, honouring Retry-After; other 4xx
+// answers are permanent.
+type StepRetry struct {
+	Attempts   int    `json:"attempts"`             // executions in all, 1 to MaxStepAttempts
+	Backoff    string `json:"backoff,omitempty"`    // first delay, default 1s
+	MaxBackoff string `json:"maxBackoff,omitempty"` // longest delay, default 1m (at most 5m)
+}
+
+// Limits of StepRetry.
+const (
+	MaxStepAttempts       = 10
+	DefaultStepBackoff    = time.Second
+	DefaultStepMaxBackoff = time.Minute
+	MaxStepBackoff        = 5 * time.Minute
+)
+
+// Delays parses r's backoff settings, defaults applied.
+func (r StepRetry) Delays() (first, most time.Duration, err error) {
+	first, most = DefaultStepBackoff, DefaultStepMaxBackoff
+	if r.Backoff != "" {
+		if first, err = time.ParseDuration(r.Backoff); err != nil || first <= 0 || first > MaxStepBackoff {
+			return 0, 0, fmt.Errorf("backoff %q: use a duration from 1ms to %s, e.g. \"2s\"", r.Backoff, MaxStepBackoff)
+		}
+	}
+	if r.MaxBackoff != "" {
+		if most, err = time.ParseDuration(r.MaxBackoff); err != nil || most <= 0 || most > MaxStepBackoff {
+			return 0, 0, fmt.Errorf("maxBackoff %q: use a duration from 1ms to %s, e.g. \"1m\"", r.MaxBackoff, MaxStepBackoff)
+		}
+	}
+	return first, max(first, most), nil
+}
+
+// IdempotencyKeyFor is the Idempotency-Key an HTTP step sends: the run it
+// belongs to (originRunID: the run a retry resumed, if any, so that a
+// resumed run keeps the keys of its origin) and the step's name, stable
+// across every retry and resume.
+func IdempotencyKeyFor(originRunID, stepName string) string { return originRunID + "." + stepName }
 
 // WebhookDescriptor is the answer of the webhook lookup.
 type WebhookDescriptor struct {

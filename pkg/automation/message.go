@@ -67,12 +67,42 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 	}
 }
 
+// RetryLater is the error HandleMessage returns for a message to see again:
+// when (At), and why (Err: ErrRetry with its cause, or RunClaimed for the
+// hand-over). A runner backs off by it, changing the message's visibility
+// to At instead of a flat timeout, so that the run's own attempts (counted
+// by ClaimRun, bounded by RunPolicy.MaxAttempts) decide when it is
+// exhausted, not the queue's receive count: a bounce off a live attempt is
+// not an attempt.
+type RetryLater struct {
+	At  time.Time
+	Err error
+}
+
+func (e *RetryLater) Error() string { return e.Err.Error() }
+func (e *RetryLater) Unwrap() error { return e.Err }
+
 // handleRun executes a run for a message and maps the outcome to
 // HandleMessage's errors.
 func (s *Service) handleRun(ctx context.Context, project, runID string) error {
 	at, err := s.ExecuteRun(ctx, project, runID)
-	if at.Outcome == OutcomeClaimed {
-		return RunClaimed(runID)
+	switch at.Outcome {
+	case OutcomeClaimed:
+		return &RetryLater{At: s.clock().Add(policyOf(s.rt).Lease()), Err: RunClaimed(runID)}
+	case OutcomeRetry:
+		when := at.RetryAt
+		if when.IsZero() {
+			when = s.clock().Add(policyOf(s.rt).Backoff(at.Attempts))
+		}
+		return &RetryLater{At: when, Err: err}
 	}
 	return err
+}
+
+// policyOf is the run policy of a runtime, defaults applied.
+func policyOf(rt *RunRuntime) RunPolicy {
+	if rt == nil {
+		return RunPolicy{}.WithDefaults()
+	}
+	return rt.Policy.WithDefaults()
 }

@@ -13,6 +13,13 @@ type ListQuery struct {
 	Status string // optional filter (flows: FlowStatus; runs: RunStatus)
 }
 
+// RunQuery asks a store for one page of a project's runs, newest first.
+type RunQuery struct {
+	ListQuery              // Limit, After and Status as for lists
+	FlowID       string    // "" for every flow
+	Since, Until time.Time // created in [Since, Until); zero: unbounded
+}
+
 // Page is one page of a list. Next is the store position after the last item
 // when more items exist, and "" when this is the last page: stores read
 // Limit+1 rows to know. The Service seals Next into an opaque cursor; stores
@@ -186,6 +193,10 @@ type RunStore interface {
 	// the store can; a page ends early, with Next set, once its summaries
 	// reach RunPageBudget bytes (always at least one item).
 	ListRuns(ctx context.Context, project, flowID string, q ListQuery) (Page[Run], error)
+	// SearchRuns pages through a project's runs, newest first, filtered by
+	// q, reading one index per page; items are summaries within
+	// RunPageBudget, as ListRuns's.
+	SearchRuns(ctx context.Context, project string, q RunQuery) (Page[Run], error)
 	// ClaimRun takes a RUNNING run for one attempt until now+lease, counting
 	// the attempt in Attempts, with a conditional write: a final run is
 	// RunFinished, a run another attempt holds (lease not yet expired) is

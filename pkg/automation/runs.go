@@ -511,20 +511,6 @@ func (s *Service) Run(ctx context.Context, p Project, flowID, runID string) (Run
 	return r, wrap("get run", err)
 }
 
-// RetryRun starts a new run of the flow with the trigger data of an earlier
-// one, whatever the flow's status: a retry is a deliberate act.
-func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string) (Run, error) {
-	old, err := s.Run(ctx, p, flowID, runID)
-	if err != nil {
-		return Run{}, err
-	}
-	f, err := s.store.Flow(ctx, p.ID, flowID)
-	if err != nil {
-		return Run{}, wrap("retry run", err)
-	}
-	return s.StartRun(ctx, f, old.Trigger)
-}
-
 // PurgeRuns deletes runs older than the retention period, in batches, and
 // returns how many it deleted.
 func (s *Service) PurgeRuns(ctx context.Context) (int, error) {

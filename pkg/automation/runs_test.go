@@ -10,7 +10,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -451,5 +453,256 @@ func TestStoppedAtNamesTheFilter(t *testing.T) {
 	at, err := e.svc.ExecuteRun(ctx, e.project.ID, e.start1(t, f).ID)
 	if err != nil || at.Run.Status != automation.RunSucceeded || at.Run.StoppedAt != "only_main" {
 		t.Fatalf("run = %s stopped at %q, %v; want SUCCEEDED stopped at only_main", at.Run.Status, at.Run.StoppedAt, err)
+	}
+}
+
+// recorder is a fake service that answers with the statuses in order (then
+// the last forever), with headers, and keeps each request's headers.
+type recorder struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []http.Header
+}
+
+func newRecorder(t *testing.T, answers ...func(w http.ResponseWriter)) *recorder {
+	rec := &recorder{}
+	rec.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.mu.Lock()
+		rec.requests = append(rec.requests, r.Header.Clone())
+		n := len(rec.requests)
+		rec.mu.Unlock()
+		answers[min(n, len(answers))-1](w)
+	}))
+	t.Cleanup(rec.Close)
+	return rec
+}
+
+func (rec *recorder) seen() []http.Header {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.requests)
+}
+
+func status(code int, header ...string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		for i := 0; i+1 < len(header); i += 2 {
+			w.Header().Set(header[i], header[i+1])
+		}
+		w.WriteHeader(code)
+		w.Write([]byte(`{}`))
+	}
+}
+
+// flowOf makes an ACTIVE flow builder flow with the steps.
+func (e *env) flowOf(t *testing.T, steps ...automation.Step) automation.Flow {
+	t.Helper()
+	ctx := context.Background()
+	name, eng := "steps", automation.FlowBuilder
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestStepRetry: a step with a retry policy is retried alone, within one
+// attempt of the run, on 5xx and 429 (honouring Retry-After), and not on
+// other 4xx answers; its result counts its executions.
+func TestStepRetry(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	retry := &automation.StepRetry{Attempts: 4, Backoff: "1ms", MaxBackoff: "5ms"}
+	tests := []struct {
+		name       string
+		answers    []func(http.ResponseWriter)
+		wantStatus automation.RunStatus
+		wantCalls  int
+	}{
+		{"5xx then success", []func(http.ResponseWriter){status(503), status(502), status(200)}, automation.RunSucceeded, 3},
+		{"429 with Retry-After", []func(http.ResponseWriter){status(429, "Retry-After", "1"), status(200)}, automation.RunSucceeded, 2},
+		{"408 is transient", []func(http.ResponseWriter){status(408), status(200)}, automation.RunSucceeded, 2},
+		{"4xx is permanent", []func(http.ResponseWriter){status(404)}, automation.RunFailed, 1},
+		{"gives up after its attempts", []func(http.ResponseWriter){status(500)}, automation.RunFailed, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := newRecorder(t, tt.answers...)
+			f := e.flowOf(t, automation.Step{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: rec.URL, Retry: retry})
+			at, _ := e.svc.ExecuteRun(ctx, e.project.ID, e.start1(t, f).ID)
+			got := at.Run
+			if tt.wantStatus == automation.RunFailed && at.Outcome == automation.OutcomeRetry {
+				got.Status = automation.RunFailed // the run will try again, later: this attempt failed
+			}
+			if got.Status != tt.wantStatus || len(rec.seen()) != tt.wantCalls || got.Steps[0].Attempts != tt.wantCalls {
+				t.Fatalf("run %s, %d calls, step attempts %d; want %s after %d", got.Status, len(rec.seen()), got.Steps[0].Attempts,
+					tt.wantStatus, tt.wantCalls)
+			}
+		})
+	}
+	bad := []automation.Step{{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: "https://example.com",
+		Retry: &automation.StepRetry{Attempts: 11}}}
+	name, eng := "bad", automation.FlowBuilder
+	if _, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &bad}); !errors.Is(err, automation.ErrInvalid) {
+		t.Fatalf("retry.attempts 11: err = %v, want a 400", err)
+	}
+	bad[0].Retry = &automation.StepRetry{Attempts: 2, Backoff: "soon"}
+	if _, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &bad}); !errors.Is(err, automation.ErrInvalid) {
+		t.Fatalf("retry.backoff soon: err = %v, want a 400", err)
+	}
+}
+
+// TestIdempotencyKey: non-GET/HEAD HTTP steps send Idempotency-Key
+// <runId>.<stepName>, the same on every attempt of the run; the step's own
+// header wins; "idempotencyKey": false and GET send none.
+func TestIdempotencyKey(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	rec := newRecorder(t, status(200))
+	payRec := newRecorder(t, status(503), status(200))
+	off := false
+	f := e.flowOf(t,
+		automation.Step{Name: "get", Type: automation.StepHTTP, Method: "GET", URL: rec.URL},
+		automation.Step{Name: "own", Type: automation.StepHTTP, Method: "PUT", URL: rec.URL, Headers: map[string]string{"Idempotency-Key": "mine"}},
+		automation.Step{Name: "off", Type: automation.StepHTTP, Method: "POST", URL: rec.URL, IdempotencyKey: &off},
+		automation.Step{Name: "pay", Type: automation.StepHTTP, Method: "POST", URL: payRec.URL},
+	)
+	r := e.start1(t, f)
+	// pay gets a 503: the run is retried, and pay sends the same key again.
+	if at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("first attempt = %v, want a retry", at.Outcome)
+	}
+	if at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("second attempt = %s, %v", at.Run.Status, err)
+	}
+	check := func(what string, seen []http.Header, want []string) {
+		t.Helper()
+		if len(seen) != len(want) {
+			t.Fatalf("%s: %d requests, want %d", what, len(seen), len(want))
+		}
+		for i, w := range want {
+			if got := seen[i].Get("Idempotency-Key"); got != w {
+				t.Errorf("%s request %d: Idempotency-Key %q, want %q", what, i, got, w)
+			}
+		}
+	}
+	check("get, own, off", rec.seen(), []string{"", "mine", ""})
+	check("pay", payRec.seen(), []string{r.ID + ".pay", r.ID + ".pay"})
+}
+
+// TestRetryFromFailedStep: a retry from the failed step is a new run that
+// resumes the earlier one: the steps that succeeded are not executed again
+// (their outputs stand), the failed one is, and resumedFrom names the
+// earlier run, whose key the failed step's Idempotency-Key keeps.
+func TestRetryFromFailedStep(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	pay := newRecorder(t, status(201))
+	notify := newRecorder(t, status(400), status(200))
+	f := e.flowOf(t,
+		automation.Step{Name: "pay", Type: automation.StepHTTP, Method: "POST", URL: pay.URL},
+		automation.Step{Name: "notify", Type: automation.StepHTTP, Method: "POST", URL: notify.URL},
+	)
+	old := e.start1(t, f)
+	if at, err := e.svc.ExecuteRun(ctx, old.Project, old.ID); err != nil || at.Run.Status != automation.RunFailed {
+		t.Fatalf("first run = %s, %v; want FAILED on the 400", at.Run.Status, err)
+	}
+	for _, bad := range []automation.RetryRequest{
+		{From: "MIDDLE"},
+		{From: automation.RetryFromFailedStep, Trigger: &automation.RetryTrigger{Body: json.RawMessage(`{}`)}},
+		{Trigger: &automation.RetryTrigger{Body: json.RawMessage(`{not json`)}},
+	} {
+		if _, err := e.svc.RetryRun(ctx, e.project, f.ID, old.ID, bad); !errors.Is(err, automation.ErrInvalid) {
+			t.Errorf("retry %+v: err = %v, want a 400", bad, err)
+		}
+	}
+	r, err := e.svc.RetryRun(ctx, e.project, f.ID, old.ID, automation.RetryRequest{From: automation.RetryFromFailedStep})
+	if err != nil || r.ResumedFrom != old.ID || len(r.Steps) != 1 || r.ID == old.ID {
+		t.Fatalf("retry = %+v, %v; want a new run resumed from %s with the pay step", r, err, old.ID)
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("resumed run = %s, %v", at.Run.Status, err)
+	}
+	if len(pay.seen()) != 1 || len(notify.seen()) != 2 {
+		t.Fatalf("pay saw %d requests, notify %d; want 1 and 2", len(pay.seen()), len(notify.seen()))
+	}
+	if k := notify.seen()[1].Get("Idempotency-Key"); k != old.ID+".notify" {
+		t.Errorf("resumed notify sent Idempotency-Key %q, want %q", k, old.ID+".notify")
+	}
+	done, _ := e.svc.Run(ctx, e.project, f.ID, r.ID)
+	if _, err := e.svc.RetryRun(ctx, e.project, f.ID, done.ID, automation.RetryRequest{From: automation.RetryFromFailedStep}); !automation.HasCode(err, "RUN_NOT_FAILED") {
+		t.Errorf("retry from the failed step of a SUCCEEDED run: err = %v, want RUN_NOT_FAILED", err)
+	}
+	// From START with an edited body.
+	edited, err := e.svc.RetryRun(ctx, e.project, f.ID, old.ID, automation.RetryRequest{Trigger: &automation.RetryTrigger{Body: json.RawMessage(`{"ref":"edited"}`)}})
+	if err != nil || string(edited.Trigger.Body) != `{"ref":"edited"}` || len(edited.Steps) != 0 || edited.ResumedFrom != "" {
+		t.Fatalf("retry from START with a body = %+v, %v", edited, err)
+	}
+}
+
+// TestReplayAndSearch: replay starts a retry from START for every FAILED
+// run of the flow in the window, and the search finds runs across the
+// project by status.
+func TestReplayAndSearch(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	ctx := context.Background()
+	svc := newRecorder(t, status(400))
+	f := e.flowOf(t, automation.Step{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: svc.URL})
+	for range 3 {
+		r := e.start1(t, f)
+		if at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Run.Status != automation.RunFailed {
+			t.Fatalf("run = %s, want FAILED", at.Run.Status)
+		}
+		now = now.Add(time.Minute)
+	}
+	e.start1(t, f) // RUNNING: not replayed
+	if _, err := e.svc.ReplayRuns(ctx, e.project, automation.ReplayRequest{Status: "SUCCEEDED"}); !errors.Is(err, automation.ErrInvalid) {
+		t.Fatalf("replay of SUCCEEDED runs: err = %v, want a 400", err)
+	}
+	if _, err := e.svc.SearchRuns(ctx, e.project, automation.RunSearch{Since: "yesterday"}); !errors.Is(err, automation.ErrInvalid) {
+		t.Fatalf("search since yesterday: err = %v, want a 400", err)
+	}
+	n, err := e.svc.ReplayRuns(ctx, e.project, automation.ReplayRequest{FlowID: f.ID, Status: "FAILED",
+		Since: "2026-05-01T12:01:00Z", Until: "2026-05-01T13:00:00Z"})
+	if err != nil || n.Replayed != 2 {
+		t.Fatalf("replay = %+v, %v; want the 2 FAILED runs of the window", n, err)
+	}
+	running, err := e.svc.SearchRuns(ctx, e.project, automation.RunSearch{PageRequest: automation.PageRequest{Status: "RUNNING"}})
+	if err != nil || len(running.Data) != 3 {
+		t.Fatalf("RUNNING runs = %d, %v; want the unexecuted one and 2 replays", len(running.Data), err)
+	}
+}
+
+// TestMessageRetryLater: the runner's contract. A message whose run failed
+// transiently comes back at the run's nextAttemptAt, and one whose run
+// another attempt holds comes back when that lease would lapse: both as a
+// RetryLater, never an exhausted run.
+func TestMessageRetryLater(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, _ := service(t, 503)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	ctx := context.Background()
+	msg := []byte(`{"kind":"run","project":"` + r.Project + `","runId":"` + r.ID + `"}`)
+	var later *automation.RetryLater
+	err := e.svc.HandleMessage(ctx, msg)
+	if !errors.As(err, &later) || !errors.Is(err, automation.ErrRetry) {
+		t.Fatalf("HandleMessage after a 503 = %v, want RetryLater wrapping ErrRetry", err)
+	}
+	got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID)
+	if got.NextAttemptAt == nil || !later.At.Equal(*got.NextAttemptAt) {
+		t.Fatalf("retry at %v, run's nextAttemptAt %v: want the same", later.At, got.NextAttemptAt)
+	}
+	lease := automation.RunPolicy{}.Lease()
+	if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
+		t.Fatal(err)
+	}
+	err = e.svc.HandleMessage(ctx, msg)
+	if !errors.As(err, &later) || !automation.IsRunClaimed(err) || !later.At.Equal(now.Add(lease)) {
+		t.Fatalf("HandleMessage while another attempt holds the run = %v, want RetryLater at the lease's end", err)
 	}
 }

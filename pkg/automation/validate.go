@@ -309,6 +309,14 @@ func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string
 	if err := onlyFields(st, at); err != nil {
 		return err
 	}
+	if st.Retry != nil {
+		if st.Retry.Attempts < 1 || st.Retry.Attempts > MaxStepAttempts {
+			return Invalid(`%s.retry.attempts %d: use 1 to %d, e.g. {"attempts": 3, "backoff": "2s", "maxBackoff": "1m"}`, at, st.Retry.Attempts, MaxStepAttempts)
+		}
+		if _, _, err := st.Retry.Delays(); err != nil {
+			return Invalid("%s.retry.%v", at, err)
+		}
+	}
 	switch st.Type {
 	case StepFilter:
 		if strings.TrimSpace(st.Condition) == "" {
@@ -511,6 +519,8 @@ func onlyFields(st *Step, at string) error {
 		{"query", st.Query != nil, []StepType{StepHTTP}},
 		{"timeoutMs", st.TimeoutMs != 0, []StepType{StepHTTP}},
 		{"continueOnFail", st.ContinueOnFail, []StepType{StepHTTP}},
+		{"idempotencyKey", st.IdempotencyKey != nil, []StepType{StepHTTP}},
+		{"retry", st.Retry != nil, []StepType{StepHTTP, StepCode}},
 		{"body", len(st.Body) > 0, []StepType{StepHTTP, StepRespond}},
 		{"values", len(st.Values) > 0, []StepType{StepSet}},
 		{"statusCode", st.StatusCode != 0, []StepType{StepRespond}},

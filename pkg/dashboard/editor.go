@@ -257,7 +257,7 @@ func (d *Dashboard) deleteFlow(w http.ResponseWriter, r *http.Request) {
 // retryRun starts a new run with the trigger data of a run, from the start.
 func (d *Dashboard) retryRun(w http.ResponseWriter, r *http.Request) {
 	flowID := r.PathValue("flowId")
-	run, err := d.svc.RetryRun(r.Context(), project(r), flowID, r.PathValue("runId"))
+	run, err := d.svc.RetryRun(r.Context(), project(r), flowID, r.PathValue("runId"), automation.RetryRequest{})
 	if err != nil {
 		d.fail(w, r, err)
 		return

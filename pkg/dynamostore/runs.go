@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -28,10 +29,6 @@ const (
 // DefaultRunRetention is how long run records live before TTL removes them,
 // unless WithRunRetention says otherwise.
 const DefaultRunRetention = 30 * 24 * time.Hour
-
-// finishAttempts bounds FinishRun's retries when another run's finish moves
-// the flow's lastRun between its read and its write.
-const finishAttempts = 5
 
 // Option configures a Store.
 type Option func(*Store)
@@ -79,14 +76,25 @@ func decodeRun(item map[string]types.AttributeValue) (automation.Run, error) {
 }
 
 // CreateRun writes a new RUNNING run: the store half of the AWS run queue,
-// which sends the SQS message once this returns. A condition check on the
-// flow in the same transaction keeps runs of a deleted flow from appearing
-// after DeleteFlow removed the others.
+// which sends the SQS message once this returns. The flow is read first,
+// so that a run of a missing flow (or of another project's) is refused,
+// but it is not part of the write: a condition check on the flow item in
+// the run's transaction would make every run of a busy flow contend on one
+// item, which DynamoDB refuses for concurrent transactions. A run created
+// while its flow is being deleted is finished FAILED when executed ("flow
+// deleted") and expires with its retention.
 //
 // With WithPayloads, a trigger body too large for the item is stored first,
 // under a key of its own content: a duplicate ID (RUN_EXISTS) leaves an
 // unreferenced object under the run's prefix, never a changed one.
 func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
+	flow, err := s.getFlow(ctx, r.FlowID)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create run %s: read flow: %w", r.ID, err)
+	}
+	if rd := (reader{item: flow}); len(flow) == 0 || rd.str(attrProject) != r.Project {
+		return automation.NotFound("flow", r.FlowID)
+	}
 	r, ref, err := s.storeTrigger(ctx, r)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
@@ -103,22 +111,11 @@ func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
 	item[attrProjectFlow] = str(r.Project + "#" + r.FlowID)
 	item[attrCreatedSort] = str(createdSort(r.Created, r.ID))
 	item[attrExpiresAt] = num(r.Created.Add(s.retention).Unix())
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{
-			TableName: &s.t.Flows, Key: flowKey(r.FlowID),
-			ConditionExpression:       aws.String("#project = :project"),
-			ExpressionAttributeNames:  map[string]string{"#project": attrProject},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(r.Project)},
-		}},
-		{Put: &types.Put{TableName: &s.t.Runs, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}},
-	}})
-	if rs := cancelReasons(err); rs != nil {
-		switch {
-		case reasonCode(rs, 1) == reasonCondition:
-			return automation.RunExists(r.ID)
-		case reasonCode(rs, 0) == reasonCondition:
-			return automation.NotFound("flow", r.FlowID)
-		}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.t.Runs, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
+	})
+	if _, ok := conditionFailed(err); ok {
+		return automation.RunExists(r.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
@@ -175,6 +172,79 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if err != nil {
 		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: %w", flowID, err)
 	}
+	return s.summaries(items, next)
+}
+
+// SearchRuns pages through a project's run summaries newest first: one
+// query of the index that fits the filters (by flow, with status or not, or
+// by project, where status is a filter: one more index would be a second
+// GSI creation in one stack update, which CloudFormation refuses), the
+// creation window a condition on its sort key.
+func (s *Store) SearchRuns(ctx context.Context, project string, q automation.RunQuery) (automation.Page[automation.Run], error) {
+	index, hashAttr, hashValue := indexByProject, attrProject, project
+	switch {
+	case q.FlowID != "" && q.Status != "":
+		index, hashAttr, hashValue = indexByStatus, attrProjectFlowStatus, project+"#"+q.FlowID+"#"+q.Status
+	case q.FlowID != "":
+		index, hashAttr, hashValue = indexByFlow, attrProjectFlow, project+"#"+q.FlowID
+	}
+	in := &dynamodb.QueryInput{
+		TableName: &s.t.Runs, IndexName: &index, ScanIndexForward: aws.Bool(false),
+		KeyConditionExpression:    aws.String("#h = :h"),
+		ExpressionAttributeNames:  map[string]string{"#h": hashAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(hashValue)},
+	}
+	// createdSort is the time at a fixed width, then "#" and the ID: a run
+	// created at until sorts after until's own string.
+	since, until := q.Since.UTC().Format(sortTimeLayout), q.Until.UTC().Format(sortTimeLayout)
+	switch {
+	case !q.Since.IsZero() && !q.Until.IsZero():
+		*in.KeyConditionExpression += " AND #c BETWEEN :since AND :until"
+	case !q.Since.IsZero():
+		*in.KeyConditionExpression += " AND #c >= :since"
+	case !q.Until.IsZero():
+		*in.KeyConditionExpression += " AND #c < :until"
+	}
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		in.ExpressionAttributeNames["#c"] = attrCreatedSort
+	}
+	if q.FlowID == "" && q.Status != "" {
+		in.FilterExpression = aws.String("#status = :status")
+		in.ExpressionAttributeNames["#status"] = "status"
+		in.ExpressionAttributeValues[":status"] = str(q.Status)
+	}
+	if !q.Since.IsZero() {
+		in.ExpressionAttributeValues[":since"] = str(since)
+	}
+	if !q.Until.IsZero() {
+		in.ExpressionAttributeValues[":until"] = str(until)
+	}
+	if q.After != "" {
+		id, err := positionID(q.After)
+		if err != nil {
+			return automation.Page[automation.Run]{}, err
+		}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{
+			attrID: str(id), hashAttr: str(hashValue), attrCreatedSort: str(q.After),
+		}
+	}
+	items, more, err := s.queryPage(ctx, in, q.Limit)
+	if err != nil {
+		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: %w", err)
+	}
+	next := ""
+	if more {
+		rd := reader{item: items[len(items)-1]}
+		if next = rd.str(attrCreatedSort); rd.err != nil || next == "" {
+			return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: item without %s", attrCreatedSort)
+		}
+	}
+	return s.summaries(items, next)
+}
+
+// summaries decodes a page of run items as summaries, ending it early at
+// automation.RunPageBudget bytes.
+func (s *Store) summaries(items []map[string]types.AttributeValue, next string) (automation.Page[automation.Run], error) {
 	page := automation.Page[automation.Run]{Items: make([]automation.Run, 0, len(items)), Next: next}
 	bytes := 0
 	for i, it := range items {
@@ -182,7 +252,7 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 			// The page is full by size: end it after the previous item.
 			rd := reader{item: items[i-1]}
 			if page.Next = rd.str(attrCreatedSort); rd.err != nil || page.Next == "" {
-				return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: item without %s", flowID, attrCreatedSort)
+				return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs: item without %s", attrCreatedSort)
 			}
 			break
 		}
@@ -365,82 +435,69 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*typ
 	}, nil
 }
 
-// FinishRun writes a run's final state and adds it to the flow's stats in
-// one transaction. DynamoDB has no max(), so lastRun is set from the value
-// read, under a condition that it has not moved; a concurrent finish that
-// moved it makes this one read again.
+// FinishRun writes a run's final state (conditional on the attempt's
+// claim), then adds it to the flow's stats with atomic ADDs in a separate
+// write: the flow item is hot (every run of the flow finishes on it), and a
+// transaction over it and the run would contend, which DynamoDB refuses for
+// concurrent transactions on one item. The stats count a finished run at
+// most once: a finish that is retried after the run was written finds it
+// final (RUN_FINISHED) and adds nothing; a process that dies between the
+// two writes loses that one count.
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("dynamostore: finish run %s: status %q is not final", r.ID, r.Status)
 	}
-	run, err := s.runUpdate(ctx, r, true)
+	err := s.updateRun(ctx, r)
+	if _, ok := conditionFailed(err); ok {
+		return s.whyRefused(ctx, r)
+	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
 	}
-	run.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	for attempt := 1; ; attempt++ {
-		flow, err := s.getFlow(ctx, r.FlowID)
-		if err != nil {
-			return fmt.Errorf("dynamostore: finish run %s: read flow: %w", r.ID, err)
-		}
-		tx := []types.TransactWriteItem{{Update: run}}
-		owner := reader{item: flow}
-		if len(flow) > 0 && owner.str(attrProject) == r.Project {
-			tx = append(tx, types.TransactWriteItem{Update: s.statsUpdate(r, flow)})
-		} // else the flow is gone, and so are its stats
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
-		rs := cancelReasons(err)
-		if rs == nil {
-			if err != nil {
-				return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
-			}
-			return nil
-		}
-		if reasonCode(rs, 0) == reasonCondition {
-			return s.whyRefused(ctx, r)
-		}
-		c0, c1 := reasonCode(rs, 0), reasonCode(rs, 1)
-		retry := c1 == reasonCondition || c0 == reasonTxnConflict || c1 == reasonTxnConflict
-		if !retry || attempt == finishAttempts {
-			return fmt.Errorf("dynamostore: finish run %s: %w", r.ID, err)
-		}
+	if err := s.addStats(ctx, r); err != nil {
+		// The run is final; its stats are bookkeeping: say so, and go on.
+		s.log.WarnContext(ctx, "flow stats not updated for a finished run", "run", r.ID, "flow", r.FlowID, "err", err)
 	}
+	return nil
 }
 
-// statsUpdate adds a finished run to a flow's stats, given the flow as read.
-func (s *Store) statsUpdate(r automation.Run, flow map[string]types.AttributeValue) *types.Update {
+// addStats adds a finished run to its flow's stats: ADD finished and
+// succeeded, and lastRun moved forward to the run's creation when it is
+// newer, in one conditional update; when lastRun is newer already, the
+// counts alone. A flow that is gone (or another project's) gets nothing.
+func (s *Store) addStats(ctx context.Context, r automation.Run) error {
 	succeeded := int64(0)
 	if r.Status == automation.RunSucceeded {
 		succeeded = 1
 	}
-	names := map[string]string{"#f": attrFinished, "#s": attrSucceeded, "#project": attrProject}
+	names := map[string]string{"#f": attrFinished, "#s": attrSucceeded, "#project": attrProject, "#id": attrID}
 	values := map[string]types.AttributeValue{":one": num(1), ":s": num(succeeded), ":project": str(r.Project)}
-	expr := "ADD #f :one, #s :s"
-	cond := "#project = :project"
-	rd := reader{item: flow}
-	last := rd.timePtr(attrLastRun)
-	if rd.err != nil || last == nil || r.Created.After(*last) {
-		names["#l"] = attrLastRun
+	owned := "attribute_exists(#id) AND #project = :project"
+	withLast := &dynamodb.UpdateItemInput{
+		TableName: &s.t.Flows, Key: flowKey(r.FlowID),
+		UpdateExpression:          aws.String("ADD #f :one, #s :s SET #l = :created"),
+		ConditionExpression:       aws.String(owned + " AND (attribute_not_exists(#l) OR #l < :created)"),
+		ExpressionAttributeNames:  maps.Clone(names),
+		ExpressionAttributeValues: maps.Clone(values),
 	}
-	switch {
-	case rd.err != nil || last == nil:
-		// No lastRun yet (or an unreadable one): set it, unless another
-		// finish sets one first.
-		expr += " SET #l = :created"
-		values[":created"] = timeValue(r.Created)
-		cond += " AND attribute_not_exists(#l)"
-	case r.Created.After(*last):
-		expr += " SET #l = :created"
-		values[":created"], values[":last"] = timeValue(r.Created), flow[attrLastRun]
-		cond += " AND #l = :last"
-	default:
-		// An older run finishing later leaves lastRun alone; lastRun only
-		// grows, so no condition is needed.
+	withLast.ExpressionAttributeNames["#l"] = attrLastRun
+	// Fixed width, so that the condition compares strings as times (the
+	// value reads back as RFC 3339 like any other).
+	withLast.ExpressionAttributeValues[":created"] = str(r.Created.UTC().Format(sortTimeLayout))
+	_, err := s.db.UpdateItem(ctx, withLast)
+	if _, ok := conditionFailed(err); !ok {
+		return err
 	}
-	return &types.Update{
-		TableName: &s.t.Flows, Key: flowKey(r.FlowID), UpdateExpression: &expr, ConditionExpression: &cond,
+	// A newer run set lastRun already, or the flow is gone.
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Flows, Key: flowKey(r.FlowID),
+		UpdateExpression: aws.String("ADD #f :one, #s :s"), ConditionExpression: aws.String(owned),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	})
+	if _, ok := conditionFailed(err); ok {
+		return nil // the flow is gone, and so are its stats
 	}
+	return err
 }
 
 // DeleteRunsBefore removes up to limit runs created before t, oldest first.

@@ -65,9 +65,10 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 		table(t.Routes, []types.AttributeDefinition{s(attrPath), s(attrMethod)}, keys(attrPath, attrMethod)),
 		table(t.Connections, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrCreatedSort)}, keys(attrID, ""),
 			gsi(indexByProject, attrProject, attrCreatedSort)),
-		table(t.Runs, []types.AttributeDefinition{s(attrID), s(attrProjectFlow), s(attrProjectFlowStatus), s(attrCreatedSort)}, keys(attrID, ""),
+		table(t.Runs, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrProjectFlow), s(attrProjectFlowStatus), s(attrCreatedSort)}, keys(attrID, ""),
 			gsi(indexByFlow, attrProjectFlow, attrCreatedSort),
-			gsi(indexByStatus, attrProjectFlowStatus, attrCreatedSort)),
+			gsi(indexByStatus, attrProjectFlowStatus, attrCreatedSort),
+			gsi(indexByProject, attrProject, attrCreatedSort)),
 		table(t.Samples, []types.AttributeDefinition{s(attrFlowID)}, keys(attrFlowID, "")),
 		table(t.OAuthApps, []types.AttributeDefinition{s(attrAppName)}, keys(attrAppName, "")),
 	}

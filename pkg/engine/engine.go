@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -159,9 +160,10 @@ func (e *Engine) clock() time.Time { return e.now().UTC().Truncate(time.Millisec
 // stepError is a failed step: the message recorded, whether it is transient,
 // and any output to keep (an HTTP response).
 type stepError struct {
-	msg       string
-	retryable bool
-	output    any
+	msg        string
+	retryable  bool
+	retryAfter time.Duration // what the service asked for (Retry-After); 0 if nothing
+	output     any
 }
 
 func (e *stepError) Error() string { return e.msg }
@@ -234,6 +236,35 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 		"durationMs", d, "retryable", res.Retryable)
 	res.Run = r
 	return res
+}
+
+// pause waits before execution n+1 of a step with a retry policy:
+// exponential from its backoff, with jitter in the upper half, at most its
+// maxBackoff, or what the service asked for (Retry-After) when that is
+// longer, up to automation.MaxStepBackoff. It reports false when the run
+// ends first.
+func (e *Engine) pause(ctx context.Context, r *automation.StepRetry, n int, asked time.Duration) bool {
+	first, most, err := r.Delays()
+	if err != nil { // validated at save time; a stored flow may predate a rule
+		first, most = automation.DefaultStepBackoff, automation.DefaultStepMaxBackoff
+	}
+	d := first
+	for i := 1; i < n && d < most; i++ {
+		d *= 2
+	}
+	d = min(d, most)
+	d = d/2 + rand.N(d/2+1)
+	if asked > d {
+		d = min(asked, automation.MaxStepBackoff)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // pending is the results of steps before they run: every one SKIPPED.

@@ -34,8 +34,9 @@ func (e *Engine) newExecution(ctx context.Context, f automation.Flow, r *automat
 
 // fork is a scope for one FOR_EACH item: the outputs so far, and item and
 // index, in maps of its own (items may run at once).
-func (x *execution) fork(item any, index int) *execution {
+func (x *execution) fork(item any, index int, iter string) *execution {
 	y := *x
+	y.iter = iter
 	y.steps = maps.Clone(x.steps)
 	y.env = maps.Clone(x.env)
 	y.env["steps"] = y.steps
@@ -191,7 +192,8 @@ func (x *execution) finish(sr *automation.StepResult, began time.Time, out any, 
 	x.logs = nil
 	var raw json.RawMessage
 	x.locked(func() {
-		sr.FinishedAt, sr.DurationMs, sr.Attempts, sr.Logs = &done, done.Sub(began).Milliseconds(), 1, logs
+		sr.FinishedAt, sr.DurationMs, sr.Logs = &done, done.Sub(began).Milliseconds(), logs
+		sr.Attempts = max(sr.Attempts, 1)
 		sr.Status, sr.Error = automation.StepSucceeded, ""
 		if se != nil {
 			sr.Status, sr.Error = automation.StepFailed, se.msg
@@ -224,6 +226,17 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 		return x.forEach(ctx, s, sr, iter)
 	}
 	out, err = x.step(ctx, s)
+	attempts := 1
+	for s.Retry != nil && attempts < s.Retry.Attempts {
+		var se *stepError
+		if !errors.As(err, &se) || !se.retryable || !x.e.pause(ctx, s.Retry, attempts, se.retryAfter) {
+			break
+		}
+		x.logs = nil
+		out, err = x.step(ctx, s)
+		attempts++
+	}
+	x.locked(func() { sr.Attempts = attempts })
 	return out, err, listEnd{}
 }
 
@@ -300,8 +313,9 @@ loop:
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			y := x.fork(item, i)
-			end := y.list(ctx, s.Steps, its[i].Steps, joinIter(iter, i), false)
+			path := joinIter(iter, i)
+			y := x.fork(item, i, path)
+			end := y.list(ctx, s.Steps, its[i].Steps, path, false)
 			ends[i] = end
 			status, msg := automation.StepSucceeded, ""
 			switch {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +65,21 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	}
 	if keyName != "" {
 		req.Header.Set(keyName, keyVal)
+	}
+	// The same key on every retry and resume of this run's step, so that
+	// the service deduplicates what it already did; the step's own header
+	// wins, and "idempotencyKey": false turns it off.
+	if req.Method != http.MethodGet && req.Method != http.MethodHead &&
+		(s.IdempotencyKey == nil || *s.IdempotencyKey) && req.Header.Get("Idempotency-Key") == "" {
+		origin := x.run.ID
+		if x.run.ResumedFrom != "" {
+			origin = x.run.ResumedFrom
+		}
+		key := automation.IdempotencyKeyFor(origin, s.Name)
+		if x.iter != "" { // inside FOR_EACH: one key per item (DESIGN §9)
+			key += "." + x.iter
+		}
+		req.Header.Set("Idempotency-Key", key)
 	}
 	where := req.Method + " " + redactURL(req.URL)
 
@@ -146,10 +162,13 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		if conn.ID != "" && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 			msg += fmt.Sprintf("; connection %s (%s) was refused and is now in ERROR", conn.ID, conn.Name)
 		}
+		// 408, 429 and 5xx are transient; any other 4xx is permanent.
 		return nil, &stepError{
-			msg:       mask(msg, secrets),
-			retryable: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500,
-			output:    output,
+			msg: mask(msg, secrets),
+			retryable: resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests ||
+				resp.StatusCode >= 500,
+			retryAfter: retryAfter(resp.Header.Get("Retry-After"), x.e.clock()),
+			output:     output,
 		}
 	}
 	return output, nil
@@ -324,4 +343,23 @@ func maskValue(v any, secrets []string) any {
 		return out
 	}
 	return v
+}
+
+// retryAfter is the delay a Retry-After header asks for (seconds or an HTTP
+// date), 0 when there is none or it cannot be read.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, 86400)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }

@@ -21,6 +21,8 @@ type execution struct {
 	env   map[string]any
 	// logs are the console lines of the CODE step that just ran.
 	logs []string
+	// iter is the item path inside FOR_EACH ("3", "3.1"), "" outside.
+	iter string
 	// sh is what every scope of the run shares.
 	sh *shared
 }

@@ -63,6 +63,8 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/flows/{flowId}/runs", handler: a.listRuns},
 		{pattern: "GET /api/v1/flows/{flowId}/runs/{runId}", handler: a.getRun},
 		{pattern: "POST /api/v1/flows/{flowId}/runs/{runId}/retry", handler: a.retryRun},
+		{pattern: "GET /api/v1/runs", handler: a.searchRuns},
+		{pattern: "POST /api/v1/runs/replay", handler: a.replayRuns},
 
 		{pattern: "GET /api/v1/connections", handler: a.listConnections},
 		{pattern: "POST /api/v1/connections", handler: a.createConnection},

@@ -147,7 +147,8 @@ CREATE TABLE webhook_samples (
 );
 `
 
-// schemaV4: fencing and crash counting of run attempts.
+// schemaV4: fencing and crash counting of run attempts, and the indexes of
+// the project-wide run search.
 //
 // lease_token names the claim an attempt holds; every write of a run's
 // attempt is conditional on it (an attempt that lost its lease writes
@@ -157,6 +158,8 @@ CREATE TABLE webhook_samples (
 const schemaV4 = `
 ALTER TABLE runs ADD COLUMN lease_token TEXT;
 ALTER TABLE runs ADD COLUMN ended INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_project ON runs (project, seq);
+CREATE INDEX runs_project_status ON runs (project, status, seq);
 `
 
 // migrate applies the migrations the database lacks. Each check and apply

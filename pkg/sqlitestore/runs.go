@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -91,6 +92,13 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
+	return s.summaryPage(ctx, limit, query, args...)
+}
+
+// summaryPage reads a page of run summaries with query (which selects
+// summaryDoc and reads limit+1 rows newest first), ending it early at
+// automation.RunPageBudget bytes.
+func (s *Store) summaryPage(ctx context.Context, limit int, query string, args ...any) (automation.Page[automation.Run], error) {
 	var page automation.Page[automation.Run]
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
@@ -117,6 +125,38 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
 	}
 	return page, nil
+}
+
+// SearchRuns pages through a project's run summaries newest first, on the
+// index that fits the filters (by flow or project, with status or not);
+// the creation window filters the rows it walks.
+func (s *Store) SearchRuns(ctx context.Context, project string, q automation.RunQuery) (automation.Page[automation.Run], error) {
+	before := int64(math.MaxInt64)
+	if q.After != "" {
+		n, err := parsePosition(q.After)
+		if err != nil {
+			return automation.Page[automation.Run]{}, err
+		}
+		before = n
+	}
+	limit := max(q.Limit, 1)
+	where, args := []string{"project = ?"}, []any{project}
+	if q.FlowID != "" {
+		where, args = append(where, "flow = ?"), append(args, q.FlowID)
+	}
+	if q.Status != "" {
+		where, args = append(where, "status = ?"), append(args, q.Status)
+	}
+	where, args = append(where, "seq < ?"), append(args, before)
+	if !q.Since.IsZero() {
+		where, args = append(where, "created_ms >= ?"), append(args, q.Since.UnixMilli())
+	}
+	if !q.Until.IsZero() {
+		where, args = append(where, "created_ms < ?"), append(args, q.Until.UnixMilli())
+	}
+	query := `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs WHERE ` +
+		strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`
+	return s.summaryPage(ctx, limit, query, append(args, limit+1)...)
 }
 
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).

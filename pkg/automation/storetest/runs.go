@@ -34,6 +34,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunFinishStats", func(t *testing.T) { testRunFinishStats(t, open(t)) })
 	t.Run("ListRuns", func(t *testing.T) { testListRuns(t, open(t)) })
 	t.Run("ListRunSummaries", func(t *testing.T) { testListRunSummaries(t, open(t)) })
+	t.Run("SearchRuns", func(t *testing.T) { testSearchRuns(t, open(t)) })
 	t.Run("RunsGoWithFlow", func(t *testing.T) { testRunsGoWithFlow(t, open(t)) })
 	t.Run("RunsPurge", func(t *testing.T) { testRunsPurge(t, open(t)) })
 }
@@ -451,5 +452,82 @@ func testRunJournal(t *testing.T, env RunEnv) {
 	wantKind(t, "journal of the stale attempt", env.Runs.RecordSteps(ctx, stale), automation.ErrConflict, automation.CodeRunLeaseLost)
 	if got := getRun(t, env, r); len(got.Steps) != 1 {
 		t.Fatalf("a stale journal write reached the run: %s", jsonOf(t, got.Steps))
+	}
+}
+
+// testSearchRuns: a project's runs across its flows, newest first, by
+// flow, status and creation window, in pages; another project's are never
+// seen.
+func testSearchRuns(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	g := flowBuilderWebhook(f.Project, "second", now())
+	must(t, "create flow", env.Store.CreateFlow(ctx, g))
+	other := newProject("other", now())
+	must(t, "create project", env.Store.CreateProject(ctx, other))
+	h := flowBuilderWebhook(other.ID, "theirs", now())
+	must(t, "create their flow", env.Store.CreateFlow(ctx, h))
+
+	base := now().Add(-time.Hour)
+	type made struct {
+		id, flow string
+		failed   bool
+		at       time.Time
+	}
+	var all []made // oldest first
+	for i := range 10 {
+		fl := f
+		if i%2 == 1 {
+			fl = g
+		}
+		r := newRun(fl, base.Add(time.Duration(i)*time.Minute))
+		must(t, "create run", env.Create(ctx, r))
+		failed := i%3 == 0
+		if failed {
+			c, err := env.Runs.ClaimRun(ctx, fl.Project, r.ID, now(), time.Minute)
+			must(t, "claim", err)
+			c.Status = automation.RunFailed
+			must(t, "finish", env.Runs.FinishRun(ctx, c))
+		}
+		all = append(all, made{r.ID, fl.ID, failed, r.Created})
+		must(t, "create their run", env.Create(ctx, newRun(h, r.Created)))
+	}
+	want := func(keep func(m made) bool) []string {
+		var ids []string
+		for i := len(all) - 1; i >= 0; i-- {
+			if keep(all[i]) {
+				ids = append(ids, all[i].id)
+			}
+		}
+		return ids
+	}
+	tests := []struct {
+		name string
+		q    automation.RunQuery
+		want []string
+	}{
+		{"project", automation.RunQuery{}, want(func(made) bool { return true })},
+		{"failed", automation.RunQuery{ListQuery: automation.ListQuery{Status: string(automation.RunFailed)}},
+			want(func(m made) bool { return m.failed })},
+		{"flow", automation.RunQuery{FlowID: g.ID}, want(func(m made) bool { return m.flow == g.ID })},
+		{"flow and status", automation.RunQuery{FlowID: f.ID, ListQuery: automation.ListQuery{Status: string(automation.RunRunning)}},
+			want(func(m made) bool { return m.flow == f.ID && !m.failed })},
+		{"window", automation.RunQuery{Since: all[2].at, Until: all[7].at},
+			want(func(m made) bool { return !m.at.Before(all[2].at) && m.at.Before(all[7].at) })},
+		{"since", automation.RunQuery{Since: all[8].at}, want(func(m made) bool { return !m.at.Before(all[8].at) })},
+		{"until, failed", automation.RunQuery{Until: all[6].at, ListQuery: automation.ListQuery{Status: string(automation.RunFailed)}},
+			want(func(m made) bool { return m.failed && m.at.Before(all[6].at) })},
+	}
+	for _, tt := range tests {
+		for _, limit := range []int{3, 100} {
+			items, _ := walk(t, "search runs "+tt.name, func(after string) (automation.Page[automation.Run], error) {
+				q := tt.q
+				q.Limit, q.After = limit, after
+				return env.Runs.SearchRuns(ctx, f.Project, q)
+			})
+			if got := runIDs(items); !slices.Equal(got, tt.want) {
+				t.Errorf("%s, pages of %d: runs %v, want %v", tt.name, limit, got, tt.want)
+			}
+		}
 	}
 }

@@ -1,0 +1,222 @@
+package automation
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Where a retry starts.
+const (
+	RetryFromStart      = "START"       // a new run with the same (or an edited) trigger
+	RetryFromFailedStep = "FAILED_STEP" // a new run resuming at the failed step
+)
+
+// RetryRequest is the optional body of POST …/runs/{runId}/retry.
+type RetryRequest struct {
+	From    string        `json:"from,omitempty"` // RetryFromStart (default) or RetryFromFailedStep
+	Trigger *RetryTrigger `json:"trigger,omitempty"`
+}
+
+// RetryTrigger edits the trigger of a retry from START.
+type RetryTrigger struct {
+	Body json.RawMessage `json:"body"`
+}
+
+// RetryRun starts a new run of the flow from an earlier one, whatever the
+// flow's status: a retry is a deliberate act. From START it runs with the
+// earlier run's trigger data, or with req.Trigger's body instead; from
+// FAILED_STEP it resumes the earlier FAILED or TIMEOUT run: the new run
+// carries the results of the steps that succeeded (their outputs stand,
+// steps with side effects are not executed again) and starts at the step
+// that failed, and ResumedFrom names the earlier run. A retry is never
+// deduplicated by the flow's idempotency header.
+func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string, req RetryRequest) (Run, error) {
+	from := req.From
+	if from == "" {
+		from = RetryFromStart
+	}
+	if from != RetryFromStart && from != RetryFromFailedStep {
+		return Run{}, Invalid("from must be %s or %s, got %q", RetryFromStart, RetryFromFailedStep, req.From)
+	}
+	if req.Trigger != nil && from != RetryFromStart {
+		return Run{}, Invalid("trigger can only be given with from %s: a retry from the failed step keeps the run's trigger", RetryFromStart)
+	}
+	if req.Trigger != nil && (len(req.Trigger.Body) == 0 || !json.Valid(req.Trigger.Body)) {
+		return Run{}, Invalid(`trigger.body is required with trigger and must be JSON, e.g. {"trigger": {"body": {"ref": "main"}}}`)
+	}
+	old, err := s.Run(ctx, p, flowID, runID)
+	if err != nil {
+		return Run{}, err
+	}
+	f, err := s.store.Flow(ctx, p.ID, flowID)
+	if err != nil {
+		return Run{}, wrap("retry run", err)
+	}
+	td := old.Trigger
+	if req.Trigger != nil {
+		td.Body, td.RawBody = req.Trigger.Body, ""
+	}
+	var steps []StepResult
+	resumed := ""
+	if from == RetryFromFailedStep {
+		failed := slices.IndexFunc(old.Steps, func(st StepResult) bool { return st.Status == StepFailed })
+		if (old.Status != RunFailed && old.Status != RunTimeout) || failed < 0 {
+			return Run{}, Conflict("RUN_NOT_FAILED", "run %s is %s without a failed step: retry it from %s", old.ID, old.Status, RetryFromStart)
+		}
+		steps, resumed = slices.Clone(old.Steps[:failed]), old.ID
+	}
+	return s.enqueueNew(ctx, f, td, func(r *Run) { r.Steps, r.ResumedFrom = append(r.Steps, steps...), resumed })
+}
+
+// enqueueNew queues a new run of f with a fresh ID, shaped by prepare.
+func (s *Service) enqueueNew(ctx context.Context, f Flow, td TriggerData, prepare func(*Run)) (Run, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return Run{}, err
+	}
+	r := Run{
+		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
+		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
+	}
+	prepare(&r)
+	if err := rt.Queue.Enqueue(ctx, r); err != nil {
+		return Run{}, wrap("enqueue run", err)
+	}
+	return r, nil
+}
+
+// RunSearch is what GET /api/v1/runs asks, unparsed.
+type RunSearch struct {
+	PageRequest
+	FlowID       string
+	Since, Until string // RFC 3339, optional
+}
+
+// runStatuses are the values a status filter takes.
+var runStatuses = []string{string(RunRunning), string(RunSucceeded), string(RunFailed), string(RunTimeout)}
+
+// runQuery checks a search.
+func (s *Service) runQuery(p Project, in RunSearch) (RunQuery, string, error) {
+	if in.Status != "" && !slices.Contains(runStatuses, in.Status) {
+		return RunQuery{}, "", InvalidCode("INVALID_PARAMETER", "status must be one of %v, got %q", runStatuses, in.Status)
+	}
+	q := RunQuery{FlowID: in.FlowID}
+	for _, t := range []struct {
+		name, v string
+		dst     *time.Time
+	}{{"since", in.Since, &q.Since}, {"until", in.Until, &q.Until}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.v)
+		if err != nil {
+			return RunQuery{}, "", InvalidCode("INVALID_PARAMETER", "%s must be an RFC 3339 time such as 2026-05-01T00:00:00Z, got %q", t.name, t.v)
+		}
+		*t.dst = v.UTC()
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		return RunQuery{}, "", InvalidCode("INVALID_PARAMETER", "since must be before until")
+	}
+	scope := p.ID + "/runs?" + in.FlowID + "\x00" + in.Since + "\x00" + in.Until
+	return q, scope, nil
+}
+
+// SearchRuns lists a project's runs, newest first, filtered by flow,
+// status and creation time: run summaries, as a flow's run list.
+func (s *Service) SearchRuns(ctx context.Context, p Project, in RunSearch) (List[Run], error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return List[Run]{}, err
+	}
+	q, scope, err := s.runQuery(p, in)
+	if err != nil {
+		return List[Run]{}, err
+	}
+	if q.ListQuery, err = s.listQuery(scope, in.PageRequest); err != nil {
+		return List[Run]{}, err
+	}
+	page, err := rt.Runs.SearchRuns(ctx, p.ID, q)
+	if err != nil {
+		return List[Run]{}, wrap("search runs", err)
+	}
+	return list(s, scope, q.ListQuery, page, func(r Run) Run { return r }), nil
+}
+
+// MaxReplay bounds one replay call.
+const MaxReplay = 1000
+
+// ReplayRequest is the body of POST /api/v1/runs/replay.
+type ReplayRequest struct {
+	FlowID string `json:"flowId,omitempty"`
+	Status string `json:"status"` // FAILED or TIMEOUT
+	Since  string `json:"since,omitempty"`
+	Until  string `json:"until,omitempty"`
+}
+
+// Replayed is the answer of a replay.
+type Replayed struct {
+	Replayed int `json:"replayed"`
+}
+
+// ReplayRuns retries from START every FAILED (or TIMEOUT) run of the
+// project, or of one flow, created in the window, newest first, at most
+// MaxReplay per call.
+func (s *Service) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) (Replayed, error) {
+	if req.Status != string(RunFailed) && req.Status != string(RunTimeout) {
+		return Replayed{}, Invalid("status must be %s or %s, got %q", RunFailed, RunTimeout, req.Status)
+	}
+	rt, err := s.runtime()
+	if err != nil {
+		return Replayed{}, err
+	}
+	q, _, err := s.runQuery(p, RunSearch{PageRequest: PageRequest{Status: req.Status}, FlowID: req.FlowID, Since: req.Since, Until: req.Until})
+	if err != nil {
+		return Replayed{}, err
+	}
+	if req.FlowID != "" {
+		if _, err := s.store.Flow(ctx, p.ID, req.FlowID); err != nil {
+			return Replayed{}, wrap("replay runs", err)
+		}
+	}
+	// Collect first: the new runs must not be read back as matches.
+	var olds []Run
+	q.ListQuery = ListQuery{Limit: MaxPageSize, Status: req.Status}
+	for len(olds) < MaxReplay {
+		page, err := rt.Runs.SearchRuns(ctx, p.ID, q)
+		if err != nil {
+			return Replayed{}, wrap("replay runs", err)
+		}
+		olds = append(olds, page.Items...)
+		if page.Next == "" {
+			break
+		}
+		q.After = page.Next
+	}
+	olds = olds[:min(len(olds), MaxReplay)]
+	flows := map[string]Flow{}
+	n := 0
+	for _, old := range olds {
+		f, ok := flows[old.FlowID]
+		if !ok {
+			if f, err = s.store.Flow(ctx, p.ID, old.FlowID); IsNotFound(err) {
+				continue
+			} else if err != nil {
+				return Replayed{Replayed: n}, wrap("replay runs", err)
+			}
+			flows[old.FlowID] = f
+		}
+		full, err := rt.Runs.Run(ctx, p.ID, old.FlowID, old.ID) // the summary lacks the body
+		if IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return Replayed{Replayed: n}, wrap("replay runs", err)
+		}
+		if _, err := s.enqueueNew(ctx, f, full.Trigger, func(*Run) {}); err != nil {
+			return Replayed{Replayed: n}, err
+		}
+		n++
+	}
+	return Replayed{Replayed: n}, nil
+}
