@@ -272,6 +272,13 @@ type Execution struct {
 // not run unrecorded.
 type Journal func(ctx context.Context, steps []StepResult) error
 
+// OnErrorRunner is implemented by an Executor that runs a flow's onError
+// steps: RunOnError returns r (ended FAILED or TIMEOUT for good) with
+// OnErrorSteps filled, its status and error unchanged.
+type OnErrorRunner interface {
+	RunOnError(ctx context.Context, f Flow, r Run) Run
+}
+
 // Executor runs a flow's steps; pkg/engine implements it.
 type Executor interface {
 	// ExecuteJournaled runs f (secrets revealed) for r and returns the

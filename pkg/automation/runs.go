@@ -315,6 +315,7 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		return s.release(ctx, rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable:
 		out.Error = fmt.Sprintf("gave up after %d attempts: %s", r.Attempts, out.Error)
+		out = s.onError(ctx, p, f, out)
 		at, err := s.settle(ctx, rt, at, out)
 		if err != nil || at.Outcome != OutcomeFinished {
 			return at, err
@@ -322,7 +323,24 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		at.Outcome = OutcomeExhausted
 		return at, fmt.Errorf("%w: run %s: %s", ErrExhausted, runID, out.Error)
 	}
+	if out.Status == RunFailed || out.Status == RunTimeout {
+		out = s.onError(ctx, p, f, out)
+	}
 	return s.settle(ctx, rt, at, out)
+}
+
+// onError runs the flow's onError steps once, for a run that ended FAILED
+// or TIMEOUT for good, with a time limit of their own (a TIMEOUT run has
+// spent its own). Their results go in OnErrorSteps; the run's status and
+// error stay.
+func (s *Service) onError(ctx context.Context, p RunPolicy, f Flow, out Run) Run {
+	h, ok := s.exec.(OnErrorRunner)
+	if !ok || len(f.OnError) == 0 {
+		return out
+	}
+	octx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	return h.RunOnError(octx, f, out)
 }
 
 // acrossAttempts is the outcome of an attempt as the run shows it: started

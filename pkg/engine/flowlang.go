@@ -467,3 +467,54 @@ func (x *execution) store(ctx context.Context, s automation.Step) (any, error) {
 	}
 	return map[string]any{"set": set, "deleted": deleted}, nil
 }
+
+var _ automation.OnErrorRunner = (*Engine)(nil)
+
+// RunOnError runs f's onError steps for r, which ended FAILED or TIMEOUT
+// for good, with `error` ({"step", "message"}) in scope besides what the
+// run's steps saw. Their results go in r.OnErrorSteps; r's status, error
+// and steps stay. A failing onError step is recorded and ends the onError
+// steps, nothing more.
+func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation.Run) automation.Run {
+	if len(f.OnError) == 0 {
+		return r
+	}
+	results := pending(f.OnError)
+	x := e.newExecution(ctx, f, &r, nil, nil)
+	x.sh.results = &results
+	step, msg := failedStep(r)
+	x.env["error"] = map[string]any{"step": step, "message": msg}
+	for _, sr := range r.Steps {
+		if out := recorded(sr.Output); out != nil && sr.Status != automation.StepSkipped {
+			x.steps[sr.Name] = out
+		}
+	}
+	response := r.Response
+	if err := x.loadState(ctx); err == nil {
+		x.list(ctx, f.OnError, results, "", false)
+	} else if len(results) > 0 {
+		results[0].Status, results[0].Error = automation.StepFailed, err.msg
+	}
+	r.Response = response // an onError RESPOND answers nobody
+	r.OnErrorSteps = x.snapshot()
+	e.log.InfoContext(ctx, "onError steps ran", "run", r.ID, "flow", f.ID)
+	return r
+}
+
+// failedStep names the step a run failed at and the message, from its
+// results (the innermost failed step of a SWITCH or FOR_EACH is in the
+// message) or, failing that, its error.
+func failedStep(r automation.Run) (string, string) {
+	for _, st := range r.Steps {
+		if st.Status == automation.StepFailed {
+			return st.Name, st.Error
+		}
+	}
+	name, msg := "", r.Error
+	if rest, ok := strings.CutPrefix(r.Error, "step "); ok {
+		if i := strings.Index(rest, ": "); i > 0 {
+			name, msg = rest[:i], rest[i+2:]
+		}
+	}
+	return name, msg
+}

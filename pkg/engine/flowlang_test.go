@@ -348,3 +348,61 @@ func TestNestedStepsResumeFromTheJournal(t *testing.T) {
 }
 
 func runtimeGosched() { runtime.Gosched() }
+
+// onError steps see the failure and the run's data; their results are
+// kept apart and the run's status stays.
+func TestRunOnError(t *testing.T) {
+	ext := newRecorder(t)
+	f := flowOf(
+		automation.Step{Name: "prep", Type: automation.StepSet, Values: raw(`{"order": "{{ trigger.body.order }}"}`)},
+		automation.Step{Name: "charge", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/fail", Body: raw(`{}`)},
+	)
+	f.OnError = []automation.Step{post("alert", ext.URL+"/alert", `{"text": "{{ error.step }} failed: {{ error.message }} (order {{ steps.prep.order }})"}`)}
+	e := newEngine(t, nil, true)
+	r := e.Execute(context.Background(), f, runOf(`{"order":"o-7"}`)).Run
+	if r.Status != automation.RunFailed || len(r.OnErrorSteps) != 0 {
+		t.Fatalf("run %s, onError %v", r.Status, r.OnErrorSteps)
+	}
+	got := e.RunOnError(context.Background(), f, r)
+	if got.Status != automation.RunFailed || got.Error != r.Error {
+		t.Errorf("onError changed the run: %s %q", got.Status, got.Error)
+	}
+	if len(got.OnErrorSteps) != 1 || got.OnErrorSteps[0].Status != automation.StepSucceeded {
+		t.Fatalf("onError steps %+v", got.OnErrorSteps)
+	}
+	alerts := ext.got("/alert")
+	if len(alerts) != 1 || !strings.Contains(alerts[0], `"charge failed: POST http://`) || !strings.Contains(alerts[0], `answered 400`) || !strings.Contains(alerts[0], "(order o-7)") {
+		t.Errorf("alert sent %v", alerts)
+	}
+	// A flow without onError is left alone.
+	f.OnError = nil
+	if again := e.RunOnError(context.Background(), f, r); again.OnErrorSteps != nil {
+		t.Errorf("onError results without onError steps: %v", again.OnErrorSteps)
+	}
+}
+
+// Inside FOR_EACH each item's POST carries its own Idempotency-Key.
+func TestForEachIdempotencyKeyPerItem(t *testing.T) {
+	ext := newExternal(t)
+	each := automation.Step{Name: "each", Type: automation.StepForEach, Items: raw(`[1,2]`),
+		Steps: []automation.Step{post("call", ext.URL+"/echo", `{}`)}}
+	r := newEngine(t, nil, true).Execute(context.Background(), flowOf(each), runOf(`{}`)).Run
+	if r.Status != automation.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	var out struct {
+		Items []struct {
+			Call struct {
+				Body struct{ Headers map[string][]string }
+			}
+		}
+	}
+	if err := json.Unmarshal(r.Steps[0].Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range out.Items {
+		if got, want := it.Call.Body.Headers["Idempotency-Key"], fmt.Sprintf("run_1.call.%d", i); len(got) != 1 || got[0] != want {
+			t.Errorf("item %d Idempotency-Key %v, want %s", i, got, want)
+		}
+	}
+}
