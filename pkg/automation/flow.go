@@ -223,7 +223,7 @@ func (t StepType) SideEffects() bool {
 
 // StepTypes lists the step types in the order error messages name them.
 var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode,
-	StepSwitch, StepForEach, StepStore}
+	StepSwitch, StepForEach, StepStore, StepWait}
 
 // Limits of the flow language.
 const (

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/flowtest"
+	"flowservice/pkg/sqlitestore"
 )
 
 // onError runs once, when the run has failed for good (after its
@@ -58,5 +62,111 @@ func TestOnErrorRunsOnceAfterRetries(t *testing.T) {
 	r = e.start1(t, f)
 	if at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil || at.Run.Status != automation.RunSucceeded || alertCalls.Load() != 1 {
 		t.Fatalf("succeeding run: %s %v, %d alerts", at.Run.Status, err, alertCalls.Load())
+	}
+}
+
+// A WAIT ends the attempt with the run RUNNING and nextAttemptAt set; an
+// attempt before that time waits on without repeating a step; after it,
+// the run resumes at the step after the WAIT.
+func TestWaitPausesAndResumes(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	before, beforeCalls := service(t, 200)
+	after, afterCalls := service(t, 200)
+	ctx := context.Background()
+	name, eng := "waits", automation.FlowBuilder
+	steps := []automation.Step{
+		{Name: "first", Type: automation.StepHTTP, Method: "POST", URL: before.URL, Body: json.RawMessage(`{}`)},
+		{Name: "later", Type: automation.StepWait, Duration: "1s"},
+		{Name: "second", Type: automation.StepHTTP, Method: "POST", URL: after.URL, Body: json.RawMessage(`{"w": "{{ steps.later.until }}"}`)},
+	}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start1(t, f)
+	at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if at.Outcome != automation.OutcomeRetry || at.RetryAt.IsZero() {
+		t.Fatalf("first attempt = %v at %v; want the run given back until the WAIT ends", at.Outcome, at.RetryAt)
+	}
+	got, err := e.svc.Run(ctx, e.project, f.ID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != automation.RunRunning || got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(at.RetryAt) ||
+		got.Steps[1].Status != automation.StepSucceeded || got.Steps[2].Status != automation.StepSkipped {
+		t.Fatalf("waiting run: %s next %v steps %+v", got.Status, got.NextAttemptAt, got.Steps)
+	}
+	// Too early (a redelivery): still waiting, nothing repeated.
+	if at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("early attempt = %v", at.Outcome)
+	}
+	if beforeCalls.Load() != 1 || afterCalls.Load() != 0 {
+		t.Fatalf("calls before %d after %d while waiting", beforeCalls.Load(), afterCalls.Load())
+	}
+	for time.Now().Before(*got.NextAttemptAt) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	at, err = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("resumed = %s, %v", at.Run.Status, err)
+	}
+	if beforeCalls.Load() != 1 || afterCalls.Load() != 1 {
+		t.Errorf("calls before %d after %d; want 1 and 1", beforeCalls.Load(), afterCalls.Load())
+	}
+	if got, _ := e.svc.Run(ctx, e.project, f.ID, r.ID); got.NextAttemptAt != nil {
+		t.Errorf("finished run keeps nextAttemptAt %v", got.NextAttemptAt)
+	}
+}
+
+// delayingQueue is the embedded queue with a Delayer, as SQS is.
+type delayingQueue struct {
+	automation.RunQueue
+	mu     sync.Mutex
+	delays []time.Duration
+}
+
+func (q *delayingQueue) EnqueueAfter(_ context.Context, r automation.Run, d time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.delays = append(q.delays, d)
+	return nil
+}
+
+// Where the queue is a Delayer (SQS), a WAIT sends the run's message again
+// with a delay, and the message that ran the attempt is settled.
+func TestWaitOnADelayingQueue(t *testing.T) {
+	dq := &delayingQueue{}
+	fe := flowtest.New(t, flowtest.Options{Queue: func(s *sqlitestore.Store) automation.RunQueue {
+		dq.RunQueue = s
+		return dq
+	}})
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	ctx := context.Background()
+	name, eng := "waits", automation.FlowBuilder
+	steps := []automation.Step{{Name: "later", Type: automation.StepWait, Duration: "20m"}}
+	f, err := fe.Svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = fe.Svc.EnableFlow(ctx, p, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fe.Svc.StartRun(ctx, f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := fe.Svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Outcome != automation.OutcomeFinished {
+		t.Fatalf("attempt = %v, %v; want the message settled", at.Outcome, err)
+	}
+	if len(dq.delays) != 1 || dq.delays[0] < 19*time.Minute || dq.delays[0] > 20*time.Minute {
+		t.Errorf("delays %v, want one of about 20m (the queue cuts it)", dq.delays)
+	}
+	got, err := fe.Svc.Run(ctx, p, f.ID, r.ID)
+	if err != nil || got.Status != automation.RunRunning || got.NextAttemptAt == nil {
+		t.Errorf("run %s next %v, %v", got.Status, got.NextAttemptAt, err)
 	}
 }

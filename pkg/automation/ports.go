@@ -235,6 +235,15 @@ type RunQueue interface {
 	Enqueue(ctx context.Context, r Run) error
 }
 
+// Delayer is implemented by a RunQueue whose consumer cannot be told to
+// look again later (SQS, where each receipt counts towards the dead-letter
+// queue): a run waiting for a WAIT step is sent again, due after delay
+// (the queue may cut a long delay short; the run is then sent again), and
+// the message that found it waiting is settled.
+type Delayer interface {
+	EnqueueAfter(ctx context.Context, r Run, delay time.Duration) error
+}
+
 // QueueEntry is one entry of the embedded run queue, named by its run.
 type QueueEntry struct {
 	RunID   string
@@ -263,6 +272,9 @@ type WorkQueue interface {
 type Execution struct {
 	Run       Run  // with Status, Steps, Error, timing and Response filled
 	Retryable bool // the failure was transient: another attempt may succeed
+	// WaitUntil is set when a WAIT step paused the run (Status RUNNING):
+	// the attempt ends, and the run resumes after the WAIT at this time.
+	WaitUntil *time.Time
 }
 
 // Journal makes an attempt's step results durable while it runs. An

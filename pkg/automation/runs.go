@@ -306,6 +306,9 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 	})
 	cancel()
 	out := acrossAttempts(r, ex.Run)
+	if ex.WaitUntil != nil && out.Status == RunRunning {
+		return s.suspend(ctx, rt, at, out, *ex.WaitUntil)
+	}
 	switch {
 	case out.Status == RunFailed && ctx.Err() != nil:
 		// Cut short by the caller (shutdown, a receiver that answered):
@@ -420,6 +423,34 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 	}
 	at.Outcome = OutcomeRetry
 	return at, fmt.Errorf("%w: run %s attempt %d: %w", ErrRetry, r.ID, r.Attempts, cause)
+}
+
+// suspend gives back a run that a WAIT step paused, due again at until
+// (nextAttemptAt). Where the queue cannot be told to look again later
+// (Delayer: SQS), the run's message is sent again with a delay and this
+// one settled.
+func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time) (Attempt, error) {
+	at.RetryAt = until
+	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &until
+	at.Run = r
+	err := rt.Runs.ReleaseRun(ctx, r)
+	if o, ok := settled(err); ok && err != nil {
+		at.Outcome = o
+		return at, nil
+	} else if err != nil {
+		at.Outcome = OutcomeRetry
+		return at, fmt.Errorf("%w: release waiting run %s: %w", ErrRetry, r.ID, err)
+	}
+	if d, ok := rt.Queue.(Delayer); ok {
+		if err := d.EnqueueAfter(ctx, r, until.Sub(s.clock())); err != nil {
+			at.Outcome = OutcomeRetry // the message comes back; the run is still waiting
+			return at, fmt.Errorf("%w: %w", ErrRetry, err)
+		}
+		at.Outcome = OutcomeFinished // this message is done; the delayed one resumes the run
+		return at, nil
+	}
+	at.Outcome = OutcomeRetry
+	return at, fmt.Errorf("%w: run %s waits until %s", ErrRetry, r.ID, until.Format(time.RFC3339))
 }
 
 // settled maps the result of a run write to an outcome when it needs no

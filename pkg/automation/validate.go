@@ -63,7 +63,15 @@ func (s *Service) validateFlow(ctx context.Context, f *Flow) error {
 	if err := v.steps(ctx, f.Steps, "steps", 0, false); err != nil {
 		return err
 	}
-	return v.steps(ctx, f.OnError, "onError", 0, false)
+	if err := v.steps(ctx, f.OnError, "onError", 0, false); err != nil {
+		return err
+	}
+	waits := false
+	WalkSteps(f.OnError, func(st *Step) { waits = waits || st.Type == StepWait })
+	if waits {
+		return Invalid("onError: WAIT cannot run in onError steps; they run once the run has ended")
+	}
+	return nil
 }
 
 // countSteps counts steps and the steps nested in them.

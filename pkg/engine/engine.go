@@ -219,6 +219,16 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 		r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+end.step+": "+end.err.msg, end.err.retryable
 	case end.filtered != "":
 		r.StoppedAt = end.filtered
+	case end.wait != nil:
+		// Paused by a WAIT: the run stays RUNNING and resumes after it.
+		r.Steps = x.snapshot()
+		res.WaitUntil = end.wait
+		end2 := e.clock()
+		d := end2.Sub(start).Milliseconds()
+		r.DurationMs = &d
+		e.log.InfoContext(ctx, "run waits", "run", r.ID, "flow", f.ID, "step", end.step, "until", end.wait)
+		res.Run = r
+		return res
 	}
 	r.Steps = x.snapshot()
 	if r.Status == automation.RunRunning {

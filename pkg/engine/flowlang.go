@@ -89,12 +89,15 @@ type listEnd struct {
 	filtered    string // the FILTER that was false
 	interrupted bool   // the run's context ended
 	journalErr  error
+	wait        *time.Time      // a WAIT step paused the run until then
 	last        json.RawMessage // the last output recorded
 }
 
 // halted reports whether the list stopped the whole run (anything but a
 // failed step, which its container turns into its own failure).
-func (l listEnd) halted() bool { return l.filtered != "" || l.interrupted || l.journalErr != nil }
+func (l listEnd) halted() bool {
+	return l.filtered != "" || l.interrupted || l.journalErr != nil || l.wait != nil
+}
 
 // list runs steps in order, recording each into results (as long as steps,
 // prepared by pending). iter is the item path inside FOR_EACH ("" outside);
@@ -109,6 +112,12 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		}
 		sr := &results[i]
 		if done, ok := x.sh.previous[journalKey(s.Name, iter)]; ok && done.Type == s.Type {
+			if until, ok := waitingUntil(done); ok && x.e.now().Before(until) {
+				// Resumed before its time (a redelivery, a restart): wait on.
+				x.locked(func() { *sr = done })
+				end.wait, end.step = &until, s.Name
+				return end
+			}
 			x.locked(func() {
 				*sr = done
 				x.sh.spent += int64(len(done.Output))
@@ -152,6 +161,10 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		}
 		if errors.Is(err, errFiltered) {
 			end.filtered = s.Name
+			return end
+		}
+		if until, ok := waitingUntil(*sr); ok && se == nil {
+			end.wait, end.step = &until, s.Name // the release records the WAIT
 			return end
 		}
 		if inner.halted() {
@@ -517,4 +530,27 @@ func failedStep(r automation.Run) (string, string) {
 		}
 	}
 	return name, msg
+}
+
+// wait starts a WAIT: its output says until when the run pauses; list
+// then ends the attempt, and the run resumes after the step at that time.
+func (x *execution) wait(s automation.Step) (any, error) {
+	d, err := s.WaitDuration()
+	if err != nil {
+		return nil, fail(false, err)
+	}
+	until := x.e.clock().Add(d)
+	return map[string]any{"until": until.Format(time.RFC3339Nano), "duration": s.Duration}, nil
+}
+
+// waitingUntil reads the time a recorded WAIT step pauses its run until.
+func waitingUntil(sr automation.StepResult) (time.Time, bool) {
+	if sr.Type != automation.StepWait || sr.Status != automation.StepSucceeded {
+		return time.Time{}, false
+	}
+	var out struct{ Until time.Time }
+	if err := json.Unmarshal(sr.Output, &out); err != nil || out.Until.IsZero() {
+		return time.Time{}, false
+	}
+	return out.Until, true
 }

@@ -160,6 +160,13 @@ func TestSavePointsAtBadNestedSteps(t *testing.T) {
 			`steps[0]: STORE needs set`},
 		{"store set not an object", []automation.Step{{Name: "st", Type: automation.StepStore, Set: json.RawMessage(`[1]`)}},
 			`steps[0].set must be an object`},
+		{"wait over a day", []automation.Step{{Name: "w", Type: automation.StepWait, Duration: "25h"}},
+			`steps[0].duration "25h": at most 24h0m0s`},
+		{"wait without duration", []automation.Step{{Name: "w", Type: automation.StepWait}},
+			`steps[0].duration "": use a positive Go duration`},
+		{"wait in a loop", []automation.Step{{Name: "each", Type: automation.StepForEach, Items: json.RawMessage(`[1]`),
+			Steps: []automation.Step{{Name: "w", Type: automation.StepWait, Duration: "1m"}}}},
+			`steps[0].steps[0]: WAIT cannot run inside FOR_EACH`},
 		{"bad onError step", nil, `onError[0].url is required for HTTP (step "notify")`},
 	}
 	for _, tt := range tests {

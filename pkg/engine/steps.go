@@ -74,6 +74,8 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 		return x.code(ctx, s)
 	case automation.StepStore:
 		return x.store(ctx, s)
+	case automation.StepWait:
+		return x.wait(s)
 	}
 	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
 }

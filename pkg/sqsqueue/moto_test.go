@@ -392,3 +392,41 @@ func TestRedrive(t *testing.T) {
 		t.Fatalf("DLQ message %s, %v; want the run's message", aws.ToString(m.Body), err)
 	}
 }
+
+// recordingSQS keeps the delays of the messages it sends.
+type recordingSQS struct {
+	mu     sync.Mutex
+	delays []int32
+}
+
+func (s *recordingSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delays = append(s.delays, in.DelaySeconds)
+	return &sqs.SendMessageOutput{}, nil
+}
+
+// A waiting run's message is sent again with the wait as its delay, cut to
+// SQS's 15 minutes (the run is sent again when seen too early); on moto the
+// delayed message is not visible at once.
+func TestEnqueueAfterDelays(t *testing.T) {
+	rec := &recordingSQS{}
+	q := sqsqueue.New(nil, rec, "http://queue.test/runs")
+	r := automation.Run{ID: "run_1", Project: "prj_1"}
+	for _, d := range []time.Duration{90 * time.Second, 2 * time.Hour, -time.Second} {
+		if err := q.EnqueueAfter(t.Context(), r, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rec.delays; len(got) != 3 || got[0] != 90 || got[1] != 900 || got[2] != 0 {
+		t.Errorf("delays %v, want [90 900 0]", got)
+	}
+
+	e := newEnv(t, nil)
+	if err := e.queue.EnqueueAfter(t.Context(), r, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := receive(t, e.sqs, e.url); ok {
+		t.Errorf("a delayed message was visible at once: %s", aws.ToString(m.Body))
+	}
+}

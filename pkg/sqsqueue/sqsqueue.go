@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -49,6 +50,27 @@ type Queue struct {
 }
 
 var _ automation.RunQueue = (*Queue)(nil)
+
+var _ automation.Delayer = (*Queue)(nil)
+
+// MaxDelay is the longest SQS message delay (DelaySeconds).
+const MaxDelay = 15 * time.Minute
+
+// EnqueueAfter sends run r's message again, due after delay, cut to
+// MaxDelay: a run that waits longer (a WAIT step) is sent again each time
+// it is seen too early.
+func (q *Queue) EnqueueAfter(ctx context.Context, r automation.Run, delay time.Duration) error {
+	body, err := Message(r)
+	if err != nil {
+		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
+	}
+	secs := int32(min(max(delay, 0), MaxDelay).Round(time.Second) / time.Second)
+	text := string(body)
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: secs}); err != nil {
+		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
+	}
+	return nil
+}
 
 // New returns a Queue that records runs with runs and sends their messages
 // to the queue at queueURL.
