@@ -281,6 +281,13 @@ func TestFlowLanguageExamples(t *testing.T) {
 		if len(r.OnErrorSteps) != 1 || r.OnErrorSteps[0].Status != "SUCCEEDED" {
 			t.Fatalf("onErrorSteps %+v", r.OnErrorSteps)
 		}
+		// flowctl runs get shows the items, the failed one, and onError.
+		out := newCtl(t, "FLOWCTL_URL="+p.base).ok("", "--data-dir", dir, "runs", "get", id, r.ID)
+		for _, want := range []string{"lines ", "  [0]", "  [1]", "    line", "item 1: step line: ", "onError:", "alert"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("flowctl runs get lacks %q:\n%s", want, out)
+			}
+		}
 		alerts := svc.take("/api/messages")
 		if len(alerts) != 1 || !strings.HasPrefix(fmt.Sprint(alerts[0].Body["text"]), "Order from bo@example.com failed at lines: item 1: step line: ") {
 			t.Errorf("alerts %+v", alerts)
