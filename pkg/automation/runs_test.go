@@ -706,3 +706,57 @@ func TestMessageRetryLater(t *testing.T) {
 		t.Fatalf("HandleMessage while another attempt holds the run = %v, want RetryLater at the lease's end", err)
 	}
 }
+
+// TestCaptureRules: the Test Trigger's domain rules on the real store. An
+// INACTIVE flow builder flow accepts exactly the one delivery that takes an
+// armed capture, which becomes its sample and starts a run; the next is a
+// 404; the capture window expires; re-arming keeps the sample.
+func TestCaptureRules(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	ctx := context.Background()
+	name, eng := "capture", automation.FlowBuilder
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(body string) (automation.Run, error) {
+		wf, err := e.svc.WebhookFlow(ctx, f.ID)
+		if err != nil {
+			return automation.Run{}, err
+		}
+		return e.svc.ReceiveWebhook(ctx, wf, automation.TriggerData{Method: "POST", Headers: map[string]string{},
+			Query: map[string]string{}, Body: json.RawMessage(body)})
+	}
+	if _, err := deliver(`{"n":0}`); !automation.IsNotFound(err) {
+		t.Fatalf("delivery to an unarmed INACTIVE flow: err = %v, want 404", err)
+	}
+	if _, err := e.svc.WebhookSample(ctx, e.project, f.ID); !automation.IsNotFound(err) {
+		t.Fatalf("sample before any capture: err = %v, want 404", err)
+	}
+	armed, err := e.svc.ArmWebhookTest(ctx, e.project, f.ID)
+	if err != nil || !armed.ExpiresAt.Equal(now.Add(automation.CaptureWindow)) || armed.TestURL != "http://engine.test/api/v1/webhooks/"+f.ID {
+		t.Fatalf("arm = %+v, %v", armed, err)
+	}
+	r, err := deliver(`{"n":1}`)
+	if err != nil || r.Status != automation.RunRunning {
+		t.Fatalf("the captured delivery = %+v, %v; want a run", r, err)
+	}
+	if _, err := deliver(`{"n":2}`); !automation.IsNotFound(err) {
+		t.Fatalf("a second delivery to the INACTIVE flow: err = %v, want 404 (one delivery per arming)", err)
+	}
+	s, err := e.svc.WebhookSample(ctx, e.project, f.ID)
+	if err != nil || s.Armed || string(s.Trigger.Body) != `{"n":1}` {
+		t.Fatalf("sample = %+v, %v; want the first delivery, disarmed", s, err)
+	}
+	if _, err := e.svc.ArmWebhookTest(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(automation.CaptureWindow + time.Second)
+	if _, err := deliver(`{"n":3}`); !automation.IsNotFound(err) {
+		t.Fatalf("a delivery after the window: err = %v, want 404", err)
+	}
+	if s, err := e.svc.WebhookSample(ctx, e.project, f.ID); err != nil || s.Armed || string(s.Trigger.Body) != `{"n":1}` {
+		t.Fatalf("sample after re-arming and expiry = %+v, %v; want the kept sample", s, err)
+	}
+}
