@@ -20,8 +20,11 @@ func TestLoadConfig(t *testing.T) {
 	}
 	if c.Addr != "127.0.0.1:8080" || c.EngineURL != "http://127.0.0.1:8080" || c.DataDir != ".flowd" ||
 		c.Workers != 4 || c.AllowPrivate || c.RunPolicy.WithDefaults().Timeout != 5*time.Minute || c.SyncTimeout != 25*time.Second ||
-		c.MaxBody != 10<<20 || c.RunPolicy.WithDefaults().Retention != 720*time.Hour || c.RateLimit != 50 {
+		c.MaxBody != 10<<20 || c.RunPolicy.WithDefaults().Retention != 720*time.Hour || c.RateLimit != 50 || !c.CodeSandbox {
 		t.Fatalf("defaults = %+v", c)
+	}
+	if c, err := loadConfig(env("FLOWD_CODE_SANDBOX", "false")); err != nil || c.CodeSandbox {
+		t.Errorf("FLOWD_CODE_SANDBOX=false: %v %v", c.CodeSandbox, err)
 	}
 	c, err = loadConfig(env("FLOWD_ENGINE_ADDR", "127.0.0.1:9001", "FLOWD_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.1",
 		"FLOWD_WORKFLOW_URL", "https://hooks.example.com"))
@@ -44,6 +47,7 @@ func TestLoadConfig(t *testing.T) {
 		{"FLOWD_RATE_LIMIT", "-3", "requests per second"},
 		{"FLOWD_MEMORY_LIMIT", "lots", "512MiB"},
 		{"FLOWD_MEMORY_LIMIT", "1MiB", "at least 16MiB"},
+		{"FLOWD_CODE_SANDBOX", "maybe", "true or false"},
 	} {
 		if _, err := loadConfig(env(tt.k, tt.v)); err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.k) {
 			t.Errorf("%s=%q: err = %v, want it named with %q", tt.k, tt.v, err, tt.want)

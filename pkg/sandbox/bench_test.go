@@ -17,25 +17,34 @@ import (
 // back. It also reports the children's memory (childRSS, childVSZ in MiB).
 func BenchmarkCodeStepWarm(b *testing.B) {
 	p := newPool(b)
-	req := automation.CodeRequest{
-		Code:  `return {ok: timingSafeEqual(hmacSHA256Hex("k", trigger.body.id), trigger.body.sig), n: steps.prev.n + 1}`,
-		Scope: []byte(`{"trigger": {"body": {"id": "evt_1", "sig": "x"}}, "steps": {"prev": {"n": 1}}, "flow": {"id": "flw_1"}, "run": {"id": "run_1"}}`),
-	}
 	ctx := context.Background()
-	if res, err := p.RunCode(ctx, req); err != nil || string(res.Output) != `{"ok":false,"n":2}` {
-		b.Fatalf("warm-up: %s %q %v", res.Output, res.Error, err)
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := p.RunCode(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	rss, vsz, n := childMemory(b)
-	if n > 0 {
-		b.ReportMetric(float64(rss)/float64(n)/(1<<20), "childRSS-MiB")
-		b.ReportMetric(float64(vsz)/float64(n)/(1<<20), "childVSZ-MiB")
+	for _, bc := range []struct {
+		name string
+		req  automation.CodeRequest
+		want string
+	}{
+		// A webhook check: scope in, HMAC, output back.
+		{"verify", automation.CodeRequest{
+			Code:  `return {ok: timingSafeEqual(hmacSHA256Hex("k", trigger.body.id), trigger.body.sig), n: steps.prev.n + 1}`,
+			Scope: []byte(`{"trigger": {"body": {"id": "evt_1", "sig": "x"}}, "steps": {"prev": {"n": 1}}, "flow": {"id": "flw_1"}, "run": {"id": "run_1"}}`),
+		}, `{"ok":false,"n":2}`},
+		// The floor: the round trip and a fresh runtime.
+		{"trivial", automation.CodeRequest{Code: `return 1`}, `1`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if res, err := p.RunCode(ctx, bc.req); err != nil || string(res.Output) != bc.want {
+				b.Fatalf("warm-up: %s %q %v", res.Output, res.Error, err)
+			}
+			for b.Loop() {
+				if _, err := p.RunCode(ctx, bc.req); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if rss, vsz, n := childMemory(b); n > 0 {
+				b.ReportMetric(float64(rss)/float64(n)/(1<<20), "childRSS-MiB")
+				b.ReportMetric(float64(vsz)/float64(n)/(1<<20), "childVSZ-MiB")
+			}
+		})
 	}
 }
 
