@@ -406,3 +406,38 @@ func TestForEachIdempotencyKeyPerItem(t *testing.T) {
 		}
 	}
 }
+
+// scopeEcho is a CodeRunner that answers with the item and index the
+// script would see: what the engine hands the sandbox.
+type scopeEcho struct{}
+
+func (scopeEcho) RunCode(_ context.Context, req automation.CodeRequest) (automation.CodeResult, error) {
+	var scope struct {
+		Item  any `json:"item"`
+		Index int `json:"index"`
+	}
+	if err := json.Unmarshal(req.Scope, &scope); err != nil {
+		return automation.CodeResult{}, err
+	}
+	out, _ := json.Marshal(map[string]any{"item": scope.Item, "index": scope.Index})
+	return automation.CodeResult{Output: out, Logs: []string{fmt.Sprintf("item %v", scope.Item)}}, nil
+}
+
+// CODE inside FOR_EACH gets item and index in its scope, and its logs are
+// kept per item.
+func TestCodeInsideLoopSeesItem(t *testing.T) {
+	e := New(Config{Code: scopeEcho{}})
+	each := automation.Step{Name: "each", Type: automation.StepForEach, Items: raw(`["x","y"]`),
+		Steps: []automation.Step{{Name: "js", Type: automation.StepCode, Code: "return {item, index}"}}}
+	r := e.Execute(context.Background(), flowOf(each), runOf(`{}`)).Run
+	if r.Status != automation.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	want := `{"items":[{"js":{"index":0,"item":"x"}},{"js":{"index":1,"item":"y"}}]}`
+	if string(r.Steps[0].Output) != want {
+		t.Errorf("output %s, want %s", r.Steps[0].Output, want)
+	}
+	if logs := r.Steps[0].Iterations[1].Steps[0].Logs; len(logs) != 1 || logs[0] != "item y" {
+		t.Errorf("logs of item 1: %v", logs)
+	}
+}
