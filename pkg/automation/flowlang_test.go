@@ -124,14 +124,14 @@ func TestWaitPausesAndResumes(t *testing.T) {
 // delayingQueue is the embedded queue with a Delayer, as SQS is.
 type delayingQueue struct {
 	automation.RunQueue
-	mu     sync.Mutex
-	delays []time.Duration
+	mu    sync.Mutex
+	until []time.Time
 }
 
-func (q *delayingQueue) EnqueueAfter(_ context.Context, r automation.Run, d time.Duration) error {
+func (q *delayingQueue) EnqueueAfter(_ context.Context, r automation.Run, until time.Time) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.delays = append(q.delays, d)
+	q.until = append(q.until, until)
 	return nil
 }
 
@@ -162,11 +162,54 @@ func TestWaitOnADelayingQueue(t *testing.T) {
 	if err != nil || at.Outcome != automation.OutcomeFinished {
 		t.Fatalf("attempt = %v, %v; want the message settled", at.Outcome, err)
 	}
-	if len(dq.delays) != 1 || dq.delays[0] < 19*time.Minute || dq.delays[0] > 20*time.Minute {
-		t.Errorf("delays %v, want one of about 20m (the queue cuts it)", dq.delays)
-	}
 	got, err := fe.Svc.Run(ctx, p, f.ID, r.ID)
 	if err != nil || got.Status != automation.RunRunning || got.NextAttemptAt == nil {
-		t.Errorf("run %s next %v, %v", got.Status, got.NextAttemptAt, err)
+		t.Fatalf("run %s next %v, %v", got.Status, got.NextAttemptAt, err)
+	}
+	if len(dq.until) != 1 || !dq.until[0].Equal(*got.NextAttemptAt) {
+		t.Fatalf("sent again until %v, want the run's nextAttemptAt %v", dq.until, got.NextAttemptAt)
+	}
+	// An early delivery (SQS delays at most 15 minutes) is sent on without
+	// claiming the run: its attempts stay.
+	msg, _ := json.Marshal(automation.QueueMessage{Kind: automation.MessageRun, Project: r.Project, RunID: r.ID, NotBefore: got.NextAttemptAt})
+	if err := fe.Svc.HandleMessage(ctx, msg); err != nil {
+		t.Fatalf("early message: %v", err)
+	}
+	again, _ := fe.Svc.Run(ctx, p, f.ID, r.ID)
+	if len(dq.until) != 2 || !dq.until[1].Equal(*got.NextAttemptAt) || again.Attempts != got.Attempts {
+		t.Errorf("early delivery: sent %v, attempts %d -> %d", dq.until, got.Attempts, again.Attempts)
+	}
+}
+
+// A claim that resumes a run after a WAIT is not a retry: a flaky step
+// after two WAITs still gets its retries.
+func TestWaitsDoNotSpendRetries(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2})
+	flaky, calls := service(t, 503, 200)
+	ctx := context.Background()
+	name, eng := "two waits", automation.FlowBuilder
+	steps := []automation.Step{
+		{Name: "w1", Type: automation.StepWait, Duration: "1ms"},
+		{Name: "w2", Type: automation.StepWait, Duration: "1ms"},
+		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: flaky.URL, Body: json.RawMessage(`{}`)},
+	}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start1(t, f)
+	var at automation.Attempt
+	for i := 0; i < 6; i++ {
+		time.Sleep(5 * time.Millisecond) // past each 1ms WAIT
+		at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+		if at.Outcome == automation.OutcomeFinished {
+			break
+		}
+	}
+	if at.Run.Status != automation.RunSucceeded || calls.Load() != 2 {
+		t.Fatalf("run %s (%s) after %d calls; want SUCCEEDED on the call's retry", at.Run.Status, at.Run.Error, calls.Load())
 	}
 }

@@ -237,11 +237,12 @@ type RunQueue interface {
 
 // Delayer is implemented by a RunQueue whose consumer cannot be told to
 // look again later (SQS, where each receipt counts towards the dead-letter
-// queue): a run waiting for a WAIT step is sent again, due after delay
-// (the queue may cut a long delay short; the run is then sent again), and
-// the message that found it waiting is settled.
+// queue): the message of a run paused by a WAIT step is sent again, due at
+// until, and the message that ran the attempt is settled. A queue that
+// cannot delay that long delivers early with QueueMessage.NotBefore set,
+// and HandleMessage sends it on again without claiming the run.
 type Delayer interface {
-	EnqueueAfter(ctx context.Context, r Run, delay time.Duration) error
+	EnqueueAfter(ctx context.Context, r Run, until time.Time) error
 }
 
 // QueueEntry is one entry of the embedded run queue, named by its run.

@@ -314,10 +314,10 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		// Cut short by the caller (shutdown, a receiver that answered):
 		// not a failure of the run. Give it back for another attempt.
 		return s.release(context.WithoutCancel(ctx), rt, at, out, errors.New(out.Error))
-	case out.Status == RunFailed && ex.Retryable && r.Attempts < p.MaxAttempts:
+	case out.Status == RunFailed && ex.Retryable && failedAttempts(r) < p.MaxAttempts:
 		return s.release(ctx, rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable:
-		out.Error = fmt.Sprintf("gave up after %d attempts: %s", r.Attempts, out.Error)
+		out.Error = fmt.Sprintf("gave up after %d attempts: %s", failedAttempts(r), out.Error)
 		out = s.onError(ctx, p, f, out)
 		at, err := s.settle(ctx, rt, at, out)
 		if err != nil || at.Outcome != OutcomeFinished {
@@ -344,6 +344,25 @@ func (s *Service) onError(ctx context.Context, p RunPolicy, f Flow, out Run) Run
 	octx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	return h.RunOnError(octx, f, out)
+}
+
+// failedAttempts counts the claimed run's attempts that count towards
+// RunPolicy.MaxAttempts: a claim that resumed a run after a WAIT step is
+// not a retry. Each journaled WAIT stands for exactly one such claim (an
+// early delivery does not claim: QueueMessage.NotBefore).
+func failedAttempts(r Run) int {
+	waits := 0
+	var walk func([]StepResult)
+	walk = func(steps []StepResult) {
+		for _, st := range steps {
+			if st.Type == StepWait && st.Status == StepSucceeded {
+				waits++
+			}
+			walk(st.Steps)
+		}
+	}
+	walk(r.Steps)
+	return max(r.Attempts-waits, 1)
 }
 
 // acrossAttempts is the outcome of an attempt as the run shows it: started
@@ -442,7 +461,7 @@ func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 		return at, fmt.Errorf("%w: release waiting run %s: %w", ErrRetry, r.ID, err)
 	}
 	if d, ok := rt.Queue.(Delayer); ok {
-		if err := d.EnqueueAfter(ctx, r, until.Sub(s.clock())); err != nil {
+		if err := d.EnqueueAfter(ctx, r, until); err != nil {
 			at.Outcome = OutcomeRetry // the message comes back; the run is still waiting
 			return at, fmt.Errorf("%w: %w", ErrRetry, err)
 		}
