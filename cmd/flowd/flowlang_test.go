@@ -381,3 +381,31 @@ func TestWaitResumesAfterRestart(t *testing.T) {
 		t.Errorf("calls %v; want /first and /second once each", n)
 	}
 }
+
+// CODE inside FOR_EACH runs in the sandbox with item and index in scope;
+// its console lines are kept per item and shown by flowctl runs get.
+func TestCodeInLoopThroughFlowd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flowd")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+	id := createCodeFlow(t, p, key, `{"name": "code loop", "engine": "FLOW_BUILDER", "steps": [
+		{"name": "each", "type": "FOR_EACH", "items": "trigger.body.xs", "steps": [
+			{"name": "js", "type": "CODE", "code": "console.log('doubling ' + item + ' at ' + index); return {v: item * 2, i: index}"}]}]}`)
+	_, full := postHook(t, p, key, id, "/api/v1/webhooks/"+id, `{"xs": [3, 4]}`, nil)
+	if full.Status != "SUCCEEDED" {
+		t.Fatalf("run %+v", full)
+	}
+	r := full
+	if string(full.Steps[0].Output) != `{"items":[{"js":{"i":0,"v":6}},{"js":{"i":1,"v":8}}]}` {
+		t.Errorf("output %s", full.Steps[0].Output)
+	}
+	out := newCtl(t, "FLOWCTL_URL="+p.base).ok("", "--data-dir", dir, "runs", "get", id, r.ID)
+	for _, want := range []string{"logs of js (item 0):", "doubling 3 at 0", "logs of js (item 1):", "doubling 4 at 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("flowctl runs get lacks %q:\n%s", want, out)
+		}
+	}
+}
