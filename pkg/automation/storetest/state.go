@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"flowservice/pkg/automation"
 )
@@ -121,4 +123,41 @@ func testFlowStateRace(t *testing.T, s automation.Store) {
 	if err := json.Unmarshal(got["count"], &n); err != nil || n != ok {
 		t.Errorf("count = %s after %d successful updates (errors %v)", got["count"], ok, errs)
 	}
+}
+
+// testRunNestedResults: a run's nested step results (a SWITCH's branch, a
+// FOR_EACH's items) and its onError results are stored whole and read back
+// the same; run lists leave them out, as they leave out outputs.
+func testRunNestedResults(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+	must(t, "claim", err)
+	line := func(i int) automation.StepResult {
+		return automation.StepResult{Name: "line", Type: automation.StepHTTP, Status: automation.StepSucceeded, Attempts: 1,
+			Output: json.RawMessage(`{"status":201,"n":` + strconv.Itoa(i) + `}`), Logs: []string{"line " + strconv.Itoa(i)}}
+	}
+	c.Status, c.Error = automation.RunFailed, "step route: step each: item 1: step line: refused"
+	c.Steps = []automation.StepResult{
+		{Name: "maybe", Type: automation.StepSet, Status: automation.StepSkipped},
+		{Name: "route", Type: automation.StepSwitch, Status: automation.StepFailed, Attempts: 1, Output: json.RawMessage(`{"case":0}`),
+			Steps: []automation.StepResult{{Name: "each", Type: automation.StepForEach, Status: automation.StepFailed, Attempts: 1,
+				Iterations: []automation.Iteration{
+					{Index: 0, Status: automation.StepSucceeded, Steps: []automation.StepResult{line(0)}},
+					{Index: 1, Status: automation.StepFailed, Error: "step line: refused", Steps: []automation.StepResult{
+						{Name: "line", Type: automation.StepHTTP, Status: automation.StepFailed, Error: "refused", Attempts: 1}}},
+				}}}},
+	}
+	c.OnErrorSteps = []automation.StepResult{{Name: "alert", Type: automation.StepHTTP, Status: automation.StepSucceeded, Attempts: 1,
+		Output: json.RawMessage(`{"status":200}`)}}
+	must(t, "finish", env.Runs.FinishRun(ctx, c))
+	wantSame(t, "run with nested results", getRun(t, env, r), c)
+	page, err := env.Runs.ListRuns(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
+	must(t, "list runs", err)
+	if len(page.Items) != 1 {
+		t.Fatalf("%d runs listed, want 1", len(page.Items))
+	}
+	wantSame(t, "listed run", page.Items[0], c.Summary())
 }
