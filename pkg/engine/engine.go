@@ -295,15 +295,22 @@ func journalKey(name, iter string) string {
 	return name + "#" + iter
 }
 
-// journalIndex collects the results an earlier attempt journaled for steps
-// with side effects that finished, at any depth, by journalKey.
+// journalIndex collects what an earlier attempt decided, at any depth, by
+// journalKey: steps that finished (SUCCEEDED, and those a `when` skipped:
+// SKIPPED with a finishing time), which are not executed again, and the
+// containers it left unfinished (a SWITCH keeps the case it chose), which
+// are entered again.
 func journalIndex(steps []automation.StepResult) map[string]automation.StepResult {
 	m := map[string]automation.StepResult{}
 	var walk func(steps []automation.StepResult, iter string)
 	walk = func(steps []automation.StepResult, iter string) {
 		for _, st := range steps {
-			if st.Type.SideEffects() && st.Status == automation.StepSucceeded {
+			done := st.Status == automation.StepSucceeded || st.Status == automation.StepSkipped && st.FinishedAt != nil
+			if done || len(st.Steps) > 0 || len(st.Iterations) > 0 {
 				m[journalKey(st.Name, iter)] = st
+			}
+			if done {
+				continue // restored whole, nested results included
 			}
 			walk(st.Steps, iter)
 			for _, it := range st.Iterations {
@@ -313,6 +320,12 @@ func journalIndex(steps []automation.StepResult) map[string]automation.StepResul
 	}
 	walk(steps, "")
 	return m
+}
+
+// finished reports whether a journaled result stands for its step: it
+// finished (or a `when` skipped it), so the step is not executed again.
+func finished(st automation.StepResult) bool {
+	return st.Status == automation.StepSucceeded || st.Status == automation.StepSkipped && st.FinishedAt != nil
 }
 
 // joinIter extends an item path with one more loop's index.

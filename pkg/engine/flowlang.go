@@ -111,7 +111,7 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			return end
 		}
 		sr := &results[i]
-		if done, ok := x.sh.previous[journalKey(s.Name, iter)]; ok && done.Type == s.Type {
+		if done, ok := x.sh.previous[journalKey(s.Name, iter)]; ok && done.Type == s.Type && finished(done) {
 			if until, ok := waitingUntil(done); ok && x.e.now().Before(until) {
 				// Resumed before its time (a redelivery, a restart): wait on.
 				x.locked(func() { *sr = done })
@@ -119,13 +119,14 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 				return end
 			}
 			x.locked(func() {
-				*sr = done
+				*sr = cloneResults([]automation.StepResult{done})[0]
 				x.sh.spent += int64(len(done.Output))
 			})
 			if out := recorded(done.Output); out != nil {
 				x.steps[s.Name] = out
 				end.last = done.Output
 			}
+			x.restoreBranch(done.Steps)
 			continue
 		}
 		began := x.e.clock()
@@ -134,7 +135,9 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			x.env[budgetKey] = newBudget(ctx)
 			ok, err := x.e.checker.evalBool(s.When, x.env)
 			if err == nil && !ok {
-				x.locked(func() { sr.StartedAt = nil }) // SKIPPED: it did not run
+				// SKIPPED: it did not run; the finishing time records the
+				// decision, which a resumed attempt keeps.
+				x.locked(func() { sr.StartedAt, sr.FinishedAt = nil, &began })
 				continue
 			}
 			if err != nil {
@@ -261,19 +264,30 @@ func (x *execution) switchStep(ctx context.Context, s automation.Step, sr *autom
 		which  any = "default"
 		branch     = s.Default
 	)
-	for i, c := range s.Cases {
-		ok, err := x.e.checker.evalBool(c.When, x.env)
-		if err != nil {
-			return nil, fail(false, fmt.Errorf("cases[%d].when: %w", i, err)), listEnd{}
+	if c, ok := x.chosenCase(s, iter); ok {
+		// A resumed attempt keeps the branch the earlier one took.
+		which = c
+		if i, isIndex := c.(int); isIndex {
+			branch = s.Cases[i].Steps
 		}
-		if ok {
-			which, branch = i, c.Steps
-			break
+	} else {
+		for i, c := range s.Cases {
+			ok, err := x.e.checker.evalBool(c.When, x.env)
+			if err != nil {
+				return nil, fail(false, fmt.Errorf("cases[%d].when: %w", i, err)), listEnd{}
+			}
+			if ok {
+				which, branch = i, c.Steps
+				break
+			}
 		}
 	}
 	out := map[string]any{"case": which}
 	results := pending(branch)
-	x.locked(func() { sr.Steps = results })
+	chosen, _ := json.Marshal(out)
+	// The choice is recorded at once, so that a journal entry taken inside
+	// the branch keeps it.
+	x.locked(func() { sr.Steps, sr.Output = results, chosen })
 	end := x.list(ctx, branch, results, iter, false)
 	if end.err != nil {
 		return out, &stepError{msg: "step " + end.step + ": " + end.err.msg, retryable: end.err.retryable, output: out}, listEnd{}
@@ -553,4 +567,39 @@ func waitingUntil(sr automation.StepResult) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return out.Until, true
+}
+
+// chosenCase is the case an earlier attempt's SWITCH s took (an index or
+// "default"), when it journaled one.
+func (x *execution) chosenCase(s automation.Step, iter string) (any, bool) {
+	prev, ok := x.sh.previous[journalKey(s.Name, iter)]
+	if !ok || prev.Type != automation.StepSwitch || len(prev.Output) == 0 {
+		return nil, false
+	}
+	var out struct{ Case any }
+	if err := json.Unmarshal(prev.Output, &out); err != nil {
+		return nil, false
+	}
+	switch c := out.Case.(type) {
+	case float64:
+		if i := int(c); float64(i) == c && i >= 0 && i < len(s.Cases) {
+			return i, true
+		}
+	case string:
+		if c == "default" {
+			return c, true
+		}
+	}
+	return nil, false
+}
+
+// restoreBranch puts the outputs of a restored SWITCH's branch back in
+// scope, as when the branch ran (FOR_EACH items stay inside its output).
+func (x *execution) restoreBranch(steps []automation.StepResult) {
+	for _, st := range steps {
+		if out := recorded(st.Output); out != nil && st.Status != automation.StepSkipped {
+			x.steps[st.Name] = out
+		}
+		x.restoreBranch(st.Steps)
+	}
 }

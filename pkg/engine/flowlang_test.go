@@ -441,3 +441,74 @@ func TestCodeInsideLoopSeesItem(t *testing.T) {
 		t.Errorf("logs of item 1: %v", logs)
 	}
 }
+
+// memState is a flow state in memory.
+type memState struct {
+	mu sync.Mutex
+	m  map[string]any
+}
+
+func (s *memState) FlowState(context.Context, string, string) (map[string]any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]any{}
+	for k, v := range s.m {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (s *memState) StoreFlowState(_ context.Context, _, _ string, set map[string]any, del []string) (map[string]any, error) {
+	s.mu.Lock()
+	for _, k := range del {
+		delete(s.m, k)
+	}
+	for k, v := range set {
+		s.m[k] = v
+	}
+	s.mu.Unlock()
+	return s.FlowState(context.Background(), "", "")
+}
+
+// A resumed attempt keeps what the earlier one decided, though the state
+// it reads has changed since: outputs of finished steps, the SWITCH case,
+// the steps a `when` skipped.
+func TestResumeKeepsDecisions(t *testing.T) {
+	ext := newRecorder(t)
+	ext.status.Store(503)
+	st := &memState{m: map[string]any{}}
+	e := New(Config{State: st, AllowPrivateNetworks: true})
+	f := flowOf(
+		automation.Step{Name: "before", Type: automation.StepSet, Values: raw(`{"prev": "{{ state.n ?? 0 }}"}`)},
+		automation.Step{Name: "first_time", Type: automation.StepSet, When: "state.n == nil", Values: raw(`{}`)},
+		automation.Step{Name: "later_time", Type: automation.StepSet, When: "state.n != nil", Values: raw(`{}`)},
+		automation.Step{Name: "route", Type: automation.StepSwitch, Cases: []automation.Case{
+			{When: "state.n == nil", Steps: []automation.Step{
+				{Name: "count", Type: automation.StepStore, Set: raw(`{"n": 1}`)},
+				{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/fail", Body: raw(`{}`)}}}},
+			Default: []automation.Step{{Name: "other", Type: automation.StepSet, Values: raw(`{}`)}}},
+	)
+	var journal []automation.StepResult
+	res := e.ExecuteJournaled(context.Background(), f, runOf(`{}`), func(_ context.Context, s []automation.StepResult) error {
+		journal = s
+		return nil
+	})
+	if res.Run.Status != automation.RunFailed || !res.Retryable {
+		t.Fatalf("first attempt %s retryable=%v %s", res.Run.Status, res.Retryable, res.Run.Error)
+	}
+	ext.status.Store(200)
+	r := runOf(`{}`)
+	r.Steps = journal
+	got := e.ExecuteJournaled(context.Background(), f, r, nil).Run
+	if got.Status != automation.RunSucceeded {
+		t.Fatalf("resumed %s: %s", got.Status, got.Error)
+	}
+	if string(got.Steps[0].Output) != `{"prev":0}` || statuses(got) != "SUCCEEDED,SUCCEEDED,SKIPPED,SUCCEEDED" ||
+		string(got.Steps[3].Output) != `{"case":0}` || len(got.Steps[3].Steps) != 2 {
+		b, _ := json.Marshal(got.Steps)
+		t.Errorf("resumed run changed its decisions: %s", b)
+	}
+	if n := len(ext.got("/fail")); n != 2 {
+		t.Errorf("%d calls, want the failed one and its retry", n)
+	}
+}
