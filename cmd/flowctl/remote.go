@@ -448,16 +448,60 @@ func (c *cli) runCall(ctx context.Context, method, path string, body []byte) err
 	); err != nil {
 		return err
 	}
+	if r.NextAttemptAt != nil {
+		if err := c.fields("Next attempt", stamp(*r.NextAttemptAt)); err != nil {
+			return err
+		}
+	}
 	if len(r.Steps) == 0 {
 		return nil
 	}
 	fmt.Fprintln(c.stdout)
-	rows := make([][]string, len(r.Steps))
-	for i, s := range r.Steps {
-		ms := s.DurationMs
-		rows[i] = []string{s.Name, string(s.Type), string(s.Status), strconv.Itoa(s.Attempts), duration(&ms), orDash(&s.Error)}
+	header := []string{"STEP", "TYPE", "STATUS", "ATTEMPTS", "DURATION", "ERROR"}
+	if err := c.rows(header, stepRows(r.Steps, "")); err != nil {
+		return err
 	}
-	return c.rows([]string{"STEP", "TYPE", "STATUS", "ATTEMPTS", "DURATION", "ERROR"}, rows)
+	if len(r.OnErrorSteps) > 0 {
+		fmt.Fprintln(c.stdout, "\nonError:")
+		if err := c.rows(header, stepRows(r.OnErrorSteps, "")); err != nil {
+			return err
+		}
+	}
+	c.printLogs(append(r.Steps, r.OnErrorSteps...), "")
+	return nil
+}
+
+// stepRows lays out step results as table rows, nested steps indented
+// under their SWITCH, and a FOR_EACH's items as "[i]" rows with their
+// steps under them.
+func stepRows(steps []automation.StepResult, indent string) [][]string {
+	var rows [][]string
+	for _, s := range steps {
+		ms := s.DurationMs
+		rows = append(rows, []string{indent + s.Name, string(s.Type), string(s.Status), strconv.Itoa(s.Attempts), duration(&ms), orDash(&s.Error)})
+		rows = append(rows, stepRows(s.Steps, indent+"  ")...)
+		for _, it := range s.Iterations {
+			rows = append(rows, []string{fmt.Sprintf("%s  [%d]", indent, it.Index), "item", string(it.Status), "-", "-", orDash(&it.Error)})
+			rows = append(rows, stepRows(it.Steps, indent+"    ")...)
+		}
+	}
+	return rows
+}
+
+// printLogs shows the console lines of CODE steps, nested ones included.
+func (c *cli) printLogs(steps []automation.StepResult, where string) {
+	for _, s := range steps {
+		if len(s.Logs) > 0 {
+			fmt.Fprintf(c.stdout, "\nlogs of %s%s:\n", s.Name, where)
+			for _, l := range s.Logs {
+				fmt.Fprintln(c.stdout, "  "+l)
+			}
+		}
+		c.printLogs(s.Steps, where)
+		for _, it := range s.Iterations {
+			c.printLogs(it.Steps, fmt.Sprintf("%s (item %d)", where, it.Index))
+		}
+	}
 }
 
 func (c *cli) connectionsCmd() *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -89,5 +90,42 @@ func TestAWSBackendOnMoto(t *testing.T) {
 			t.Fatalf("run is %s (%s); want SUCCEEDED\nflowd stderr:\n%s", run.Status, run.Error, p.stderr)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The flow language on the AWS backend: state in the stage's tables,
+	// a WAIT through a delayed SQS message, nested steps.
+	var lang struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", `{"name": "language on aws", "engine": "FLOW_BUILDER", "steps": [
+		{"name": "before", "type": "SET", "values": {"prev": "{{ state.n ?? 0 }}"}},
+		{"name": "count", "type": "STORE", "set": {"n": "{{ (state.n ?? 0) + 1 }}"}},
+		{"name": "pause", "type": "WAIT", "duration": "2s"},
+		{"name": "each", "type": "FOR_EACH", "items": "[1, 2]", "steps": [
+			{"name": "double", "type": "SET", "values": {"v": "{{ item * 2 }}"}}]}]}`, 201, &lang)
+	api(t, p, key, "POST", "/api/v1/flows/"+lang.ID+"/enable", "", 200, nil)
+	for i, wantPrev := range []string{"0", "1"} {
+		resp, err := http.Post(p.base+"/api/v1/webhooks/"+lang.ID, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		runID := resp.Header.Get("X-Run-Id")
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var run struct {
+				Status, Error string
+				Steps         []struct{ Output json.RawMessage }
+			}
+			api(t, p, key, "GET", "/api/v1/flows/"+lang.ID+"/runs/"+runID, "", 200, &run)
+			if run.Status == "SUCCEEDED" {
+				if string(run.Steps[0].Output) != `{"prev":`+wantPrev+`}` || string(run.Steps[3].Output) != `{"items":[{"double":{"v":2}},{"double":{"v":4}}]}` {
+					t.Errorf("run %d: steps %s / %s", i, run.Steps[0].Output, run.Steps[3].Output)
+				}
+				break
+			}
+			if run.Status != "RUNNING" || time.Now().After(deadline) {
+				t.Fatalf("run %d is %s (%s); want SUCCEEDED\nflowd stderr:\n%s", i, run.Status, run.Error, p.stderr)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 }

@@ -170,7 +170,7 @@ type backend struct {
 
 // openEmbedded wires the SQLite store, sealed secrets, the worker pool and
 // the in-process scheduler of a data directory, with m observing runs, the
-// queue and the store.
+// queue and the store, and code running CODE steps.
 func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, log *slog.Logger, m *metrics.Metrics) (*backend, error) {
 	dir, err := datadir.Open(ctx, cfg.DataDir)
 	if err != nil {

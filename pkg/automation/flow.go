@@ -52,6 +52,9 @@ type Flow struct {
 	Updated     time.Time   `json:"updated"`
 	Trigger     Trigger     `json:"trigger"`
 	Steps       []Step      `json:"steps"`
+	// OnError runs once when a run ends FAILED or TIMEOUT (after its
+	// retries), with `error` in scope; it does not change the run's status.
+	OnError []Step `json:"onError,omitempty"`
 
 	// AllowedIPs restricts the webhook receivers to these addresses and
 	// CIDR ranges (canonical form); empty means no restriction.
@@ -209,16 +212,37 @@ const (
 	StepVerifySignature StepType = "VERIFY_SIGNATURE"
 	StepRespond         StepType = "RESPOND"
 	StepCode            StepType = "CODE"
+	StepSwitch          StepType = "SWITCH"   // runs the steps of the first case whose condition holds
+	StepForEach         StepType = "FOR_EACH" // runs its steps once per item of a list
+	StepStore           StepType = "STORE"    // writes the flow's state
+	StepWait            StepType = "WAIT"     // pauses the run, durably
 )
 
 // SideEffects reports whether steps of type t act on the world outside the
 // run (HTTP requests; CODE, which may call helpers with effects later).
 // Their results are journaled before the next step starts, and an attempt
 // that resumes a run never executes a journaled one again.
-func (t StepType) SideEffects() bool { return t == StepHTTP || t == StepCode }
+func (t StepType) SideEffects() bool {
+	return t == StepHTTP || t == StepCode || t == StepStore || t == StepWait
+}
 
 // StepTypes lists the step types in the order error messages name them.
-var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode}
+var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode,
+	StepSwitch, StepForEach, StepStore, StepWait}
+
+// Limits of the flow language.
+const (
+	// MaxForEachItems bounds the items one FOR_EACH step runs over.
+	MaxForEachItems = 1000
+	// MaxForEachConcurrency bounds how many items of a FOR_EACH run at once.
+	MaxForEachConcurrency = 10
+	// MaxWait bounds a WAIT step's duration.
+	MaxWait = 24 * time.Hour
+	// MaxStateBytes bounds a flow's state, as JSON.
+	MaxStateBytes = 64 << 10
+	// MaxNesting bounds how deep steps nest inside SWITCH and FOR_EACH.
+	MaxNesting = 4
+)
 
 // Step is one action of a flow. Which fields apply depends on Type; strings
 // in URL, Headers, Query, Body and Values may hold {{ expressions }}, and
@@ -265,6 +289,98 @@ type Step struct {
 	// output, and its wall-clock limit ("1s" by default, at most "10s").
 	Code    string `json:"code,omitempty"`
 	Timeout string `json:"timeout,omitempty"`
+
+	// SWITCH: the cases in order, and the steps run when none holds.
+	Cases   []Case `json:"cases,omitempty"`
+	Default []Step `json:"default,omitempty"`
+
+	// FOR_EACH: the list (an expression, or a literal JSON array), the
+	// steps run per item with `item` and `index` in scope, and how many
+	// items run at once (1 by default).
+	Items       json.RawMessage `json:"items,omitempty"`
+	Steps       []Step          `json:"steps,omitempty"`
+	Concurrency int             `json:"concurrency,omitempty"`
+
+	// STORE: keys to set (templates) and keys to delete in the flow's state.
+	Set    json.RawMessage `json:"set,omitempty"`
+	Delete []string        `json:"delete,omitempty"`
+
+	// WAIT: how long to pause ("10m"), at most MaxWait.
+	Duration string `json:"duration,omitempty"`
+
+	// Any step: a condition; when false the step is SKIPPED.
+	When string `json:"when,omitempty"`
+}
+
+// Case is one branch of a SWITCH.
+type Case struct {
+	When  string `json:"when"`
+	Steps []Step `json:"steps"`
+}
+
+// Children returns the steps nested directly in s, in order: a SWITCH's
+// cases then its default, a FOR_EACH's body.
+func (s *Step) Children() [][]Step {
+	var out [][]Step
+	for _, c := range s.Cases {
+		out = append(out, c.Steps)
+	}
+	if s.Default != nil {
+		out = append(out, s.Default)
+	}
+	if s.Steps != nil {
+		out = append(out, s.Steps)
+	}
+	return out
+}
+
+// WalkSteps calls fn on every step of steps and of the steps nested in
+// them, depth first, in order.
+func WalkSteps(steps []Step, fn func(*Step)) {
+	for i := range steps {
+		fn(&steps[i])
+		for _, c := range steps[i].Children() {
+			WalkSteps(c, fn)
+		}
+	}
+}
+
+// CloneSteps copies steps deeply enough that changing a nested step or its
+// signature leaves the original alone.
+func CloneSteps(steps []Step) []Step {
+	if steps == nil {
+		return nil
+	}
+	out := make([]Step, len(steps))
+	for i, s := range steps {
+		if s.Signature != nil {
+			sg := *s.Signature
+			s.Signature = &sg
+		}
+		if s.Cases != nil {
+			cases := make([]Case, len(s.Cases))
+			for j, c := range s.Cases {
+				cases[j] = Case{When: c.When, Steps: CloneSteps(c.Steps)}
+			}
+			s.Cases = cases
+		}
+		s.Default = CloneSteps(s.Default)
+		s.Steps = CloneSteps(s.Steps)
+		out[i] = s
+	}
+	return out
+}
+
+// WaitDuration parses a WAIT step's duration.
+func (s *Step) WaitDuration() (time.Duration, error) {
+	d, err := time.ParseDuration(s.Duration)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("duration %q: use a positive Go duration such as \"30s\", \"10m\" or \"2h\"", s.Duration)
+	}
+	if d > MaxWait {
+		return 0, fmt.Errorf("duration %q: at most %s", s.Duration, MaxWait)
+	}
+	return d, nil
 }
 
 // StepRetry retries one step on transient failures (network errors, 408,

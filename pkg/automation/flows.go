@@ -17,6 +17,7 @@ type FlowInput struct {
 	Description *string  `json:"description"`
 	Trigger     *Trigger `json:"trigger"`
 	Steps       *[]Step  `json:"steps"`
+	OnError     *[]Step  `json:"onError"`
 }
 
 // updateAttempts bounds the read-modify-write retries of a flow update that
@@ -74,6 +75,9 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 	if in.Steps != nil {
 		f.Steps = *in.Steps
 	}
+	if in.OnError != nil {
+		f.OnError = *in.OnError
+	}
 	if err := s.validateFlow(ctx, &f); err != nil {
 		return Flow{}, err
 	}
@@ -112,7 +116,10 @@ func (s *Service) UpdateFlow(ctx context.Context, p Project, id string, in FlowI
 		if in.Steps != nil {
 			f.Steps = *in.Steps
 		}
-		if in.Trigger == nil && in.Steps == nil {
+		if in.OnError != nil {
+			f.OnError = *in.OnError
+		}
+		if in.Trigger == nil && in.Steps == nil && in.OnError == nil {
 			return validateMeta(f)
 		}
 		if err := s.validateFlow(ctx, f); err != nil {
@@ -323,13 +330,7 @@ func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
 		return f, nil
 	}
 	f.Trigger = cloneTrigger(f.Trigger)
-	f.Steps = slices.Clone(f.Steps)
-	for i := range f.Steps {
-		if sig := f.Steps[i].Signature; sig != nil {
-			c := *sig
-			f.Steps[i].Signature = &c
-		}
-	}
+	f.Steps, f.OnError = CloneSteps(f.Steps), CloneSteps(f.OnError)
 	values, err := s.flowSecrets(ctx, f)
 	if err != nil {
 		return Flow{}, err
@@ -378,11 +379,15 @@ func secretFields(f *Flow) map[string]*Secret {
 			add("trigger.signature.secret", &sg.Secret)
 		}
 	}
-	for i := range f.Steps {
-		if sg := f.Steps[i].Signature; sg != nil {
-			add("steps."+f.Steps[i].Name+".signature.secret", &sg.Secret)
+	// Step names are unique in the whole flow, nested steps and onError
+	// included: the name alone keeps the path stable.
+	step := func(st *Step) {
+		if sg := st.Signature; sg != nil {
+			add("steps."+st.Name+".signature.secret", &sg.Secret)
 		}
 	}
+	WalkSteps(f.Steps, step)
+	WalkSteps(f.OnError, step)
 	return m
 }
 

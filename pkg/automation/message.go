@@ -27,6 +27,9 @@ type QueueMessage struct {
 	ScheduledTime string `json:"scheduledTime,omitempty"`
 	// PayloadRef names where a run too large for a message was stored.
 	PayloadRef string `json:"payloadRef,omitempty"`
+	// NotBefore is when a run paused by a WAIT step is due (Delayer): a
+	// message seen earlier is sent on again, without touching the run.
+	NotBefore *time.Time `json:"notBefore,omitempty"`
 }
 
 // HandleMessage does what one queue message asks: executes a run, or starts
@@ -44,6 +47,14 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 	}
 	switch m.Kind {
 	case MessageRun:
+		if m.NotBefore != nil && s.clock().Before(*m.NotBefore) {
+			if d, ok := s.delayer(); ok {
+				if err := d.EnqueueAfter(ctx, Run{ID: m.RunID, Project: m.Project}, *m.NotBefore); err != nil {
+					return fmt.Errorf("%w: %w", ErrRetry, err)
+				}
+				return nil
+			}
+		}
 		return s.handleRun(ctx, m.Project, m.RunID)
 	case MessageSchedule:
 		fired, err := time.Parse(time.RFC3339, m.ScheduledTime)
@@ -105,4 +116,13 @@ func policyOf(rt *RunRuntime) RunPolicy {
 		return RunPolicy{}.WithDefaults()
 	}
 	return rt.Policy.WithDefaults()
+}
+
+// delayer is the run queue's Delayer, if it has one.
+func (s *Service) delayer() (Delayer, bool) {
+	if s.rt == nil {
+		return nil, false
+	}
+	d, ok := s.rt.Queue.(Delayer)
+	return d, ok
 }

@@ -2,6 +2,7 @@ package automation
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -124,6 +125,21 @@ type SampleStore interface {
 	Capture(ctx context.Context, project, flowID string) (Capture, error)
 }
 
+// StateStore keeps each flow's own key-value state, written by STORE steps
+// and read by later runs as `state` (at most MaxStateBytes as JSON, which
+// the Service checks). It lives beside the flow, outside its versioned
+// definition; FlowStore.DeleteFlow removes it with the flow.
+type StateStore interface {
+	// FlowState returns the flow's state: empty (not an error) when the
+	// flow has none or is gone.
+	FlowState(ctx context.Context, project, flowID string) (map[string]json.RawMessage, error)
+	// UpdateFlowState replaces the flow's state with what change returns
+	// for the current one, atomically (a concurrent update makes change
+	// run again on the newer state). An error from change is returned as
+	// is; a flow missing from the project is ErrNotFound.
+	UpdateFlowState(ctx context.Context, project, flowID string, change func(map[string]json.RawMessage) (map[string]json.RawMessage, error)) error
+}
+
 // Store is everything the Service persists outside Secrets.
 type Store interface {
 	ProjectStore
@@ -131,6 +147,7 @@ type Store interface {
 	FlowStore
 	ConnectionStore
 	SampleStore
+	StateStore
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of
@@ -227,6 +244,16 @@ type RunQueue interface {
 	Enqueue(ctx context.Context, r Run) error
 }
 
+// Delayer is implemented by a RunQueue whose consumer cannot be told to
+// look again later (SQS, where each receipt counts towards the dead-letter
+// queue): the message of a run paused by a WAIT step is sent again, due at
+// until, and the message that ran the attempt is settled. A queue that
+// cannot delay that long delivers early with QueueMessage.NotBefore set,
+// and HandleMessage sends it on again without claiming the run.
+type Delayer interface {
+	EnqueueAfter(ctx context.Context, r Run, until time.Time) error
+}
+
 // QueueEntry is one entry of the embedded run queue, named by its run.
 type QueueEntry struct {
 	RunID   string
@@ -255,6 +282,9 @@ type WorkQueue interface {
 type Execution struct {
 	Run       Run  // with Status, Steps, Error, timing and Response filled
 	Retryable bool // the failure was transient: another attempt may succeed
+	// WaitUntil is set when a WAIT step paused the run (Status RUNNING):
+	// the attempt ends, and the run resumes after the WAIT at this time.
+	WaitUntil *time.Time
 }
 
 // Journal makes an attempt's step results durable while it runs. An
@@ -263,6 +293,13 @@ type Execution struct {
 // down, or the attempt lost its lease) ends the attempt: later steps must
 // not run unrecorded.
 type Journal func(ctx context.Context, steps []StepResult) error
+
+// OnErrorRunner is implemented by an Executor that runs a flow's onError
+// steps: RunOnError returns r (ended FAILED or TIMEOUT for good) with
+// OnErrorSteps filled, its status and error unchanged.
+type OnErrorRunner interface {
+	RunOnError(ctx context.Context, f Flow, r Run) Run
+}
 
 // Executor runs a flow's steps; pkg/engine implements it.
 type Executor interface {

@@ -54,6 +54,9 @@ type Run struct {
 	// Response is what a synchronous (ON_COMPLETION) webhook answers: the
 	// RESPOND step's, or the last step's output.
 	Response *RunResponse `json:"response,omitempty"`
+	// OnErrorSteps are the results of the flow's onError steps, run once
+	// when the run ended FAILED or TIMEOUT.
+	OnErrorSteps []StepResult `json:"onErrorSteps,omitempty"`
 }
 
 // TriggerData is the request that started a run, as the steps see it under
@@ -111,10 +114,22 @@ type StepResult struct {
 	DurationMs int64           `json:"durationMs"`
 	// Logs are a CODE step's console lines, capped by the sandbox.
 	Logs []string `json:"logs,omitempty"`
+	// Steps are the results of the branch a SWITCH took.
+	Steps []StepResult `json:"steps,omitempty"`
+	// Iterations are a FOR_EACH's items, in item order.
+	Iterations []Iteration `json:"iterations,omitempty"`
 	// Attempts counts the executions of the step in its run's attempt
 	// that recorded it (more than 1 after per-step retries); 0 when it did
 	// not run.
 	Attempts int `json:"attempts"`
+}
+
+// Iteration records one item of a FOR_EACH: the results of its steps.
+type Iteration struct {
+	Index  int          `json:"index"`
+	Status StepStatus   `json:"status"`
+	Error  string       `json:"error,omitempty"`
+	Steps  []StepResult `json:"steps"`
 }
 
 // RunResponse is the answer a synchronous webhook sends when its run ends.
@@ -140,10 +155,11 @@ func (r Run) Summary() Run {
 	r.Trigger.Body, r.Trigger.RawBody = nil, ""
 	steps := make([]StepResult, len(r.Steps))
 	for i, st := range r.Steps {
-		st.Output = nil
+		st.Output, st.Steps, st.Iterations = nil, nil, nil
 		steps[i] = st
 	}
 	r.Steps = steps
+	r.OnErrorSteps = nil
 	if r.Response != nil {
 		resp := *r.Response
 		resp.Body = nil

@@ -362,15 +362,19 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 	})
 	cancel()
 	out := acrossAttempts(r, ex.Run)
+	if ex.WaitUntil != nil && out.Status == RunRunning {
+		return s.suspend(ctx, rt, at, out, *ex.WaitUntil)
+	}
 	switch {
 	case out.Status == RunFailed && ctx.Err() != nil:
 		// Cut short by the caller (shutdown, a receiver that answered):
 		// not a failure of the run. Give it back for another attempt.
 		return s.release(context.WithoutCancel(ctx), rt, at, out, errors.New(out.Error))
-	case out.Status == RunFailed && ex.Retryable && r.Attempts < p.MaxAttempts:
+	case out.Status == RunFailed && ex.Retryable && failedAttempts(r) < p.MaxAttempts:
 		return s.release(ctx, rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable:
-		out.Error = fmt.Sprintf("gave up after %d attempts: %s", r.Attempts, out.Error)
+		out.Error = fmt.Sprintf("gave up after %d attempts: %s", failedAttempts(r), out.Error)
+		out = s.onError(ctx, p, f, out)
 		at, err := s.settle(ctx, rt, at, out)
 		if err != nil || at.Outcome != OutcomeFinished {
 			return at, err
@@ -378,7 +382,43 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 		at.Outcome = OutcomeExhausted
 		return at, fmt.Errorf("%w: run %s: %s", ErrExhausted, runID, out.Error)
 	}
+	if out.Status == RunFailed || out.Status == RunTimeout {
+		out = s.onError(ctx, p, f, out)
+	}
 	return s.settle(ctx, rt, at, out)
+}
+
+// onError runs the flow's onError steps once, for a run that ended FAILED
+// or TIMEOUT for good, with a time limit of their own (a TIMEOUT run has
+// spent its own). Their results go in OnErrorSteps; the run's status and
+// error stay.
+func (s *Service) onError(ctx context.Context, p RunPolicy, f Flow, out Run) Run {
+	h, ok := s.exec.(OnErrorRunner)
+	if !ok || len(f.OnError) == 0 {
+		return out
+	}
+	octx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	return h.RunOnError(octx, f, out)
+}
+
+// failedAttempts counts the claimed run's attempts that count towards
+// RunPolicy.MaxAttempts: a claim that resumed a run after a WAIT step is
+// not a retry. Each journaled WAIT stands for exactly one such claim (an
+// early delivery does not claim: QueueMessage.NotBefore).
+func failedAttempts(r Run) int {
+	waits := 0
+	var walk func([]StepResult)
+	walk = func(steps []StepResult) {
+		for _, st := range steps {
+			if st.Type == StepWait && st.Status == StepSucceeded {
+				waits++
+			}
+			walk(st.Steps)
+		}
+	}
+	walk(r.Steps)
+	return max(r.Attempts-waits, 1)
 }
 
 // acrossAttempts is the outcome of an attempt as the run shows it: started
@@ -460,6 +500,34 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 	}
 	at.Outcome = OutcomeRetry
 	return at, fmt.Errorf("%w: run %s attempt %d: %w", ErrRetry, r.ID, r.Attempts, cause)
+}
+
+// suspend gives back a run that a WAIT step paused, due again at until
+// (nextAttemptAt). Where the queue cannot be told to look again later
+// (Delayer: SQS), the run's message is sent again with a delay and this
+// one settled.
+func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time) (Attempt, error) {
+	at.RetryAt = until
+	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &until
+	at.Run = r
+	err := rt.Runs.ReleaseRun(ctx, r)
+	if o, ok := settled(err); ok && err != nil {
+		at.Outcome = o
+		return at, nil
+	} else if err != nil {
+		at.Outcome = OutcomeRetry
+		return at, fmt.Errorf("%w: release waiting run %s: %w", ErrRetry, r.ID, err)
+	}
+	if d, ok := rt.Queue.(Delayer); ok {
+		if err := d.EnqueueAfter(ctx, r, until); err != nil {
+			at.Outcome = OutcomeRetry // the message comes back; the run is still waiting
+			return at, fmt.Errorf("%w: %w", ErrRetry, err)
+		}
+		at.Outcome = OutcomeFinished // this message is done; the delayed one resumes the run
+		return at, nil
+	}
+	at.Outcome = OutcomeRetry
+	return at, fmt.Errorf("%w: run %s waits until %s", ErrRetry, r.ID, until.Format(time.RFC3339))
 }
 
 // settled maps the result of a run write to an outcome when it needs no

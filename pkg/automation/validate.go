@@ -58,22 +58,107 @@ func (s *Service) validateFlow(ctx context.Context, f *Flow) error {
 	if f.Steps == nil {
 		f.Steps = []Step{}
 	}
-	if len(f.Steps) > MaxSteps {
-		return Invalid("steps: %d steps; at most %d are allowed", len(f.Steps), MaxSteps)
+	if n := countSteps(f.Steps) + countSteps(f.OnError); n > MaxSteps {
+		return Invalid("steps: %d steps (nested steps and onError included); at most %d are allowed", n, MaxSteps)
 	}
-	seen := map[string]bool{}
-	for i := range f.Steps {
-		st := &f.Steps[i]
-		at := fmt.Sprintf("steps[%d]", i)
+	v := stepsValidation{s: s, f: f, seen: map[string]bool{}}
+	if err := v.steps(ctx, f.Steps, "steps", 0, false); err != nil {
+		return err
+	}
+	if err := v.steps(ctx, f.OnError, "onError", 0, false); err != nil {
+		return err
+	}
+	waits := false
+	WalkSteps(f.OnError, func(st *Step) { waits = waits || st.Type == StepWait })
+	if waits {
+		return Invalid("onError: WAIT cannot run in onError steps; they run once the run has ended")
+	}
+	return nil
+}
+
+// countSteps counts steps and the steps nested in them.
+func countSteps(steps []Step) int {
+	n := 0
+	WalkSteps(steps, func(*Step) { n++ })
+	return n
+}
+
+// stepsValidation checks the steps of one flow, nested ones included, with
+// names unique in the whole flow.
+type stepsValidation struct {
+	s    *Service
+	f    *Flow
+	seen map[string]bool
+}
+
+// steps checks a list of steps at path at (such as "steps" or
+// "steps[0].cases[1].steps"), depth levels deep, inLoop inside a FOR_EACH.
+// A message names the path of the bad field and the step's name.
+func (v *stepsValidation) steps(ctx context.Context, steps []Step, at string, depth int, inLoop bool) error {
+	if depth > MaxNesting {
+		return Invalid("%s: steps nest more than %d levels deep", at, MaxNesting)
+	}
+	for i := range steps {
+		st := &steps[i]
+		here := fmt.Sprintf("%s[%d]", at, i)
 		if !stepNameRE.MatchString(st.Name) {
-			return Invalid("%s.name %q: use a letter or underscore, then letters, digits or underscores (at most 64), so that expressions can say steps.<name>", at, st.Name)
+			return Invalid("%s.name %q: use a letter or underscore, then letters, digits or underscores (at most 64), so that expressions can say steps.<name>", here, st.Name)
 		}
-		if seen[st.Name] {
-			return Invalid("%s.name %q: step names must be unique", at, st.Name)
+		if v.seen[st.Name] {
+			return Invalid("%s.name %q: step names must be unique in the whole flow, nested steps included", here, st.Name)
 		}
-		seen[st.Name] = true
-		if err := s.validateStep(ctx, f, st, at+" ("+st.Name+")"); err != nil {
+		v.seen[st.Name] = true
+		if err := v.step(ctx, st, here, depth, inLoop); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// named adds the name of step st to a validation message about its own
+// fields.
+func named(st *Step, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == ErrInvalid {
+		return Invalid("%s (step %q)", e.Message, st.Name)
+	}
+	return err
+}
+
+// step checks one step: the fields of every step, its type's, then the
+// steps nested in it.
+func (v *stepsValidation) step(ctx context.Context, st *Step, at string, depth int, inLoop bool) error {
+	if st.When != "" {
+		if err := v.s.checker.Expression(st.When); err != nil {
+			return named(st, Invalid("%s.when: %v", at, err))
+		}
+	}
+	if err := v.s.validateStep(ctx, v.f, st, at); err != nil {
+		return named(st, err)
+	}
+	switch st.Type {
+	case StepSwitch:
+		if len(st.Cases) == 0 {
+			return named(st, Invalid(`%s.cases is required for SWITCH, e.g. [{"when": "trigger.body.type == 'invoice.paid'", "steps": [...]}]`, at))
+		}
+		for j, c := range st.Cases {
+			cat := fmt.Sprintf("%s.cases[%d]", at, j)
+			if strings.TrimSpace(c.When) == "" {
+				return named(st, Invalid("%s.when is required: the condition that selects this case", cat))
+			}
+			if err := v.s.checker.Expression(c.When); err != nil {
+				return named(st, Invalid("%s.when: %v", cat, err))
+			}
+			if err := v.steps(ctx, c.Steps, cat+".steps", depth+1, inLoop); err != nil {
+				return err
+			}
+		}
+		return v.steps(ctx, st.Default, at+".default", depth+1, inLoop)
+	case StepForEach:
+		return v.steps(ctx, st.Steps, at+".steps", depth+1, true)
+	case StepWait:
+		if inLoop {
+			return named(st, Invalid("%s: WAIT cannot run inside FOR_EACH; wait before or after the loop", at))
 		}
 	}
 	return nil
@@ -271,6 +356,76 @@ func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string
 		return s.validateRespond(st, at)
 	case StepCode:
 		return validateCode(st, at)
+	case StepForEach:
+		return s.validateForEach(st, at)
+	case StepStore:
+		return s.validateStore(st, at)
+	case StepWait:
+		if _, err := st.WaitDuration(); err != nil {
+			return Invalid("%s.%v", at, err)
+		}
+	}
+	return nil
+}
+
+// validateForEach checks a FOR_EACH's list and concurrency; its steps are
+// checked by the caller.
+func (s *Service) validateForEach(st *Step, at string) error {
+	items := bytes.TrimSpace(st.Items)
+	switch {
+	case len(items) == 0:
+		return Invalid(`%s.items is required for FOR_EACH: an expression such as "trigger.body.items", or a JSON array`, at)
+	case items[0] == '"':
+		var src string
+		if err := json.Unmarshal(items, &src); err != nil || strings.TrimSpace(src) == "" {
+			return Invalid("%s.items: use an expression such as \"trigger.body.items\", or a JSON array", at)
+		}
+		if err := s.checker.Expression(src); err != nil {
+			return Invalid("%s.items: %v", at, err)
+		}
+	case items[0] == '[':
+		var list []json.RawMessage
+		if err := json.Unmarshal(items, &list); err != nil {
+			return Invalid("%s.items is not valid JSON", at)
+		}
+		if len(list) > MaxForEachItems {
+			return Invalid("%s.items: %d items; FOR_EACH runs over at most %d", at, len(list), MaxForEachItems)
+		}
+		if err := s.checkTemplates(at+".items", items); err != nil {
+			return err
+		}
+	default:
+		return Invalid("%s.items: use an expression string such as \"trigger.body.items\", or a JSON array", at)
+	}
+	if st.Concurrency == 0 {
+		st.Concurrency = 1
+	}
+	if st.Concurrency < 1 || st.Concurrency > MaxForEachConcurrency {
+		return Invalid("%s.concurrency %d: use 1 to %d (1 runs the items one after another)", at, st.Concurrency, MaxForEachConcurrency)
+	}
+	if len(st.Steps) == 0 {
+		return Invalid("%s.steps is required for FOR_EACH: the steps run for each item, with item and index in scope", at)
+	}
+	return nil
+}
+
+// validateStore checks a STORE step's keys and templates.
+func (s *Service) validateStore(st *Step, at string) error {
+	if len(st.Set) == 0 && len(st.Delete) == 0 {
+		return Invalid(`%s: STORE needs set (an object of keys to values, e.g. {"lastSha": "{{ trigger.body.after }}"}) or delete (a list of keys)`, at)
+	}
+	if len(st.Set) > 0 {
+		if !isJSONObject(st.Set) {
+			return Invalid(`%s.set must be an object, e.g. {"lastSha": "{{ trigger.body.after }}"}`, at)
+		}
+		if err := s.checkTemplates(at+".set", st.Set); err != nil {
+			return err
+		}
+	}
+	for i, k := range st.Delete {
+		if k == "" || len(k) > 256 {
+			return Invalid("%s.delete[%d]: a key of 1 to 256 characters", at, i)
+		}
 	}
 	return nil
 }
@@ -375,6 +530,14 @@ func onlyFields(st *Step, at string) error {
 		{"signature", st.Signature != nil, []StepType{StepVerifySignature}},
 		{"code", st.Code != "", []StepType{StepCode}},
 		{"timeout", st.Timeout != "", []StepType{StepCode}},
+		{"cases", st.Cases != nil, []StepType{StepSwitch}},
+		{"default", st.Default != nil, []StepType{StepSwitch}},
+		{"items", len(st.Items) > 0, []StepType{StepForEach}},
+		{"steps", st.Steps != nil, []StepType{StepForEach}},
+		{"concurrency", st.Concurrency != 0, []StepType{StepForEach}},
+		{"set", len(st.Set) > 0, []StepType{StepStore}},
+		{"delete", st.Delete != nil, []StepType{StepStore}},
+		{"duration", st.Duration != "", []StepType{StepWait}},
 	}
 	for _, fd := range fields {
 		if fd.set && !slices.Contains(fd.types, st.Type) {

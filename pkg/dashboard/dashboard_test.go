@@ -585,3 +585,38 @@ func TestPrefix(t *testing.T) {
 		t.Errorf("sign-in page ignores the prefix: %v %s", rec.Result().Cookies(), rec.Body)
 	}
 }
+
+// The run page shows a SWITCH's branch, a FOR_EACH's items with their
+// steps, skipped steps, and onError steps.
+func TestRunPageShowsNestedSteps(t *testing.T) {
+	e := newEnv(t)
+	f := e.flow(t, e.p, "Nested",
+		automation.Step{Name: "never", Type: automation.StepSet, When: "false", Values: json.RawMessage(`{}`)},
+		automation.Step{Name: "route", Type: automation.StepSwitch, Cases: []automation.Case{{When: "true", Steps: []automation.Step{
+			{Name: "each", Type: automation.StepForEach, Items: json.RawMessage(`"trigger.body.xs"`), Steps: []automation.Step{
+				{Name: "check", Type: automation.StepFilter, Condition: "item != 'stop'"},
+				{Name: "double", Type: automation.StepSet, Values: json.RawMessage(`{"v": "{{ item }}{{ item }}"}`)},
+			}}}}}},
+	)
+	b := e.browser(t)
+	wantRedirect(t, b.signin(e.key), "/ui/flows")
+	ctx := context.Background()
+	if _, err := e.svc.EnableFlow(ctx, e.p, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	wf, err := e.svc.WebhookFlow(ctx, f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := e.svc.ReceiveWebhook(ctx, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
+		Body: json.RawMessage(`{"xs":["ab","stop"]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.ExecuteRun(ctx, e.p.ID, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	page := b.get("/ui/flows/" + f.ID + "/runs/" + run.ID)
+	wantPage(t, page, http.StatusOK, `class="card step skipped"`, "never", "route", `class="nested"`,
+		"Item 0", "Item 1", "abab", "double", `&#34;passed&#34;: false`)
+}

@@ -123,6 +123,10 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode steps: %w", err)
 	}
+	onError, err := defEncoder.Encode(f.OnError)
+	if err != nil {
+		return nil, fmt.Errorf("encode onError: %w", err)
+	}
 	ips, err := defEncoder.Encode(f.AllowedIPs)
 	if err != nil {
 		return nil, fmt.Errorf("encode allowlist: %w", err)
@@ -138,6 +142,7 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 		attrProjectStatus: str(f.Project + "#" + string(f.Status)),
 		"trigger":         trigger,
 		"steps":           steps,
+		"onError":         onError,
 		"allowedIPs":      ips,
 	}
 	return attrs, flowTooLarge(f, attrs)
@@ -164,7 +169,7 @@ func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
 }
 
 func decodeDef(item map[string]types.AttributeValue, f *automation.Flow) error {
-	for name, dst := range map[string]any{"trigger": &f.Trigger, "steps": &f.Steps, "allowedIPs": &f.AllowedIPs} {
+	for name, dst := range map[string]any{"trigger": &f.Trigger, "steps": &f.Steps, "onError": &f.OnError, "allowedIPs": &f.AllowedIPs} {
 		if av, ok := item[name]; ok {
 			if err := defDecoder.Decode(av, dst); err != nil {
 				return fmt.Errorf("attribute %s: %w", name, err)
@@ -453,6 +458,10 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		}
 		// The Test Trigger state goes with the flow, in the same write.
 		if d := s.sampleDelete(id); d != nil {
+			tx = append(tx, *d)
+		}
+		// And the flow's STORE state (state.go).
+		if d := s.stateDelete(id); d != nil {
 			tx = append(tx, *d)
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})

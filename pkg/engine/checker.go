@@ -10,6 +10,7 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/types"
 	"github.com/expr-lang/expr/vm"
 	"github.com/robfig/cron/v3"
 
@@ -39,11 +40,17 @@ var (
 // boundOptions are the options that bound evaluation (budget.go).
 var boundOptions = budgetOptions()
 
-var compileEnv = map[string]any{
-	"trigger": map[string]any{},
-	"steps":   map[string]any{},
-	"flow":    map[string]any{},
-	"run":     map[string]any{},
+var compileEnv = types.Map{
+	"trigger": types.TypeOf(map[string]any{}),
+	"steps":   types.TypeOf(map[string]any{}),
+	"flow":    types.TypeOf(map[string]any{}),
+	"run":     types.TypeOf(map[string]any{}),
+	// Inside FOR_EACH: the item (any value) and its index.
+	"item":  types.Any,
+	"index": types.Int,
+	// The flow's state (STORE), and in onError steps the failure.
+	"state": types.TypeOf(map[string]any{}),
+	"error": types.TypeOf(map[string]any{}),
 }
 
 // Expression checks a bare expression, such as a FILTER condition.

@@ -13,7 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,9 +29,19 @@ type Credentials interface {
 	SetConnectionStatus(ctx context.Context, project, id string, s automation.ConnectionStatus) error
 }
 
+// State reads and writes a flow's own key-value state (STORE steps, read
+// as `state`); *automation.Service implements it.
+type State interface {
+	FlowState(ctx context.Context, project, flowID string) (map[string]any, error)
+	StoreFlowState(ctx context.Context, project, flowID string, set map[string]any, del []string) (map[string]any, error)
+}
+
 // Config wires an Engine. Zero fields take the defaults below.
 type Config struct {
 	Credentials Credentials // required for HTTP steps with a connectionId
+	// State serves STORE steps and `state`; nil takes Credentials when it
+	// is a State too (the Service is both).
+	State State
 	// AllowPrivateNetworks lets HTTP steps reach loopback, private and
 	// link-local addresses (FLOWD_ALLOW_PRIVATE_NETWORKS); off, they are
 	// refused when dialling.
@@ -75,6 +85,7 @@ const (
 type Engine struct {
 	creds       Credentials
 	code        automation.CodeRunner
+	state       State
 	checker     Checker
 	transport   *http.Transport
 	timeout     time.Duration
@@ -88,9 +99,12 @@ type Engine struct {
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
-		creds: cfg.Credentials, code: cfg.Code,
+		creds: cfg.Credentials, code: cfg.Code, state: cfg.State,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log,
+	}
+	if st, ok := cfg.Credentials.(State); ok && e.state == nil {
+		e.state = st
 	}
 	if e.timeout <= 0 {
 		e.timeout = DefaultHTTPTimeout
@@ -171,107 +185,52 @@ func (e *Engine) Execute(ctx context.Context, f automation.Flow, r automation.Ru
 
 // ExecuteJournaled is Execute for one attempt at a run that may have
 // journaled steps already (automation.Executor): a step with side effects
-// that r.Steps records as SUCCEEDED at its place is not executed again,
-// its recorded output standing in for it (a truncated output stands as its
-// preview), and after each step with side effects that has a step after it,
-// journal (when not nil) records the results so far before the next one
-// starts. A journal that fails ends the attempt, retryable.
+// that r.Steps records as SUCCEEDED (at any depth, keyed by its name and,
+// inside FOR_EACH, its item) is not executed again, its recorded output
+// standing in for it (a truncated output stands as its preview), and after
+// each step with side effects that has a step after it, journal (when not
+// nil) records the results so far before the next one starts. A journal
+// that fails ends the attempt, retryable.
 func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r automation.Run, journal automation.Journal) Result {
-	previous := r.Steps
+	previous := journalIndex(r.Steps)
 	start := e.clock()
 	r.Started, r.Finished, r.DurationMs = &start, nil, nil
 	r.Status, r.Error, r.Response, r.StoppedAt = automation.RunRunning, "", nil, ""
-	r.Steps = make([]automation.StepResult, len(f.Steps))
-	for i, s := range f.Steps {
-		r.Steps[i] = automation.StepResult{Name: s.Name, Type: s.Type, Status: automation.StepSkipped}
-	}
+	r.Steps = pending(f.Steps)
 
-	x := &execution{e: e, flow: f, run: &r, steps: make(map[string]any, len(f.Steps))}
-	x.env = map[string]any{
-		"trigger": triggerEnv(r.Trigger),
-		"steps":   x.steps,
-		"flow":    map[string]any{"id": f.ID, "name": f.Name},
-		"run":     map[string]any{"id": r.ID},
-	}
-
+	x := e.newExecution(ctx, f, &r, journal, previous)
 	res := Result{}
-	last := json.RawMessage(`{}`) // the last output, as recorded
-	var recordedBytes int64       // bytes of outputs recorded so far
-	for i, s := range f.Steps {
-		if err := ctx.Err(); err != nil {
-			res.Retryable = x.interrupted(ctx, s.Name)
-			break
-		}
-		sr := &r.Steps[i]
-		if done, ok := journaled(previous, i, s); ok {
-			*sr = done
-			recordedBytes += int64(len(done.Output))
-			if out := recorded(done.Output); out != nil {
-				x.steps[s.Name] = out
-				last = done.Output
-			}
-			continue
-		}
-		began := e.clock()
-		sr.StartedAt = &began
-		out, err := x.step(ctx, s)
-		sr.Attempts = 1
-		for s.Retry != nil && sr.Attempts < s.Retry.Attempts {
-			var se *stepError
-			if !errors.As(err, &se) || !se.retryable || !e.pause(ctx, s.Retry, sr.Attempts, se.retryAfter) {
-				break
-			}
-			out, err = x.step(ctx, s)
-			sr.Attempts++
-		}
-		done := e.clock()
-		sr.FinishedAt, sr.DurationMs = &done, done.Sub(began).Milliseconds()
-		sr.Logs, x.logs = x.logs, nil
-
-		var se *stepError
-		switch {
-		case err == nil, errors.Is(err, errFiltered):
-			sr.Status = automation.StepSucceeded
-		default:
-			if !errors.As(err, &se) {
-				se = fail(false, err)
-			}
-			se.msg = clipMessage(se.msg)
-			sr.Status, sr.Error = automation.StepFailed, se.msg
-			out = se.output
-		}
-		sr.Output = e.record(out, min(e.maxOutput, e.maxRun-recordedBytes))
-		recordedBytes += int64(len(sr.Output))
-		if out != nil {
-			x.steps[s.Name] = out
-			last = sr.Output
-		}
-		if errors.Is(err, errFiltered) {
-			r.StoppedAt = s.Name
-			break
-		}
-		goesOn := se == nil || (s.Type == automation.StepHTTP && s.ContinueOnFail)
-		if goesOn && journal != nil && s.Type.SideEffects() && i < len(f.Steps)-1 {
-			if err := journal(ctx, slices.Clone(r.Steps[:i+1])); err != nil {
-				r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+s.Name+": its result could not be recorded: "+err.Error(), true
-				break
-			}
-		}
-		if se != nil {
-			if s.Type == automation.StepHTTP && s.ContinueOnFail {
-				if out == nil {
-					x.steps[s.Name] = map[string]any{"error": se.msg}
-				}
-				continue
-			}
-			if ctx.Err() != nil {
-				res.Retryable = x.interrupted(ctx, s.Name)
-				break
-			}
-			r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+s.Name+": "+se.msg, se.retryable
-			break
-		}
+	var end listEnd
+	if err := x.loadState(ctx); err != nil {
+		end.err, end.step = err, "(state)"
+	} else {
+		end = x.list(ctx, f.Steps, r.Steps, "", true)
 	}
+	last := end.last
+	if last == nil {
+		last = json.RawMessage(`{}`)
+	}
+	switch {
+	case end.journalErr != nil:
+		r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+end.step+": its result could not be recorded: "+end.journalErr.Error(), true
+	case end.interrupted:
+		res.Retryable = x.interrupted(ctx, end.step)
+	case end.err != nil:
+		r.Status, r.Error, res.Retryable = automation.RunFailed, "step "+end.step+": "+end.err.msg, end.err.retryable
+	case end.filtered != "":
+		r.StoppedAt = end.filtered
+	case end.wait != nil:
+		// Paused by a WAIT: the run stays RUNNING and resumes after it.
+		r.Steps = x.snapshot()
+		res.WaitUntil = end.wait
+		end2 := e.clock()
+		d := end2.Sub(start).Milliseconds()
+		r.DurationMs = &d
+		e.log.InfoContext(ctx, "run waits", "run", r.ID, "flow", f.ID, "step", end.step, "until", end.wait)
+		res.Run = r
+		return res
+	}
+	r.Steps = x.snapshot()
 	if r.Status == automation.RunRunning {
 		r.Status = automation.RunSucceeded
 		if r.Response == nil {
@@ -280,9 +239,9 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 	} else {
 		r.Response = nil
 	}
-	end := e.clock()
-	d := end.Sub(start).Milliseconds()
-	r.Finished, r.DurationMs = &end, &d
+	end2 := e.clock()
+	d := end2.Sub(start).Milliseconds()
+	r.Finished, r.DurationMs = &end2, &d
 	e.log.InfoContext(ctx, "run finished", "run", r.ID, "flow", f.ID, "status", r.Status,
 		"durationMs", d, "retryable", res.Retryable)
 	res.Run = r
@@ -318,14 +277,63 @@ func (e *Engine) pause(ctx context.Context, r *automation.StepRetry, n int, aske
 	}
 }
 
-// journaled returns the result an earlier attempt recorded for step s at
-// index i, when s has side effects and that attempt finished it.
-func journaled(previous []automation.StepResult, i int, s automation.Step) (automation.StepResult, bool) {
-	if i >= len(previous) || !s.Type.SideEffects() {
-		return automation.StepResult{}, false
+// pending is the results of steps before they run: every one SKIPPED.
+func pending(steps []automation.Step) []automation.StepResult {
+	out := make([]automation.StepResult, len(steps))
+	for i, s := range steps {
+		out[i] = automation.StepResult{Name: s.Name, Type: s.Type, Status: automation.StepSkipped}
 	}
-	p := previous[i]
-	return p, p.Name == s.Name && p.Type == s.Type && p.Status == automation.StepSucceeded
+	return out
+}
+
+// journalKey names a step's result in the journal: its name (unique in the
+// flow) and, inside FOR_EACH, the item path ("call#3", "inner#3.1").
+func journalKey(name, iter string) string {
+	if iter == "" {
+		return name
+	}
+	return name + "#" + iter
+}
+
+// journalIndex collects what an earlier attempt decided, at any depth, by
+// journalKey: steps that finished (SUCCEEDED, and those a `when` skipped:
+// SKIPPED with a finishing time), which are not executed again, and the
+// containers it left unfinished (a SWITCH keeps the case it chose), which
+// are entered again.
+func journalIndex(steps []automation.StepResult) map[string]automation.StepResult {
+	m := map[string]automation.StepResult{}
+	var walk func(steps []automation.StepResult, iter string)
+	walk = func(steps []automation.StepResult, iter string) {
+		for _, st := range steps {
+			done := st.Status == automation.StepSucceeded || st.Status == automation.StepSkipped && st.FinishedAt != nil
+			if done || len(st.Steps) > 0 || len(st.Iterations) > 0 {
+				m[journalKey(st.Name, iter)] = st
+			}
+			if done {
+				continue // restored whole, nested results included
+			}
+			walk(st.Steps, iter)
+			for _, it := range st.Iterations {
+				walk(it.Steps, joinIter(iter, it.Index))
+			}
+		}
+	}
+	walk(steps, "")
+	return m
+}
+
+// finished reports whether a journaled result stands for its step: it
+// finished (or a `when` skipped it), so the step is not executed again.
+func finished(st automation.StepResult) bool {
+	return st.Status == automation.StepSucceeded || st.Status == automation.StepSkipped && st.FinishedAt != nil
+}
+
+// joinIter extends an item path with one more loop's index.
+func joinIter(iter string, i int) string {
+	if iter == "" {
+		return strconv.Itoa(i)
+	}
+	return iter + "." + strconv.Itoa(i)
 }
 
 // recorded is a journaled output as expressions see it.

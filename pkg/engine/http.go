@@ -75,7 +75,11 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		if x.run.ResumedFrom != "" {
 			origin = x.run.ResumedFrom
 		}
-		req.Header.Set("Idempotency-Key", automation.IdempotencyKeyFor(origin, s.Name))
+		key := automation.IdempotencyKeyFor(origin, s.Name)
+		if x.iter != "" { // inside FOR_EACH: one key per item (DESIGN §9)
+			key += "." + x.iter
+		}
+		req.Header.Set("Idempotency-Key", key)
 	}
 	where := req.Method + " " + redactURL(req.URL)
 

@@ -7,22 +7,45 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"flowservice/pkg/automation"
 )
 
-// execution is the state of one run while its steps execute.
+// execution is the state of one run while its steps execute, as one scope
+// sees it: the run's top level, or one item of a FOR_EACH (fork).
 type execution struct {
 	e     *Engine
 	flow  automation.Flow
 	run   *automation.Run
 	steps map[string]any // step name -> output, as expressions see it
 	env   map[string]any
+	// logs are the console lines of the CODE step that just ran.
+	logs []string
+	// iter is the item path inside FOR_EACH ("3", "3.1"), "" outside.
+	iter string
+	// sh is what every scope of the run shares.
+	sh *shared
+}
+
+// shared is the state of a run that its scopes (FOR_EACH items may run at
+// once) share, guarded by mu.
+type shared struct {
+	mu sync.Mutex
+	// results are the run's step results, written in place as steps
+	// finish, so that a journal entry can be taken at any moment.
+	results *[]automation.StepResult
 	// responded is set once a RESPOND step ran: the first one decides the
 	// answer, as it would once sent.
 	responded bool
-	// logs are the console lines of the CODE step that just ran.
-	logs []string
+	spent     int64 // bytes of outputs recorded so far
+	// journal records results before the next step with side effects;
+	// jmu keeps its writes in order.
+	jmu      sync.Mutex
+	journal  automation.Journal
+	previous map[string]automation.StepResult // journalIndex of the claimed run
+	// state is the flow's state as the run read it (STORE updates it).
+	state map[string]any
 }
 
 // step runs one step and returns its output. Failures are *stepError; a
@@ -50,6 +73,10 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 		return x.respond(s)
 	case automation.StepCode:
 		return x.code(ctx, s)
+	case automation.StepStore:
+		return x.store(ctx, s)
+	case automation.StepWait:
+		return x.wait(s)
 	}
 	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
 }
@@ -210,10 +237,12 @@ func (x *execution) respond(s automation.Step) (any, error) {
 		}
 		resp.Headers[k] = hv
 	}
-	if !x.responded {
-		x.responded = true
+	x.sh.mu.Lock()
+	if !x.sh.responded {
+		x.sh.responded = true
 		x.run.Response = resp
 	}
+	x.sh.mu.Unlock()
 	out := map[string]any{"statusCode": code, "contentType": resp.ContentType, "body": body}
 	if resp.Headers != nil {
 		h := make(map[string]any, len(resp.Headers))

@@ -236,6 +236,15 @@ func (c Checker) evalBool(src string, env map[string]any) (bool, error) {
 	return b, nil
 }
 
+// evalExpr evaluates a bare expression to any value.
+func (c Checker) evalExpr(src string, env map[string]any) (any, error) {
+	p, err := c.compile(src)
+	if err != nil {
+		return nil, err
+	}
+	return run(part{src: src, prog: p}, env)
+}
+
 // run evaluates one compiled expression, charged to env's budget (a fresh
 // one when env has none).
 func run(p part, env map[string]any) (any, error) {

@@ -14,6 +14,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/oauth"
 	"flowservice/pkg/sqlitestore"
 )
 
@@ -35,7 +36,8 @@ type Options struct {
 	EngineURL, WorkflowURL string // default http://engine.test and http://workflow.test
 	StopInlineAtAnswer     bool   // RunRuntime.StopInlineAtAnswer
 	// OAuth exchanges and refreshes OAuth2 tokens; the data directory
-	// keeps the operator's apps. nil: no OAuth2.
+	// keeps the operator's apps. nil: the real client, allowed to reach
+	// loopback.
 	OAuth automation.OAuthClient
 	Log   *slog.Logger
 }
@@ -76,10 +78,14 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.WorkflowURL == "" {
 		opts.WorkflowURL = "http://workflow.test"
 	}
+	if opts.OAuth == nil {
+		opts.OAuth = oauth.New(engine.GuardedTransport(true))
+	}
 	svc, err := automation.NewService(automation.Config{
 		Store: store, Secrets: dir.Secrets, Checker: engine.Checker{}, Scheduler: opts.Scheduler,
+		OAuthApps: dir.Store, OAuth: opts.OAuth,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
-		Clock: opts.Clock, Log: opts.Log, OAuthApps: dir.Store, OAuth: opts.OAuth,
+		Clock: opts.Clock, Log: opts.Log,
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			NewExecutor: NewExecutor,

@@ -70,7 +70,7 @@ func TestCreateFlow(t *testing.T) {
 		{name: "code step", body: `{"name":"C","engine":"FLOW_BUILDER","steps":[{"name":"js","type":"CODE","code":"return 1","timeout":"2s"}]}`,
 			wantStatus: 201, wantInBody: `"timeout":"2s"`},
 		{name: "code step without code", body: `{"name":"C","engine":"FLOW_BUILDER","steps":[{"name":"js","type":"CODE"}]}`,
-			wantStatus: 400, wantCode: "VALIDATION_ERROR", wantInBody: "steps[0] (js).code is required"},
+			wantStatus: 400, wantCode: "VALIDATION_ERROR", wantInBody: "steps[0].code is required"},
 		{name: "code step timeout over 10s", body: `{"name":"C","engine":"FLOW_BUILDER","steps":[{"name":"js","type":"CODE","code":"return 1","timeout":"1m"}]}`,
 			wantStatus: 400, wantCode: "VALIDATION_ERROR", wantInBody: "at most 10s"},
 		{name: "bad engine", body: `{"name":"x","engine":"ZAPIER"}`, wantStatus: 400, wantCode: "VALIDATION_ERROR", wantInBody: "WORKFLOW_BUILDER"},

@@ -161,6 +161,7 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 			`DELETE FROM runs WHERE flow = ?`,
 			`DELETE FROM routes WHERE flow = ?`,
 			`DELETE FROM webhook_samples WHERE flow = ?`,
+			`DELETE FROM flow_state WHERE flow = ?`,
 			`DELETE FROM flows WHERE id = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {

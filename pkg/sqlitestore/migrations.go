@@ -16,6 +16,7 @@ var migrations = []string{
 	schemaV3,
 	schemaV4,
 	schemaOAuthApps, // oauthapps.go
+	schemaFlowState, // state.go
 }
 
 // SchemaVersion is the version Open brings a database to.

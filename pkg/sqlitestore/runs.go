@@ -64,8 +64,8 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 // summaryDoc is a run's document as lists read it: SQLite drops the trigger
 // body, the step outputs and the response body before the row reaches Go,
 // so that a list of large runs costs little memory (Run.Summary).
-const summaryDoc = `json_set(json_remove(doc, '$.trigger.body', '$.trigger.rawBody', '$.response.body'), '$.steps',
-	json(COALESCE((SELECT json_group_array(json(json_remove(value, '$.output'))) FROM json_each(doc, '$.steps')), '[]')))`
+const summaryDoc = `json_set(json_remove(doc, '$.trigger.body', '$.trigger.rawBody', '$.response.body', '$.onErrorSteps'), '$.steps',
+	json(COALESCE((SELECT json_group_array(json(json_remove(value, '$.output', '$.steps', '$.iterations'))) FROM json_each(doc, '$.steps')), '[]')))`
 
 // The run list queries walk an index backwards: newest first.
 const (

@@ -392,3 +392,49 @@ func TestRedrive(t *testing.T) {
 		t.Fatalf("DLQ message %s, %v; want the run's message", aws.ToString(m.Body), err)
 	}
 }
+
+// recordingSQS keeps the messages it sends and their delays.
+type recordingSQS struct {
+	mu     sync.Mutex
+	delays []int32
+	bodies []string
+}
+
+func (s *recordingSQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delays = append(s.delays, in.DelaySeconds)
+	s.bodies = append(s.bodies, aws.ToString(in.MessageBody))
+	return &sqs.SendMessageOutput{}, nil
+}
+
+// A waiting run's message is sent again with the wait as its delay, cut to
+// SQS's 15 minutes, and carries when the run is due (notBefore) so that an
+// early delivery is sent on; on moto the delayed message is not visible at
+// once.
+func TestEnqueueAfterDelays(t *testing.T) {
+	rec := &recordingSQS{}
+	q := sqsqueue.New(nil, rec, "http://queue.test/runs")
+	r := automation.Run{ID: "run_1", Project: "prj_1"}
+	now := time.Now()
+	for _, d := range []time.Duration{90 * time.Second, 2 * time.Hour, -time.Second} {
+		if err := q.EnqueueAfter(t.Context(), r, now.Add(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rec.delays; len(got) != 3 || got[0] < 88 || got[0] > 90 || got[1] != 900 || got[2] != 0 {
+		t.Errorf("delays %v, want [~90 900 0]", got)
+	}
+	var m automation.QueueMessage
+	if err := json.Unmarshal([]byte(rec.bodies[1]), &m); err != nil || m.RunID != "run_1" || m.NotBefore == nil || !m.NotBefore.Equal(now.Add(2*time.Hour).UTC()) {
+		t.Errorf("message %s (%v)", rec.bodies[1], err)
+	}
+
+	e := newEnv(t, nil)
+	if err := e.queue.EnqueueAfter(t.Context(), r, time.Now().Add(10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := receive(t, e.sqs, e.url); ok {
+		t.Errorf("a delayed message was visible at once: %s", aws.ToString(m.Body))
+	}
+}

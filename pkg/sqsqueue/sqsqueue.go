@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -49,6 +50,30 @@ type Queue struct {
 }
 
 var _ automation.RunQueue = (*Queue)(nil)
+
+var _ automation.Delayer = (*Queue)(nil)
+
+// MaxDelay is the longest SQS message delay (DelaySeconds).
+const MaxDelay = 15 * time.Minute
+
+// EnqueueAfter sends run r's message again, due at until: with a delay of
+// at most MaxDelay and until in the message (QueueMessage.NotBefore), so
+// that a run that waits longer is sent on each time it is seen early,
+// without being claimed.
+func (q *Queue) EnqueueAfter(ctx context.Context, r automation.Run, until time.Time) error {
+	u := until.UTC()
+	body, err := json.Marshal(automation.QueueMessage{Kind: automation.MessageRun, Project: r.Project, RunID: r.ID, NotBefore: &u})
+	if err != nil {
+		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
+	}
+	delay := min(max(time.Until(until), 0), MaxDelay)
+	secs := int32((delay + time.Second - 1) / time.Second)
+	text := string(body)
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: secs}); err != nil {
+		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
+	}
+	return nil
+}
 
 // New returns a Queue that records runs with runs and sends their messages
 // to the queue at queueURL.

@@ -36,7 +36,16 @@ func webhookFlow(project, name, method, path string, created time.Time) automati
 				Body:    json.RawMessage(`{"id": "{{ steps.set.a }}"}`), TimeoutMs: 5000},
 			{Name: "respond", Type: automation.StepRespond, StatusCode: 202,
 				Body: json.RawMessage(`{"status": "ok"}`)},
+			// The flow language: nested steps, when, state and waits.
+			{Name: "route", Type: automation.StepSwitch, When: "trigger.body.id != nil", Cases: []automation.Case{
+				{When: "trigger.body.kind == 'order'", Steps: []automation.Step{
+					{Name: "each", Type: automation.StepForEach, Items: json.RawMessage(`"trigger.body.items"`), Concurrency: 2,
+						Steps: []automation.Step{{Name: "line", Type: automation.StepSet, Values: json.RawMessage(`{"i": "{{ index }}"}`)}}}}}},
+				Default: []automation.Step{{Name: "remember", Type: automation.StepStore,
+					Set: json.RawMessage(`{"last": "{{ trigger.body.id }}"}`), Delete: []string{"old"}}}},
+			{Name: "pause", Type: automation.StepWait, Duration: "10m"},
 		},
+		OnError:    []automation.Step{{Name: "alert", Type: automation.StepSet, Values: json.RawMessage(`{"e": "{{ error.message }}"}`)}},
 		AllowedIPs: []string{"203.0.113.0/24", "198.51.100.7"},
 	}
 }

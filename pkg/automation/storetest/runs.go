@@ -37,6 +37,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("SearchRuns", func(t *testing.T) { testSearchRuns(t, open(t)) })
 	t.Run("RunsGoWithFlow", func(t *testing.T) { testRunsGoWithFlow(t, open(t)) })
 	t.Run("RunsPurge", func(t *testing.T) { testRunsPurge(t, open(t)) })
+	t.Run("RunNestedResults", func(t *testing.T) { testRunNestedResults(t, open(t)) })
 }
 
 // runFixture is a project with one flow, stored.

@@ -1,0 +1,215 @@
+package automation_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/flowtest"
+	"flowservice/pkg/sqlitestore"
+)
+
+// onError runs once, when the run has failed for good (after its
+// retries), records its results under onErrorSteps and leaves the run's
+// status as it was.
+func TestOnErrorRunsOnceAfterRetries(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2})
+	down, downCalls := service(t, 503)
+	alert, alertCalls := service(t, 200)
+	ctx := context.Background()
+	name, eng := "fails", automation.FlowBuilder
+	steps := []automation.Step{{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: down.URL, Body: json.RawMessage(`{}`)}}
+	onError := []automation.Step{{Name: "alert", Type: automation.StepHTTP, Method: "POST", URL: alert.URL,
+		Body: json.RawMessage(`{"text": "{{ error.step }}: {{ error.message }}"}`)}}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps, OnError: &onError})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start1(t, f)
+	if at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("first attempt = %v, %v; want a retry", at.Outcome, err)
+	}
+	if alertCalls.Load() != 0 {
+		t.Fatalf("onError ran before the run's last attempt")
+	}
+	e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	got, err := e.svc.Run(ctx, e.project, f.ID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != automation.RunFailed || downCalls.Load() != 2 || alertCalls.Load() != 1 {
+		t.Fatalf("run %s after %d calls, %d alerts; want FAILED, 2, 1", got.Status, downCalls.Load(), alertCalls.Load())
+	}
+	if len(got.OnErrorSteps) != 1 || got.OnErrorSteps[0].Name != "alert" || got.OnErrorSteps[0].Status != automation.StepSucceeded {
+		t.Fatalf("onErrorSteps = %+v", got.OnErrorSteps)
+	}
+	if !strings.Contains(got.Error, "gave up after 2 attempts") {
+		t.Errorf("run error %q", got.Error)
+	}
+	// A run that succeeds runs no onError.
+	up, _ := service(t, 200)
+	steps[0].URL = up.URL
+	if f, err = e.svc.UpdateFlow(ctx, e.project, f.ID, automation.FlowInput{Steps: &steps}); err != nil {
+		t.Fatal(err)
+	}
+	r = e.start1(t, f)
+	if at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil || at.Run.Status != automation.RunSucceeded || alertCalls.Load() != 1 {
+		t.Fatalf("succeeding run: %s %v, %d alerts", at.Run.Status, err, alertCalls.Load())
+	}
+}
+
+// A WAIT ends the attempt with the run RUNNING and nextAttemptAt set; an
+// attempt before that time waits on without repeating a step; after it,
+// the run resumes at the step after the WAIT.
+func TestWaitPausesAndResumes(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	before, beforeCalls := service(t, 200)
+	after, afterCalls := service(t, 200)
+	ctx := context.Background()
+	name, eng := "waits", automation.FlowBuilder
+	steps := []automation.Step{
+		{Name: "first", Type: automation.StepHTTP, Method: "POST", URL: before.URL, Body: json.RawMessage(`{}`)},
+		{Name: "later", Type: automation.StepWait, Duration: "1s"},
+		{Name: "second", Type: automation.StepHTTP, Method: "POST", URL: after.URL, Body: json.RawMessage(`{"w": "{{ steps.later.until }}"}`)},
+	}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start1(t, f)
+	at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if at.Outcome != automation.OutcomeRetry || at.RetryAt.IsZero() {
+		t.Fatalf("first attempt = %v at %v; want the run given back until the WAIT ends", at.Outcome, at.RetryAt)
+	}
+	got, err := e.svc.Run(ctx, e.project, f.ID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != automation.RunRunning || got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(at.RetryAt) ||
+		got.Steps[1].Status != automation.StepSucceeded || got.Steps[2].Status != automation.StepSkipped {
+		t.Fatalf("waiting run: %s next %v steps %+v", got.Status, got.NextAttemptAt, got.Steps)
+	}
+	// Too early (a redelivery): still waiting, nothing repeated.
+	if at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("early attempt = %v", at.Outcome)
+	}
+	if beforeCalls.Load() != 1 || afterCalls.Load() != 0 {
+		t.Fatalf("calls before %d after %d while waiting", beforeCalls.Load(), afterCalls.Load())
+	}
+	for time.Now().Before(*got.NextAttemptAt) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	at, err = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("resumed = %s, %v", at.Run.Status, err)
+	}
+	if beforeCalls.Load() != 1 || afterCalls.Load() != 1 {
+		t.Errorf("calls before %d after %d; want 1 and 1", beforeCalls.Load(), afterCalls.Load())
+	}
+	if got, _ := e.svc.Run(ctx, e.project, f.ID, r.ID); got.NextAttemptAt != nil {
+		t.Errorf("finished run keeps nextAttemptAt %v", got.NextAttemptAt)
+	}
+}
+
+// delayingQueue is the embedded queue with a Delayer, as SQS is.
+type delayingQueue struct {
+	automation.RunQueue
+	mu    sync.Mutex
+	until []time.Time
+}
+
+func (q *delayingQueue) EnqueueAfter(_ context.Context, r automation.Run, until time.Time) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.until = append(q.until, until)
+	return nil
+}
+
+// Where the queue is a Delayer (SQS), a WAIT sends the run's message again
+// with a delay, and the message that ran the attempt is settled.
+func TestWaitOnADelayingQueue(t *testing.T) {
+	dq := &delayingQueue{}
+	fe := flowtest.New(t, flowtest.Options{Queue: func(s *sqlitestore.Store) automation.RunQueue {
+		dq.RunQueue = s
+		return dq
+	}})
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	ctx := context.Background()
+	name, eng := "waits", automation.FlowBuilder
+	steps := []automation.Step{{Name: "later", Type: automation.StepWait, Duration: "20m"}}
+	f, err := fe.Svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = fe.Svc.EnableFlow(ctx, p, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fe.Svc.StartRun(ctx, f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := fe.Svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Outcome != automation.OutcomeFinished {
+		t.Fatalf("attempt = %v, %v; want the message settled", at.Outcome, err)
+	}
+	got, err := fe.Svc.Run(ctx, p, f.ID, r.ID)
+	if err != nil || got.Status != automation.RunRunning || got.NextAttemptAt == nil {
+		t.Fatalf("run %s next %v, %v", got.Status, got.NextAttemptAt, err)
+	}
+	if len(dq.until) != 1 || !dq.until[0].Equal(*got.NextAttemptAt) {
+		t.Fatalf("sent again until %v, want the run's nextAttemptAt %v", dq.until, got.NextAttemptAt)
+	}
+	// An early delivery (SQS delays at most 15 minutes) is sent on without
+	// claiming the run: its attempts stay.
+	msg, _ := json.Marshal(automation.QueueMessage{Kind: automation.MessageRun, Project: r.Project, RunID: r.ID, NotBefore: got.NextAttemptAt})
+	if err := fe.Svc.HandleMessage(ctx, msg); err != nil {
+		t.Fatalf("early message: %v", err)
+	}
+	again, _ := fe.Svc.Run(ctx, p, f.ID, r.ID)
+	if len(dq.until) != 2 || !dq.until[1].Equal(*got.NextAttemptAt) || again.Attempts != got.Attempts {
+		t.Errorf("early delivery: sent %v, attempts %d -> %d", dq.until, got.Attempts, again.Attempts)
+	}
+}
+
+// A claim that resumes a run after a WAIT is not a retry: a flaky step
+// after two WAITs still gets its retries.
+func TestWaitsDoNotSpendRetries(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2})
+	flaky, calls := service(t, 503, 200)
+	ctx := context.Background()
+	name, eng := "two waits", automation.FlowBuilder
+	steps := []automation.Step{
+		{Name: "w1", Type: automation.StepWait, Duration: "1ms"},
+		{Name: "w2", Type: automation.StepWait, Duration: "1ms"},
+		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: flaky.URL, Body: json.RawMessage(`{}`)},
+	}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start1(t, f)
+	var at automation.Attempt
+	for i := 0; i < 6; i++ {
+		time.Sleep(5 * time.Millisecond) // past each 1ms WAIT
+		at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+		if at.Outcome == automation.OutcomeFinished {
+			break
+		}
+	}
+	if at.Run.Status != automation.RunSucceeded || calls.Load() != 2 {
+		t.Fatalf("run %s (%s) after %d calls; want SUCCEEDED on the call's retry", at.Run.Status, at.Run.Error, calls.Load())
+	}
+}

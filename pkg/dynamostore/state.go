@@ -1,0 +1,129 @@
+package dynamostore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/automation"
+)
+
+// A flow's STORE state is an item of the samples table keyed
+// "state#<flowId>" (flow IDs never contain '#'): beside the flow and outside
+// its version, apart from the flow's sample item, removed in DeleteFlow's
+// transaction, and no table is added. stateVersion guards concurrent
+// updates.
+const (
+	attrState        = "state"        // S, the state as a JSON object
+	attrStateVersion = "stateVersion" // N, bumped by every update
+)
+
+// stateUpdateAttempts bounds UpdateFlowState's retries when another update
+// wins the race.
+const stateUpdateAttempts = 5
+
+var _ automation.StateStore = (*Store)(nil)
+
+func stateKey(flowID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrFlowID: str("state#" + flowID)}
+}
+
+// stateDelete is the transaction item that removes a flow's state with the
+// flow; nil when the store has no samples table.
+func (s *Store) stateDelete(flowID string) *types.TransactWriteItem {
+	if s.t.Samples == "" {
+		return nil
+	}
+	return &types.TransactWriteItem{Delete: &types.Delete{TableName: &s.t.Samples, Key: stateKey(flowID)}}
+}
+
+// FlowState reads the flow's state (consistent).
+func (s *Store) FlowState(ctx context.Context, project, flowID string) (map[string]json.RawMessage, error) {
+	m, _, err := s.readState(ctx, project, flowID)
+	return m, err
+}
+
+func (s *Store) readState(ctx context.Context, project, flowID string) (map[string]json.RawMessage, int64, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Samples, Key: stateKey(flowID), ConsistentRead: aws.Bool(true),
+		ProjectionExpression:     aws.String("#project, #state, #sv"),
+		ExpressionAttributeNames: map[string]string{"#project": attrProject, "#state": attrState, "#sv": attrStateVersion},
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("dynamostore: read state of flow %s: %w", flowID, err)
+	}
+	r := reader{item: out.Item}
+	m := map[string]json.RawMessage{}
+	if len(out.Item) == 0 || r.str(attrProject) != project {
+		return m, 0, r.err
+	}
+	if doc := r.str(attrState); doc != "" {
+		if err := json.Unmarshal([]byte(doc), &m); err != nil {
+			return nil, 0, fmt.Errorf("dynamostore: state of flow %s: %w", flowID, err)
+		}
+	}
+	var v int64
+	if out.Item[attrStateVersion] != nil {
+		v = r.int(attrStateVersion)
+	}
+	return m, v, r.err
+}
+
+// UpdateFlowState writes the changed state conditionally on the version
+// it read, in one transaction with a check that the flow is in the
+// project; a lost race reads again.
+func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, change func(map[string]json.RawMessage) (map[string]json.RawMessage, error)) error {
+	for attempt := 1; ; attempt++ {
+		cur, version, err := s.readState(ctx, project, flowID)
+		if err != nil {
+			return err
+		}
+		next, err := change(cur)
+		if err != nil {
+			return err
+		}
+		doc, err := json.Marshal(next)
+		if err != nil {
+			return fmt.Errorf("dynamostore: encode state of flow %s: %w", flowID, err)
+		}
+		cond := "attribute_not_exists(#sv)"
+		values := map[string]types.AttributeValue{
+			":project": str(project), ":state": str(string(doc)), ":next": num(version + 1),
+		}
+		if version > 0 {
+			cond = "#sv = :v"
+			values[":v"] = num(version)
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{ConditionCheck: &types.ConditionCheck{
+				TableName: &s.t.Flows, Key: flowKey(flowID),
+				ConditionExpression:       aws.String("#project = :project"),
+				ExpressionAttributeNames:  map[string]string{"#project": attrProject},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
+			}},
+			{Update: &types.Update{
+				TableName: &s.t.Samples, Key: stateKey(flowID),
+				UpdateExpression:          aws.String("SET #project = :project, #state = :state, #sv = :next"),
+				ConditionExpression:       aws.String(cond),
+				ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#state": attrState, "#sv": attrStateVersion},
+				ExpressionAttributeValues: values,
+			}},
+		}})
+		if rs := cancelReasons(err); rs != nil {
+			if reasonCode(rs, 0) == reasonCondition {
+				return automation.NotFound("flow", flowID)
+			}
+			if c := reasonCode(rs, 1); (c == reasonCondition || c == reasonTxnConflict || reasonCode(rs, 0) == reasonTxnConflict) && attempt < stateUpdateAttempts {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("dynamostore: update state of flow %s: %w", flowID, err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,81 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"flowservice/pkg/automation"
+)
+
+// schemaFlowState: each flow's STORE state, one JSON document per flow,
+// removed with the flow.
+const schemaFlowState = `
+CREATE TABLE flow_state (
+	flow    TEXT PRIMARY KEY REFERENCES flows (id) ON DELETE CASCADE,
+	project TEXT NOT NULL,
+	doc     TEXT NOT NULL
+);
+`
+
+var _ automation.StateStore = (*Store)(nil)
+
+// FlowState reads the flow's state from the read pool.
+func (s *Store) FlowState(ctx context.Context, project, flowID string) (map[string]json.RawMessage, error) {
+	var doc string
+	err := s.r.QueryRowContext(ctx, `SELECT doc FROM flow_state WHERE project = ? AND flow = ?`, project, flowID).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return map[string]json.RawMessage{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: read state of flow %s: %w", flowID, err)
+	}
+	return decodeState(flowID, doc)
+}
+
+// UpdateFlowState reads, changes and writes the state in one write
+// transaction: writes are serialised, so change runs once.
+func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, change func(map[string]json.RawMessage) (map[string]json.RawMessage, error)) error {
+	return s.write(ctx, "update state of flow "+flowID, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM flows WHERE project = ? AND id = ?`, project, flowID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return automation.NotFound("flow", flowID)
+		}
+		cur := map[string]json.RawMessage{}
+		var doc string
+		err := tx.QueryRowContext(ctx, `SELECT doc FROM flow_state WHERE flow = ?`, flowID).Scan(&doc)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			if cur, err = decodeState(flowID, doc); err != nil {
+				return err
+			}
+		}
+		next, err := change(cur)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(next)
+		if err != nil {
+			return fmt.Errorf("encode state: %w", err)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO flow_state (flow, project, doc) VALUES (?, ?, ?)
+			ON CONFLICT (flow) DO UPDATE SET doc = excluded.doc`, flowID, project, string(b))
+		return err
+	})
+}
+
+func decodeState(flowID, doc string) (map[string]json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+		return nil, fmt.Errorf("sqlitestore: state of flow %s: %w", flowID, err)
+	}
+	return m, nil
+}
