@@ -212,11 +212,13 @@ func TestEveryFunctionPath(t *testing.T) {
 		t.Fatalf("Connect idp = %d to %q", resp.StatusCode, header(resp, "Location"))
 	}
 
-	// The runner: a CODE step, then a call with the OAuth2 connection.
+	// The runner: a CODE step, a call with the OAuth2 connection, and the
+	// flow's state (STORE).
 	refreshes := idp.TokenRequests()
 	cf := api("POST", "/api/v1/flows", fmt.Sprintf(`{"name": "Code", "engine": "FLOW_BUILDER",
 		"steps": [{"name": "sum", "type": "CODE", "timeout": "5s", "code": "console.log('adding'); return {sum: trigger.body.a + trigger.body.b}"},
-		          {"name": "me", "type": "HTTP", "method": "GET", "url": %q, "connectionId": %q}]}`, idp.ResourceURL, oauthConnID), 201)
+		          {"name": "me", "type": "HTTP", "method": "GET", "url": %q, "connectionId": %q},
+		          {"name": "remember", "type": "STORE", "set": {"lastSum": "{{ steps.sum.sum }}"}}]}`, idp.ResourceURL, oauthConnID), 201)
 	cfID := cf["id"].(string)
 	api("POST", "/api/v1/flows/"+cfID+"/enable", "", 200)
 	status, b = call(t, e.hook, "POST", "/api/v1/webhooks/"+cfID, "", `{"a": 2, "b": 3}`)
@@ -225,9 +227,9 @@ func TestEveryFunctionPath(t *testing.T) {
 	}
 	drain()
 	run = api("GET", "/api/v1/flows/"+cfID+"/runs/"+b["runId"].(string), "", 200)
-	if steps, _ := run["steps"].([]any); run["status"] != "SUCCEEDED" || len(steps) != 2 ||
+	if steps, _ := run["steps"].([]any); run["status"] != "SUCCEEDED" || len(steps) != 3 ||
 		fmt.Sprint(steps[0].(map[string]any)["output"]) != "map[sum:5]" {
-		t.Fatalf("CODE and OAuth2 run = %.600v", run)
+		t.Fatalf("CODE, OAuth2 and STORE run = %.600v", run)
 	}
 	if idp.TokenRequests() <= refreshes {
 		t.Fatalf("the runner used the OAuth2 connection without refreshing its expired token")
@@ -247,7 +249,8 @@ func TestEveryFunctionPath(t *testing.T) {
 		"steps": [{"name": "notify", "type": "HTTP", "method": "POST", "url": %q, "connectionId": %q},
 		          {"name": "check", "type": "CODE", "timeout": "5s", "code": "return {n: trigger.body.n * 2}"},
 		          {"name": "me", "type": "HTTP", "method": "GET", "url": %q, "connectionId": %q},
-		          {"name": "reply", "type": "RESPOND", "statusCode": 200, "body": {"ok": "yes"}}]}`, ext.URL, connID, idp.ResourceURL, oauthConnID), 201)
+		          {"name": "remember", "type": "STORE", "set": {"lastN": "{{ trigger.body.n }}"}},
+		          {"name": "reply", "type": "RESPOND", "statusCode": 200, "body": {"ok": "yes", "last": "{{ state.lastN ?? 'none' }}"}}]}`, ext.URL, connID, idp.ResourceURL, oauthConnID), 201)
 	wID := w["id"].(string)
 	api("POST", "/api/v1/flows/"+wID+"/enable", "", 200)
 	req = proxyRequest("POST", "/webhook/scenario/deploys", "", `{"n": 3, "pad": "`+strings.Repeat("z", 500_000)+`"}`)

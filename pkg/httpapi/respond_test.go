@@ -101,7 +101,7 @@ func TestRespondReservedHeaders(t *testing.T) {
 		steps := fmt.Sprintf(`[{"name":"reply","type":"RESPOND","headers":{%q:"x"},"body":"ok"}]`, name)
 		r := call(t, h.api, "POST", "/api/v1/flows", h.key, workflowFlow("", "POST", `,"responseMode":"ON_COMPLETION"`, steps))
 		e := r.wantError(t, 400, "")
-		if !strings.Contains(e.Message, "steps[0] (reply).headers."+name) {
+		if !strings.Contains(e.Message, "steps[0].headers."+name) || !strings.Contains(e.Message, `(step "reply")`) {
 			t.Errorf("%s: message %q does not name the field", name, e.Message)
 		}
 	}
