@@ -38,6 +38,10 @@ type Options struct {
 	// keeps the operator's apps. nil: no OAuth2.
 	OAuth automation.OAuthClient
 	Log   *slog.Logger
+	// Dir is the data directory to build on, for a test that reopens one
+	// (read-only, say); the caller closes it. nil: a fresh one in
+	// t.TempDir(), closed when the test ends.
+	Dir *datadir.Dir
 }
 
 // Env is a Service over a fresh data directory.
@@ -47,15 +51,18 @@ type Env struct {
 	Store *sqlitestore.Store
 }
 
-// New opens a data directory in t.TempDir() and builds a Service on it;
-// both are closed when the test ends.
+// New opens a data directory in t.TempDir() (unless opts.Dir is set) and
+// builds a Service on it; both are closed when the test ends.
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
-	dir, err := datadir.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	dir := opts.Dir
+	if dir == nil {
+		var err error
+		if dir, err = datadir.Open(context.Background(), t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dir.Close() })
 	}
-	t.Cleanup(func() { dir.Close() })
 	var (
 		store automation.Store    = dir.Store
 		runs  automation.RunStore = dir.Store
