@@ -148,18 +148,8 @@ func TestRetentionPurge(t *testing.T) {
 // flow that kills its executor cannot do so at every restart. The crashes
 // are claims on the real store that never end, as a killed flowd leaves.
 func TestRepeatedCrashesStopTheRun(t *testing.T) {
-	now := time.Now()
-	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
-	srv, calls := flowtest.StatusServer(t, 200)
-	r := e.start1(t, e.flowCalling(t, srv.URL))
+	e, r, calls := crashedRun(t, automation.DefaultMaxCrashes)
 	ctx := context.Background()
-	lease := automation.RunPolicy{}.Lease()
-	for range automation.DefaultMaxCrashes {
-		if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(lease + time.Second) // the process died; its lease ran out
-	}
 	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
 	if err != nil || at.Outcome != automation.OutcomeFinished {
 		t.Fatalf("ExecuteRun = %v, %v; want the run finished", at.Outcome, err)
@@ -180,22 +170,30 @@ func TestRepeatedCrashesStopTheRun(t *testing.T) {
 // TestFewerCrashesStillRun: below MaxCrashes, an interrupted run is
 // executed again, and an attempt that ended (released) is no crash.
 func TestFewerCrashesStillRun(t *testing.T) {
+	e, r, calls := crashedRun(t, automation.DefaultMaxCrashes-1)
+	at, err := e.svc.ExecuteRun(context.Background(), r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || calls.Load() != 1 {
+		t.Fatalf("ExecuteRun = %s (%v), %v, %d calls; want SUCCEEDED after one call", at.Run.Status, at.Outcome, err, calls.Load())
+	}
+}
+
+// crashedRun starts a run of a flow calling a counting service, then claims
+// it crashes times on the store without ending the attempts, as killed
+// processes leave it; the Service's clock then stands past the last lease.
+func crashedRun(t *testing.T, crashes int) (*env, automation.Run, *atomic.Int32) {
+	t.Helper()
 	now := time.Now()
 	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
 	srv, calls := flowtest.StatusServer(t, 200)
 	r := e.start1(t, e.flowCalling(t, srv.URL))
-	ctx := context.Background()
 	lease := automation.RunPolicy{}.Lease()
-	for range automation.DefaultMaxCrashes - 1 {
-		if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
+	for range crashes {
+		if _, err := e.Store.ClaimRun(context.Background(), r.Project, r.ID, now, lease); err != nil {
 			t.Fatal(err)
 		}
-		now = now.Add(lease + time.Second)
+		now = now.Add(lease + time.Second) // the process died; its lease ran out
 	}
-	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
-	if err != nil || at.Run.Status != automation.RunSucceeded || calls.Load() != 1 {
-		t.Fatalf("ExecuteRun = %s (%v), %v, %d calls; want SUCCEEDED after one call", at.Run.Status, at.Outcome, err, calls.Load())
-	}
+	return e, r, calls
 }
 
 // TestStaleAttemptCannotOverwrite: the frozen attempt through the Service.
