@@ -123,6 +123,20 @@ func (c *cli) service(ctx context.Context) (*automation.Service, func(), error) 
 	return svc, func() { dir.Close() }, nil
 }
 
+// withService is the RunE of the commands that work on the data directory
+// or the stage's tables (--backend): fn runs on a Service over them, which
+// is closed after.
+func (c *cli) withService(fn func(ctx context.Context, svc *automation.Service, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		svc, done, err := c.service(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer done()
+		return fn(cmd.Context(), svc, args)
+	}
+}
+
 func (c *cli) projectsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "projects", Short: "Create and list projects"}
 	var plan string
@@ -130,36 +144,26 @@ func (c *cli) projectsCmd() *cobra.Command {
 		Use:   "create NAME",
 		Short: "Create a project",
 		Args:  positional("create NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, done, err := c.service(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			p, err := svc.CreateProject(cmd.Context(), args[0], automation.Plan(strings.ToUpper(plan)))
+		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
+			p, err := svc.CreateProject(ctx, args[0], automation.Plan(strings.ToUpper(plan)))
 			if err != nil {
 				return err
 			}
 			return show(c, p, []automation.Project{p}, projectTable)
-		},
+		}),
 	}
 	create.Flags().StringVar(&plan, "plan", string(automation.PlanFree), "plan: FREE, TEAM or ENTERPRISE")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List projects",
 		Args:  positional("list"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, done, err := c.service(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			ps, err := svc.Projects(cmd.Context())
+		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
+			ps, err := svc.Projects(ctx)
 			if err != nil {
 				return err
 			}
 			return show(c, ps, ps, projectTable)
-		},
+		}),
 	}
 	cmd.AddCommand(create, list)
 	return cmd
@@ -172,17 +176,12 @@ func (c *cli) keysCmd() *cobra.Command {
 		Use:   "create --project NAME",
 		Short: "Create an API key; prints the key alone, once",
 		Args:  positional("list"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, done, err := c.service(cmd.Context())
+		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
+			p, err := svc.ProjectByName(ctx, project)
 			if err != nil {
 				return err
 			}
-			defer done()
-			p, err := svc.ProjectByName(cmd.Context(), project)
-			if err != nil {
-				return err
-			}
-			key, k, err := svc.CreateAPIKey(cmd.Context(), p.ID)
+			key, k, err := svc.CreateAPIKey(ctx, p.ID)
 			if err != nil {
 				return err
 			}
@@ -202,7 +201,7 @@ func (c *cli) keysCmd() *cobra.Command {
 			}
 			_, err = fmt.Fprintln(c.stdout, key)
 			return err
-		},
+		}),
 	}
 	create.Flags().StringVar(&project, "project", "", "project name (required)")
 	_ = create.MarkFlagRequired("project")
@@ -211,44 +210,34 @@ func (c *cli) keysCmd() *cobra.Command {
 		Use:   "list [--project NAME]",
 		Short: "List API keys (never the keys themselves)",
 		Args:  positional("list"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, done, err := c.service(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
+		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
 			id := ""
 			if listProject != "" {
-				p, err := svc.ProjectByName(cmd.Context(), listProject)
+				p, err := svc.ProjectByName(ctx, listProject)
 				if err != nil {
 					return err
 				}
 				id = p.ID
 			}
-			ks, err := svc.APIKeys(cmd.Context(), id)
+			ks, err := svc.APIKeys(ctx, id)
 			if err != nil {
 				return err
 			}
 			return show(c, ks, ks, keyTable)
-		},
+		}),
 	}
 	list.Flags().StringVar(&listProject, "project", "", "only this project's keys")
 	revoke := &cobra.Command{
 		Use:   "revoke KEY_ID",
 		Short: "Revoke an API key at once",
 		Args:  positional("revoke KEY_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, done, err := c.service(cmd.Context())
-			if err != nil {
+		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
+			if err := svc.RevokeAPIKey(ctx, args[0]); err != nil {
 				return err
 			}
-			defer done()
-			if err := svc.RevokeAPIKey(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(c.stdout, "revoked", args[0])
+			_, err := fmt.Fprintln(c.stdout, "revoked", args[0])
 			return err
-		},
+		}),
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd

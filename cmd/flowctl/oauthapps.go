@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,8 @@ then:
 The client secret is stored encrypted (Secrets Manager on AWS) and never shown again.
 The connections page then offers "Connect github".`,
 		Args: positional("add NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		// The secret is read before the backend is opened.
+		PreRunE: func(cmd *cobra.Command, args []string) error {
 			if !fromStdin {
 				return errors.New("--client-secret-stdin is required: the client secret is read from stdin, never from the command line")
 			}
@@ -47,17 +49,15 @@ The connections page then offers "Connect github".`,
 				return errors.New("stdin held no client secret: pipe it into --client-secret-stdin")
 			}
 			in.Scopes = strings.Fields(scopes)
-			svc, done, err := c.service(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			a, err := svc.AddOAuthApp(cmd.Context(), in)
+			return nil
+		},
+		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
+			a, err := svc.AddOAuthApp(ctx, in)
 			if err != nil {
 				return err
 			}
 			return show(c, a, []automation.OAuthApp{a}, oauthAppTable)
-		},
+		}),
 	}
 	add.Flags().StringVar(&in.ClientID, "client-id", "", "the client ID the provider gave (required)")
 	add.Flags().BoolVar(&fromStdin, "client-secret-stdin", false, "read the client secret from stdin (required)")
@@ -72,35 +72,25 @@ The connections page then offers "Connect github".`,
 		Use:   "list",
 		Short: "List OAuth2 apps (never their secrets)",
 		Args:  positional("list"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, done, err := c.service(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			apps, err := svc.OAuthApps(cmd.Context())
+		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
+			apps, err := svc.OAuthApps(ctx)
 			if err != nil {
 				return err
 			}
 			return show(c, apps, apps, oauthAppTable)
-		},
+		}),
 	}
 	remove := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove an OAuth2 app and its secret; its connections stop refreshing",
 		Args:  positional("remove NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			svc, done, err := c.service(cmd.Context())
-			if err != nil {
+		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
+			if err := svc.RemoveOAuthApp(ctx, args[0]); err != nil {
 				return err
 			}
-			defer done()
-			if err := svc.RemoveOAuthApp(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(c.stdout, "removed", args[0])
+			_, err := fmt.Fprintln(c.stdout, "removed", args[0])
 			return err
-		},
+		}),
 	}
 	cmd.AddCommand(add, list, remove)
 	return cmd

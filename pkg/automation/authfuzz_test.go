@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/datadir"
-	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 )
 
 // FuzzAuthenticate: API key parsing and lookup on a real SQLite store. The
@@ -16,23 +15,9 @@ import (
 // with anything changed, is the one 401 UNAUTHORIZED, never another error.
 func FuzzAuthenticate(f *testing.F) {
 	ctx := context.Background()
-	dir, err := datadir.Open(ctx, f.TempDir())
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { dir.Close() })
-	svc, err := automation.NewService(automation.Config{Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey})
-	if err != nil {
-		f.Fatal(err)
-	}
-	p, err := svc.CreateProject(ctx, "fuzz", automation.PlanFree)
-	if err != nil {
-		f.Fatal(err)
-	}
-	key, _, err := svc.CreateAPIKey(ctx, p.ID)
-	if err != nil {
-		f.Fatal(err)
-	}
+	env := flowtest.New(f, flowtest.Options{})
+	svc := env.Svc
+	p, key := env.Project(f, "fuzz", automation.PlanFree)
 	f.Add(key)
 	f.Add(key + " ")
 	f.Add(strings.ToUpper(key))

@@ -69,12 +69,17 @@ func (s *Service) CreateConnection(ctx context.Context, p Project, in Connection
 	if err != nil {
 		return Connection{}, wrap("create connection", err)
 	}
+	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw)
+}
+
+// storeConnection stores a new ACTIVE connection with its credential raw:
+// the credential first, so that a stored connection always has one.
+func (s *Service) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte) (Connection, error) {
 	now := s.clock()
 	c := Connection{
-		ID: s.newID(PrefixConnection), Project: p.ID, Name: in.Name, App: in.App,
-		Type: in.Type, Status: ConnectionActive, Created: now, Updated: now,
+		ID: s.newID(PrefixConnection), Project: p.ID, Name: name, App: app,
+		Type: typ, Status: ConnectionActive, Created: now, Updated: now,
 	}
-	// The credential first: a stored connection always has one.
 	if err := s.secrets.PutSecret(ctx, p.ID, ConnectionSecretName(c.ID), raw); err != nil {
 		return Connection{}, wrap("store connection credential", err)
 	}

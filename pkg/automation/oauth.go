@@ -251,19 +251,7 @@ func (s *Service) CompleteOAuth(ctx context.Context, p Project, in OAuthCompleti
 	if err := checkText("name", name, 200); err != nil {
 		return Connection{}, err
 	}
-	now := s.clock()
-	c := Connection{
-		ID: s.newID(PrefixConnection), Project: p.ID, Name: name, App: a.Name,
-		Type: ConnectionOAuth2, Status: ConnectionActive, Created: now, Updated: now,
-	}
-	if err := s.secrets.PutSecret(ctx, p.ID, ConnectionSecretName(c.ID), raw); err != nil {
-		return Connection{}, wrap("store connection credential", err)
-	}
-	if err := s.store.CreateConnection(ctx, c); err != nil {
-		_ = s.secrets.DeleteSecret(ctx, p.ID, ConnectionSecretName(c.ID))
-		return Connection{}, wrap("create connection", err)
-	}
-	return c, nil
+	return s.storeConnection(ctx, p, name, a.Name, ConnectionOAuth2, raw)
 }
 
 func (s *Service) appWithSecret(ctx context.Context, name string) (OAuthApp, string, error) {

@@ -76,10 +76,7 @@ func (s *Service) enqueueNew(ctx context.Context, f Flow, td TriggerData, prepar
 	if err != nil {
 		return Run{}, err
 	}
-	r := Run{
-		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
-		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
-	}
+	r := s.newRun(f, td)
 	prepare(&r)
 	if err := rt.Queue.Enqueue(ctx, r); err != nil {
 		return Run{}, wrap("enqueue run", err)

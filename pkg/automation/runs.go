@@ -198,6 +198,14 @@ func moreLiteral(a, b string) bool {
 	return false
 }
 
+// newRun is a new RUNNING run of f for the trigger data, not yet stored.
+func (s *Service) newRun(f Flow, td TriggerData) Run {
+	return Run{
+		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
+		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
+	}
+}
+
 // IdempotencyWindow is how long a repeated delivery (same idempotency
 // header value) gets the first run back instead of a new run.
 const IdempotencyWindow = 24 * time.Hour
@@ -211,10 +219,7 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 	if err != nil {
 		return Run{}, err
 	}
-	r := Run{
-		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
-		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
-	}
+	r := s.newRun(f, td)
 	key := s.idempotencyKey(ctx, f, td)
 	if key == "" {
 		if err := rt.Queue.Enqueue(ctx, r); err != nil {

@@ -41,48 +41,16 @@ func newEnv(t *testing.T, policy automation.RunPolicy, clock ...func() time.Time
 
 // flowCalling makes an ACTIVE flow builder flow with one HTTP step to url.
 func (e *env) flowCalling(t *testing.T, url string) automation.Flow {
-	t.Helper()
-	ctx := context.Background()
-	name, eng := "caller", automation.FlowBuilder
-	steps := []automation.Step{{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: url,
-		Body: json.RawMessage(`{"ref": "{{ trigger.body.ref }}"}`)}}
-	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return e.ActiveFlow(t, e.project, "caller", flowtest.CallStep(url))
 }
 
-func (e *env) start1(t *testing.T, f automation.Flow) automation.Run {
-	t.Helper()
-	r, err := e.svc.StartRun(context.Background(), f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"ref":"main"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// service answers with the statuses in order, then the last one forever,
-// and counts the requests.
-func service(t *testing.T, statuses ...int) (*httptest.Server, *atomic.Int32) {
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := int(calls.Add(1))
-		w.WriteHeader(statuses[min(n, len(statuses))-1])
-		w.Write([]byte(`{"ok":true}`))
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &calls
-}
+func (e *env) start1(t *testing.T, f automation.Flow) automation.Run { return e.StartRef(t, f) }
 
 // TestRedeliveryDoesNotRunTwice executes a finished run again, as a second
 // delivery of its queue message would: nothing happens.
 func TestRedeliveryDoesNotRunTwice(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{})
-	srv, calls := service(t, 200)
+	srv, calls := flowtest.StatusServer(t, 200)
 	r := e.start1(t, e.flowCalling(t, srv.URL))
 	ctx := context.Background()
 	first, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
@@ -149,7 +117,7 @@ func TestIdempotentDeliveries(t *testing.T) {
 func TestRetentionPurge(t *testing.T) {
 	now := time.Now()
 	e := newEnv(t, automation.RunPolicy{Retention: 48 * time.Hour}, func() time.Time { return now })
-	srv, _ := service(t, 200)
+	srv, _ := flowtest.StatusServer(t, 200)
 	f := e.flowCalling(t, srv.URL)
 	ctx := context.Background()
 	old := e.start1(t, f)
@@ -180,18 +148,8 @@ func TestRetentionPurge(t *testing.T) {
 // flow that kills its executor cannot do so at every restart. The crashes
 // are claims on the real store that never end, as a killed flowd leaves.
 func TestRepeatedCrashesStopTheRun(t *testing.T) {
-	now := time.Now()
-	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
-	srv, calls := service(t, 200)
-	r := e.start1(t, e.flowCalling(t, srv.URL))
+	e, r, calls := crashedRun(t, automation.DefaultMaxCrashes)
 	ctx := context.Background()
-	lease := automation.RunPolicy{}.Lease()
-	for range automation.DefaultMaxCrashes {
-		if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(lease + time.Second) // the process died; its lease ran out
-	}
 	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
 	if err != nil || at.Outcome != automation.OutcomeFinished {
 		t.Fatalf("ExecuteRun = %v, %v; want the run finished", at.Outcome, err)
@@ -212,22 +170,30 @@ func TestRepeatedCrashesStopTheRun(t *testing.T) {
 // TestFewerCrashesStillRun: below MaxCrashes, an interrupted run is
 // executed again, and an attempt that ended (released) is no crash.
 func TestFewerCrashesStillRun(t *testing.T) {
-	now := time.Now()
-	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
-	srv, calls := service(t, 200)
-	r := e.start1(t, e.flowCalling(t, srv.URL))
-	ctx := context.Background()
-	lease := automation.RunPolicy{}.Lease()
-	for range automation.DefaultMaxCrashes - 1 {
-		if _, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now, lease); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(lease + time.Second)
-	}
-	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	e, r, calls := crashedRun(t, automation.DefaultMaxCrashes-1)
+	at, err := e.svc.ExecuteRun(context.Background(), r.Project, r.ID)
 	if err != nil || at.Run.Status != automation.RunSucceeded || calls.Load() != 1 {
 		t.Fatalf("ExecuteRun = %s (%v), %v, %d calls; want SUCCEEDED after one call", at.Run.Status, at.Outcome, err, calls.Load())
 	}
+}
+
+// crashedRun starts a run of a flow calling a counting service, then claims
+// it crashes times on the store without ending the attempts, as killed
+// processes leave it; the Service's clock then stands past the last lease.
+func crashedRun(t *testing.T, crashes int) (*env, automation.Run, *atomic.Int32) {
+	t.Helper()
+	now := time.Now()
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
+	srv, calls := flowtest.StatusServer(t, 200)
+	r := e.start1(t, e.flowCalling(t, srv.URL))
+	lease := automation.RunPolicy{}.Lease()
+	for range crashes {
+		if _, err := e.Store.ClaimRun(context.Background(), r.Project, r.ID, now, lease); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(lease + time.Second) // the process died; its lease ran out
+	}
+	return e, r, calls
 }
 
 // TestStaleAttemptCannotOverwrite: the frozen attempt through the Service.
@@ -307,7 +273,7 @@ func TestUnsavedFinishIsRetriedSoon(t *testing.T) {
 		Runs: func(s automation.RunStore) automation.RunStore { runs.RunStore = s; return runs }})
 	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
 	e := &env{Env: fe, svc: fe.Svc, project: p}
-	srv, _ := service(t, 200)
+	srv, _ := flowtest.StatusServer(t, 200)
 	r := e.start1(t, e.flowCalling(t, srv.URL))
 	ctx := context.Background()
 
@@ -333,8 +299,8 @@ func TestUnsavedFinishIsRetriedSoon(t *testing.T) {
 // the first step's journaled output: the first service saw one request.
 func TestFlakySecondStepDoesNotRepeatTheFirst(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{})
-	pay, payCalls := service(t, 201)
-	notify, notifyCalls := service(t, 503, 200)
+	pay, payCalls := flowtest.StatusServer(t, 201)
+	notify, notifyCalls := flowtest.StatusServer(t, 503, 200)
 	ctx := context.Background()
 	name, eng := "pay-then-notify", automation.FlowBuilder
 	steps := []automation.Step{
@@ -409,7 +375,7 @@ func TestInlineAttemptStopsAtTheAnswer(t *testing.T) {
 func TestRunFieldsAcrossAttempts(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
-	srv, _ := service(t, 503, 200)
+	srv, _ := flowtest.StatusServer(t, 503, 200)
 	r := e.start1(t, e.flowCalling(t, srv.URL))
 	ctx := context.Background()
 	first, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
@@ -495,17 +461,7 @@ func status(code int, header ...string) func(w http.ResponseWriter) {
 
 // flowOf makes an ACTIVE flow builder flow with the steps.
 func (e *env) flowOf(t *testing.T, steps ...automation.Step) automation.Flow {
-	t.Helper()
-	ctx := context.Background()
-	name, eng := "steps", automation.FlowBuilder
-	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return e.ActiveFlow(t, e.project, "steps", steps...)
 }
 
 // TestStepRetry: a step with a retry policy is retried alone, within one
@@ -684,7 +640,7 @@ func TestReplayAndSearch(t *testing.T) {
 func TestMessageRetryLater(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return now })
-	srv, _ := service(t, 503)
+	srv, _ := flowtest.StatusServer(t, 503)
 	r := e.start1(t, e.flowCalling(t, srv.URL))
 	ctx := context.Background()
 	msg := []byte(`{"kind":"run","project":"` + r.Project + `","runId":"` + r.ID + `"}`)

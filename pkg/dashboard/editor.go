@@ -243,7 +243,12 @@ func (d *Dashboard) confirmDeleteFlow(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "confirm_delete_flow", view{Title: "Delete " + f.Name, Nav: "flows", Data: f})
+	d.render(w, r, http.StatusOK, "confirm_delete", view{Title: "Delete " + f.Name, Nav: "flows", Data: deletion{
+		Crumbs: []crumb{{"/flows", "Flows"}, {"/flows/" + f.ID, f.Name}},
+		Name:   f.Name, ID: f.ID,
+		Before: "The flow ", After: " and its whole run history are deleted; its webhook answers 404 from now on.",
+		Action: "/flows/" + f.ID + "/delete", Button: "Delete flow", Cancel: "/flows/" + f.ID,
+	}})
 }
 
 func (d *Dashboard) deleteFlow(w http.ResponseWriter, r *http.Request) {

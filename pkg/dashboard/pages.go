@@ -280,8 +280,25 @@ func (d *Dashboard) confirmDelete(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "confirm_delete", view{Title: "Delete " + c.Name, Nav: "connections", Data: c})
+	d.render(w, r, http.StatusOK, "confirm_delete", view{Title: "Delete " + c.Name, Nav: "connections", Data: deletion{
+		Crumbs: []crumb{{"/connections", "Connections"}},
+		Name:   c.Name, ID: c.ID,
+		Before: "The stored credential of ", After: " (" + c.App + ") is revoked at once: every flow that uses it fails from its next run.",
+		Action: "/connections/" + c.ID + "/delete", Button: "Delete connection", Cancel: "/connections",
+	}})
 }
+
+// deletion is what the page confirming a delete shows: the way back, what
+// is deleted and what deleting it does (Before and After go around the ID).
+type deletion struct {
+	Crumbs                 []crumb
+	Name, ID               string
+	Before, After          string
+	Action, Button, Cancel string // paths under /ui, the button's label
+}
+
+// crumb is a link back, to a path under /ui.
+type crumb struct{ Path, Text string }
 
 func (d *Dashboard) deleteConnection(w http.ResponseWriter, r *http.Request) {
 	if err := d.svc.DeleteConnection(r.Context(), project(r), r.PathValue("connectionId")); err != nil {

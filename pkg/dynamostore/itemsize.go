@@ -14,36 +14,38 @@ const MaxItemSize = 400 << 10
 const flowItemReserve = 4 << 10
 
 // itemSize is the size DynamoDB counts for an item: attribute names plus
-// values (strings and binaries by length, numbers at most 21 bytes, one
-// byte per list or map element and three per container).
+// values as attrSize counts them.
 func itemSize(item map[string]types.AttributeValue) int {
 	n := 0
 	for k, v := range item {
-		n += len(k) + valueSize(v)
+		n += len(k) + attrSize(v)
 	}
 	return n
 }
 
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
+// attrSize follows DynamoDB's item size rules closely enough for a
+// threshold well below the limit: strings and binaries by length, numbers
+// by digits, 3 bytes per map or list plus 1 per element, names by length.
+func attrSize(av types.AttributeValue) int {
+	switch v := av.(type) {
 	case *types.AttributeValueMemberS:
 		return len(v.Value)
 	case *types.AttributeValueMemberN:
-		return min(len(v.Value), 21)
+		return len(v.Value)/2 + 2
 	case *types.AttributeValueMemberB:
 		return len(v.Value)
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
 	case *types.AttributeValueMemberM:
 		n := 3
 		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
+			n += 1 + len(k) + attrSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + attrSize(e)
 		}
 		return n
 	case *types.AttributeValueMemberSS:
@@ -52,8 +54,21 @@ func valueSize(v types.AttributeValue) int {
 			n += len(e)
 		}
 		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)/2 + 2
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)
+		}
+		return n
+	default:
+		return 0
 	}
-	return 0
 }
 
 // flowTooLarge refuses a flow whose item DynamoDB would reject, as a client

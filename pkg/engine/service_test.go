@@ -13,33 +13,21 @@ import (
 	"testing"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 )
 
-// newService is a Service on a SQLite store in t.TempDir(), checking
-// definitions with engine.Checker as flowd and the Lambdas do.
+// newService is a Service on a SQLite store in t.TempDir() (pkg/flowtest),
+// checking definitions with engine.Checker as flowd and the Lambdas do.
 func newService(t *testing.T) (*automation.Service, automation.Project) {
 	return newServiceTB(t, automation.PlanFree)
 }
 
 func newServiceTB(t testing.TB, plan automation.Plan) (*automation.Service, automation.Project) {
 	t.Helper()
-	ctx := context.Background()
-	dir, err := datadir.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dir.Close() })
-	svc, err := automation.NewService(automation.Config{Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := svc.CreateProject(ctx, "test", plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc, p
+	env := flowtest.New(t, flowtest.Options{})
+	p, _ := env.Project(t, "test", plan)
+	return env.Svc, p
 }
 
 // Definitions past the save-time limits are client errors naming the field.

@@ -7,7 +7,11 @@ package flowtest
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +44,10 @@ type Options struct {
 	// loopback.
 	OAuth automation.OAuthClient
 	Log   *slog.Logger
+	// Dir is the data directory to build on, for a test that reopens one
+	// (read-only, say); the caller closes it. nil: a fresh one in
+	// t.TempDir(), closed when the test ends.
+	Dir *datadir.Dir
 }
 
 // Env is a Service over a fresh data directory.
@@ -49,15 +57,18 @@ type Env struct {
 	Store *sqlitestore.Store
 }
 
-// New opens a data directory in t.TempDir() and builds a Service on it;
-// both are closed when the test ends.
+// New opens a data directory in t.TempDir() (unless opts.Dir is set) and
+// builds a Service on it; both are closed when the test ends.
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
-	dir, err := datadir.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	dir := opts.Dir
+	if dir == nil {
+		var err error
+		if dir, err = datadir.Open(context.Background(), t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { dir.Close() })
 	}
-	t.Cleanup(func() { dir.Close() })
 	var (
 		store automation.Store    = dir.Store
 		runs  automation.RunStore = dir.Store
@@ -117,4 +128,49 @@ func (e *Env) Project(t testing.TB, name string, plan automation.Plan) (automati
 		t.Fatal(err)
 	}
 	return p, key
+}
+
+// ActiveFlow creates a FLOW_BUILDER flow with the steps in p and enables it.
+func (e *Env) ActiveFlow(t testing.TB, p automation.Project, name string, steps ...automation.Step) automation.Flow {
+	t.Helper()
+	ctx := context.Background()
+	eng := automation.FlowBuilder
+	f, err := e.Svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.Svc.EnableFlow(ctx, p, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// CallStep is an HTTP step named "call" that POSTs {"ref": trigger.body.ref}
+// to url: with StartRef, a run whose one outside effect a test can count.
+func CallStep(url string) automation.Step {
+	return automation.Step{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: url,
+		Body: json.RawMessage(`{"ref": "{{ trigger.body.ref }}"}`)}
+}
+
+// StartRef starts a run of f triggered by a POST of {"ref":"main"}.
+func (e *Env) StartRef(t testing.TB, f automation.Flow) automation.Run {
+	t.Helper()
+	r, err := e.Svc.StartRun(context.Background(), f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"ref":"main"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// StatusServer is a service on 127.0.0.1 that answers with the statuses in
+// order, then the last one forever, and counts the requests.
+func StatusServer(t testing.TB, statuses ...int) (*httptest.Server, *atomic.Int32) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(calls.Add(1))
+		w.WriteHeader(statuses[min(n, len(statuses))-1])
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
 }

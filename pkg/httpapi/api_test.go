@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/flowtest"
 )
 
 // TestAuthentication: every management route refuses requests without a
@@ -151,7 +151,7 @@ func TestCommonHeaders(t *testing.T) {
 func TestAccessLog(t *testing.T) {
 	srv, key := newTestServer(t)
 	f := createFlow(t, srv, key, flowBuilderBody)
-	logs := envOf(t, srv).log
+	logs := srv.log
 	before := len(strings.Split(strings.TrimSpace(logs.String()), "\n"))
 
 	r := call(t, srv, "GET", "/api/v1/flows/"+f.ID+"?limit=1", key, "", "X-Request-Id: log-test-1")
@@ -216,19 +216,10 @@ func TestInternalErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store, secrets, checker := openBackends(t)
-			svc, err := automation.NewService(automation.Config{Store: faultStore{store, tt.fault}, Secrets: secrets,
-				Checker: checker, CursorKey: []byte(strings.Repeat("k", 32))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			p, _ := svc.CreateProject(ctx, "p", automation.PlanFree)
-			key, _, _ := svc.CreateAPIKey(ctx, p.ID)
+			env := flowtest.New(t, flowtest.Options{Store: func(s automation.Store) automation.Store { return faultStore{s, tt.fault} }})
+			_, key := env.Project(t, "p", automation.PlanFree)
 			logs := &syncBuffer{}
-			srv := httptest.NewServer(NewAPI(svc, slog.New(slog.NewJSONHandler(logs, nil))))
-			defer srv.Close()
-			srv.Client().Transport = newValidatingTransport(t, srv.Client().Transport)
+			srv := serve(t, NewAPI(env.Svc, slog.New(slog.NewJSONHandler(logs, nil))))
 
 			r := call(t, srv, "GET", "/api/v1/flows/flw_x", key, "")
 			e := r.wantError(t, tt.wantStatus, tt.wantCode)

@@ -58,7 +58,7 @@ func TestConnectionLifecycle(t *testing.T) {
 	call(t, srv, "GET", path, key, "").wantError(t, 404, "CONNECTION_NOT_FOUND")
 	call(t, srv, "DELETE", path, key, "").wantError(t, 404, "CONNECTION_NOT_FOUND")
 
-	if logs := envOf(t, srv).log.String(); strings.Contains(logs, externalKey) || strings.Contains(logs, key) {
+	if logs := srv.log.String(); strings.Contains(logs, externalKey) || strings.Contains(logs, key) {
 		t.Errorf("logs hold a credential: %s", logs)
 	}
 }

@@ -1,18 +1,15 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
-	"flowservice/pkg/engine"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/sqlitestore"
 )
@@ -91,15 +88,7 @@ func TestReadOnlyStoreIs503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := newServiceOver(t, d)
-	p, err := svc.CreateProject(ctx, "ro", automation.PlanEnterprise)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := svc.CreateAPIKey(ctx, p.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, key := flowtest.New(t, flowtest.Options{Dir: d}).Project(t, "ro", automation.PlanEnterprise)
 	d.Close()
 
 	ro, err := datadir.Open(ctx, dir, sqlitestore.QueryOnly())
@@ -108,9 +97,7 @@ func TestReadOnlyStoreIs503(t *testing.T) {
 	}
 	t.Cleanup(func() { ro.Close() })
 	logs := &syncBuffer{}
-	srv := httptest.NewServer(NewAPI(newServiceOver(t, ro), slog.New(slog.NewJSONHandler(logs, nil))))
-	t.Cleanup(srv.Close)
-	srv.Client().Transport = newValidatingTransport(t, srv.Client().Transport)
+	srv := serve(t, NewAPI(flowtest.New(t, flowtest.Options{Dir: ro}).Svc, slog.New(slog.NewJSONHandler(logs, nil))))
 
 	r := call(t, srv, "POST", "/api/v1/flows", key, flowBuilderBody)
 	r.wantError(t, http.StatusServiceUnavailable, "STORE_UNAVAILABLE")
@@ -125,19 +112,4 @@ func TestReadOnlyStoreIs503(t *testing.T) {
 	}
 	var l listView
 	call(t, srv, "GET", "/api/v1/flows", key, "").into(t, http.StatusOK, &l)
-}
-
-// newServiceOver builds a Service over a data directory, as flowd does.
-func newServiceOver(t *testing.T, d *datadir.Dir) *automation.Service {
-	t.Helper()
-	runs := &testQueue{store: d.Store}
-	rt := &automation.RunRuntime{Runs: d.Store, Queue: runs, NewExecutor: flowtest.NewExecutor}
-	svc, err := automation.NewService(automation.Config{
-		Store: d.Store, Secrets: d.Secrets, Checker: engine.Checker{}, Runtime: rt,
-		CursorKey: bytes.Repeat([]byte("k"), 32), EngineURL: "http://engine.test", WorkflowURL: "http://workflow.test",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -19,7 +18,7 @@ type result struct {
 // call sends a request through the validating client. key "" sends no
 // Authorization header; a non-empty body is sent as application/json unless
 // hdr says otherwise. hdr holds "Name: value" lines.
-func call(t *testing.T, srv *httptest.Server, method, path, key, body string, hdr ...string) result {
+func call(t *testing.T, srv *testServer, method, path, key, body string, hdr ...string) result {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -110,7 +109,7 @@ type listView struct {
 }
 
 // createFlow makes a flow through the API and returns it.
-func createFlow(t *testing.T, srv *httptest.Server, key, body string) flowView {
+func createFlow(t *testing.T, srv *testServer, key, body string) flowView {
 	t.Helper()
 	var f flowView
 	call(t, srv, "POST", "/api/v1/flows", key, body).into(t, http.StatusCreated, &f)

@@ -24,7 +24,7 @@ import (
 
 // hookEnv is the management API and both receivers over one Service.
 type hookEnv struct {
-	api, engine, workflow *httptest.Server
+	api, engine, workflow *testServer
 	key                   string
 	svc                   *automation.Service
 	runs                  *testQueue
@@ -42,17 +42,12 @@ func newHookEnv(t *testing.T, cfg HookConfig) *hookEnv {
 func newHookEnvClock(t *testing.T, cfg HookConfig, clock func() time.Time) *hookEnv {
 	t.Helper()
 	api, key := newTestServerClock(t, clock)
-	env := envOf(t, api)
 	logs := &syncBuffer{}
 	cfg.Log = slog.New(slog.NewJSONHandler(logs, nil))
-	h := &hookEnv{api: api, key: key, svc: env.svc, runs: env.runs, log: logs}
-	h.engine = httptest.NewServer(NewWebhook(env.svc, cfg))
-	h.workflow = httptest.NewServer(NewWorkflowHook(env.svc, cfg))
-	for _, s := range []*httptest.Server{h.engine, h.workflow} {
-		t.Cleanup(s.Close)
-		s.Client().Transport = newValidatingTransport(t, s.Client().Transport)
+	return &hookEnv{api: api, key: key, svc: api.svc, runs: api.runs, log: logs,
+		engine:   serve(t, NewWebhook(api.svc, cfg)),
+		workflow: serve(t, NewWorkflowHook(api.svc, cfg)),
 	}
-	return h
 }
 
 // activeFlow creates a flow through the API, enables it and returns its ID.
@@ -232,7 +227,7 @@ func TestWebhookQueueOutage(t *testing.T) {
 	h.activeFlow(t, h.key, workflowFlow("outage", "POST", "", ""))
 	h.runs.fail.Store(true)
 	for _, tc := range []struct {
-		srv  *httptest.Server
+		srv  *testServer
 		path string
 	}{{h.engine, "/api/v1/webhooks/" + fb}, {h.workflow, "/webhook/outage"}} {
 		r := call(t, tc.srv, "POST", tc.path, "", `{}`)
@@ -601,7 +596,7 @@ func TestAllowlist(t *testing.T) {
 			}
 			call(t, h.api, "POST", "/api/v1/flows/"+wfID+"/webhook/security", h.key, `{"allowedIPs":`+tt.allowed+`}`).into(t, 200, &sec)
 			for _, tc := range []struct {
-				srv  *httptest.Server
+				srv  *testServer
 				path string
 			}{{h.engine, "/api/v1/webhooks/" + fb}, {h.workflow, "/webhook/ips"}} {
 				req, _ := http.NewRequest("POST", tc.srv.URL+tc.path, strings.NewReader(`{}`))

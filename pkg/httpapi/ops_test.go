@@ -4,23 +4,18 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"testing"
-
-	"flowservice/pkg/automation"
 )
 
 func TestHealthz(t *testing.T) {
 	var down bool
-	svc := envOfNew(t)
-	srv := httptest.NewServer(NewAPI(svc, nil, WithHealth(func(context.Context) error {
+	base, _ := newTestServer(t)
+	srv := serve(t, NewAPI(base.svc, nil, WithHealth(func(context.Context) error {
 		if down {
 			return errors.New("database is locked")
 		}
 		return nil
 	})))
-	t.Cleanup(srv.Close)
-	srv.Client().Transport = newValidatingTransport(t, srv.Client().Transport)
 
 	var h struct{ Status string }
 	call(t, srv, "GET", "/healthz", "", "").into(t, http.StatusOK, &h)
@@ -40,8 +35,7 @@ func TestMetricsRoute(t *testing.T) {
 	srv, _ := newTestServer(t)
 	call(t, srv, "GET", "/metrics", "", "").wantError(t, http.StatusNotFound, "NOT_FOUND")
 
-	svc := envOf(t, srv).svc
-	with := httptest.NewServer(NewAPI(svc, nil, WithMetrics(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	with := serve(t, NewAPI(srv.svc, nil, WithMetrics(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer t0ken" {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			WriteError(w, r, http.StatusUnauthorized, "UNAUTHORIZED", "no")
@@ -50,17 +44,9 @@ func TestMetricsRoute(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("flowd_up 1\n"))
 	}))))
-	t.Cleanup(with.Close)
-	with.Client().Transport = newValidatingTransport(t, with.Client().Transport)
 	call(t, with, "GET", "/metrics", "", "").wantError(t, http.StatusUnauthorized, "UNAUTHORIZED")
 	r := call(t, with, "GET", "/metrics", "", "", "Authorization: Bearer t0ken")
 	if r.status != 200 || string(r.body) != "flowd_up 1\n" {
 		t.Errorf("GET /metrics = %d %s", r.status, r.body)
 	}
-}
-
-// envOfNew returns the Service of a fresh test server.
-func envOfNew(t *testing.T) *automation.Service {
-	srv, _ := newTestServer(t)
-	return envOf(t, srv).svc
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -13,9 +12,7 @@ import (
 func TestRateLimit(t *testing.T) {
 	base, key := newTestServer(t)
 	other := newProjectKey(t, base, automation.PlanTeam)
-	srv := httptest.NewServer(NewAPI(envOf(t, base).svc, nil, WithRateLimit(RateLimit{PerSecond: 0.5, Burst: 3})))
-	defer srv.Close()
-	srv.Client().Transport = newValidatingTransport(t, srv.Client().Transport)
+	srv := serve(t, NewAPI(base.svc, nil, WithRateLimit(RateLimit{PerSecond: 0.5, Burst: 3})))
 
 	for i := range 3 {
 		if r := call(t, srv, "GET", "/api/v1/flows", key, ""); r.status != 200 {

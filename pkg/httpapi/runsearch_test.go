@@ -13,17 +13,16 @@ import (
 // search, retry with and without a body, and replay, with their 4xx.
 func TestRunSearchRetryReplay(t *testing.T) {
 	srv, key := newTestServer(t)
-	env := envOf(t, srv)
 	var f automation.Flow
 	call(t, srv, "POST", "/api/v1/flows", key, `{"name":"runs","engine":"FLOW_BUILDER",
 		"steps":[{"name":"set","type":"SET","values":{"a":"b"}}]}`).into(t, 201, &f)
-	full, err := env.svc.Flow(context.Background(), projectOfKey(t, env, key), f.ID)
+	full, err := srv.svc.Flow(context.Background(), projectOfKey(t, srv, key), f.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var started []automation.Run
 	for range 3 {
-		r, err := env.svc.StartRun(context.Background(), full, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
+		r, err := srv.svc.StartRun(context.Background(), full, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
 			Headers: map[string]string{}, Query: map[string]string{}, Body: json.RawMessage(`{"n":1}`)})
 		if err != nil {
 			t.Fatal(err)
@@ -68,9 +67,9 @@ func TestRunSearchRetryReplay(t *testing.T) {
 }
 
 // projectOfKey finds the project a key belongs to.
-func projectOfKey(t *testing.T, env *testEnv, key string) automation.Project {
+func projectOfKey(t *testing.T, srv *testServer, key string) automation.Project {
 	t.Helper()
-	p, err := env.svc.Authenticate(context.Background(), key)
+	p, err := srv.svc.Authenticate(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,13 @@
 package httpapi
 
-// This file is the one place where tests wire the API to its backends:
-// the real SQLite store and sealed secrets in a temporary directory.
+// This file is the one place where tests start the API on its backends:
+// pkg/flowtest's real SQLite store and sealed secrets in t.TempDir().
 
 import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -14,58 +15,40 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/datadir"
-	"flowservice/pkg/engine"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/sqlitestore"
 )
 
-// testEnv is what a test server is made of, for helpers that need the
-// Service itself (making projects and keys).
-type testEnv struct {
+// testServer is a server under test on 127.0.0.1. Made by newTestServer
+// it also carries what the API runs on, for tests that need the Service
+// itself (making projects and keys), the API's log lines or its run queue.
+type testServer struct {
+	*httptest.Server
 	svc  *automation.Service
 	log  *syncBuffer // the API's JSON log lines
 	runs *testQueue  // the run queue, for draining and counting runs
 }
 
-var (
-	envMu sync.Mutex
-	envs  = map[*httptest.Server]*testEnv{}
-)
-
-func envOf(t *testing.T, srv *httptest.Server) *testEnv {
+// serve starts h on 127.0.0.1 until the test ends. Its client validates
+// every exchange against the OpenAPI document.
+func serve(t *testing.T, h http.Handler) *testServer {
 	t.Helper()
-	envMu.Lock()
-	defer envMu.Unlock()
-	env, ok := envs[srv]
-	if !ok {
-		t.Fatal("server was not made by newTestServer")
-	}
-	return env
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	srv.Client().Transport = newValidatingTransport(t, srv.Client().Transport)
+	return &testServer{Server: srv}
 }
 
-// openBackends returns an empty store, secret store and checker.
-func openBackends(t *testing.T) (*sqlitestore.Store, automation.Secrets, automation.Checker) {
-	t.Helper()
-	dir, err := datadir.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dir.Close() })
-	return dir.Store, dir.Secrets, engine.Checker{}
-}
-
-// newTestServer starts the API on 127.0.0.1 over fresh backends, with an
-// ENTERPRISE project and its key. Its client validates every exchange
-// against the OpenAPI document.
-func newTestServer(t *testing.T) (*httptest.Server, string) {
+// newTestServer starts the API on 127.0.0.1 over fresh backends (flowtest's
+// SQLite data directory), with an ENTERPRISE project and its key.
+func newTestServer(t *testing.T) (*testServer, string) {
 	t.Helper()
 	return newTestServerClock(t, nil)
 }
 
 // newTestServerClock is newTestServer with the Service's clock injected
 // (nil: time.Now), for tests of expiry.
-func newTestServerClock(t *testing.T, clock func() time.Time) (*httptest.Server, string) {
+func newTestServerClock(t *testing.T, clock func() time.Time) (*testServer, string) {
 	t.Helper()
 	var runs *testQueue
 	svc := flowtest.New(t, flowtest.Options{Clock: clock, Queue: func(s *sqlitestore.Store) automation.RunQueue {
@@ -73,33 +56,21 @@ func newTestServerClock(t *testing.T, clock func() time.Time) (*httptest.Server,
 		return runs
 	}}).Svc
 	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, nil))
-	srv := httptest.NewServer(NewAPI(svc, log))
-	t.Cleanup(srv.Close)
-	srv.Client().Transport = newValidatingTransport(t, srv.Client().Transport)
-
-	envMu.Lock()
-	envs[srv] = &testEnv{svc: svc, log: logs, runs: runs}
-	envMu.Unlock()
-	t.Cleanup(func() {
-		envMu.Lock()
-		delete(envs, srv)
-		envMu.Unlock()
-	})
+	srv := serve(t, NewAPI(svc, slog.New(slog.NewJSONHandler(logs, nil))))
+	srv.svc, srv.log, srv.runs = svc, logs, runs
 	return srv, newProjectKey(t, srv, automation.PlanEnterprise)
 }
 
 // newProjectKey creates another project on plan and returns a key for it.
-func newProjectKey(t *testing.T, srv *httptest.Server, plan automation.Plan) string {
+func newProjectKey(t *testing.T, srv *testServer, plan automation.Plan) string {
 	t.Helper()
-	svc := envOf(t, srv).svc
 	ctx := context.Background()
 	name := strings.ToLower(string(plan)) + "-" + automation.NewID("")[:8]
-	p, err := svc.CreateProject(ctx, name, plan)
+	p, err := srv.svc.CreateProject(ctx, name, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _, err := svc.CreateAPIKey(ctx, p.ID)
+	key, _, err := srv.svc.CreateAPIKey(ctx, p.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

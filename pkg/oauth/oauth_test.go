@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 	"flowservice/pkg/oauth"
 	"flowservice/pkg/oauth/oauthtest"
 )
@@ -33,18 +33,8 @@ func newEnv(t *testing.T, accessTokenExp time.Duration, rt http.RoundTripper) *e
 	ctx := context.Background()
 	idp := oauthtest.Start(oauthtest.Options{RedirectBase: "http://127.0.0.1:9", AccessTokenExp: accessTokenExp})
 	t.Cleanup(idp.Close)
-	dir, err := datadir.Open(ctx, filepath.Join(t.TempDir(), "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { dir.Close() })
-	svc, err := automation.NewService(automation.Config{
-		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-		OAuthApps: dir.Store, OAuth: oauth.New(rt),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fe := flowtest.New(t, flowtest.Options{OAuth: oauth.New(rt)})
+	svc, dir := fe.Svc, fe.Dir
 	if _, err := svc.Bootstrap(ctx); err != nil {
 		t.Fatal(err)
 	}

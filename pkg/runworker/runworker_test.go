@@ -2,11 +2,7 @@ package runworker_test
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 // env is a Service on a real SQLite store with the real engine, and a pool
 // that is not yet running.
 type env struct {
+	fe      *flowtest.Env
 	svc     *automation.Service
 	store   *sqlitestore.Store
 	pool    *runworker.Pool
@@ -34,7 +31,7 @@ func newEnv(t *testing.T, policy automation.RunPolicy) *env {
 		return pool.Notifying(s)
 	}})
 	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
-	return &env{svc: fe.Svc, store: fe.Store, pool: pool, project: p}
+	return &env{fe: fe, svc: fe.Svc, store: fe.Store, pool: pool, project: p}
 }
 
 // start runs the pool until the test ends.
@@ -47,29 +44,10 @@ func (e *env) start(t *testing.T) {
 
 // flowCalling makes an ACTIVE flow builder flow with one HTTP step to url.
 func (e *env) flowCalling(t *testing.T, url string) automation.Flow {
-	t.Helper()
-	ctx := context.Background()
-	name, eng := "caller", automation.FlowBuilder
-	steps := []automation.Step{{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: url,
-		Body: json.RawMessage(`{"ref": "{{ trigger.body.ref }}"}`)}}
-	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return e.fe.ActiveFlow(t, e.project, "caller", flowtest.CallStep(url))
 }
 
-func (e *env) start1(t *testing.T, f automation.Flow) automation.Run {
-	t.Helper()
-	r, err := e.svc.StartRun(context.Background(), f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"ref":"main"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
+func (e *env) start1(t *testing.T, f automation.Flow) automation.Run { return e.fe.StartRef(t, f) }
 
 // waitFinal polls the run until it is final.
 func (e *env) waitFinal(t *testing.T, r automation.Run) automation.Run {
@@ -90,21 +68,9 @@ func (e *env) waitFinal(t *testing.T, r automation.Run) automation.Run {
 	}
 }
 
-// service answers with the statuses in order, then the last one forever.
-func service(t *testing.T, statuses ...int) (*httptest.Server, *atomic.Int32) {
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := int(calls.Add(1))
-		w.WriteHeader(statuses[min(n, len(statuses))-1])
-		w.Write([]byte(`{"ok":true}`))
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &calls
-}
-
 func TestTransientFailuresAreRetried(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{MaxAttempts: 5})
-	srv, calls := service(t, 503, 502, 200)
+	srv, calls := flowtest.StatusServer(t, 503, 502, 200)
 	e.start(t)
 	r := e.waitFinal(t, e.start1(t, e.flowCalling(t, srv.URL)))
 	if r.Status != automation.RunSucceeded || r.Attempts != 3 || calls.Load() != 3 {
@@ -121,7 +87,7 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 
 func TestExhaustedRunIsFailedAndParked(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{MaxAttempts: 3})
-	srv, calls := service(t, 503)
+	srv, calls := flowtest.StatusServer(t, 503)
 	e.start(t)
 	r := e.waitFinal(t, e.start1(t, e.flowCalling(t, srv.URL)))
 	if r.Status != automation.RunFailed || r.Attempts != 3 || calls.Load() != 3 {
@@ -152,7 +118,7 @@ func TestExhaustedRunIsFailedAndParked(t *testing.T) {
 
 func TestPermanentFailureIsNotRetried(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{MaxAttempts: 5})
-	srv, calls := service(t, 400)
+	srv, calls := flowtest.StatusServer(t, 400)
 	e.start(t)
 	r := e.waitFinal(t, e.start1(t, e.flowCalling(t, srv.URL)))
 	if r.Status != automation.RunFailed || r.Attempts != 1 || calls.Load() != 1 {

@@ -79,13 +79,9 @@ const (
 // newest first, reading at most q.Limit+1 rows of an index and ending the
 // page early at automation.RunPageBudget bytes.
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
-	before := int64(math.MaxInt64)
-	if q.After != "" {
-		n, err := parsePosition(q.After)
-		if err != nil {
-			return automation.Page[automation.Run]{}, err
-		}
-		before = n
+	before, err := positionBefore(q.After)
+	if err != nil {
+		return automation.Page[automation.Run]{}, err
 	}
 	limit := max(q.Limit, 1)
 	query, args := listRunsSQL, []any{project, flowID, before, limit + 1}
@@ -93,6 +89,15 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
 	return s.summaryPage(ctx, limit, query, args...)
+}
+
+// positionBefore is the run sequence a page newest first starts below:
+// after's, or past every run when after is "".
+func positionBefore(after string) (int64, error) {
+	if after == "" {
+		return math.MaxInt64, nil
+	}
+	return parsePosition(after)
 }
 
 // summaryPage reads a page of run summaries with query (which selects
@@ -131,13 +136,9 @@ func (s *Store) summaryPage(ctx context.Context, limit int, query string, args .
 // index that fits the filters (by flow or project, with status or not);
 // the creation window filters the rows it walks.
 func (s *Store) SearchRuns(ctx context.Context, project string, q automation.RunQuery) (automation.Page[automation.Run], error) {
-	before := int64(math.MaxInt64)
-	if q.After != "" {
-		n, err := parsePosition(q.After)
-		if err != nil {
-			return automation.Page[automation.Run]{}, err
-		}
-		before = n
+	before, err := positionBefore(q.After)
+	if err != nil {
+		return automation.Page[automation.Run]{}, err
 	}
 	limit := max(q.Limit, 1)
 	where, args := []string{"project = ?"}, []any{project}

@@ -50,6 +50,15 @@ func runFixture(t *testing.T, env RunEnv) automation.Flow {
 	return f
 }
 
+// storedRun is runFixture's flow and a new run of it, created.
+func storedRun(t *testing.T, env RunEnv) (automation.Flow, automation.Run) {
+	t.Helper()
+	f := runFixture(t, env)
+	r := newRun(f, now())
+	must(t, "create run", env.Create(context.Background(), r))
+	return f, r
+}
+
 func newRun(f automation.Flow, created time.Time) automation.Run {
 	return automation.Run{
 		ID: automation.NewID(automation.PrefixRun), Project: f.Project, FlowID: f.ID,
@@ -72,9 +81,7 @@ func getRun(t *testing.T, env RunEnv, r automation.Run) automation.Run {
 
 func testRunGet(t *testing.T, env RunEnv) {
 	ctx := context.Background()
-	f := runFixture(t, env)
-	r := newRun(f, now())
-	must(t, "create run", env.Create(ctx, r))
+	f, r := storedRun(t, env)
 	wantSame(t, "created run", getRun(t, env, r), r)
 	dup := r
 	dup.Trigger.Body = json.RawMessage(`{"second":true}`)
@@ -90,9 +97,7 @@ func testRunGet(t *testing.T, env RunEnv) {
 
 func testRunClaim(t *testing.T, env RunEnv) {
 	ctx := context.Background()
-	f := runFixture(t, env)
-	r := newRun(f, now())
-	must(t, "create run", env.Create(ctx, r))
+	f, r := storedRun(t, env)
 	t0, lease := now(), time.Minute
 
 	c1, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, lease)
@@ -135,9 +140,7 @@ func testRunClaim(t *testing.T, env RunEnv) {
 // wins, which is what makes redelivered messages harmless.
 func testRunClaimRace(t *testing.T, env RunEnv) {
 	ctx := context.Background()
-	f := runFixture(t, env)
-	r := newRun(f, now())
-	must(t, "create run", env.Create(ctx, r))
+	f, r := storedRun(t, env)
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -251,9 +254,7 @@ func testListRuns(t *testing.T, env RunEnv) {
 
 func testRunsGoWithFlow(t *testing.T, env RunEnv) {
 	ctx := context.Background()
-	f := runFixture(t, env)
-	r := newRun(f, now())
-	must(t, "create run", env.Create(ctx, r))
+	f, r := storedRun(t, env)
 	must(t, "delete flow", env.Store.DeleteFlow(ctx, f.Project, f.ID))
 	_, err := env.Runs.Run(ctx, f.Project, f.ID, r.ID)
 	wantKind(t, "run of a deleted flow", err, automation.ErrNotFound, "")
@@ -301,9 +302,7 @@ func runIDs(rs []automation.Run) []string {
 // result stands, and the flow's stats count the run once.
 func testRunFencing(t *testing.T, env RunEnv) {
 	ctx := context.Background()
-	f := runFixture(t, env)
-	r := newRun(f, now())
-	must(t, "create run", env.Create(ctx, r))
+	f, r := storedRun(t, env)
 	t0, lease := now(), time.Minute
 
 	a, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, lease)
@@ -343,9 +342,7 @@ func testRunFencing(t *testing.T, env RunEnv) {
 // that kills its executor.
 func testRunCrashes(t *testing.T, env RunEnv) {
 	ctx := context.Background()
-	f := runFixture(t, env)
-	r := newRun(f, now())
-	must(t, "create run", env.Create(ctx, r))
+	f, r := storedRun(t, env)
 	at, lease := now(), time.Minute
 	claim := func(wantInterrupted int) automation.Run {
 		t.Helper()
@@ -374,9 +371,7 @@ func testRunCrashes(t *testing.T, env RunEnv) {
 // early, with a cursor, once its summaries reach RunPageBudget bytes.
 func testListRunSummaries(t *testing.T, env RunEnv) {
 	ctx := context.Background()
-	f := runFixture(t, env)
-	r := newRun(f, now())
-	must(t, "create run", env.Create(ctx, r))
+	f, r := storedRun(t, env)
 	c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
 	must(t, "claim", err)
 	c.Status = automation.RunSucceeded
@@ -429,9 +424,7 @@ func testListRunSummaries(t *testing.T, env RunEnv) {
 // gets the journaled steps back (and counts the crash).
 func testRunJournal(t *testing.T, env RunEnv) {
 	ctx := context.Background()
-	f := runFixture(t, env)
-	r := newRun(f, now())
-	must(t, "create run", env.Create(ctx, r))
+	f, r := storedRun(t, env)
 	t0, lease := now(), time.Minute
 	a, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, lease)
 	must(t, "claim", err)

@@ -10,10 +10,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
-	"flowservice/pkg/datadir"
-	"flowservice/pkg/engine"
+	"flowservice/pkg/flowtest"
 )
 
 // TestAPIHandlerServesDashboard calls the api function's handler as API
@@ -22,18 +20,8 @@ import (
 // everything else.
 func TestAPIHandlerServesDashboard(t *testing.T) {
 	ctx := context.Background()
-	dir, err := datadir.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
-	svc, err := automation.NewService(automation.Config{
-		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := httpadapter.New(Handler(&awsapp.App{Svc: svc, Log: slog.New(slog.DiscardHandler), CursorKey: dir.CursorKey})).ProxyWithContext
+	env := flowtest.New(t, flowtest.Options{})
+	h := httpadapter.New(Handler(&awsapp.App{Svc: env.Svc, Log: slog.New(slog.DiscardHandler), CursorKey: env.Dir.CursorKey})).ProxyWithContext
 	req := func(path string) events.APIGatewayProxyRequest {
 		return events.APIGatewayProxyRequest{
 			HTTPMethod: "GET", Path: path,
