@@ -18,8 +18,8 @@ import (
 // status as it was.
 func TestOnErrorRunsOnceAfterRetries(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2})
-	down, downCalls := service(t, 503)
-	alert, alertCalls := service(t, 200)
+	down, downCalls := flowtest.StatusServer(t, 503)
+	alert, alertCalls := flowtest.StatusServer(t, 200)
 	ctx := context.Background()
 	name, eng := "fails", automation.FlowBuilder
 	steps := []automation.Step{{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: down.URL, Body: json.RawMessage(`{}`)}}
@@ -54,7 +54,7 @@ func TestOnErrorRunsOnceAfterRetries(t *testing.T) {
 		t.Errorf("run error %q", got.Error)
 	}
 	// A run that succeeds runs no onError.
-	up, _ := service(t, 200)
+	up, _ := flowtest.StatusServer(t, 200)
 	steps[0].URL = up.URL
 	if f, err = e.svc.UpdateFlow(ctx, e.project, f.ID, automation.FlowInput{Steps: &steps}); err != nil {
 		t.Fatal(err)
@@ -70,8 +70,8 @@ func TestOnErrorRunsOnceAfterRetries(t *testing.T) {
 // the run resumes at the step after the WAIT.
 func TestWaitPausesAndResumes(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{})
-	before, beforeCalls := service(t, 200)
-	after, afterCalls := service(t, 200)
+	before, beforeCalls := flowtest.StatusServer(t, 200)
+	after, afterCalls := flowtest.StatusServer(t, 200)
 	ctx := context.Background()
 	name, eng := "waits", automation.FlowBuilder
 	steps := []automation.Step{
@@ -185,7 +185,7 @@ func TestWaitOnADelayingQueue(t *testing.T) {
 // after two WAITs still gets its retries.
 func TestWaitsDoNotSpendRetries(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2})
-	flaky, calls := service(t, 503, 200)
+	flaky, calls := flowtest.StatusServer(t, 503, 200)
 	ctx := context.Background()
 	name, eng := "two waits", automation.FlowBuilder
 	steps := []automation.Step{
