@@ -56,9 +56,13 @@ SOAK ?= 2m
 soak:
 	FLOWD_SOAK=$(SOAK) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 60m ./cmd/flowd/
 
-## bench: the Go benchmarks, recorded in docs/benchmarks.md
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+## bench: every figure of docs/benchmarks.md from one run (cmd/flowbench; loopback only, bounded, a few minutes); not in make test
+BENCHFLAGS ?=
+bench: build
+	@command -v wrk >/dev/null || { echo "make bench: installing the load generator wrk (apt-get install -y wrk)"; \
+		apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; } || \
+		{ echo "make bench: wrk is missing and could not be installed; install it with: apt-get install -y wrk"; exit 1; }; }
+	$(GO) run ./cmd/flowbench -flowd $(BIN)/flowd -out docs/benchmarks.md $(BENCHFLAGS)
 
 ## lint: vet, staticcheck (a tool of go.mod: `go tool staticcheck`) and gofmt
 lint:
