@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("SamplePut", func(t *testing.T) { testSamplePut(t, open(t)) })
 	t.Run("SampleTakeRace", func(t *testing.T) { testSampleTakeRace(t, open(t)) })
 	t.Run("SampleGoesWithFlow", func(t *testing.T) { testSampleGoesWithFlow(t, open(t)) })
+	t.Run("ConcurrentWrites", func(t *testing.T) { testConcurrentWrites(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.
