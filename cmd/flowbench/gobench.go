@@ -12,9 +12,9 @@ import (
 // goBenchPattern picks the hot-path benchmarks: auth and routing,
 // expression evaluation, signature verification, the store's enqueue,
 // claim and finish, and one whole engine execution.
-const goBenchPattern = `^Benchmark(Authenticate|RouteFlows|WebhookReceive|Expression|Execute|VerifySignature|Enqueue|ClaimFinish)`
+const goBenchPattern = `^Benchmark(AuthenticateAndRoute|HashAPIKey|Expression|Execute|VerifySignature|Enqueue|ClaimFinish)`
 
-var goBenchPackages = []string{"./pkg/automation", "./pkg/engine", "./pkg/httpapi", "./pkg/sqlitestore"}
+var goBenchPackages = []string{"./pkg/automation", "./pkg/engine", "./pkg/sqlitestore"}
 
 func benchGo(ctx context.Context, c config, r *report) error {
 	args := append([]string{"test", "-run", "^$", "-bench", goBenchPattern, "-benchmem", "-benchtime", "1s", "-count", "1"}, goBenchPackages...)
