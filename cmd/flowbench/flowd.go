@@ -24,6 +24,7 @@ type flowd struct {
 	base   string
 	dir    string
 	key    string
+	pprof  string // FLOWD_PPROF_ADDR
 	stderr bytes.Buffer
 	exited chan struct{}
 }
@@ -40,10 +41,15 @@ func startFlowd(ctx context.Context, c config, dir string, env ...string) (*flow
 	if err != nil {
 		return nil, err
 	}
-	p := &flowd{base: "http://" + addr, dir: dir, exited: make(chan struct{})}
+	pprofAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p := &flowd{base: "http://" + addr, dir: dir, pprof: pprofAddr, exited: make(chan struct{})}
 	p.cmd = exec.Command(c.flowd)
 	p.cmd.Env = append(os.Environ(), "FLOWD_ADDR="+addr, "FLOWD_DATA_DIR="+dir,
-		"FLOWD_LOG_LEVEL=warn", "FLOWD_RATE_LIMIT=0")
+		"FLOWD_LOG_LEVEL=warn", "FLOWD_RATE_LIMIT=0", "FLOWD_PPROF_ADDR="+pprofAddr)
+	p.cmd.Env = append(p.cmd.Env, c.env...)
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stderr = &p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -31,11 +31,12 @@ type config struct {
 	seedTime time.Duration // upper bound on seeding runs
 	only     string        // comma-separated sections to run; empty: all
 	label    string        // a label for this run in the report (before/after)
+	env      []string      // extra FLOWD_* settings for every flowd started
 }
 
 func main() {
 	var c config
-	var flows string
+	var flows, env string
 	flag.StringVar(&c.flowd, "flowd", "bin/flowd", "the flowd binary to measure")
 	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "where to write the report")
 	flag.DurationVar(&c.dur, "d", 10*time.Second, "duration of each wrk load")
@@ -45,7 +46,11 @@ func main() {
 	flag.DurationVar(&c.seedTime, "seed-time", 3*time.Minute, "stop seeding runs after this long and report the count reached")
 	flag.StringVar(&c.only, "only", "", "comma-separated sections to run (ceiling,ingest,e2e,sync,mgmt,go,lambda); empty: all")
 	flag.StringVar(&c.label, "label", "", "a note on what was measured (such as a commit)")
+	flag.StringVar(&env, "env", "", "extra environment for every flowd started, as K=V,K=V (such as FLOWD_WORKERS=32)")
 	flag.Parse()
+	if env != "" {
+		c.env = strings.Split(env, ",")
+	}
 	for _, f := range strings.Split(flows, ",") {
 		var n int
 		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n < 1 {

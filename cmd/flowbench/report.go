@@ -15,6 +15,9 @@ func (r *report) header(c config, cpus int, load string) {
 	fmt.Fprintf(r, "# Benchmarks\n\n")
 	fmt.Fprintf(r, "Written by `make bench` (cmd/flowbench) on %s: %d CPUs, %s, load average before the run %s.",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpus, runtime.Version(), load)
+	if len(c.env) > 0 {
+		fmt.Fprintf(r, " flowd ran with `%s`.", strings.Join(c.env, " "))
+	}
 	if c.label != "" {
 		fmt.Fprintf(r, " Label: %s.", c.label)
 	}

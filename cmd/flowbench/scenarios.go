@@ -54,7 +54,11 @@ func benchIngest(ctx context.Context, c config, r *report, ceil wrkResult) error
 	url := p.base + "/api/v1/webhooks/" + id
 	var rows [][]string
 	var cmds []string
+	var prof *profiler
 	for _, conns := range []int{16, 64} {
+		if conns == 64 {
+			prof = p.profileFor(ctx, c.dur-2*time.Second)
+		}
 		res, err := runWrk(ctx, c, url, webhookBody, conns)
 		if err != nil {
 			return err
@@ -74,6 +78,8 @@ func benchIngest(ctx context.Context, c config, r *report, ceil wrkResult) error
 	r.code(fmt.Sprintf("FLOWD_RATE_LIMIT=0 bin/flowd &\n%s\n%s", cmds[0], cmds[1]))
 	r.table([]string{"connections", "requests/s", "p50", "p99", "of (a)", "non-2xx", "socket errors"}, rows)
 	r.para("Queue depth when the load stopped: %.0f runs. (g) Peak resident memory of flowd during (b): **%s**.", depth, mb(rss))
+	r.para("CPU profile of flowd during the 64-connection load (`FLOWD_PPROF_ADDR`, `go tool pprof -top`), top entries:")
+	r.code(prof.wait())
 	return nil
 }
 
@@ -199,6 +205,7 @@ func benchEndToEnd(ctx context.Context, c config, r *report) error {
 		}
 	}()
 	p0 := time.Now()
+	prof := p.profileFor(ctx, c.e2eDur-2*time.Second)
 	psent, pfailed, acceptLat := pace(ctx, url, webhookBody, rate, c.e2eDur, 64)
 	pdur := time.Since(p0)
 	finished1, _ := p.metric("flowd_runs_finished_total")
@@ -238,6 +245,8 @@ func benchEndToEnd(ctx context.Context, c config, r *report) error {
 		{"queue depth each second", fmt.Sprint(depths)},
 		{"(g) flowd peak resident memory", "**" + mb(rss) + "**"},
 	})
+	r.para("CPU profile of flowd during the paced phase, top entries:")
+	r.code(prof.wait())
 	return nil
 }
 

@@ -47,6 +47,9 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	applyMemoryLimit(cfg, getenv, log)
+	if err := startPprof(ctx, getenv("FLOWD_PPROF_ADDR"), log); err != nil {
+		return err
+	}
 	m := metrics.New()
 	var b *backend
 	if cfg.Backend == "aws" {
