@@ -28,6 +28,7 @@ import (
 	"flowservice/pkg/httpapi"
 	"flowservice/pkg/metrics"
 	"flowservice/pkg/runworker"
+	"flowservice/pkg/sqlitestore"
 )
 
 func main() {
@@ -133,7 +134,10 @@ type backend struct {
 // the in-process scheduler of a data directory, with m observing runs, the
 // queue and the store.
 func openEmbedded(ctx context.Context, cfg config, log *slog.Logger, m *metrics.Metrics) (*backend, error) {
-	dir, err := datadir.Open(ctx, cfg.DataDir)
+	// flowd is the one process that writes flows, so the receivers' flow
+	// and route lookups are cached and dropped on every change; the TTL
+	// only bounds a change made behind its back.
+	dir, err := datadir.Open(ctx, cfg.DataDir, sqlitestore.CacheFlows(2*time.Second))
 	if err != nil {
 		return nil, err
 	}

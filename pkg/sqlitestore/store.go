@@ -54,6 +54,9 @@ type Store struct {
 	closed     chan struct{}
 	closeOnce  sync.Once
 	writerDone chan struct{}
+	// cache holds flows and routes for the receivers (CacheFlows); nil
+	// when off.
+	cache *flowCache
 	// batchHook, when set (tests only, before any write), is told the size
 	// of each batch the writer commits.
 	batchHook func(n int)
@@ -64,7 +67,10 @@ var _ automation.Store = (*Store)(nil)
 // Option changes how Open opens a store.
 type Option func(*options)
 
-type options struct{ queryOnly bool }
+type options struct {
+	queryOnly bool
+	cacheTTL  time.Duration // CacheFlows
+}
 
 // QueryOnly opens the store so that every write fails as on a read-only
 // database (SQLITE_READONLY), after the schema is brought up to date: for
@@ -146,7 +152,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	ping.SetMaxOpenConns(1)
 	ping.SetMaxIdleConns(1)
-	s := &Store{w: w, r: r, ping: ping, writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{})}
+	s := &Store{w: w, r: r, ping: ping, writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{}), cache: newFlowCache(o.cacheTTL)}
 	go s.writer()
 	return s, nil
 }
