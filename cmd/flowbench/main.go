@@ -32,6 +32,7 @@ type config struct {
 	only     string        // comma-separated sections to run; empty: all
 	label    string        // a label for this run in the report (before/after)
 	env      []string      // extra FLOWD_* settings for every flowd started
+	baseline string        // another flowd binary to measure first, for a before/after table
 }
 
 func main() {
@@ -46,6 +47,7 @@ func main() {
 	flag.DurationVar(&c.seedTime, "seed-time", 3*time.Minute, "stop seeding runs after this long and report the count reached")
 	flag.StringVar(&c.only, "only", "", "comma-separated sections to run (ceiling,ingest,e2e,sync,mgmt,go,lambda); empty: all")
 	flag.StringVar(&c.label, "label", "", "a note on what was measured (such as a commit)")
+	flag.StringVar(&c.baseline, "baseline", "", "a flowd binary to measure first under the same (b) and (c) loads, for a before/after table")
 	flag.StringVar(&env, "env", "", "extra environment for every flowd started, as K=V,K=V (such as FLOWD_WORKERS=32)")
 	flag.Parse()
 	if env != "" {
@@ -91,13 +93,32 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("ceiling: %w", err)
 		}
 	}
+	if c.baseline != "" {
+		base := c
+		base.flowd = c.baseline
+		var before, after figures
+		if err := benchIngest(ctx, base, &report{}, ceil, &before); err != nil {
+			return fmt.Errorf("baseline ingest: %w", err)
+		}
+		if err := benchEndToEnd(ctx, base, &report{}, &before); err != nil {
+			return fmt.Errorf("baseline end to end: %w", err)
+		}
+		if err := benchIngest(ctx, c, &report{}, ceil, &after); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+		if err := benchEndToEnd(ctx, c, &report{}, &after); err != nil {
+			return fmt.Errorf("end to end: %w", err)
+		}
+		r.compare(c, before, after)
+	}
+	var fig figures
 	if c.want("ingest") {
-		if err := benchIngest(ctx, c, r, ceil); err != nil {
+		if err := benchIngest(ctx, c, r, ceil, &fig); err != nil {
 			return fmt.Errorf("ingest: %w", err)
 		}
 	}
 	if c.want("e2e") {
-		if err := benchEndToEnd(ctx, c, r); err != nil {
+		if err := benchEndToEnd(ctx, c, r, &fig); err != nil {
 			return fmt.Errorf("end to end: %w", err)
 		}
 	}

@@ -64,3 +64,26 @@ func (l latencies) pct(p float64) time.Duration {
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 
 func mb(bytes int64) string { return fmt.Sprintf("%.1f MB", float64(bytes)/1e6) }
+
+// compare writes the before/after table of -baseline: both binaries under
+// the same loads, one right after the other.
+func (r *report) compare(c config, before, after figures) {
+	r.section("Before and after")
+	r.para("`%s` (before) and `%s` (after), measured one right after the other under the loads of (b) and (c) below.", c.baseline, c.flowd)
+	row := func(name string, f func(figures) string) []string { return []string{name, f(before), f(after)} }
+	rows := [][]string{}
+	for _, conns := range []int{16, 64} {
+		rows = append(rows,
+			row(fmt.Sprintf("(b) ingest, %d connections: requests/s", conns), func(f figures) string { return fmt.Sprintf("%.0f", f.ingest[conns].reqs) }),
+			row(fmt.Sprintf("(b) ingest, %d connections: p50 / p99", conns), func(f figures) string {
+				return ms(f.ingest[conns].p50) + " / " + ms(f.ingest[conns].p99)
+			}))
+	}
+	rows = append(rows,
+		row("(c) capacity, runs/s", func(f figures) string { return fmt.Sprintf("%.0f", f.capacity) }),
+		row("(c) sustained, runs/s", func(f figures) string { return fmt.Sprintf("%.0f", f.sustained) }),
+		row("(c) accept→finished p50 / p99", func(f figures) string { return ms(f.e2eP50) + " / " + ms(f.e2eP99) }),
+		row("(g) peak RSS during (b) / (c)", func(f figures) string { return mb(f.ingestRSS) + " / " + mb(f.e2eRSS) }),
+	)
+	r.table([]string{"figure", "before", "after"}, rows)
+}

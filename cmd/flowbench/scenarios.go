@@ -36,7 +36,18 @@ func benchCeiling(ctx context.Context, c config, r *report) (wrkResult, error) {
 	return res, nil
 }
 
-func benchIngest(ctx context.Context, c config, r *report, ceil wrkResult) error {
+// figures are the headline numbers of one flowd binary, for the
+// before/after table (-baseline).
+type figures struct {
+	ingest         map[int]wrkResult // by connections
+	ingestRSS      int64
+	capacity       float64
+	sustained      float64
+	e2eP50, e2eP99 time.Duration
+	e2eRSS         int64
+}
+
+func benchIngest(ctx context.Context, c config, r *report, ceil wrkResult, fig *figures) error {
 	dir, err := os.MkdirTemp("", "flowbench-ingest")
 	if err != nil {
 		return err
@@ -64,6 +75,10 @@ func benchIngest(ctx context.Context, c config, r *report, ceil wrkResult) error
 			return err
 		}
 		cmds = append(cmds, res.cmd)
+		if fig.ingest == nil {
+			fig.ingest = map[int]wrkResult{}
+		}
+		fig.ingest[conns] = res
 		ratio := "n/a"
 		if ceil.reqs > 0 {
 			ratio = fmt.Sprintf("%.1f%%", 100*res.reqs/ceil.reqs)
@@ -72,6 +87,7 @@ func benchIngest(ctx context.Context, c config, r *report, ceil wrkResult) error
 	}
 	depth, _ := p.metric("flowd_queue_depth")
 	rss := p.peakRSS()
+	fig.ingestRSS = rss
 	r.section("(b) Durable ingest: flow builder webhook")
 	r.para("A fresh flowd (embedded SQLite, `synchronous=FULL`), one enabled flow builder flow with one SET step; " +
 		"each 200 means the run and its queue entry are committed. The workers execute the runs at the same time on the same cores.")
@@ -146,7 +162,7 @@ func waitDrained(ctx context.Context, p *flowd, limit time.Duration) (time.Time,
 	}
 }
 
-func benchEndToEnd(ctx context.Context, c config, r *report) error {
+func benchEndToEnd(ctx context.Context, c config, r *report, fig *figures) error {
 	sink, sinkURL, err := okServer()
 	if err != nil {
 		return err
@@ -230,6 +246,8 @@ func benchEndToEnd(ctx context.Context, c config, r *report) error {
 		}
 	}
 	rss := p.peakRSS()
+	fig.capacity, fig.sustained = capacity, (finished1-finished0)/pdur.Seconds()
+	fig.e2eP50, fig.e2eP99, fig.e2eRSS = e2e.pct(50), e2e.pct(99), rss
 	r.section("(c) End to end: SET + HTTP step to a loopback sink")
 	r.para("A fresh flowd with `FLOWD_ALLOW_PRIVATE_NETWORKS=true`; the flow has a SET step and an HTTP POST to a sink in the harness. "+
 		"First a burst from 32 senders for %v, timed until the queue is empty, gives the capacity; then webhooks are paced at 90%% of it "+
