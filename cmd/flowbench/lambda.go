@@ -61,7 +61,8 @@ func benchLambdas(ctx context.Context, c config, r *report) error {
 	r.section("(h) Lambda bootstraps")
 	r.para("Size: built as for Lambda (`GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags \"-s -w\"`). "+
 		"Start: the same build for this machine (%s/%s; an arm64 binary does not run here), started 7 times against a Runtime API "+
-		"on loopback, from the process start to its first GET …/invocation/next (its init: configuration, AWS SDK clients, handler).", runtime.GOOS, runtime.GOARCH)
+		"on loopback, from the process start to its first GET …/invocation/next (its init: configuration, AWS SDK clients, "+
+		"the cursor key read from a fake Secrets Manager on loopback, handler).", runtime.GOOS, runtime.GOARCH)
 	r.code("go run ./cmd/flowbench -only lambda")
 	r.table([]string{"function", "bootstrap size", "start → first poll, median", "slowest of 7"}, rows)
 	return nil
@@ -88,12 +89,17 @@ func firstPoll(ctx context.Context, bin string) (time.Duration, error) {
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 	defer close(release)
-	// AWS points at a closed loopback port: init must not call AWS, and
-	// nothing leaves the machine if it does.
-	dead, err := freeAddr()
+	// AWS is a fake on loopback that answers what a cold start asks for
+	// (the cursor key from Secrets Manager) and refuses anything else, so
+	// nothing leaves the machine.
+	fake, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
+	fakeSrv := &http.Server{Handler: http.HandlerFunc(fakeAWS)}
+	go func() { _ = fakeSrv.Serve(fake) }()
+	defer fakeSrv.Close()
+	dead := fake.Addr().String()
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -128,4 +134,17 @@ func firstPoll(ctx context.Context, bin string) (time.Duration, error) {
 	case <-time.After(20 * time.Second):
 		return 0, fmt.Errorf("no poll within 20 s: %s", stderr.String())
 	}
+}
+
+// fakeAWS answers Secrets Manager's GetSecretValue with a fixed 64-character
+// key, and every other call with an error.
+func fakeAWS(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	if r.Header.Get("X-Amz-Target") != "secretsmanager.GetSecretValue" {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"UnknownOperationException","message":"flowbench fake"}`))
+		return
+	}
+	_, _ = w.Write([]byte(`{"ARN":"arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor","Name":"cursor",` +
+		`"SecretString":"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","VersionId":"v1","VersionStages":["AWSCURRENT"]}`))
 }

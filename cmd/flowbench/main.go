@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -44,7 +45,7 @@ func main() {
 	flag.DurationVar(&c.e2eDur, "e2e", 15*time.Second, "duration of the paced end-to-end load")
 	flag.StringVar(&flows, "flows", "10000,100000", "flow counts for the management API figures")
 	flag.IntVar(&c.runs, "runs", 1_000_000, "runs seeded for the run search figure")
-	flag.DurationVar(&c.seedTime, "seed-time", 3*time.Minute, "stop seeding runs after this long and report the count reached")
+	flag.DurationVar(&c.seedTime, "seed-time", 210*time.Second, "stop seeding runs after this long and report the count reached")
 	flag.StringVar(&c.only, "only", "", "comma-separated sections to run (ceiling,ingest,e2e,sync,mgmt,go,lambda); empty: all")
 	flag.StringVar(&c.label, "label", "", "a note on what was measured (such as a commit)")
 	flag.StringVar(&c.baseline, "baseline", "", "a flowd binary to measure first under the same (b) and (c) loads, for a before/after table")
@@ -82,15 +83,16 @@ func (c config) want(section string) bool {
 func run(ctx context.Context, c config) error {
 	start := time.Now()
 	r := &report{}
-	host, _ := os.Hostname()
-	_ = host
+	// A section that fails is reported in the document and the others
+	// still run; the command then exits non-zero.
+	var failed []error
 	r.header(c, runtime.NumCPU(), loadAvg())
 
 	var ceil wrkResult
 	if c.want("ceiling") || c.want("ingest") {
 		var err error
 		if ceil, err = benchCeiling(ctx, c, r); err != nil {
-			return fmt.Errorf("ceiling: %w", err)
+			failed = append(failed, r.failure("ceiling", err))
 		}
 	}
 	if c.baseline != "" {
@@ -98,48 +100,48 @@ func run(ctx context.Context, c config) error {
 		base.flowd = c.baseline
 		var before, after figures
 		if err := benchIngest(ctx, base, &report{}, ceil, &before); err != nil {
-			return fmt.Errorf("baseline ingest: %w", err)
+			failed = append(failed, r.failure("baseline ingest", err))
 		}
 		if err := benchEndToEnd(ctx, base, &report{}, &before); err != nil {
-			return fmt.Errorf("baseline end to end: %w", err)
+			failed = append(failed, r.failure("baseline end to end", err))
 		}
 		if err := benchIngest(ctx, c, &report{}, ceil, &after); err != nil {
-			return fmt.Errorf("ingest: %w", err)
+			failed = append(failed, r.failure("ingest", err))
 		}
 		if err := benchEndToEnd(ctx, c, &report{}, &after); err != nil {
-			return fmt.Errorf("end to end: %w", err)
+			failed = append(failed, r.failure("end to end", err))
 		}
 		r.compare(c, before, after)
 	}
 	var fig figures
 	if c.want("ingest") {
 		if err := benchIngest(ctx, c, r, ceil, &fig); err != nil {
-			return fmt.Errorf("ingest: %w", err)
+			failed = append(failed, r.failure("ingest", err))
 		}
 	}
 	if c.want("e2e") {
 		if err := benchEndToEnd(ctx, c, r, &fig); err != nil {
-			return fmt.Errorf("end to end: %w", err)
+			failed = append(failed, r.failure("end to end", err))
 		}
 	}
 	if c.want("sync") {
 		if err := benchSync(ctx, c, r); err != nil {
-			return fmt.Errorf("on completion: %w", err)
+			failed = append(failed, r.failure("on completion", err))
 		}
 	}
 	if c.want("mgmt") {
 		if err := benchManagement(ctx, c, r); err != nil {
-			return fmt.Errorf("management: %w", err)
+			failed = append(failed, r.failure("management", err))
 		}
 	}
 	if c.want("go") {
 		if err := benchGo(ctx, c, r); err != nil {
-			return fmt.Errorf("go benchmarks: %w", err)
+			failed = append(failed, r.failure("go benchmarks", err))
 		}
 	}
 	if c.want("lambda") {
 		if err := benchLambdas(ctx, c, r); err != nil {
-			return fmt.Errorf("lambdas: %w", err)
+			failed = append(failed, r.failure("lambdas", err))
 		}
 	}
 	r.footer(time.Since(start))
@@ -147,7 +149,7 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	log.Printf("flowbench: wrote %s in %v", c.out, time.Since(start).Round(time.Second))
-	return nil
+	return errors.Join(failed...)
 }
 
 // loadAvg is the 1-minute load average, printed so that a reader can tell a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log"
 	"runtime"
 	"sort"
 	"strings"
@@ -86,4 +87,13 @@ func (r *report) compare(c config, before, after figures) {
 		row("(g) peak RSS during (b) / (c)", func(f figures) string { return mb(f.ingestRSS) + " / " + mb(f.e2eRSS) }),
 	)
 	r.table([]string{"figure", "before", "after"}, rows)
+}
+
+// failure records a section that could not be measured, and returns the
+// error for the exit status.
+func (r *report) failure(section string, err error) error {
+	r.section("FAILED: " + section)
+	r.code(err.Error())
+	log.Printf("flowbench: %s: %v", section, err)
+	return fmt.Errorf("%s: %w", section, err)
 }
