@@ -56,6 +56,8 @@ func benchLambdas(ctx context.Context, c config, r *report) error {
 		}
 		sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
 		log.Printf("flowbench: %s bootstrap %s, first poll %v", name, mb(st.Size()), starts.pct(50))
+		r.target("(h) "+name+" bootstrap size", "< 15 MB", mb(st.Size()), st.Size() < 15e6)
+		r.target("(h) "+name+" start → first poll", "< 20 ms", ms(starts.pct(50)), starts.pct(50) < 20*time.Millisecond)
 		rows = append(rows, []string{name, "**" + mb(st.Size()) + "**", "**" + ms(starts.pct(50)) + "**", ms(starts[len(starts)-1])})
 	}
 	r.section("(h) Lambda bootstraps")

@@ -10,7 +10,19 @@ import (
 )
 
 // report is the Markdown document flowbench writes.
-type report struct{ strings.Builder }
+type report struct {
+	strings.Builder
+	targets [][]string // issue 10's targets: figure, target, measured, met
+}
+
+// target records a measured figure against its target, for the summary.
+func (r *report) target(figure, target, measured string, met bool) {
+	verdict := "met"
+	if !met {
+		verdict = "**missed**"
+	}
+	r.targets = append(r.targets, []string{figure, target, measured, verdict})
+}
 
 func (r *report) header(c config, cpus int, load string) {
 	fmt.Fprintf(r, "# Benchmarks\n\n")
@@ -46,6 +58,13 @@ func (r *report) table(head []string, rows [][]string) {
 }
 
 func (r *report) footer(took time.Duration) {
+	if len(r.targets) > 0 {
+		r.section("Targets")
+		r.para("The targets of issue 10 against this run's figures. The machine's load average (in the first line) matters: " +
+			"on a busy machine every figure is worse, so judge targets on a quiet one.")
+		r.table([]string{"figure", "target", "this run", ""}, r.targets)
+		r.WriteString(limits)
+	}
 	fmt.Fprintf(r, "---\n\nThe whole run took %v.\n", took.Round(time.Second))
 }
 

@@ -94,6 +94,11 @@ func benchIngest(ctx context.Context, c config, r *report, ceil wrkResult, fig *
 	r.code(fmt.Sprintf("FLOWD_RATE_LIMIT=0 bin/flowd &\n%s\n%s", cmds[0], cmds[1]))
 	r.table([]string{"connections", "requests/s", "p50", "p99", "of (a)", "non-2xx", "socket errors"}, rows)
 	r.para("Queue depth when the load stopped: %.0f runs. (g) Peak resident memory of flowd during (b): **%s**.", depth, mb(rss))
+	if res, ok := fig.ingest[64]; ok && ceil.reqs > 0 {
+		r.target("(b) ingest, 64 connections, of (a)", "≥ 30%", fmt.Sprintf("%.1f%%", 100*res.reqs/ceil.reqs), res.reqs >= 0.3*ceil.reqs)
+		r.target("(b) ingest, 64 connections, p99", "< 15 ms", ms(res.p99), res.p99 < 15*time.Millisecond)
+	}
+	r.target("(g) peak RSS during (b)", "< 150 MB", mb(rss), rss < 150e6)
 	r.para("CPU profile of flowd during the 64-connection load (`FLOWD_PPROF_ADDR`, `go tool pprof -top`), top entries:")
 	r.code(prof.wait())
 	return nil
@@ -263,6 +268,10 @@ func benchEndToEnd(ctx context.Context, c config, r *report, fig *figures) error
 		{"queue depth each second", fmt.Sprint(depths)},
 		{"(g) flowd peak resident memory", "**" + mb(rss) + "**"},
 	})
+	sustained := (finished1 - finished0) / pdur.Seconds()
+	r.target("(c) sustained runs/s", "≥ 5,000", fmt.Sprintf("%.0f", sustained), sustained >= 5000)
+	r.target("(c) accept→finished p99", "< 250 ms", ms(e2e.pct(99)), e2e.pct(99) < 250*time.Millisecond)
+	r.target("(g) peak RSS during (c)", "< 150 MB", mb(rss), rss < 150e6)
 	r.para("CPU profile of flowd during the paced phase, top entries:")
 	r.code(prof.wait())
 	return nil
@@ -352,6 +361,7 @@ func benchSync(ctx context.Context, c config, r *report) error {
 		"Steps = `finished − started` of the run; overhead = round trip − steps: the receiver, the durable enqueue, the hand-off to a worker, "+
 		"the claim and finish writes and the answer. Run times have millisecond resolution, so steps under 1 ms read as 0.", len(rtt))
 	r.code("go run ./cmd/flowbench -only sync")
+	r.target("(d) ON_COMPLETION overhead p50", "< 1 ms", ms(over.pct(50)), over.pct(50) < time.Millisecond)
 	r.table([]string{"figure", "p50", "p99"}, [][]string{
 		{"round trip", ms(rtt.pct(50)), ms(rtt.pct(99))},
 		{"steps (run started→finished)", ms(steps.pct(50)), ms(steps.pct(99))},
