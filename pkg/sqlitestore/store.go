@@ -54,6 +54,10 @@ type Store struct {
 	closed     chan struct{}
 	closeOnce  sync.Once
 	writerDone chan struct{}
+	// savepoint, release and rollbackTo are prepared once on the writer's
+	// connection: every write in a batch runs two of them, and parsing
+	// them again each time was a measurable share of the writer's time.
+	savepoint, release, rollbackTo *sql.Stmt
 	// cache holds flows and routes for the receivers (CacheFlows); nil
 	// when off.
 	cache *flowCache
@@ -152,7 +156,16 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	ping.SetMaxOpenConns(1)
 	ping.SetMaxIdleConns(1)
-	s := &Store{w: w, r: r, ping: ping, writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{}), cache: newFlowCache(o.cacheTTL)}
+	var stmts [3]*sql.Stmt
+	for i, q := range []string{`SAVEPOINT w`, `RELEASE w`, `ROLLBACK TO w`} {
+		if stmts[i], err = w.PrepareContext(ctx, q); err != nil {
+			_ = ping.Close()
+			_ = r.Close()
+			_ = w.Close()
+			return nil, fmt.Errorf("sqlitestore: open %s: prepare %s: %w", path, q, err)
+		}
+	}
+	s := &Store{w: w, r: r, ping: ping, savepoint: stmts[0], release: stmts[1], rollbackTo: stmts[2], writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{}), cache: newFlowCache(o.cacheTTL)}
 	go s.writer()
 	return s, nil
 }
@@ -247,7 +260,8 @@ func dsn(path string, extra url.Values) string {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.writerDone
-	return errors.Join(s.ping.Close(), s.r.Close(), s.w.Close())
+	return errors.Join(s.savepoint.Close(), s.release.Close(), s.rollbackTo.Close(),
+		s.ping.Close(), s.r.Close(), s.w.Close())
 }
 
 // A write is one caller's function over a write transaction, handed to the
@@ -390,7 +404,7 @@ func (s *Store) runBatch(batch []*writeReq) error {
 		return wrapWriteErr(op, "begin", err)
 	}
 	for _, req := range batch {
-		if _, err := tx.Exec(`SAVEPOINT w`); err != nil {
+		if _, err := tx.Stmt(s.savepoint).Exec(); err != nil {
 			_ = tx.Rollback()
 			return wrapWriteErr(op, "savepoint", err)
 		}
@@ -399,7 +413,11 @@ func (s *Store) runBatch(batch []*writeReq) error {
 			// ROLLBACK TO leaves the savepoint open; RELEASE ends it. If
 			// SQLite already rolled the whole transaction back, these fail
 			// and so does the batch.
-			if _, rerr := tx.Exec(`ROLLBACK TO w; RELEASE w`); rerr != nil {
+			_, rerr := tx.Stmt(s.rollbackTo).Exec()
+			if rerr == nil {
+				_, rerr = tx.Stmt(s.release).Exec()
+			}
+			if rerr != nil {
 				_ = tx.Rollback()
 				if len(batch) == 1 {
 					return req.err
@@ -408,7 +426,7 @@ func (s *Store) runBatch(batch []*writeReq) error {
 			}
 			continue
 		}
-		if _, err := tx.Exec(`RELEASE w`); err != nil {
+		if _, err := tx.Stmt(s.release).Exec(); err != nil {
 			_ = tx.Rollback()
 			return wrapWriteErr(op, "release savepoint", err)
 		}
