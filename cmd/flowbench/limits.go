@@ -15,8 +15,8 @@ const limits = `### What limits the missed figures
 - **(c) end to end.** A run costs four write transactions on the worker path (claim the queue entry,
   claim the run, finish it with the flow's stats, acknowledge the entry), each waiting for its own
   fsync unless another write shares it, and with the default four workers at most four runs' writes
-  can share a commit. More workers share more (` + "`-env FLOWD_WORKERS=32`" + ` roughly doubled the capacity on
-  this machine); the structural fix is in the run path: claim entry and run in one transaction,
+  can share a commit. More workers share more (` + "`-env FLOWD_WORKERS=16`" + ` raised the sustained rate by a fifth to a
+  third on this machine, at the cost of longer queues in bursts); the structural fix is in the run path: claim entry and run in one transaction,
   finish and acknowledge in one, and claim and finish in batches.
 - **(d) ON_COMPLETION overhead.** The answer waits for the durable enqueue and for the claim and
   finish commits of the worker that runs it: at least three fsyncs on the request path.
