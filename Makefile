@@ -6,7 +6,7 @@ BIN       := bin
 DATA_DIR  ?= .flowd
 GOFLAGS_TEST ?= -count=1
 
-.PHONY: all build run run-aws test screenshots bench lint fmt clean tools-check lint-template build-lambdas deploy \
+.PHONY: all build run run-aws test screenshots bench bench-compare lint fmt clean tools-check lint-template build-lambdas deploy \
 	fuzz fuzz-short soak \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction build-CodeFunction
 
@@ -73,9 +73,21 @@ soak:
 screenshots: tools-check
 	FLOWD_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run TestDashboardInABrowser ./cmd/flowd
 
-## bench: the Go benchmarks, recorded in docs/benchmarks.md
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+## bench: every figure of docs/benchmarks.md from one run (cmd/flowbench; loopback only, bounded, a few minutes); not in make test
+BENCHFLAGS ?=
+bench: build
+	@command -v wrk >/dev/null || { echo "make bench: installing the load generator wrk (apt-get install -y wrk)"; \
+		apt-get install -y wrk >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y wrk >/dev/null; } || \
+		{ echo "make bench: wrk is missing and could not be installed; install it with: apt-get install -y wrk"; exit 1; }; }
+	$(GO) run ./cmd/flowbench -flowd $(BIN)/flowd -out docs/benchmarks.md $(BENCHFLAGS)
+
+## bench-compare: make bench, plus a before/after table of (b) and (c) against flowd built from BASE (a commit, default HEAD~1)
+BASE ?= HEAD~1
+bench-compare: build
+	@rm -rf $(BIN)/base-src && mkdir -p $(BIN)/base-src && git archive $(BASE) | tar -x -C $(BIN)/base-src
+	cd $(BIN)/base-src && $(GO) build -trimpath -o ../flowd-base ./cmd/flowd
+	@rm -rf $(BIN)/base-src
+	$(MAKE) --no-print-directory bench BENCHFLAGS="-baseline $(BIN)/flowd-base $(BENCHFLAGS)"
 
 ## lint: vet, staticcheck (a tool of go.mod: `go tool staticcheck`) and gofmt
 lint:

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkWebhookAccept measures what a sender waits for: a flow builder
 // webhook answered 200 by a real flowd process, which means the run and its
-// queue entry are committed to SQLite (WAL, synchronous=NORMAL). Workers
+// queue entry are committed to SQLite (WAL, synchronous=FULL, group commit). Workers
 // execute the (one SET step) runs meanwhile, as in production.
 func BenchmarkWebhookAccept(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "data")

@@ -30,6 +30,7 @@ import (
 	"flowservice/pkg/oauth"
 	"flowservice/pkg/runworker"
 	"flowservice/pkg/sandbox"
+	"flowservice/pkg/sqlitestore"
 )
 
 func main() {
@@ -59,6 +60,9 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	applyMemoryLimit(cfg, getenv, log)
+	if err := startPprof(ctx, getenv("FLOWD_PPROF_ADDR"), log); err != nil {
+		return err
+	}
 	m := metrics.New()
 	// The ports are bound before anything is created: a second flowd on a
 	// taken port stops here, before it makes a project or AWS resources.
@@ -172,7 +176,10 @@ type backend struct {
 // the in-process scheduler of a data directory, with m observing runs, the
 // queue and the store, and code running CODE steps.
 func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, log *slog.Logger, m *metrics.Metrics) (*backend, error) {
-	dir, err := datadir.Open(ctx, cfg.DataDir)
+	// flowd is the one process that writes flows, so the receivers' flow
+	// and route lookups are cached and dropped on every change; the TTL
+	// only bounds a change made behind its back.
+	dir, err := datadir.Open(ctx, cfg.DataDir, sqlitestore.CacheFlows(2*time.Second))
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: create flow %s: %w", f.ID, err)
 	}
+	defer s.cache.invalidate() // after the commit: see flowCache.gen
 	return s.write(ctx, "create flow "+f.ID, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO flows (id, project, status, version, doc, allowed_ips) VALUES (?, ?, ?, 1, ?, ?)`,
@@ -39,6 +40,7 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: put flow %s: %w", f.ID, err)
 	}
+	defer s.cache.invalidate()
 	return s.write(ctx, "put flow "+f.ID, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE flows SET status = ?, version = ?, doc = ?, allowed_ips = ?
@@ -133,6 +135,10 @@ func (s *Store) Flow(ctx context.Context, project, id string) (automation.Flow, 
 
 // FlowByID finds a flow by its ID alone.
 func (s *Store) FlowByID(ctx context.Context, id string) (automation.Flow, error) {
+	return s.cachedFlowByID(id, func() (automation.Flow, error) { return s.flowByID(ctx, id) })
+}
+
+func (s *Store) flowByID(ctx context.Context, id string) (automation.Flow, error) {
 	f, _, err := scanFlow(s.r.QueryRowContext(ctx,
 		`SELECT `+flowColumns+` FROM flows WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -145,6 +151,7 @@ func (s *Store) FlowByID(ctx context.Context, id string) (automation.Flow, error
 
 // DeleteFlow removes a flow of the project and everything that hangs off it.
 func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
+	defer s.cache.invalidate()
 	return s.write(ctx, "delete flow "+id, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx,
@@ -235,6 +242,10 @@ type queryer interface {
 
 // RouteFlows returns method -> flow ID for the routes on path.
 func (s *Store) RouteFlows(ctx context.Context, path string) (map[string]string, error) {
+	return s.cachedRouteFlows(path, func() (map[string]string, error) { return s.routeFlows(ctx, path) })
+}
+
+func (s *Store) routeFlows(ctx context.Context, path string) (map[string]string, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT method, flow FROM routes WHERE path = ?`, path)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: routes of %s: %w", path, err)

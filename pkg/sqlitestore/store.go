@@ -20,6 +20,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -46,6 +47,23 @@ type Store struct {
 	// ping is one read-only connection of its own for Ping, so that a
 	// health check never queues behind a burst of large reads in r.
 	ping *sql.DB
+
+	// writes hands write requests to the writer goroutine (group commit,
+	// see write); closed stops it and writerDone tells it has stopped.
+	writes     chan *writeReq
+	closed     chan struct{}
+	closeOnce  sync.Once
+	writerDone chan struct{}
+	// savepoint, release and rollbackTo are prepared once on the writer's
+	// connection: every write in a batch runs two of them, and parsing
+	// them again each time was a measurable share of the writer's time.
+	savepoint, release, rollbackTo *sql.Stmt
+	// cache holds flows and routes for the receivers (CacheFlows); nil
+	// when off.
+	cache *flowCache
+	// batchHook, when set (tests only, before any write), is told the size
+	// of each batch the writer commits.
+	batchHook func(n int)
 }
 
 var _ automation.Store = (*Store)(nil)
@@ -53,7 +71,10 @@ var _ automation.Store = (*Store)(nil)
 // Option changes how Open opens a store.
 type Option func(*options)
 
-type options struct{ queryOnly bool }
+type options struct {
+	queryOnly bool
+	cacheTTL  time.Duration // CacheFlows
+}
 
 // QueryOnly opens the store so that every write fails as on a read-only
 // database (SQLITE_READONLY), after the schema is brought up to date: for
@@ -80,11 +101,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		// WAL lets readers, here and in the other process, run beside a
 		// writer. The mode is stored in the file, so readers need not set it.
 		"_journal_mode": {"WAL"},
-		// With WAL, NORMAL syncs at checkpoints rather than at every
-		// commit: a power loss may drop the last commits but never
-		// corrupts the file, and a crash of the process alone loses
-		// nothing. That is the usual trade for a local server.
-		"_synchronous": {"NORMAL"},
+		// FULL: in WAL mode every COMMIT fsyncs the WAL, so a write that
+		// returned survives a power loss, not only a crash of the
+		// process. Group commit (see write) shares that fsync among all
+		// the writes waiting at the time, which is what makes FULL cheap.
+		"_synchronous": {"FULL"},
 		// BEGIN IMMEDIATE takes the write lock up front, so a transaction
 		// never has to upgrade a read lock, which is where two writers
 		// would deadlock and one would get SQLITE_BUSY at once.
@@ -135,7 +156,18 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	ping.SetMaxOpenConns(1)
 	ping.SetMaxIdleConns(1)
-	return &Store{w: w, r: r, ping: ping}, nil
+	var stmts [3]*sql.Stmt
+	for i, q := range []string{`SAVEPOINT w`, `RELEASE w`, `ROLLBACK TO w`} {
+		if stmts[i], err = w.PrepareContext(ctx, q); err != nil {
+			_ = ping.Close()
+			_ = r.Close()
+			_ = w.Close()
+			return nil, fmt.Errorf("sqlitestore: open %s: prepare %s: %w", path, q, err)
+		}
+	}
+	s := &Store{w: w, r: r, ping: ping, savepoint: stmts[0], release: stmts[1], rollbackTo: stmts[2], writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{}), cache: newFlowCache(o.cacheTTL)}
+	go s.writer()
+	return s, nil
 }
 
 // migrateRetrying migrates, trying again while the file is busy. Two
@@ -224,42 +256,201 @@ func dsn(path string, extra url.Values) string {
 
 // Close closes the database. The last connection to close checkpoints the
 // WAL back into the main file.
+// Writes already handed to the writer finish first; later ones fail.
 func (s *Store) Close() error {
-	return errors.Join(s.ping.Close(), s.r.Close(), s.w.Close())
+	s.closeOnce.Do(func() { close(s.closed) })
+	<-s.writerDone
+	return errors.Join(s.savepoint.Close(), s.release.Close(), s.rollbackTo.Close(),
+		s.ping.Close(), s.r.Close(), s.w.Close())
 }
 
-// write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+// A write is one caller's function over a write transaction, handed to the
+// store's single writer goroutine (see writer).
+type writeReq struct {
+	ctx  context.Context
+	op   string
+	fn   func(tx *sql.Tx) error
+	done chan error // buffered: the writer never waits on a caller
+	err  error      // fn's own outcome, nil until the batch commits
+}
+
+// maxBatch bounds how many callers share one commit: enough to amortise the
+// fsync across a burst, few enough that one batch's transaction stays short.
+const maxBatch = 256
+
+// write runs fn inside a write transaction and returns once that
+// transaction is durable on disk, or fn's error.
+//
+// Group commit: write hands fn to the store's one writer goroutine, which
+// runs the functions of every caller waiting at that moment in one SQLite
+// transaction, each inside a SAVEPOINT of its own, and commits once. A
+// function that fails rolls back to its savepoint only: its changes are
+// undone and the others' stay. Callers are answered only after the COMMIT
+// returns, so many webhooks share one fsync and none is answered before
+// its data is durable.
+//
+// Crash safety: the database runs in WAL mode with synchronous=FULL, so
+// COMMIT returns only after the WAL frames of the whole transaction, commit
+// record included, are fsynced. A crash before that point loses the batch
+// as a whole, atomically, and no caller of that batch was answered success;
+// a crash after it keeps every change of the batch. A caller whose function
+// failed was answered with its error and its savepoint was rolled back
+// before the commit, so none of its changes are in the file. A caller's
+// function runs on the writer goroutine while the caller waits, so the
+// closure's captured variables are only read back after the answer.
+//
 // Errors of the domain (*automation.Error) pass through as they are; any
-// other is wrapped with op.
-// A write the database cannot take now (disk full, read-only, busy past
-// the timeout, I/O error) is an ErrUnavailable, so that clients are told to
-// try again rather than shown a 500.
+// other is wrapped with op. A write the database cannot take now (disk
+// full, read-only, busy past the timeout, I/O error) is an ErrUnavailable,
+// so that clients are told to try again rather than shown a 500.
 func (s *Store) write(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		if unavailable(err) {
-			return errUnavailable(op+": begin", err)
-		}
-		return fmt.Errorf("sqlitestore: %s: begin: %w", op, err)
+	req := &writeReq{ctx: ctx, op: op, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writes <- req:
+	case <-ctx.Done():
+		return fmt.Errorf("sqlitestore: %s: %w", op, ctx.Err())
+	case <-s.closed:
+		return fmt.Errorf("sqlitestore: %s: store closed", op)
 	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		var e *automation.Error
-		if errors.As(err, &e) {
-			return err
+	// Once handed over the write may commit, so wait for its outcome even
+	// if ctx ends: the caller must not be told "failed" about a write that
+	// then lands. The writer skips requests whose ctx ended before their turn.
+	return <-req.done
+}
+
+// writer is the store's one writing goroutine. It takes a waiting request,
+// gathers every other request already waiting (up to maxBatch) and commits
+// them together. It does not wait to fill a batch: while one batch commits,
+// the next callers queue up, so batches grow with the load by themselves
+// and a lone write pays no delay.
+func (s *Store) writer() {
+	defer close(s.writerDone)
+	batch := make([]*writeReq, 0, maxBatch)
+	for {
+		select {
+		case req := <-s.writes:
+			batch = append(batch[:0], req)
+		case <-s.closed:
+			return
 		}
-		if unavailable(err) {
-			return errUnavailable(op, err)
+	gather:
+		for len(batch) < maxBatch {
+			select {
+			case req := <-s.writes:
+				batch = append(batch, req)
+			default:
+				break gather
+			}
 		}
-		return fmt.Errorf("sqlitestore: %s: %w", op, err)
+		s.commit(batch)
+		clear(batch)
+	}
+}
+
+// commit runs a batch in one transaction and answers each caller. If the
+// transaction as a whole fails (BEGIN, a savepoint statement or COMMIT, or
+// a statement whose failure SQLite answers by rolling back the whole
+// transaction, such as an interrupt or a full disk), nothing of the batch
+// was written; a batch of several is then run again one caller per
+// transaction, so that each caller gets the outcome of its own write alone.
+func (s *Store) commit(batch []*writeReq) {
+	live := batch[:0]
+	for _, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			req.done <- fmt.Errorf("sqlitestore: %s: %w", req.op, err)
+			continue
+		}
+		live = append(live, req)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if s.batchHook != nil {
+		s.batchHook(len(live))
+	}
+	err := s.runBatch(live)
+	if err != nil && len(live) > 1 {
+		for _, req := range live {
+			req.err = nil
+			if err := s.runBatch([]*writeReq{req}); err != nil {
+				req.done <- err
+			} else {
+				req.done <- req.err
+			}
+		}
+		return
+	}
+	for _, req := range live {
+		if err != nil {
+			req.done <- err
+		} else {
+			req.done <- req.err
+		}
+	}
+}
+
+// runBatch runs the requests in one transaction, each in a savepoint, and
+// commits. It returns an error only when the transaction failed as a whole
+// (then nothing was written); each request's own failure is in its err.
+func (s *Store) runBatch(batch []*writeReq) error {
+	op := batch[0].op
+	if len(batch) > 1 {
+		op = fmt.Sprintf("%s (with %d other writes)", op, len(batch)-1)
+	}
+	// Not any caller's context: one caller giving up must not end the
+	// others' transaction.
+	tx, err := s.w.BeginTx(context.Background(), nil)
+	if err != nil {
+		return wrapWriteErr(op, "begin", err)
+	}
+	for _, req := range batch {
+		if _, err := tx.Stmt(s.savepoint).Exec(); err != nil {
+			_ = tx.Rollback()
+			return wrapWriteErr(op, "savepoint", err)
+		}
+		if err := req.fn(tx); err != nil {
+			req.err = wrapWriteErr(req.op, "", err)
+			// ROLLBACK TO leaves the savepoint open; RELEASE ends it. If
+			// SQLite already rolled the whole transaction back, these fail
+			// and so does the batch.
+			_, rerr := tx.Stmt(s.rollbackTo).Exec()
+			if rerr == nil {
+				_, rerr = tx.Stmt(s.release).Exec()
+			}
+			if rerr != nil {
+				_ = tx.Rollback()
+				if len(batch) == 1 {
+					return req.err
+				}
+				return wrapWriteErr(op, "rollback to savepoint", rerr)
+			}
+			continue
+		}
+		if _, err := tx.Stmt(s.release).Exec(); err != nil {
+			_ = tx.Rollback()
+			return wrapWriteErr(op, "release savepoint", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		if unavailable(err) {
-			return errUnavailable(op+": commit", err)
-		}
-		return fmt.Errorf("sqlitestore: %s: commit: %w", op, err)
+		return wrapWriteErr(op, "commit", err)
 	}
 	return nil
+}
+
+// wrapWriteErr gives a write's error its context: domain errors pass as
+// they are, storage conditions become ErrUnavailable.
+func wrapWriteErr(op, stage string, err error) error {
+	var e *automation.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if stage != "" {
+		op += ": " + stage
+	}
+	if unavailable(err) {
+		return errUnavailable(op, err)
+	}
+	return fmt.Errorf("sqlitestore: %s: %w", op, err)
 }
 
 // Ping reads from the database: the health check's "the store answers".

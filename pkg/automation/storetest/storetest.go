@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("SampleGoesWithFlow", func(t *testing.T) { testSampleGoesWithFlow(t, open(t)) })
 	t.Run("FlowState", func(t *testing.T) { testFlowState(t, open(t)) })
 	t.Run("FlowStateRace", func(t *testing.T) { testFlowStateRace(t, open(t)) })
+	t.Run("ConcurrentWrites", func(t *testing.T) { testConcurrentWrites(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.
