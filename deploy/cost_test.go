@@ -24,10 +24,10 @@ import (
 // step), as docs/cost.md prices them. TestDynamoCostPerWebhookAndRun fails
 // when a change makes either grow; lower them when a change cuts them.
 const (
-	maxWebhookCalls      = 3
-	maxWebhookWriteUnits = 8
+	maxWebhookCalls      = 4
+	maxWebhookWriteUnits = 4
 	maxRunCalls          = 4
-	maxRunWriteUnits     = 21
+	maxRunWriteUnits     = 15
 )
 
 // dynamoMeter is SDK middleware that counts DynamoDB calls by operation

@@ -188,6 +188,10 @@ func routeItem(r automation.Route, f automation.Flow) map[string]types.Attribute
 
 // CreateFlow writes the flow and reserves its routes in one transaction.
 func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
+	return retryShapes(ctx, func() error { return s.createFlow(ctx, f) })
+}
+
+func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
 	item, err := flowAttrs(f)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
@@ -287,6 +291,10 @@ func (s *Store) FlowByID(ctx context.Context, id string) (automation.Flow, error
 // first item checks the version read, so the routes it removes are the ones
 // the stored flow holds.
 func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
+	return retryShapes(ctx, func() error { return s.putFlow(ctx, f) })
+}
+
+func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 	stored, err := s.Flow(ctx, f.Project, f.ID)
 	if err != nil {
 		return err

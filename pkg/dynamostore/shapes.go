@@ -2,9 +2,12 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -134,7 +137,40 @@ func (s *Store) checkShape(ctx context.Context, f automation.Flow) (*types.Trans
 }
 
 // shapesChanged is the answer when another write took a shape between
-// checkShape's read and this write.
+// checkShape's read and this write. CreateFlow and PutFlow read the shapes
+// again and retry (retryShapes); a client sees it only when the race goes
+// on past those tries.
 func shapesChanged() error {
-	return automation.Conflict("ROUTE_CONFLICT", "webhook paths were changed by another request at the same time; try again")
+	return &shapeRace{automation.Conflict("ROUTE_CONFLICT", "webhook paths were changed by another request at the same time; try again")}
+}
+
+// shapeRace is a write that lost the shape registry's version check to a
+// concurrent path change: the write did nothing and may be tried again.
+type shapeRace struct{ err error }
+
+func (e *shapeRace) Error() string { return e.err.Error() }
+func (e *shapeRace) Unwrap() error { return e.err }
+
+// shapeTries bounds how often a flow write that lost a shape race is
+// tried again: every path write of the same segment count bumps the same
+// version item, so concurrent saves of unrelated paths race too.
+const shapeTries = 40
+
+// retryShapes runs write until it does not lose a shape race, at most
+// shapeTries times, pausing between tries for a random time under an
+// exponential bound (at most 200 ms), so that many writers at once spread
+// out instead of colliding again.
+func retryShapes(ctx context.Context, write func() error) error {
+	for i := 1; ; i++ {
+		err := write()
+		var race *shapeRace
+		if !errors.As(err, &race) || i == shapeTries {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(1+rand.IntN(min(200, 1<<min(i, 8)))) * time.Millisecond):
+		}
+	}
 }

@@ -22,7 +22,11 @@ func testConcurrentWrites(t *testing.T, s automation.Store) {
 	held := webhookFlow(p, "holder", automation.MethodAny, "concurrent/held", base)
 	must(t, "CreateFlow holder", s.CreateFlow(ctx, held))
 
-	const good, bad = 48, 16
+	// Enough writers at once for SQLite's group commit to batch them with
+	// failures among them; DynamoDB serialises path writes of one segment
+	// count on its shape registry (retried inside the store), so many more
+	// only make the moto run slow.
+	const good, bad = 12, 4
 	flows := make([]automation.Flow, good+bad)
 	errs := make([]error, good+bad)
 	for i := range flows {
