@@ -234,6 +234,8 @@ func (x *execution) journalNow(ctx context.Context) error {
 
 // run1 runs one step: a container's nested steps, or any other step. A
 // container whose nested steps stopped the run returns how (inner).
+//
+//lint:ignore ST1008 the listEnd after the error says how nested steps ended the list, read only with it
 func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (out any, err error, inner listEnd) {
 	switch s.Type {
 	case automation.StepSwitch:
@@ -258,6 +260,8 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 
 // switchStep runs the steps of the first case whose condition holds, or
 // the default's; its output says which ({"case": i} or {"case": "default"}).
+//
+//lint:ignore ST1008 the listEnd after the error says how nested steps ended the list, read only with it
 func (x *execution) switchStep(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (any, error, listEnd) {
 	x.env[budgetKey] = newBudget(ctx)
 	var (
@@ -302,6 +306,8 @@ func (x *execution) switchStep(ctx context.Context, s automation.Step, sr *autom
 // and outputs {"items": [{<step>: output, …}, …]} in item order. A false
 // FILTER inside ends that item only. The first failed item stops the loop
 // from starting more, and fails the step.
+//
+//lint:ignore ST1008 the listEnd after the error says how nested steps ended the list, read only with it
 func (x *execution) forEach(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (any, error, listEnd) {
 	x.env[budgetKey] = newBudget(ctx)
 	items, err := x.items(s)

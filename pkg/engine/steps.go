@@ -44,8 +44,6 @@ type shared struct {
 	jmu      sync.Mutex
 	journal  automation.Journal
 	previous map[string]automation.StepResult // journalIndex of the claimed run
-	// state is the flow's state as the run read it (STORE updates it).
-	state map[string]any
 }
 
 // step runs one step and returns its output. Failures are *stepError; a
