@@ -80,8 +80,21 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 	if f.RunCount != 1 || f.SuccessRate != 100 || f.LastRun == nil {
 		t.Fatalf("flow stats = %d runs, %v%%, last %v", f.RunCount, f.SuccessRate, f.LastRun)
 	}
-	if pending, parked, _ := e.store.QueueStats(context.Background()); pending+parked != 0 {
-		t.Fatalf("queue keeps %d pending, %d parked after success", pending, parked)
+	// The run is final before its worker acknowledges the entry: wait for
+	// the acknowledgement rather than race it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pending, parked, err := e.store.QueueStats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pending+parked == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue keeps %d pending, %d parked after success", pending, parked)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
