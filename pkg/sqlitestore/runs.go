@@ -251,7 +251,11 @@ func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, arg
 
 // FinishRun writes a run's final state and adds it to its flow's stats in
 // the same transaction, so the stats count every finished run exactly once.
-// It writes only while the attempt holds the run.
+// It writes only while the attempt holds the run. The same transaction
+// removes the run's queue entry, so that the worker's Ack that follows
+// finds nothing to do and costs no commit of its own; a FAILED run keeps
+// its entry, which the worker parks when the run gave up after its last
+// attempt (automation.OutcomeExhausted) and acknowledges otherwise.
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("sqlitestore: finish run %s: status %q is not final", r.ID, r.Status)
@@ -265,6 +269,11 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			string(r.Status), doc, r.Project, r.ID, r.LeaseToken); err != nil {
 			return err
+		}
+		if r.Status != automation.RunFailed {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE run = ?`, r.ID); err != nil {
+				return err
+			}
 		}
 		var last sql.NullString
 		err := tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
@@ -333,8 +342,16 @@ func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration
 	return e, ok && err == nil, err
 }
 
-// Ack removes a settled queue entry.
+// Ack removes a settled queue entry. The entry of a run that FinishRun
+// finished is already gone: a read says so, and no commit is waited for.
 func (s *Store) Ack(ctx context.Context, runID string) error {
+	var one int
+	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM run_queue WHERE run = ?`, runID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("sqlitestore: ack run %s: %w", runID, err)
+	}
 	return s.write(ctx, "ack run "+runID, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE run = ?`, runID)
 		return err

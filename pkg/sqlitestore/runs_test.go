@@ -92,3 +92,59 @@ func TestQueue(t *testing.T) {
 		t.Fatalf("queue stats = %d pending, %d parked, %v; want 0, 1", pending, parked, err)
 	}
 }
+
+// TestFinishRemovesQueueEntry: FinishRun takes a finished run's queue entry
+// with it, so the worker's Ack has nothing left to write; a FAILED run keeps
+// its entry, for the worker to park or acknowledge.
+func TestFinishRemovesQueueEntry(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, filepath.Join(t.TempDir(), "finish.db"))
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	finish := func(id string, status automation.RunStatus) {
+		t.Helper()
+		err := s.Enqueue(ctx, automation.Run{ID: id, Project: "prj_f", FlowID: "flw_f", Status: automation.RunRunning,
+			Created: now, Trigger: automation.TriggerData{Body: json.RawMessage(`{}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok, err := s.ClaimDue(ctx, now, time.Minute)
+		if err != nil || !ok || e.RunID != id {
+			t.Fatalf("ClaimDue = %+v %v %v, want %s", e, ok, err, id)
+		}
+		r, err := s.ClaimRun(ctx, "prj_f", id, now, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Status = status
+		if err := s.FinishRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats := func() (int, int) {
+		t.Helper()
+		pending, parked, err := s.QueueStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pending, parked
+	}
+
+	finish("run_ok", automation.RunSucceeded)
+	if p, k := stats(); p != 0 || k != 0 {
+		t.Fatalf("after a SUCCEEDED finish the queue keeps %d pending, %d parked; want none", p, k)
+	}
+	if err := s.Ack(ctx, "run_ok"); err != nil {
+		t.Fatalf("Ack of an entry FinishRun removed: %v", err)
+	}
+
+	finish("run_bad", automation.RunFailed)
+	if p, k := stats(); p != 1 || k != 0 {
+		t.Fatalf("after a FAILED finish the queue has %d pending, %d parked; want the entry kept", p, k)
+	}
+	if err := s.Park(ctx, "run_bad", "gave up"); err != nil {
+		t.Fatal(err)
+	}
+	if p, k := stats(); p != 0 || k != 1 {
+		t.Fatalf("queue has %d pending, %d parked; want the FAILED run's entry parked", p, k)
+	}
+}
