@@ -16,6 +16,9 @@ import (
 // Executor executes one attempt at a run: *automation.Service.
 type Executor interface {
 	ExecuteRun(ctx context.Context, project, runID string) (automation.Attempt, error)
+	// ExecuteClaimed executes a run the queue claimed with its entry
+	// (automation.QueueEntry.Run).
+	ExecuteClaimed(ctx context.Context, r automation.Run) (automation.Attempt, error)
 }
 
 // Config tunes a Pool. Zero fields take the defaults.
@@ -97,7 +100,15 @@ func (p *Pool) work(ctx context.Context, exec Executor) {
 // handle executes one entry and settles it by the outcome.
 func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntry) {
 	log := p.cfg.Log.With("run", e.RunID, "claim", e.Claims)
-	at, err := exec.ExecuteRun(ctx, e.Project, e.RunID)
+	var (
+		at  automation.Attempt
+		err error
+	)
+	if e.Run != nil {
+		at, err = exec.ExecuteClaimed(ctx, *e.Run)
+	} else {
+		at, err = exec.ExecuteRun(ctx, e.Project, e.RunID)
+	}
 	switch at.Outcome {
 	case automation.OutcomeFinished:
 		err = p.q.Ack(ctx, e.RunID)

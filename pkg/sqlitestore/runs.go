@@ -163,37 +163,43 @@ func (s *Store) SearchRuns(ctx context.Context, project string, q automation.Run
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
 func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
 	var r automation.Run
-	token := automation.NewID("lease_")
-	err := s.write(ctx, "claim run "+id, func(tx *sql.Tx) error {
-		var (
-			status          string
-			until           sql.NullInt64
-			attempts, ended int
-			err             error
-		)
-		err = tx.QueryRowContext(ctx,
-			`SELECT status, lease_until, attempts, ended FROM runs WHERE project = ? AND id = ?`, project, id).
-			Scan(&status, &until, &attempts, &ended)
-		if errors.Is(err, sql.ErrNoRows) {
-			return automation.NotFound("run", id)
-		} else if err != nil {
-			return err
-		}
-		if automation.RunStatus(status).Final() {
-			return automation.RunFinished(id, automation.RunStatus(status))
-		}
-		if until.Valid && until.Int64 > now.UnixMilli() {
-			return automation.RunClaimed(id)
-		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? WHERE id = ?`,
-			now.Add(lease).UnixMilli(), token, id); err != nil {
-			return err
-		}
-		r, _, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
-		r.Interrupted, r.LeaseToken = attempts-ended, token
+	err := s.write(ctx, "claim run "+id, func(tx *sql.Tx) (err error) {
+		r, err = claimRun(ctx, tx, project, id, now, lease)
 		return err
 	})
+	return r, err
+}
+
+// claimRun is ClaimRun inside a write: it changes nothing unless it claims.
+func claimRun(ctx context.Context, tx *sql.Tx, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
+	var (
+		r               automation.Run
+		status          string
+		until           sql.NullInt64
+		attempts, ended int
+	)
+	err := tx.QueryRowContext(ctx,
+		`SELECT status, lease_until, attempts, ended FROM runs WHERE project = ? AND id = ?`, project, id).
+		Scan(&status, &until, &attempts, &ended)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, automation.NotFound("run", id)
+	} else if err != nil {
+		return r, err
+	}
+	if automation.RunStatus(status).Final() {
+		return r, automation.RunFinished(id, automation.RunStatus(status))
+	}
+	if until.Valid && until.Int64 > now.UnixMilli() {
+		return r, automation.RunClaimed(id)
+	}
+	token := automation.NewID("lease_")
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? WHERE id = ?`,
+		now.Add(lease).UnixMilli(), token, id); err != nil {
+		return r, err
+	}
+	r, _, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	r.Interrupted, r.LeaseToken = attempts-ended, token
 	return r, err
 }
 
@@ -320,7 +326,10 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 
 // ClaimDue takes the oldest due queue entry no live lease holds, for the
 // worker pool (pkg/runworker): first in, first out among entries due at the
-// same millisecond.
+// same millisecond. In the same transaction it claims the entry's run as
+// ClaimRun would (QueueEntry.Run), so that the attempt waits for one commit
+// instead of two; a run it cannot claim is left as it is, for ExecuteRun's
+// own claim to find out why.
 func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e automation.QueueEntry, ok bool, err error) {
 	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
 		ms := now.UnixMilli()
@@ -335,9 +344,19 @@ func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration
 		}
 		e.Claims++
 		ok = true
-		_, err = tx.ExecContext(ctx,
-			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), e.Claims, e.RunID)
-		return err
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), e.Claims, e.RunID); err != nil {
+			return err
+		}
+		r, err := claimRun(ctx, tx, e.Project, e.RunID, now, lease)
+		switch {
+		case err == nil:
+			e.Run = &r
+		case automation.IsRunFinished(err), automation.IsRunClaimed(err), automation.IsNotFound(err):
+		default:
+			return err
+		}
+		return nil
 	})
 	return e, ok && err == nil, err
 }

@@ -93,8 +93,8 @@ func TestQueue(t *testing.T) {
 	}
 }
 
-// TestFinishRemovesQueueEntry: FinishRun takes a finished run's queue entry
-// with it, so the worker's Ack has nothing left to write; a FAILED run keeps
+// TestFinishRemovesQueueEntry: ClaimDue claims the entry's run with it, and
+// FinishRun takes a finished run's queue entry with it, so the worker's Ack has nothing left to write; a FAILED run keeps
 // its entry, for the worker to park or acknowledge.
 func TestFinishRemovesQueueEntry(t *testing.T) {
 	ctx := context.Background()
@@ -111,10 +111,14 @@ func TestFinishRemovesQueueEntry(t *testing.T) {
 		if err != nil || !ok || e.RunID != id {
 			t.Fatalf("ClaimDue = %+v %v %v, want %s", e, ok, err, id)
 		}
-		r, err := s.ClaimRun(ctx, "prj_f", id, now, time.Minute)
-		if err != nil {
-			t.Fatal(err)
+		// The queue claimed the run with its entry, in the same write.
+		if e.Run == nil || e.Run.ID != id || e.Run.LeaseToken == "" || e.Run.Attempts != 1 || e.Run.Interrupted != 0 {
+			t.Fatalf("ClaimDue's run = %+v; want %s claimed for its first attempt", e.Run, id)
 		}
+		if _, err := s.ClaimRun(ctx, "prj_f", id, now, time.Minute); !automation.IsRunClaimed(err) {
+			t.Fatalf("ClaimRun after ClaimDue = %v; want the run held by the queue's claim", err)
+		}
+		r := *e.Run
 		r.Status = status
 		if err := s.FinishRun(ctx, r); err != nil {
 			t.Fatal(err)
@@ -146,5 +150,20 @@ func TestFinishRemovesQueueEntry(t *testing.T) {
 	}
 	if p, k := stats(); p != 0 || k != 1 {
 		t.Fatalf("queue has %d pending, %d parked; want the FAILED run's entry parked", p, k)
+	}
+
+	// An attempt claimed with its entry that dies unsettled counts as
+	// interrupted at the next claim, as with ClaimRun.
+	err := s.Enqueue(ctx, automation.Run{ID: "run_crash", Project: "prj_f", FlowID: "flw_f", Status: automation.RunRunning,
+		Created: now, Trigger: automation.TriggerData{Body: json.RawMessage(`{}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok, err := s.ClaimDue(ctx, now, time.Minute); err != nil || !ok || e.Run == nil {
+		t.Fatalf("ClaimDue = %+v %v %v", e, ok, err)
+	}
+	e, ok, err := s.ClaimDue(ctx, now.Add(2*time.Minute), time.Minute)
+	if err != nil || !ok || e.Claims != 2 || e.Run == nil || e.Run.Attempts != 2 || e.Run.Interrupted != 1 {
+		t.Fatalf("claim after an expired lease = %+v (run %+v) %v %v; want attempt 2 with 1 interrupted", e, e.Run, ok, err)
 	}
 }
