@@ -23,7 +23,7 @@ type Executor interface {
 
 // Config tunes a Pool. Zero fields take the defaults.
 type Config struct {
-	Workers int           // default 4
+	Workers int           // default 16
 	Poll    time.Duration // how often idle workers look for due entries; default 1s
 	// Policy gives the lease of a claimed entry (Policy.Lease) and the
 	// backoff between attempts (Policy.Backoff): the Service's policy.
@@ -43,7 +43,7 @@ type Pool struct {
 // New returns a pool over q; Run starts it.
 func New(q automation.WorkQueue, cfg Config) *Pool {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+		cfg.Workers = 16
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
