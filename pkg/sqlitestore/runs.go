@@ -28,7 +28,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
+		res, err := s.exec(ctx, tx,
 			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc)
@@ -40,7 +40,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		} else if n == 0 {
 			return automation.RunExists(r.ID)
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err = s.exec(ctx, tx,
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
 			r.ID, r.Project, r.Created.UnixMilli())
 		return err
@@ -164,21 +164,21 @@ func (s *Store) SearchRuns(ctx context.Context, project string, q automation.Run
 func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
 	var r automation.Run
 	err := s.write(ctx, "claim run "+id, func(tx *sql.Tx) (err error) {
-		r, err = claimRun(ctx, tx, project, id, now, lease)
+		r, err = s.claimRun(ctx, tx, project, id, now, lease)
 		return err
 	})
 	return r, err
 }
 
 // claimRun is ClaimRun inside a write: it changes nothing unless it claims.
-func claimRun(ctx context.Context, tx *sql.Tx, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
+func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
 	var (
 		r               automation.Run
 		status          string
 		until           sql.NullInt64
 		attempts, ended int
 	)
-	err := tx.QueryRowContext(ctx,
+	err := s.queryRow(ctx, tx,
 		`SELECT status, lease_until, attempts, ended FROM runs WHERE project = ? AND id = ?`, project, id).
 		Scan(&status, &until, &attempts, &ended)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -193,12 +193,12 @@ func claimRun(ctx context.Context, tx *sql.Tx, project, id string, now time.Time
 		return r, automation.RunClaimed(id)
 	}
 	token := automation.NewID("lease_")
-	if _, err := tx.ExecContext(ctx,
+	if _, err := s.exec(ctx, tx,
 		`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? WHERE id = ?`,
 		now.Add(lease).UnixMilli(), token, id); err != nil {
 		return r, err
 	}
-	r, _, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	r, _, err = scanRun(s.queryRow(ctx, tx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
 	r.Interrupted, r.LeaseToken = attempts-ended, token
 	return r, err
 }
@@ -212,7 +212,7 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
-		return fenced(ctx, tx, r, `UPDATE runs SET doc = ?, lease_until = NULL, ended = ended + 1
+		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, r.Project, r.ID, r.LeaseToken)
 	})
@@ -226,7 +226,7 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
-		return fenced(ctx, tx, r, `UPDATE runs SET doc = ?
+		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, r.Project, r.ID, r.LeaseToken)
 	})
@@ -234,8 +234,8 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 
 // fenced runs a conditional write of r's attempt and, when it changed
 // nothing, says why: the run is gone, final, or held by another claim.
-func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {
-	res, err := tx.ExecContext(ctx, query, args...)
+func (s *Store) fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {
+	res, err := s.exec(ctx, tx, query, args...)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, arg
 		return err
 	}
 	var status string
-	err = tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
+	err = s.queryRow(ctx, tx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return automation.NotFound("run", r.ID)
@@ -271,18 +271,18 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
-		if err := fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, lease_until = NULL, ended = ended + 1
+		if err := s.fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			string(r.Status), doc, r.Project, r.ID, r.LeaseToken); err != nil {
 			return err
 		}
 		if r.Status != automation.RunFailed {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE run = ?`, r.ID); err != nil {
+			if _, err := s.exec(ctx, tx, `DELETE FROM run_queue WHERE run = ?`, r.ID); err != nil {
 				return err
 			}
 		}
 		var last sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
+		err := s.queryRow(ctx, tx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // the flow is gone; so are its stats
 		} else if err != nil {
@@ -298,7 +298,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 		if r.Status == automation.RunSucceeded {
 			succeeded = 1
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err = s.exec(ctx, tx,
 			`UPDATE flows SET finished = finished + 1, succeeded = succeeded + ?, last_run = ? WHERE id = ?`,
 			succeeded, lastRun, r.FlowID)
 		return err
@@ -333,7 +333,7 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e automation.QueueEntry, ok bool, err error) {
 	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
 		ms := now.UnixMilli()
-		err := tx.QueryRowContext(ctx,
+		err := s.queryRow(ctx, tx,
 			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
 			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
 			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&e.RunID, &e.Project, &e.Claims)
@@ -344,11 +344,11 @@ func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration
 		}
 		e.Claims++
 		ok = true
-		if _, err := tx.ExecContext(ctx,
+		if _, err := s.exec(ctx, tx,
 			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), e.Claims, e.RunID); err != nil {
 			return err
 		}
-		r, err := claimRun(ctx, tx, e.Project, e.RunID, now, lease)
+		r, err := s.claimRun(ctx, tx, e.Project, e.RunID, now, lease)
 		switch {
 		case err == nil:
 			e.Run = &r
@@ -372,7 +372,7 @@ func (s *Store) Ack(ctx context.Context, runID string) error {
 		return fmt.Errorf("sqlitestore: ack run %s: %w", runID, err)
 	}
 	return s.write(ctx, "ack run "+runID, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE run = ?`, runID)
+		_, err := s.exec(ctx, tx, `DELETE FROM run_queue WHERE run = ?`, runID)
 		return err
 	})
 }
