@@ -10,14 +10,15 @@ const limits = `### What limits the missed figures
   BenchmarkEnqueue in (f) shows the gain for the store alone), but the single SQLite writer also
   carries the workers' transactions, and the receiver, the workers and the load generator share two
   cores. The CPU profile in (b) has the SQLite statement parser (` + "`_sqlite3RunParser`" + `) near the top:
-  database/sql with this driver prepares every statement text again on each call; preparing the
-  hot statements once per connection is the next CPU saving. ` + "`Syscall6`" + ` is the network and the fsyncs.
-- **(c) end to end.** A run costs four write transactions on the worker path (claim the queue entry,
-  claim the run, finish it with the flow's stats, acknowledge the entry), each waiting for its own
-  fsync unless another write shares it, and with the default four workers at most four runs' writes
-  can share a commit. More workers share more (` + "`-env FLOWD_WORKERS=16`" + ` raised the sustained rate by a fifth to a
-  third on this machine, at the cost of longer queues in bursts); the structural fix is in the run path: claim entry and run in one transaction,
-  finish and acknowledge in one, and claim and finish in batches.
+  database/sql with this driver prepares every statement text again on each call. The writer now
+  prepares the run path's statements once (sqlitestore exec and queryRow); the reads still parse each
+  query. ` + "`Syscall6`" + ` is the network and the fsyncs.
+- **(c) end to end.** A run waits for two write commits on the worker path: the queue claim, which
+  claims the run in the same transaction, and the finish, which adds the flow's stats and removes the
+  queue entry in the same transaction (the worker's acknowledgement is then a read). Journal writes
+  between side-effecting steps add one each. With the default sixteen workers up to sixteen runs' writes
+  share one fsync; what is left is the single writer's CPU per transaction and the two cores shared with the receiver, the sink and the load generator. Claiming
+  and finishing in batches is the next structural step.
 - **(d) ON_COMPLETION overhead.** The answer waits for the durable enqueue and for the claim and
   finish commits of the worker that runs it: at least three fsyncs on the request path.
 - **(h) bootstrap size.** Each function links all of pkg/awsapp: every AWS SDK client (DynamoDB, SQS,

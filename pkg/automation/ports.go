@@ -259,6 +259,14 @@ type QueueEntry struct {
 	RunID   string
 	Project string
 	Claims  int // claims of the entry so far, this one included
+	// Run, when set, is the entry's run, claimed for this attempt in the
+	// same write as the entry, exactly as RunStore.ClaimRun claims it (the
+	// attempt counted, a new LeaseToken, Interrupted): the worker executes
+	// it with Service.ExecuteClaimed and waits for one commit less. Nil when
+	// the store does not claim runs with entries, or the run could not be
+	// claimed (final, held by another attempt, gone): the worker then calls
+	// ExecuteRun, whose own claim says why.
+	Run *Run
 }
 
 // WorkQueue is the embedded run queue that flowd's worker pool
@@ -268,7 +276,7 @@ type QueueEntry struct {
 type WorkQueue interface {
 	// ClaimDue takes the oldest due entry that no live lease holds, leasing
 	// it until now+lease and counting the claim; ok is false when none is
-	// due.
+	// due. It may claim the entry's run in the same write (QueueEntry.Run).
 	ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e QueueEntry, ok bool, err error)
 	// Ack removes a settled entry.
 	Ack(ctx context.Context, runID string) error

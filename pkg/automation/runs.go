@@ -343,6 +343,23 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 	case err != nil:
 		return Attempt{Outcome: OutcomeRetry}, fmt.Errorf("%w: claim run %s: %w", ErrRetry, runID, err)
 	}
+	return s.execute(ctx, rt, p, r)
+}
+
+// ExecuteClaimed makes one attempt at a run its caller has already claimed
+// for it, as ExecuteRun does after its claim: the worker pool's queue claims
+// the run with its entry, in one write (QueueEntry.Run).
+func (s *Service) ExecuteClaimed(ctx context.Context, r Run) (Attempt, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return Attempt{Outcome: OutcomeRetry}, fmt.Errorf("%w: %w", ErrRetry, err)
+	}
+	return s.execute(ctx, rt, rt.Policy.WithDefaults(), r)
+}
+
+// execute runs the attempt that holds the claimed run r.
+func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Run) (Attempt, error) {
+	project, runID := r.Project, r.ID
 	at := Attempt{Run: r, Attempts: r.Attempts}
 	if r.Interrupted >= p.MaxCrashes {
 		r.Status, r.Error = RunFailed, fmt.Sprintf(crashedMessage, r.Interrupted)

@@ -16,11 +16,14 @@ import (
 // Executor executes one attempt at a run: *automation.Service.
 type Executor interface {
 	ExecuteRun(ctx context.Context, project, runID string) (automation.Attempt, error)
+	// ExecuteClaimed executes a run the queue claimed with its entry
+	// (automation.QueueEntry.Run).
+	ExecuteClaimed(ctx context.Context, r automation.Run) (automation.Attempt, error)
 }
 
 // Config tunes a Pool. Zero fields take the defaults.
 type Config struct {
-	Workers int           // default 4
+	Workers int           // default 16
 	Poll    time.Duration // how often idle workers look for due entries; default 1s
 	// Policy gives the lease of a claimed entry (Policy.Lease) and the
 	// backoff between attempts (Policy.Backoff): the Service's policy.
@@ -40,7 +43,7 @@ type Pool struct {
 // New returns a pool over q; Run starts it.
 func New(q automation.WorkQueue, cfg Config) *Pool {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 4
+		cfg.Workers = 16
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
@@ -97,7 +100,15 @@ func (p *Pool) work(ctx context.Context, exec Executor) {
 // handle executes one entry and settles it by the outcome.
 func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntry) {
 	log := p.cfg.Log.With("run", e.RunID, "claim", e.Claims)
-	at, err := exec.ExecuteRun(ctx, e.Project, e.RunID)
+	var (
+		at  automation.Attempt
+		err error
+	)
+	if e.Run != nil {
+		at, err = exec.ExecuteClaimed(ctx, *e.Run)
+	} else {
+		at, err = exec.ExecuteRun(ctx, e.Project, e.RunID)
+	}
 	switch at.Outcome {
 	case automation.OutcomeFinished:
 		err = p.q.Ack(ctx, e.RunID)

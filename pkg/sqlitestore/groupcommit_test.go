@@ -86,3 +86,45 @@ func TestGroupCommitSavepoints(t *testing.T) {
 		}
 	}
 }
+
+// TestPreparedWrites: a statement a write function runs through exec is run
+// as text the first time and prepared after that batch; later writes use
+// the prepared form and see and change the same rows.
+func TestPreparedWrites(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "prep.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const put = `INSERT INTO blobs (project, name, value) VALUES (?, ?, ?)`
+	const get = `SELECT value FROM blobs WHERE project = ? AND name = ?`
+	var prepared []bool
+	for i := range 3 {
+		err := s.write(ctx, "put", func(tx *sql.Tx) error {
+			_, isPrepared := s.prepared[put]
+			prepared = append(prepared, isPrepared && s.prepared[put] != nil)
+			if _, err := s.exec(ctx, tx, put, "p", fmt.Sprint("n", i), []byte(fmt.Sprint("v", i))); err != nil {
+				return err
+			}
+			var v []byte
+			if err := s.queryRow(ctx, tx, get, "p", fmt.Sprint("n", i)).Scan(&v); err != nil {
+				return err
+			}
+			if string(v) != fmt.Sprint("v", i) {
+				return fmt.Errorf("read back %q, want v%d", v, i)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if fmt.Sprint(prepared) != "[false true true]" {
+		t.Fatalf("statement prepared before each write = %v; want [false true true]", prepared)
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM blobs WHERE project = 'p'`).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("rows = %d, %v; want 3", n, err)
+	}
+}

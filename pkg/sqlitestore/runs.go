@@ -28,7 +28,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
+		res, err := s.exec(ctx, tx,
 			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
 			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc)
@@ -40,7 +40,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		} else if n == 0 {
 			return automation.RunExists(r.ID)
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err = s.exec(ctx, tx,
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
 			r.ID, r.Project, r.Created.UnixMilli())
 		return err
@@ -163,37 +163,43 @@ func (s *Store) SearchRuns(ctx context.Context, project string, q automation.Run
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
 func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
 	var r automation.Run
-	token := automation.NewID("lease_")
-	err := s.write(ctx, "claim run "+id, func(tx *sql.Tx) error {
-		var (
-			status          string
-			until           sql.NullInt64
-			attempts, ended int
-			err             error
-		)
-		err = tx.QueryRowContext(ctx,
-			`SELECT status, lease_until, attempts, ended FROM runs WHERE project = ? AND id = ?`, project, id).
-			Scan(&status, &until, &attempts, &ended)
-		if errors.Is(err, sql.ErrNoRows) {
-			return automation.NotFound("run", id)
-		} else if err != nil {
-			return err
-		}
-		if automation.RunStatus(status).Final() {
-			return automation.RunFinished(id, automation.RunStatus(status))
-		}
-		if until.Valid && until.Int64 > now.UnixMilli() {
-			return automation.RunClaimed(id)
-		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? WHERE id = ?`,
-			now.Add(lease).UnixMilli(), token, id); err != nil {
-			return err
-		}
-		r, _, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
-		r.Interrupted, r.LeaseToken = attempts-ended, token
+	err := s.write(ctx, "claim run "+id, func(tx *sql.Tx) (err error) {
+		r, err = s.claimRun(ctx, tx, project, id, now, lease)
 		return err
 	})
+	return r, err
+}
+
+// claimRun is ClaimRun inside a write: it changes nothing unless it claims.
+func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, project, id string, now time.Time, lease time.Duration) (automation.Run, error) {
+	var (
+		r               automation.Run
+		status          string
+		until           sql.NullInt64
+		attempts, ended int
+	)
+	err := s.queryRow(ctx, tx,
+		`SELECT status, lease_until, attempts, ended FROM runs WHERE project = ? AND id = ?`, project, id).
+		Scan(&status, &until, &attempts, &ended)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, automation.NotFound("run", id)
+	} else if err != nil {
+		return r, err
+	}
+	if automation.RunStatus(status).Final() {
+		return r, automation.RunFinished(id, automation.RunStatus(status))
+	}
+	if until.Valid && until.Int64 > now.UnixMilli() {
+		return r, automation.RunClaimed(id)
+	}
+	token := automation.NewID("lease_")
+	if _, err := s.exec(ctx, tx,
+		`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? WHERE id = ?`,
+		now.Add(lease).UnixMilli(), token, id); err != nil {
+		return r, err
+	}
+	r, _, err = scanRun(s.queryRow(ctx, tx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	r.Interrupted, r.LeaseToken = attempts-ended, token
 	return r, err
 }
 
@@ -206,7 +212,7 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
-		return fenced(ctx, tx, r, `UPDATE runs SET doc = ?, lease_until = NULL, ended = ended + 1
+		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, r.Project, r.ID, r.LeaseToken)
 	})
@@ -220,7 +226,7 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
-		return fenced(ctx, tx, r, `UPDATE runs SET doc = ?
+		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, r.Project, r.ID, r.LeaseToken)
 	})
@@ -228,8 +234,8 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 
 // fenced runs a conditional write of r's attempt and, when it changed
 // nothing, says why: the run is gone, final, or held by another claim.
-func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {
-	res, err := tx.ExecContext(ctx, query, args...)
+func (s *Store) fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {
+	res, err := s.exec(ctx, tx, query, args...)
 	if err != nil {
 		return err
 	}
@@ -237,7 +243,7 @@ func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, arg
 		return err
 	}
 	var status string
-	err = tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
+	err = s.queryRow(ctx, tx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return automation.NotFound("run", r.ID)
@@ -251,7 +257,11 @@ func fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, arg
 
 // FinishRun writes a run's final state and adds it to its flow's stats in
 // the same transaction, so the stats count every finished run exactly once.
-// It writes only while the attempt holds the run.
+// It writes only while the attempt holds the run. The same transaction
+// removes the run's queue entry, so that the worker's Ack that follows
+// finds nothing to do and costs no commit of its own; a FAILED run keeps
+// its entry, which the worker parks when the run gave up after its last
+// attempt (automation.OutcomeExhausted) and acknowledges otherwise.
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("sqlitestore: finish run %s: status %q is not final", r.ID, r.Status)
@@ -261,13 +271,18 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
-		if err := fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, lease_until = NULL, ended = ended + 1
+		if err := s.fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			string(r.Status), doc, r.Project, r.ID, r.LeaseToken); err != nil {
 			return err
 		}
+		if r.Status != automation.RunFailed {
+			if _, err := s.exec(ctx, tx, `DELETE FROM run_queue WHERE run = ?`, r.ID); err != nil {
+				return err
+			}
+		}
 		var last sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
+		err := s.queryRow(ctx, tx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // the flow is gone; so are its stats
 		} else if err != nil {
@@ -283,7 +298,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 		if r.Status == automation.RunSucceeded {
 			succeeded = 1
 		}
-		_, err = tx.ExecContext(ctx,
+		_, err = s.exec(ctx, tx,
 			`UPDATE flows SET finished = finished + 1, succeeded = succeeded + ?, last_run = ? WHERE id = ?`,
 			succeeded, lastRun, r.FlowID)
 		return err
@@ -311,11 +326,14 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 
 // ClaimDue takes the oldest due queue entry no live lease holds, for the
 // worker pool (pkg/runworker): first in, first out among entries due at the
-// same millisecond.
+// same millisecond. In the same transaction it claims the entry's run as
+// ClaimRun would (QueueEntry.Run), so that the attempt waits for one commit
+// instead of two; a run it cannot claim is left as it is, for ExecuteRun's
+// own claim to find out why.
 func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e automation.QueueEntry, ok bool, err error) {
 	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
 		ms := now.UnixMilli()
-		err := tx.QueryRowContext(ctx,
+		err := s.queryRow(ctx, tx,
 			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
 			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
 			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&e.RunID, &e.Project, &e.Claims)
@@ -326,17 +344,35 @@ func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration
 		}
 		e.Claims++
 		ok = true
-		_, err = tx.ExecContext(ctx,
-			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), e.Claims, e.RunID)
-		return err
+		if _, err := s.exec(ctx, tx,
+			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), e.Claims, e.RunID); err != nil {
+			return err
+		}
+		r, err := s.claimRun(ctx, tx, e.Project, e.RunID, now, lease)
+		switch {
+		case err == nil:
+			e.Run = &r
+		case automation.IsRunFinished(err), automation.IsRunClaimed(err), automation.IsNotFound(err):
+		default:
+			return err
+		}
+		return nil
 	})
 	return e, ok && err == nil, err
 }
 
-// Ack removes a settled queue entry.
+// Ack removes a settled queue entry. The entry of a run that FinishRun
+// finished is already gone: a read says so, and no commit is waited for.
 func (s *Store) Ack(ctx context.Context, runID string) error {
+	var one int
+	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM run_queue WHERE run = ?`, runID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("sqlitestore: ack run %s: %w", runID, err)
+	}
 	return s.write(ctx, "ack run "+runID, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE run = ?`, runID)
+		_, err := s.exec(ctx, tx, `DELETE FROM run_queue WHERE run = ?`, runID)
 		return err
 	})
 }

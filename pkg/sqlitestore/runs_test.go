@@ -92,3 +92,78 @@ func TestQueue(t *testing.T) {
 		t.Fatalf("queue stats = %d pending, %d parked, %v; want 0, 1", pending, parked, err)
 	}
 }
+
+// TestFinishRemovesQueueEntry: ClaimDue claims the entry's run with it, and
+// FinishRun takes a finished run's queue entry with it, so the worker's Ack has nothing left to write; a FAILED run keeps
+// its entry, for the worker to park or acknowledge.
+func TestFinishRemovesQueueEntry(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, filepath.Join(t.TempDir(), "finish.db"))
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	finish := func(id string, status automation.RunStatus) {
+		t.Helper()
+		err := s.Enqueue(ctx, automation.Run{ID: id, Project: "prj_f", FlowID: "flw_f", Status: automation.RunRunning,
+			Created: now, Trigger: automation.TriggerData{Body: json.RawMessage(`{}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok, err := s.ClaimDue(ctx, now, time.Minute)
+		if err != nil || !ok || e.RunID != id {
+			t.Fatalf("ClaimDue = %+v %v %v, want %s", e, ok, err, id)
+		}
+		// The queue claimed the run with its entry, in the same write.
+		if e.Run == nil || e.Run.ID != id || e.Run.LeaseToken == "" || e.Run.Attempts != 1 || e.Run.Interrupted != 0 {
+			t.Fatalf("ClaimDue's run = %+v; want %s claimed for its first attempt", e.Run, id)
+		}
+		if _, err := s.ClaimRun(ctx, "prj_f", id, now, time.Minute); !automation.IsRunClaimed(err) {
+			t.Fatalf("ClaimRun after ClaimDue = %v; want the run held by the queue's claim", err)
+		}
+		r := *e.Run
+		r.Status = status
+		if err := s.FinishRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats := func() (int, int) {
+		t.Helper()
+		pending, parked, err := s.QueueStats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pending, parked
+	}
+
+	finish("run_ok", automation.RunSucceeded)
+	if p, k := stats(); p != 0 || k != 0 {
+		t.Fatalf("after a SUCCEEDED finish the queue keeps %d pending, %d parked; want none", p, k)
+	}
+	if err := s.Ack(ctx, "run_ok"); err != nil {
+		t.Fatalf("Ack of an entry FinishRun removed: %v", err)
+	}
+
+	finish("run_bad", automation.RunFailed)
+	if p, k := stats(); p != 1 || k != 0 {
+		t.Fatalf("after a FAILED finish the queue has %d pending, %d parked; want the entry kept", p, k)
+	}
+	if err := s.Park(ctx, "run_bad", "gave up"); err != nil {
+		t.Fatal(err)
+	}
+	if p, k := stats(); p != 0 || k != 1 {
+		t.Fatalf("queue has %d pending, %d parked; want the FAILED run's entry parked", p, k)
+	}
+
+	// An attempt claimed with its entry that dies unsettled counts as
+	// interrupted at the next claim, as with ClaimRun.
+	err := s.Enqueue(ctx, automation.Run{ID: "run_crash", Project: "prj_f", FlowID: "flw_f", Status: automation.RunRunning,
+		Created: now, Trigger: automation.TriggerData{Body: json.RawMessage(`{}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok, err := s.ClaimDue(ctx, now, time.Minute); err != nil || !ok || e.Run == nil {
+		t.Fatalf("ClaimDue = %+v %v %v", e, ok, err)
+	}
+	e, ok, err := s.ClaimDue(ctx, now.Add(2*time.Minute), time.Minute)
+	if err != nil || !ok || e.Claims != 2 || e.Run == nil || e.Run.Attempts != 2 || e.Run.Interrupted != 1 {
+		t.Fatalf("claim after an expired lease = %+v (run %+v) %v %v; want attempt 2 with 1 interrupted", e, e.Run, ok, err)
+	}
+}

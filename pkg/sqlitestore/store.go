@@ -58,6 +58,13 @@ type Store struct {
 	// connection: every write in a batch runs two of them, and parsing
 	// them again each time was a measurable share of the writer's time.
 	savepoint, release, rollbackTo *sql.Stmt
+	// prepared holds the statements of write functions (exec, queryRow)
+	// prepared once on the writer's connection, nil for one that could
+	// not be; toPrepare the statements met since the last batch, prepared
+	// between batches (the one connection is busy during one). Only the
+	// writer goroutine touches either.
+	prepared  map[string]*sql.Stmt
+	toPrepare map[string]bool
 	// cache holds flows and routes for the receivers (CacheFlows); nil
 	// when off.
 	cache *flowCache
@@ -165,7 +172,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("sqlitestore: open %s: prepare %s: %w", path, q, err)
 		}
 	}
-	s := &Store{w: w, r: r, ping: ping, savepoint: stmts[0], release: stmts[1], rollbackTo: stmts[2], writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{}), cache: newFlowCache(o.cacheTTL)}
+	s := &Store{w: w, r: r, ping: ping, savepoint: stmts[0], release: stmts[1], rollbackTo: stmts[2], prepared: map[string]*sql.Stmt{}, toPrepare: map[string]bool{}, writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{}), cache: newFlowCache(o.cacheTTL)}
 	go s.writer()
 	return s, nil
 }
@@ -260,8 +267,13 @@ func dsn(path string, extra url.Values) string {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.writerDone
-	return errors.Join(s.savepoint.Close(), s.release.Close(), s.rollbackTo.Close(),
-		s.ping.Close(), s.r.Close(), s.w.Close())
+	errs := []error{s.savepoint.Close(), s.release.Close(), s.rollbackTo.Close()}
+	for _, st := range s.prepared {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(append(errs, s.ping.Close(), s.r.Close(), s.w.Close())...)
 }
 
 // A write is one caller's function over a write transaction, handed to the
@@ -344,7 +356,50 @@ func (s *Store) writer() {
 		}
 		s.commit(batch)
 		clear(batch)
+		s.prepareWanted()
 	}
+}
+
+// prepareWanted prepares on the writer's connection the statements write
+// functions ran as text since the last batch, so that later writes skip
+// parsing them: the SQLite parser was near the top of the writer's CPU
+// profile. Only the writer goroutine calls it, between batches.
+func (s *Store) prepareWanted() {
+	for q := range s.toPrepare {
+		st, err := s.w.PrepareContext(context.Background(), q)
+		if err != nil {
+			st = nil // run as text from now on
+		}
+		s.prepared[q] = st
+		delete(s.toPrepare, q)
+	}
+}
+
+// stmt is the prepared form of a write function's statement, or nil when
+// there is none yet (it will be prepared after this batch).
+func (s *Store) stmt(query string) *sql.Stmt {
+	st, ok := s.prepared[query]
+	if !ok {
+		s.toPrepare[query] = true
+	}
+	return st
+}
+
+// exec runs a statement inside a write function (fn of write), prepared
+// when it has been met before.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if st := s.stmt(query); st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+// queryRow is exec for a query of one row.
+func (s *Store) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	if st := s.stmt(query); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, query, args...)
 }
 
 // commit runs a batch in one transaction and answers each caller. If the
