@@ -768,7 +768,7 @@ func TestRunsAPI(t *testing.T) {
 	// One still RUNNING, the rest finished.
 	last := ids[4]
 	for _, e := range h.runs.claim(t, 4) {
-		if _, err := h.svc.ExecuteRun(t.Context(), e.project, e.runID); err != nil {
+		if _, err := e.execute(h.svc); err != nil {
 			t.Fatal(err)
 		}
 	}

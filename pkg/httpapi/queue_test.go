@@ -36,8 +36,12 @@ func (q *testQueue) Enqueue(ctx context.Context, r automation.Run) error {
 // count is how many runs were made.
 func (q *testQueue) count() int { return int(q.enqueued.Load()) }
 
-// queued is one claimed queue entry.
-type queued struct{ runID, project string }
+// queued is one claimed queue entry; run is its run when the claim took
+// it too (QueueEntry.Run), as the worker pool's claims do.
+type queued struct {
+	runID, project string
+	run            *automation.Run
+}
 
 // claim takes up to n due entries off the queue, as a worker would.
 func (q *testQueue) claim(t *testing.T, n int) []queued {
@@ -51,9 +55,18 @@ func (q *testQueue) claim(t *testing.T, n int) []queued {
 		if !ok {
 			break
 		}
-		out = append(out, queued{e.RunID, e.Project})
+		out = append(out, queued{e.RunID, e.Project, e.Run})
 	}
 	return out
+}
+
+// execute makes one attempt at the entry's run, as a worker does: the run
+// the claim took, or (when it took none) a claim of its own.
+func (e queued) execute(svc *automation.Service) (automation.Attempt, error) {
+	if e.run != nil {
+		return svc.ExecuteClaimed(context.Background(), *e.run)
+	}
+	return svc.ExecuteRun(context.Background(), e.project, e.runID)
 }
 
 // drain executes every due run once and acknowledges it, as the worker
@@ -61,7 +74,7 @@ func (q *testQueue) claim(t *testing.T, n int) []queued {
 func drain(t *testing.T, svc *automation.Service, q *testQueue) {
 	t.Helper()
 	for _, e := range q.claim(t, 1000) {
-		if _, err := svc.ExecuteRun(context.Background(), e.project, e.runID); err != nil {
+		if _, err := e.execute(svc); err != nil {
 			t.Logf("execute run %s: %v", e.runID, err)
 		}
 		if err := q.store.Ack(context.Background(), e.runID); err != nil {
