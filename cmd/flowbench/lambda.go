@@ -116,7 +116,7 @@ func firstPoll(ctx context.Context, bin string) (time.Duration, error) {
 		"CURSOR_KEY_SECRET_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
 		"QUEUE_ARN=arn:aws:sqs:us-east-1:123456789012:runs", "SCHEDULE_GROUP=g", "SCHEDULER_ROLE_ARN=arn:aws:iam::123456789012:role/s",
 		"ENGINE_URL=https://engine.example", "WORKFLOW_URL=https://workflow.example",
-		"RUN_TIMEOUT=300s", "MAX_BODY_BYTES=6000000", "ALLOWED_CIDRS=0.0.0.0/0,::/0",
+		"RUN_TIMEOUT=300s", "MAX_BODY_BYTES=4303392", "ALLOWED_CIDRS=0.0.0.0/0,::/0",
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

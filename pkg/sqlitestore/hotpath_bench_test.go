@@ -108,10 +108,10 @@ func BenchmarkClaimFinish(b *testing.B) {
 			b.Fatal(ok, err)
 		}
 		id := e.RunID
-		r, err := s.ClaimRun(ctx, e.Project, id, now, time.Minute)
-		if err != nil {
-			b.Fatal(err)
+		if e.Run == nil { // the queue claim takes the run with its entry
+			b.Fatal("ClaimDue did not claim the run")
 		}
+		r := *e.Run
 		fin := time.Now().UTC()
 		r.Status, r.Finished = automation.RunSucceeded, &fin
 		if err := s.FinishRun(ctx, r); err != nil {
