@@ -21,9 +21,9 @@ const limits = `### What limits the missed figures
   and finishing in batches is the next structural step.
 - **(d) ON_COMPLETION overhead.** The answer waits for the durable enqueue and for the claim and
   finish commits of the worker that runs it: at least three fsyncs on the request path.
-- **(h) bootstrap size.** Each function links all of pkg/awsapp: every AWS SDK client (DynamoDB, SQS,
-  S3, Secrets Manager, EventBridge Scheduler), the engine with its expression language and the whole
-  HTTP API, whatever the function serves. Building each function from only the clients it uses is
-  what would bring each under 15 MB.
+- **(e) run lists at 1,000,000 runs.** A page of run summaries is one index scan, but each row's
+  document is still read and decoded to strip the bodies and outputs before the page is cut at its
+  byte budget; with 100 rows that decoding, not the scan, is most of the 7–8 ms (not profiled in this
+  run). Keeping a summary column beside the document, written with the run, is the next step.
 
 `
