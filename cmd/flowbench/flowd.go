@@ -36,6 +36,20 @@ var client = &http.Client{
 
 // startFlowd starts flowd on a free loopback port with data in dir (kept
 // between starts, so that seeded data survives a restart).
+// startFreshFlowd starts flowd on a new data directory for one section;
+// stop ends it and removes the directory.
+func startFreshFlowd(ctx context.Context, c config, section string, env ...string) (p *flowd, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "flowbench-"+section)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p, err = startFlowd(ctx, c, dir, env...); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return p, func() { p.stop(); os.RemoveAll(dir) }, nil
+}
+
 func startFlowd(ctx context.Context, c config, dir string, env ...string) (*flowd, error) {
 	addr, err := freeAddr()
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,16 +47,11 @@ type figures struct {
 }
 
 func benchIngest(ctx context.Context, c config, r *report, ceil wrkResult, fig *figures) error {
-	dir, err := os.MkdirTemp("", "flowbench-ingest")
+	p, stop, err := startFreshFlowd(ctx, c, "ingest")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	p, err := startFlowd(ctx, c, dir)
-	if err != nil {
-		return err
-	}
-	defer p.stop()
+	defer stop()
 	id, err := p.createFlow(`{"name":"ingest","engine":"FLOW_BUILDER","steps":[{"name":"s","type":"SET","values":{"ref":"{{ trigger.body.ref }}"}}]}`)
 	if err != nil {
 		return err
@@ -173,16 +167,11 @@ func benchEndToEnd(ctx context.Context, c config, r *report, fig *figures) error
 		return err
 	}
 	defer sink.Close()
-	dir, err := os.MkdirTemp("", "flowbench-e2e")
+	p, stop, err := startFreshFlowd(ctx, c, "e2e", "FLOWD_ALLOW_PRIVATE_NETWORKS=true")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	p, err := startFlowd(ctx, c, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true")
-	if err != nil {
-		return err
-	}
-	defer p.stop()
+	defer stop()
 	flow := fmt.Sprintf(`{"name":"e2e","engine":"FLOW_BUILDER","steps":[`+
 		`{"name":"s","type":"SET","values":{"ref":"{{ trigger.body.ref }}"}},`+
 		`{"name":"call","type":"HTTP","method":"POST","url":%q,"body":{"run":"{{ run.id }}","ref":"{{ steps.s.ref }}"}}]}`, sinkURL+"/sink")
@@ -283,16 +272,11 @@ func benchEndToEnd(ctx context.Context, c config, r *report, fig *figures) error
 }
 
 func benchSync(ctx context.Context, c config, r *report) error {
-	dir, err := os.MkdirTemp("", "flowbench-sync")
+	p, stop, err := startFreshFlowd(ctx, c, "sync")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	p, err := startFlowd(ctx, c, dir)
-	if err != nil {
-		return err
-	}
-	defer p.stop()
+	defer stop()
 	id, err := p.createFlow(`{"name":"sync","engine":"WORKFLOW_BUILDER","trigger":{"type":"WEBHOOK","webhook":{"httpMethod":"POST","path":"bench/sync","responseMode":"ON_COMPLETION"}},"steps":[` +
 		`{"name":"a","type":"SET","values":{"ref":"{{ trigger.body.ref }}"}},` +
 		`{"name":"b","type":"SET","values":{"n":"{{ trigger.body.data.id }}"}},` +
