@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,39 +30,75 @@ const (
 	maxWebhookWriteUnits = 4
 	maxRunCalls          = 4
 	maxRunWriteUnits     = 15
+	maxWebhookReadUnits  = 100
+	maxRunReadUnits      = 100
 )
 
 // dynamoMeter is SDK middleware that counts DynamoDB calls by operation
-// and estimates the write units each write consumes on DynamoDB: for each
-// item written, ceil(size/1 KB) on the table plus the same on every global
-// secondary index whose keys the item carries (the tables project ALL), and
-// twice that inside a transaction. moto reports fixed capacities, so the
-// size of an updated item is read back after the call with a client that is
-// not metered.
+// and estimates the capacity units each consumes on DynamoDB, by its
+// published rules, from the items as they were before and after the call
+// (moto reports fixed capacities, so they are read back with a client that
+// is not metered):
+//
+//   - a write pays 1 unit per KB (rounded up) of the larger of the item's
+//     old and new versions on the table, and the same for each global
+//     secondary index copy it writes: an index whose keys the item gains
+//     or loses writes a copy (or deletes one: 1 unit per KB of the old
+//     copy); an index whose keys change deletes and writes; an index whose
+//     keys and projected attributes are unchanged writes nothing. A copy's
+//     size is its projection: the table and index keys, plus the INCLUDE
+//     attributes, or everything for ALL. Inside a transaction, twice.
+//   - a read pays 1 unit per 4 KB of each item read, whatever a
+//     ProjectionExpression returns, half for an eventually consistent
+//     read; a query pays for the sum of the index entries it returns.
 type dynamoMeter struct {
-	raw  *dynamodb.Client
-	gsis map[string][]string // table -> hash key attribute of each index
-	mu   sync.Mutex
-	ops  map[string]int
-	wcu  float64
+	raw    *dynamodb.Client
+	tables map[string]meteredTable
+	mu     sync.Mutex
+	ops    map[string]int
+	wcu    float64
+	rcu    float64
+}
+
+type meteredTable struct {
+	keys    []string // the table's key attributes
+	indexes []meteredIndex
+}
+
+type meteredIndex struct {
+	keys    []string
+	all     bool     // ProjectionType ALL
+	include []string // INCLUDE's attributes
 }
 
 func newDynamoMeter(raw *dynamodb.Client, tables dynamostore.Tables) *dynamoMeter {
-	m := &dynamoMeter{raw: raw, gsis: map[string][]string{}, ops: map[string]int{}}
-	for _, def := range dynamostore.TableDefinitions(tables) {
-		for _, g := range def.GlobalSecondaryIndexes {
-			m.gsis[*def.TableName] = append(m.gsis[*def.TableName], *g.KeySchema[0].AttributeName)
+	m := &dynamoMeter{raw: raw, tables: map[string]meteredTable{}, ops: map[string]int{}}
+	keyNames := func(ks []types.KeySchemaElement) []string {
+		var out []string
+		for _, k := range ks {
+			out = append(out, *k.AttributeName)
 		}
+		return out
+	}
+	for _, def := range dynamostore.TableDefinitions(tables) {
+		mt := meteredTable{keys: keyNames(def.KeySchema)}
+		for _, g := range def.GlobalSecondaryIndexes {
+			mt.indexes = append(mt.indexes, meteredIndex{
+				keys: keyNames(g.KeySchema), all: g.Projection.ProjectionType == types.ProjectionTypeAll,
+				include: g.Projection.NonKeyAttributes,
+			})
+		}
+		m.tables[*def.TableName] = mt
 	}
 	return m
 }
 
-func (m *dynamoMeter) reset() (ops map[string]int, wcu float64) {
+func (m *dynamoMeter) reset() (ops map[string]int, wcu, rcu float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ops, wcu = m.ops, m.wcu
-	m.ops, m.wcu = map[string]int{}, 0
-	return ops, wcu
+	ops, wcu, rcu = m.ops, m.wcu, m.rcu
+	m.ops, m.wcu, m.rcu = map[string]int{}, 0, 0
+	return ops, wcu, rcu
 }
 
 func (m *dynamoMeter) calls(ops map[string]int) (n int, desc string) {
@@ -73,87 +111,214 @@ func (m *dynamoMeter) calls(ops map[string]int) (n int, desc string) {
 	return n, strings.Join(names, ", ")
 }
 
+// write is one item a call writes: its table and key, the item before the
+// call, and a factor (2 in a transaction).
+type write struct {
+	table  string
+	key    map[string]types.AttributeValue
+	before map[string]types.AttributeValue
+	factor float64
+}
+
 // Add installs the middleware on a client's stack (aws.Config.APIOptions).
 func (m *dynamoMeter) Add(stack *middleware.Stack) error {
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("dynamoMeter",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-			out, md, err := next.HandleInitialize(ctx, in)
 			if awsmiddleware.GetServiceID(ctx) != dynamodb.ServiceID {
-				return out, md, err
+				return next.HandleInitialize(ctx, in)
 			}
+			writes := m.writes(ctx, in.Parameters)
+			out, md, err := next.HandleInitialize(ctx, in)
 			m.mu.Lock()
 			m.ops[awsmiddleware.GetOperationName(ctx)]++
 			m.mu.Unlock()
-			if err == nil {
-				w := m.units(ctx, in.Parameters)
-				m.mu.Lock()
-				m.wcu += w
-				m.mu.Unlock()
+			if err != nil {
+				return out, md, err
 			}
+			var w float64
+			for _, wr := range writes {
+				w += wr.factor * m.writeUnits(wr.table, wr.before, m.read(ctx, wr.table, wr.key))
+			}
+			r := m.readUnits(ctx, in.Parameters, out.Result)
+			m.mu.Lock()
+			m.wcu += w
+			m.rcu += r
+			m.mu.Unlock()
 			return out, md, err
 		}), middleware.After)
 }
 
-func (m *dynamoMeter) units(ctx context.Context, params any) float64 {
+// writes lists the items a call writes, each with its version before the
+// call.
+func (m *dynamoMeter) writes(ctx context.Context, params any) []write {
+	var ws []write
+	add := func(table string, key map[string]types.AttributeValue, factor float64) {
+		ws = append(ws, write{table, key, m.read(ctx, table, key), factor})
+	}
+	keyOf := func(table string, item map[string]types.AttributeValue) map[string]types.AttributeValue {
+		k := map[string]types.AttributeValue{}
+		for _, a := range m.tables[table].keys {
+			k[a] = item[a]
+		}
+		return k
+	}
 	switch p := params.(type) {
 	case *dynamodb.PutItemInput:
-		return m.itemUnits(*p.TableName, p.Item)
+		add(*p.TableName, keyOf(*p.TableName, p.Item), 1)
 	case *dynamodb.UpdateItemInput:
-		return m.itemUnits(*p.TableName, m.read(ctx, *p.TableName, p.Key))
+		add(*p.TableName, p.Key, 1)
 	case *dynamodb.DeleteItemInput:
-		return 1 + float64(len(m.gsis[*p.TableName]))
+		add(*p.TableName, p.Key, 1)
 	case *dynamodb.BatchWriteItemInput:
-		var w float64
 		for table, reqs := range p.RequestItems {
 			for _, r := range reqs {
 				if r.PutRequest != nil {
-					w += m.itemUnits(table, r.PutRequest.Item)
+					add(table, keyOf(table, r.PutRequest.Item), 1)
 				} else {
-					w += 1 + float64(len(m.gsis[table]))
+					add(table, r.DeleteRequest.Key, 1)
 				}
 			}
 		}
-		return w
 	case *dynamodb.TransactWriteItemsInput:
-		var w float64
 		for _, it := range p.TransactItems {
 			switch {
 			case it.Put != nil:
-				w += 2 * m.itemUnits(*it.Put.TableName, it.Put.Item)
+				add(*it.Put.TableName, keyOf(*it.Put.TableName, it.Put.Item), 2)
 			case it.Update != nil:
-				w += 2 * m.itemUnits(*it.Update.TableName, m.read(ctx, *it.Update.TableName, it.Update.Key))
+				add(*it.Update.TableName, it.Update.Key, 2)
 			case it.Delete != nil:
-				w += 2 * (1 + float64(len(m.gsis[*it.Delete.TableName])))
+				add(*it.Delete.TableName, it.Delete.Key, 2)
 			case it.ConditionCheck != nil:
-				w += 2
+				// A condition check is charged as a write of the item
+				// it reads, without index copies.
+				ws = append(ws, write{table: "", before: m.read(ctx, *it.ConditionCheck.TableName, it.ConditionCheck.Key), factor: 2})
 			}
 		}
-		return w
 	}
-	return 0
+	return ws
 }
 
+// read returns an item as it is now, or nil; it reads nothing for an
+// unknown table (a condition check's marker above).
 func (m *dynamoMeter) read(ctx context.Context, table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if table == "" || key == nil {
+		return nil
+	}
 	out, err := m.raw.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: key, ConsistentRead: boolPtr(true)})
-	if err != nil || out.Item == nil {
-		return key
+	if err != nil {
+		return nil
 	}
 	return out.Item
 }
 
 func boolPtr(b bool) *bool { return &b }
 
-// itemUnits is the write units of writing item to table: the table and
-// each index the item appears in.
-func (m *dynamoMeter) itemUnits(table string, item map[string]types.AttributeValue) float64 {
-	per := math.Max(1, math.Ceil(float64(itemSize(item))/1024))
-	copies := 1
-	for _, attr := range m.gsis[table] {
-		if _, ok := item[attr]; ok {
-			copies++
+func kb(size int) float64 { return math.Max(1, math.Ceil(float64(size)/1024)) }
+
+// writeUnits is what writing an item from before to after (nil: absent)
+// costs on its table and indexes.
+func (m *dynamoMeter) writeUnits(table string, before, after map[string]types.AttributeValue) float64 {
+	if table == "" { // a condition check
+		return kb(itemSize(before))
+	}
+	w := kb(max(itemSize(before), itemSize(after)))
+	mt := m.tables[table]
+	for _, ix := range mt.indexes {
+		inBefore, inAfter := hasAll(before, ix.keys), hasAll(after, ix.keys)
+		pb, pa := m.project(mt, ix, before), m.project(mt, ix, after)
+		switch {
+		case inBefore && inAfter && !sameValues(before, after, ix.keys):
+			w += kb(itemSize(pb)) + kb(itemSize(pa))
+		case inBefore && inAfter:
+			if !reflect.DeepEqual(pb, pa) {
+				w += kb(max(itemSize(pb), itemSize(pa)))
+			}
+		case inBefore:
+			w += kb(itemSize(pb))
+		case inAfter:
+			w += kb(itemSize(pa))
 		}
 	}
-	return per * float64(copies)
+	return w
+}
+
+// project is an item's copy in an index.
+func (m *dynamoMeter) project(mt meteredTable, ix meteredIndex, item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if item == nil || ix.all {
+		return item
+	}
+	out := map[string]types.AttributeValue{}
+	for _, a := range slices.Concat(mt.keys, ix.keys, ix.include) {
+		if v, ok := item[a]; ok {
+			out[a] = v
+		}
+	}
+	return out
+}
+
+func hasAll(item map[string]types.AttributeValue, attrs []string) bool {
+	if item == nil {
+		return false
+	}
+	for _, a := range attrs {
+		if _, ok := item[a]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func sameValues(a, b map[string]types.AttributeValue, attrs []string) bool {
+	for _, k := range attrs {
+		if !reflect.DeepEqual(a[k], b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// readUnits is what a read call costs: by the whole item for GetItem and
+// BatchGetItem (read back, since a ProjectionExpression does not lower the
+// charge), by the entries returned for Query and Scan.
+func (m *dynamoMeter) readUnits(ctx context.Context, params, result any) float64 {
+	units := func(size int, consistent *bool) float64 {
+		u := math.Max(1, math.Ceil(float64(size)/4096))
+		if consistent == nil || !*consistent {
+			u /= 2
+		}
+		return u
+	}
+	switch p := params.(type) {
+	case *dynamodb.GetItemInput:
+		return units(itemSize(m.read(ctx, *p.TableName, p.Key)), p.ConsistentRead)
+	case *dynamodb.BatchGetItemInput:
+		var r float64
+		if out, ok := result.(*dynamodb.BatchGetItemOutput); ok {
+			for table, items := range out.Responses {
+				for _, it := range items {
+					r += units(itemSize(it), p.RequestItems[table].ConsistentRead)
+				}
+			}
+		}
+		return r
+	case *dynamodb.QueryInput:
+		n := 0
+		if out, ok := result.(*dynamodb.QueryOutput); ok {
+			for _, it := range out.Items {
+				n += itemSize(it)
+			}
+		}
+		return units(n, p.ConsistentRead)
+	case *dynamodb.ScanInput:
+		n := 0
+		if out, ok := result.(*dynamodb.ScanOutput); ok {
+			for _, it := range out.Items {
+				n += itemSize(it)
+			}
+		}
+		return units(n, p.ConsistentRead)
+	}
+	return 0
 }
 
 // itemSize follows DynamoDB's item size rules closely enough for units:
@@ -221,6 +386,7 @@ func TestDynamoCostPerWebhookAndRun(t *testing.T) {
 		name        string
 		calls, max  int
 		wcu, maxWCU float64
+		rcu, maxRCU float64
 		desc        string
 	}
 	var phases []phase
@@ -230,7 +396,7 @@ func TestDynamoCostPerWebhookAndRun(t *testing.T) {
 		if status != 200 || acc["status"] != "RUNNING" {
 			t.Fatalf("webhook = %d %v", status, acc)
 		}
-		hookOps, hookWCU := meter.reset()
+		hookOps, hookWCU, hookRCU := meter.reset()
 		delivered := 0
 		for j := 0; j < 5 && delivered == 0; j++ {
 			if delivered, err = awsdev.PollOnce(ctx, sqs.NewFromConfig(st.aws), st.cfg.QueueURL, 0, runner); err != nil {
@@ -240,22 +406,25 @@ func TestDynamoCostPerWebhookAndRun(t *testing.T) {
 		if delivered != 1 || calls() != i+1 {
 			t.Fatalf("delivered %d messages, %d external calls", delivered, calls())
 		}
-		runOps, runWCU := meter.reset()
+		runOps, runWCU, runRCU := meter.reset()
 		if i == 0 {
 			continue
 		}
 		n, d := meter.calls(hookOps)
-		phases = append(phases, phase{"webhook", n, maxWebhookCalls, hookWCU, maxWebhookWriteUnits, d})
+		phases = append(phases, phase{"webhook", n, maxWebhookCalls, hookWCU, maxWebhookWriteUnits, hookRCU, maxWebhookReadUnits, d})
 		n, d = meter.calls(runOps)
-		phases = append(phases, phase{"run", n, maxRunCalls, runWCU, maxRunWriteUnits, d})
+		phases = append(phases, phase{"run", n, maxRunCalls, runWCU, maxRunWriteUnits, runRCU, maxRunReadUnits, d})
 	}
 	for _, p := range phases {
-		t.Logf("%s: %d DynamoDB calls (%s), about %.0f write units", p.name, p.calls, p.desc, p.wcu)
+		t.Logf("%s: %d DynamoDB calls (%s), about %.0f write units and %.1f read units", p.name, p.calls, p.desc, p.wcu, p.rcu)
 		if p.calls > p.max {
 			t.Errorf("%s: %d DynamoDB calls, more than the recorded %d (docs/cost.md)", p.name, p.calls, p.max)
 		}
 		if p.wcu > p.maxWCU {
 			t.Errorf("%s: about %.0f write units, more than the recorded %.0f (docs/cost.md)", p.name, p.wcu, p.maxWCU)
+		}
+		if p.rcu > p.maxRCU {
+			t.Errorf("%s: about %.1f read units, more than the recorded %.1f (docs/cost.md)", p.name, p.rcu, p.maxRCU)
 		}
 	}
 }

@@ -403,9 +403,12 @@ func TestTablesMatchStore(t *testing.T) {
 		}
 		want.KeySchema = keys(def.KeySchema)
 		for _, g := range def.GlobalSecondaryIndexes {
+			proj := map[string]any{"ProjectionType": string(g.Projection.ProjectionType)}
+			if len(g.Projection.NonKeyAttributes) > 0 {
+				proj["NonKeyAttributes"] = g.Projection.NonKeyAttributes
+			}
 			want.GlobalSecondaryIndexes = append(want.GlobalSecondaryIndexes, map[string]any{
-				"IndexName": *g.IndexName, "KeySchema": keys(g.KeySchema),
-				"Projection": map[string]string{"ProjectionType": string(g.Projection.ProjectionType)},
+				"IndexName": *g.IndexName, "KeySchema": keys(g.KeySchema), "Projection": proj,
 			})
 		}
 		// Compare as JSON values, attribute order aside.

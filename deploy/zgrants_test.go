@@ -92,6 +92,10 @@ func (st *stack) cfgOf(fn string) awsapp.Config {
 			add("dynamodb:Query", index(name(p.TableName), p.IndexName))
 		case *dynamodb.ScanInput:
 			add("dynamodb:Scan", index(name(p.TableName), p.IndexName))
+		case *dynamodb.BatchGetItemInput:
+			for tbl := range p.RequestItems {
+				add("dynamodb:BatchGetItem", name(&tbl))
+			}
 		case *dynamodb.BatchWriteItemInput:
 			for tbl := range p.RequestItems {
 				add("dynamodb:BatchWriteItem", name(&tbl))

@@ -30,10 +30,11 @@ type dynamoClient struct {
 	scan               func(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	transactWriteItems func(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	batchWriteItem     func(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	batchGetItem       func(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 func newDynamoClient(c *dynamodb.Client) dynamoClient {
-	return dynamoClient{getItem: c.GetItem, putItem: c.PutItem, updateItem: c.UpdateItem, deleteItem: c.DeleteItem, query: c.Query, scan: c.Scan, transactWriteItems: c.TransactWriteItems, batchWriteItem: c.BatchWriteItem}
+	return dynamoClient{getItem: c.GetItem, putItem: c.PutItem, updateItem: c.UpdateItem, deleteItem: c.DeleteItem, query: c.Query, scan: c.Scan, transactWriteItems: c.TransactWriteItems, batchWriteItem: c.BatchWriteItem, batchGetItem: c.BatchGetItem}
 }
 
 func (x dynamoClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -66,6 +67,10 @@ func (x dynamoClient) TransactWriteItems(ctx context.Context, in *dynamodb.Trans
 
 func (x dynamoClient) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
 	return x.batchWriteItem(ctx, in, opts...)
+}
+
+func (x dynamoClient) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return x.batchGetItem(ctx, in, opts...)
 }
 
 type sqsClient struct {

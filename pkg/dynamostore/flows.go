@@ -572,7 +572,13 @@ func (s *Store) ListFlows(ctx context.Context, project string, q automation.List
 	if q.Status != "" {
 		index, hashAttr, hashValue = indexByStatus, attrProjectStatus, project+"#"+q.Status
 	}
-	items, next, err := s.listPage(ctx, s.t.Flows, index, hashAttr, hashValue, q, true)
+	entries, next, err := s.listPage(ctx, s.t.Flows, index, hashAttr, hashValue, q, true)
+	if err != nil {
+		return automation.Page[automation.Flow]{}, fmt.Errorf("dynamostore: list flows of %s: %w", project, err)
+	}
+	// The indexes hold keys only (tables.go): the flows themselves are
+	// one BatchGetItem away.
+	items, err := s.batchGet(ctx, s.t.Flows, entries)
 	if err != nil {
 		return automation.Page[automation.Flow]{}, fmt.Errorf("dynamostore: list flows of %s: %w", project, err)
 	}
@@ -581,6 +587,11 @@ func (s *Store) ListFlows(ctx context.Context, project string, q automation.List
 		f, err := decodeFlow(it)
 		if err != nil {
 			return automation.Page[automation.Flow]{}, err
+		}
+		// The index lags the table: a flow moved to another status since
+		// belongs to the other list.
+		if f.Project != project || q.Status != "" && string(f.Status) != q.Status {
+			continue
 		}
 		page.Items = append(page.Items, f)
 	}

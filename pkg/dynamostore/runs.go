@@ -168,11 +168,15 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if q.Status != "" {
 		index, hashAttr, hashValue = indexByStatus, attrProjectFlowStatus, project+"#"+flowID+"#"+q.Status
 	}
-	items, next, err := s.listPage(ctx, s.t.Runs, index, hashAttr, hashValue, q, false)
+	entries, next, err := s.listPage(ctx, s.t.Runs, index, hashAttr, hashValue, q, false)
 	if err != nil {
 		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: %w", flowID, err)
 	}
-	return s.summaries(items, next)
+	page, err := s.summaries(ctx, entries, next, project, q.Status)
+	if err != nil {
+		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: %w", flowID, err)
+	}
+	return page, nil
 }
 
 // SearchRuns pages through a project's run summaries newest first: one
@@ -228,41 +232,81 @@ func (s *Store) SearchRuns(ctx context.Context, project string, q automation.Run
 			attrID: str(id), hashAttr: str(hashValue), attrCreatedSort: str(q.After),
 		}
 	}
-	items, more, err := s.queryPage(ctx, in, q.Limit)
+	entries, more, err := s.queryPage(ctx, in, q.Limit)
 	if err != nil {
 		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: %w", err)
 	}
 	next := ""
 	if more {
-		rd := reader{item: items[len(items)-1]}
+		rd := reader{item: entries[len(entries)-1]}
 		if next = rd.str(attrCreatedSort); rd.err != nil || next == "" {
 			return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: item without %s", attrCreatedSort)
 		}
 	}
-	return s.summaries(items, next)
+	page, err := s.summaries(ctx, entries, next, project, q.Status)
+	if err != nil {
+		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: search runs: %w", err)
+	}
+	return page, nil
 }
 
-// summaries decodes a page of run items as summaries, ending it early at
-// automation.RunPageBudget bytes.
-func (s *Store) summaries(items []map[string]types.AttributeValue, next string) (automation.Page[automation.Run], error) {
-	page := automation.Page[automation.Run]{Items: make([]automation.Run, 0, len(items)), Next: next}
+// summaryChunk is how many runs summaries reads per BatchGetItem: a page
+// ends at automation.RunPageBudget bytes of summaries, and runs can be
+// large, so a page of 100 big runs is not read whole only to stop after a
+// few.
+const summaryChunk = 25
+
+// summaries reads the runs of a page of index entries (the run indexes
+// hold keys: tables.go) and decodes them as summaries, ending the page
+// early at automation.RunPageBudget bytes. A run whose status moved since
+// the index entry was written (the index lags the table) is left out of a
+// list filtered by status: it belongs to the other list.
+func (s *Store) summaries(ctx context.Context, entries []map[string]types.AttributeValue, next, project, status string) (automation.Page[automation.Run], error) {
+	page := automation.Page[automation.Run]{Items: make([]automation.Run, 0, len(entries)), Next: next}
 	bytes := 0
-	for i, it := range items {
-		if i > 0 && bytes >= automation.RunPageBudget {
-			// The page is full by size: end it after the previous item.
-			rd := reader{item: items[i-1]}
+	for start := 0; start < len(entries); start += summaryChunk {
+		chunk := entries[start:min(start+summaryChunk, len(entries))]
+		if start > 0 && bytes >= automation.RunPageBudget {
+			// The page is full by size: end it after the previous entry.
+			rd := reader{item: entries[start-1]}
 			if page.Next = rd.str(attrCreatedSort); rd.err != nil || page.Next == "" {
-				return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs: item without %s", attrCreatedSort)
+				return automation.Page[automation.Run]{}, fmt.Errorf("entry without %s", attrCreatedSort)
 			}
 			break
 		}
-		r, err := decodeRun(it)
+		items, err := s.batchGet(ctx, s.t.Runs, chunk)
 		if err != nil {
 			return automation.Page[automation.Run]{}, err
 		}
-		r = r.Summary()
-		page.Items = append(page.Items, r)
-		bytes += automation.SummaryBytes(r)
+		byID := make(map[string]map[string]types.AttributeValue, len(items))
+		for _, it := range items {
+			rd := reader{item: it}
+			byID[rd.str(attrID)] = it
+		}
+		for i, e := range chunk {
+			if i > 0 && bytes >= automation.RunPageBudget {
+				rd := reader{item: chunk[i-1]}
+				if page.Next = rd.str(attrCreatedSort); rd.err != nil || page.Next == "" {
+					return automation.Page[automation.Run]{}, fmt.Errorf("entry without %s", attrCreatedSort)
+				}
+				return page, nil
+			}
+			rd := reader{item: e}
+			it, ok := byID[rd.str(attrID)]
+			if !ok {
+				continue // deleted since the query
+			}
+			r, err := decodeRun(it)
+			if err != nil {
+				return automation.Page[automation.Run]{}, err
+			}
+			if r.Project != project || status != "" && string(r.Status) != status {
+				continue
+			}
+			r = r.Summary()
+			page.Items = append(page.Items, r)
+			bytes += automation.SummaryBytes(r)
+		}
 	}
 	return page, nil
 }

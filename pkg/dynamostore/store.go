@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,7 @@ type API interface {
 	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 var _ API = (*dynamodb.Client)(nil)
@@ -308,4 +310,53 @@ func (s *Store) queryPage(ctx context.Context, in *dynamodb.QueryInput, limit in
 		return items[:limit], true, nil
 	}
 	return items, false, nil
+}
+
+// batchGetSize is BatchGetItem's most keys per call.
+const batchGetSize = 100
+
+// batchGet reads the items of a table keyed by id whose index entries a
+// query returned (the indexes project little: tables.go), eventually
+// consistent like the index itself, at most batchGetSize per call, and
+// returns them in the entries' order. An item deleted since the query read
+// its entry is left out. Keys DynamoDB leaves unprocessed (throttling, or
+// 16 MB of items in one answer) are asked for again after a growing pause.
+func (s *Store) batchGet(ctx context.Context, table string, entries []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	found := make(map[string]map[string]types.AttributeValue, len(entries))
+	for chunk := range slices.Chunk(entries, batchGetSize) {
+		keys := make([]map[string]types.AttributeValue, 0, len(chunk))
+		for _, e := range chunk {
+			keys = append(keys, map[string]types.AttributeValue{attrID: e[attrID]})
+		}
+		pending := map[string]types.KeysAndAttributes{table: {Keys: keys}}
+		for attempt := 0; len(pending[table].Keys) > 0; attempt++ {
+			if attempt == 8 {
+				return nil, errors.New("batch get: keys still unprocessed after 8 attempts")
+			}
+			if attempt > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(time.Duration(25<<attempt) * time.Millisecond):
+				}
+			}
+			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
+			if err != nil {
+				return nil, fmt.Errorf("batch get: %w", err)
+			}
+			for _, it := range out.Responses[table] {
+				rd := reader{item: it}
+				found[rd.str(attrID)] = it
+			}
+			pending = out.UnprocessedKeys
+		}
+	}
+	items := make([]map[string]types.AttributeValue, 0, len(entries))
+	for _, e := range entries {
+		rd := reader{item: e}
+		if it, ok := found[rd.str(attrID)]; ok {
+			items = append(items, it)
+		}
+	}
+	return items, nil
 }

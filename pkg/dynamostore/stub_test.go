@@ -83,6 +83,10 @@ func (s *stub) BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ..
 	return nil, errUnexpected
 }
 
+func (s *stub) BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	return nil, errUnexpected
+}
+
 func canceled(codes ...string) error {
 	rs := make([]types.CancellationReason, len(codes))
 	for i, c := range codes {

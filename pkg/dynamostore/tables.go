@@ -24,6 +24,44 @@ var _ TableAPI = (*dynamodb.Client)(nil)
 // Attribute that expires runs: epoch seconds, DynamoDB's TTL format.
 const attrExpiresAt = "expiresAt"
 
+// indexProjections are the attributes each index copies beside the keys,
+// by "<table kind>.<index>"; an index not named here is KEYS_ONLY. Every
+// index copy is written again whenever an attribute it projects changes,
+// and a write unit is paid per KB of every copy, so an index carries only
+// what its query reads, and a list that needs more reads the base items of
+// its page (batchGet: one BatchGetItem per page, eventually consistent,
+// half a read unit per item up to 4 KB). Per index:
+//
+//   - runs.byFlow and runs.byStatus: KEYS_ONLY (byFlow adds the payload
+//     references, which only DeleteFlow's query reads, and which are set at
+//     creation or with steps too large for the item). A run item is written
+//     3 to 5 times (create, claim, step journal, finish); with ALL each of
+//     those wrote the whole run again into every index, 3 copies of 1-3 KB.
+//     Now the claim and the journal write no index at all, the create
+//     writes three copies of about 150 bytes (1 unit each) and the finish
+//     moves the byStatus entry (2 units). A page of run summaries then
+//     costs a BatchGetItem of up to 100 runs (≈ 50 read units, $6 per
+//     million pages) against ≈ 8 write units ($5) saved on every run:
+//     cheaper unless lists outnumber runs, which they never do here.
+//   - runs.byProject: INCLUDE status, the one attribute its query filters
+//     on (GET /runs?status= without a flow); one 1-unit index write at the
+//     finish, when the status changes.
+//   - flows.byProject and flows.byStatus: KEYS_ONLY. The flow item takes an
+//     ADD of its run statistics on every finished run; with ALL that wrote
+//     the whole flow (1-4 KB, definition included) into both indexes on
+//     every run. Listing flows reads the page's flows with BatchGetItem
+//     (the list needs the statistics, and ScheduledFlows the trigger).
+//   - keys.byProject and connections.byProject: INCLUDE of exactly what the
+//     list decodes. Those items are small and written only by the
+//     management API, so a copy costs 1 unit on a rare write and saves the
+//     list a second call.
+var indexProjections = map[string][]string{
+	"runs." + indexByFlow:           {attrTriggerPayload, attrStepsPayload},
+	"runs." + indexByProject:        {"status"},
+	"keys." + indexByProject:        {attrID, "hash", "prefix", "created", "revoked"},
+	"connections." + indexByProject: {"name", "app", "type", "status", "created", "updated"},
+}
+
 // TableDefinitions returns the CreateTable inputs of the tables, on-demand
 // billing. The CloudFormation template declares the same tables; this is
 // what tests and the local FLOWD_BACKEND=aws mode use.
@@ -38,12 +76,15 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 		}
 		return ks
 	}
-	gsi := func(name, hash, rng string) types.GlobalSecondaryIndex {
-		return types.GlobalSecondaryIndex{
-			IndexName:  aws.String(name),
-			KeySchema:  keys(hash, rng),
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+	// gsi projects the keys (the table's and the index's) and the
+	// attributes named: see indexProjections for what each index holds
+	// and why.
+	gsi := func(table, name, hash, rng string) types.GlobalSecondaryIndex {
+		p := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
+		if attrs := indexProjections[table+"."+name]; len(attrs) > 0 {
+			p = &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: attrs}
 		}
+		return types.GlobalSecondaryIndex{IndexName: aws.String(name), KeySchema: keys(hash, rng), Projection: p}
 	}
 	table := func(name string, attrs []types.AttributeDefinition, ks []types.KeySchemaElement, gsis ...types.GlobalSecondaryIndex) *dynamodb.CreateTableInput {
 		in := &dynamodb.CreateTableInput{
@@ -58,17 +99,17 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 	return []*dynamodb.CreateTableInput{
 		table(t.Projects, []types.AttributeDefinition{s(attrPK)}, keys(attrPK, "")),
 		table(t.Keys, []types.AttributeDefinition{s(attrPK), s(attrProject), s(attrCreatedSort)}, keys(attrPK, ""),
-			gsi(indexByProject, attrProject, attrCreatedSort)),
+			gsi("keys", indexByProject, attrProject, attrCreatedSort)),
 		table(t.Flows, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrProjectStatus), s(attrCreatedSort)}, keys(attrID, ""),
-			gsi(indexByProject, attrProject, attrCreatedSort),
-			gsi(indexByStatus, attrProjectStatus, attrCreatedSort)),
+			gsi("flows", indexByProject, attrProject, attrCreatedSort),
+			gsi("flows", indexByStatus, attrProjectStatus, attrCreatedSort)),
 		table(t.Routes, []types.AttributeDefinition{s(attrPath), s(attrMethod)}, keys(attrPath, attrMethod)),
 		table(t.Connections, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrCreatedSort)}, keys(attrID, ""),
-			gsi(indexByProject, attrProject, attrCreatedSort)),
+			gsi("connections", indexByProject, attrProject, attrCreatedSort)),
 		table(t.Runs, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrProjectFlow), s(attrProjectFlowStatus), s(attrCreatedSort)}, keys(attrID, ""),
-			gsi(indexByFlow, attrProjectFlow, attrCreatedSort),
-			gsi(indexByStatus, attrProjectFlowStatus, attrCreatedSort),
-			gsi(indexByProject, attrProject, attrCreatedSort)),
+			gsi("runs", indexByFlow, attrProjectFlow, attrCreatedSort),
+			gsi("runs", indexByStatus, attrProjectFlowStatus, attrCreatedSort),
+			gsi("runs", indexByProject, attrProject, attrCreatedSort)),
 		table(t.Samples, []types.AttributeDefinition{s(attrFlowID)}, keys(attrFlowID, "")),
 		table(t.OAuthApps, []types.AttributeDefinition{s(attrAppName)}, keys(attrAppName, "")),
 	}
