@@ -382,6 +382,28 @@ func TestDynamoCostPerWebhookAndRun(t *testing.T) {
 	f := st.flow(t, fmt.Sprintf(`{"name": "Deploys", "engine": "FLOW_BUILDER",
 		"steps": [{"name": "notify", "type": "HTTP", "method": "POST", "url": %q, "body": {"ref": "{{ trigger.body.ref }}"}}]}`, ext.URL), true)
 
+	// A Test Trigger captured a large delivery once: the flow's sample is
+	// about 250 KB. The deliveries measured below read the armed flag
+	// alone, not the sample (their read units would be about 60, not 3).
+	if _, err := st.svc.ArmWebhookTest(ctx, st.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	big := fmt.Sprintf(`{"event": "push", "ref": "main", "blob": %q}`, strings.Repeat("x", 120<<10))
+	if status, acc := call(t, hook, "POST", "/api/v1/webhooks/"+f.ID, "", big); status != 200 {
+		t.Fatalf("captured webhook = %d %v", status, acc)
+	}
+	if c, err := st.store.Capture(ctx, st.project.ID, f.ID); err != nil || c.Sample == nil {
+		t.Fatalf("capture = %+v, %v; want the large delivery as the sample", c, err)
+	}
+	for j := 0; j < 5 && calls() == 0; j++ {
+		if _, err := awsdev.PollOnce(ctx, sqs.NewFromConfig(st.aws), st.cfg.QueueURL, 0, runner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls() != 1 {
+		t.Fatalf("the captured delivery's run made %d external calls", calls())
+	}
+
 	type phase struct {
 		name        string
 		calls, max  int
@@ -403,7 +425,7 @@ func TestDynamoCostPerWebhookAndRun(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if delivered != 1 || calls() != i+1 {
+		if delivered != 1 || calls() != i+2 {
 			t.Fatalf("delivered %d messages, %d external calls", delivered, calls())
 		}
 		runOps, runWCU, runRCU := meter.reset()

@@ -465,9 +465,7 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 			tx = append(tx, s.releasePath(id, p), s.unregisterShape(id, p))
 		}
 		// The Test Trigger state goes with the flow, in the same write.
-		if d := s.sampleDelete(id); d != nil {
-			tx = append(tx, *d)
-		}
+		tx = append(tx, s.sampleDeletes(id)...)
 		// And the flow's STORE state (state.go).
 		if d := s.stateDelete(id); d != nil {
 			tx = append(tx, *d)
