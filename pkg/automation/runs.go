@@ -605,11 +605,11 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 			}
 			done = nil // to be retried, or claimed by a worker: watch the record
 		case <-tick.C:
-			cur, err := rt.Runs.Run(ctx, r.Project, r.FlowID, r.ID)
+			cur, final, err := pollRun(ctx, rt.Runs, r)
 			if err != nil {
 				return Run{}, wrap("await run", err)
 			}
-			if cur.Status.Final() {
+			if final {
 				return cur, nil
 			}
 		case <-timer.C:

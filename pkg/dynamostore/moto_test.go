@@ -603,3 +603,35 @@ func TestRunExpiresAt(t *testing.T) {
 	foreign.ID, foreign.Project = "run_3", "prj_b"
 	wantCode(t, s.CreateRun(ctx, foreign), automation.ErrNotFound, "FLOW_NOT_FOUND")
 }
+
+func TestRunStatus(t *testing.T) {
+	s, _, _ := newStore(t)
+	ctx := t.Context()
+	if err := s.CreateFlow(ctx, newFlow("prj_a", "flw_1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	r := automation.Run{ID: "run_1", Project: "prj_a", FlowID: "flw_1", Status: automation.RunRunning, Created: base}
+	if err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.RunStatus(ctx, "prj_a", "flw_1", "run_1"); err != nil || st != automation.RunRunning {
+		t.Fatalf("status of a new run = %q, %v; want RUNNING", st, err)
+	}
+	claimed, err := s.ClaimRun(ctx, "prj_a", "run_1", base, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed.Status = automation.RunSucceeded
+	if err := s.FinishRun(ctx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.RunStatus(ctx, "prj_a", "flw_1", "run_1"); err != nil || st != automation.RunSucceeded {
+		t.Fatalf("status of the finished run = %q, %v; want SUCCEEDED", st, err)
+	}
+	// Another project's, another flow's or a missing run is not found.
+	for _, k := range [][3]string{{"prj_b", "flw_1", "run_1"}, {"prj_a", "flw_2", "run_1"}, {"prj_a", "flw_1", "run_2"}} {
+		if _, err := s.RunStatus(ctx, k[0], k[1], k[2]); !automation.IsNotFound(err) {
+			t.Errorf("RunStatus(%v) = %v, want not found", k, err)
+		}
+	}
+}
