@@ -118,7 +118,17 @@ func (s *Service) ConnectionCredential(ctx context.Context, project, id string) 
 		return c, ConnectionValue{}, &Error{Kind: ErrConflict, Code: "CONNECTION_" + string(c.Status),
 			Message: "connection " + id + " (" + c.Name + ") is " + string(c.Status) + ": re-authorize it"}
 	}
-	raw, err := s.secrets.Secret(ctx, project, ConnectionSecretName(id))
+	// An API key never changes under its connection's ID, and the record
+	// read above refuses a deleted or revoked one: the key may come from
+	// the cache. OAuth2 tokens are refreshed and rotated, and a refusal is
+	// judged against the newest stored token: never cached.
+	read := s.secrets.Secret
+	if c.Type != ConnectionOAuth2 {
+		read = func(ctx context.Context, project, name string) ([]byte, error) {
+			return s.cachedSecret(ctx, project, name, connectionStamp(c))
+		}
+	}
+	raw, err := read(ctx, project, ConnectionSecretName(id))
 	if errors.Is(err, ErrNotFound) {
 		return c, ConnectionValue{}, &Error{Kind: ErrNotFound, Code: "CONNECTION_NOT_FOUND",
 			Message: "connection " + id + " has no stored credential: it was deleted"}

@@ -286,10 +286,16 @@ func nonNil(ss []string) []string {
 // flowSecrets loads the secret values of a stored flow, keyed by the paths
 // of secretFields.
 func (s *Service) flowSecrets(ctx context.Context, f Flow) (map[string]string, error) {
+	return s.readFlowSecrets(ctx, f, s.secrets.Secret)
+}
+
+// readFlowSecrets is flowSecrets through a given read: RevealFlow's goes
+// through the store's cache (cachedSecret, under the flow's version).
+func (s *Service) readFlowSecrets(ctx context.Context, f Flow, read func(ctx context.Context, project, name string) ([]byte, error)) (map[string]string, error) {
 	if len(secretFields(&f)) == 0 {
 		return map[string]string{}, nil
 	}
-	raw, err := s.secrets.Secret(ctx, f.Project, FlowSecretName(f.ID))
+	raw, err := read(ctx, f.Project, FlowSecretName(f.ID))
 	if errors.Is(err, ErrNotFound) {
 		return map[string]string{}, nil
 	} else if err != nil {
@@ -331,7 +337,11 @@ func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
 	}
 	f.Trigger = cloneTrigger(f.Trigger)
 	f.Steps, f.OnError = CloneSteps(f.Steps), CloneSteps(f.OnError)
-	values, err := s.flowSecrets(ctx, f)
+	// The receivers and the engine reveal a flow on every delivery and
+	// run: through the cache, under the version just read (flowStamp).
+	values, err := s.readFlowSecrets(ctx, f, func(ctx context.Context, project, name string) ([]byte, error) {
+		return s.cachedSecret(ctx, project, name, flowStamp(f))
+	})
 	if err != nil {
 		return Flow{}, err
 	}

@@ -79,7 +79,10 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		opts = append(opts, dynamostore.WithRunRetention(cfg.RunPolicy.Retention))
 	}
 	store := dynamostore.New(newDynamoClient(db), cfg.Tables, opts...)
-	secrets := smsecrets.New(newSecretsClient(sm), cfg.SecretPrefix)
+	// Secrets read on every delivery or run (a flow's signature secret, an
+	// API key connection) are kept at most a minute in the environment,
+	// under the version of the record they belong to (smsecrets.Cached).
+	secrets := smsecrets.NewCached(smsecrets.New(newSecretsClient(sm), cfg.SecretPrefix), smsecrets.MaxCacheAge)
 
 	cursorKey := p.CursorKey
 	if cursorKey == nil {
