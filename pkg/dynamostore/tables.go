@@ -40,9 +40,10 @@ const attrExpiresAt = "expiresAt"
 //     Now the claim and the journal write no index at all, the create
 //     writes three copies of about 150 bytes (1 unit each) and the finish
 //     moves the byStatus entry (2 units). A page of run summaries then
-//     costs a BatchGetItem of up to 100 runs (≈ 50 read units, $6 per
-//     million pages) against ≈ 8 write units ($5) saved on every run:
-//     cheaper unless lists outnumber runs, which they never do here.
+//     costs a BatchGetItem of up to 100 runs (≈ 50 read units, ≈ 30 more
+//     than the ALL query read: $4 per million pages) against ≈ 7 write
+//     units ($4.40 per million) saved on every run: cheaper unless pages
+//     of 100 runs are listed more often than runs are made.
 //   - runs.byProject: INCLUDE status, the one attribute its query filters
 //     on (GET /runs?status= without a flow); one 1-unit index write at the
 //     finish, when the status changes.
