@@ -183,7 +183,7 @@ var unobserved = map[string]map[grant]string{
 	"WorkflowHookFunction": {
 		{"dynamodb:DeleteItem", "RunsTable"}:        "sqsqueue deletes the run it wrote when SendMessage fails (exercised through WebhookFunction)",
 		{"dynamodb:UpdateItem", "ConnectionsTable"}: "the engine marks a connection whose credential got 401/403 (exercised through RunnerFunction)",
-		{"dynamodb:GetItem", "RunsTable"}:           "an ON_COMPLETION wait reads the run when another execution holds it: seen only when timing allows",
+		{"dynamodb:GetItem", "RunsTable"}:           "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
 	},
 	"RunnerFunction": {
 		{"dynamodb:DeleteItem", "RunsTable"}: "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",

@@ -3,6 +3,7 @@ package smsecrets
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,4 +98,73 @@ func TestCachedContract(t *testing.T) {
 		s, _ := newStore(t)
 		return NewCached(s, MaxCacheAge)
 	})
+}
+
+// memSecrets is an in-memory automation.Secrets that counts reads.
+type memSecrets struct {
+	values map[string][]byte
+	reads  int
+}
+
+func (m *memSecrets) PutSecret(_ context.Context, project, name string, v []byte) error {
+	m.values[project+"/"+name] = v
+	return nil
+}
+
+func (m *memSecrets) Secret(_ context.Context, project, name string) ([]byte, error) {
+	m.reads++
+	v, ok := m.values[project+"/"+name]
+	if !ok {
+		return nil, automation.NotFound("secret", name)
+	}
+	return v, nil
+}
+
+func (m *memSecrets) DeleteSecret(_ context.Context, project, name string) error {
+	delete(m.values, project+"/"+name)
+	return nil
+}
+
+// TestCacheStaysBounded: past maxCacheEntries the cache drops what has
+// expired, and everything if nothing has, so its memory stays bounded.
+func TestCacheStaysBounded(t *testing.T) {
+	mem := &memSecrets{values: map[string][]byte{}}
+	c := NewCached(mem, MaxCacheAge)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	ctx := t.Context()
+	for i := range maxCacheEntries + 10 {
+		name := fmt.Sprintf("s%d", i)
+		if err := mem.PutSecret(ctx, "prj_a", name, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CachedSecret(ctx, "prj_a", name, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.entries) > maxCacheEntries {
+			t.Fatalf("%d entries after %d secrets, want at most %d", len(c.entries), i+1, maxCacheEntries)
+		}
+	}
+	// Nothing had expired: the cache was cleared once and holds the rest.
+	if len(c.entries) != 10 {
+		t.Errorf("%d entries, want the 10 read after the clear", len(c.entries))
+	}
+	// Expired entries go first: a minute on, the 10 old ones make room
+	// and the fresh ones stay.
+	now = now.Add(MaxCacheAge)
+	for i := range maxCacheEntries - 10 {
+		name := fmt.Sprintf("t%d", i)
+		if err := mem.PutSecret(ctx, "prj_a", name, []byte(name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CachedSecret(ctx, "prj_a", name, "v1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CachedSecret(ctx, "prj_a", "s0", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if want := maxCacheEntries - 10 + 1; len(c.entries) != want {
+		t.Errorf("%d entries, want %d: the expired ones dropped, the fresh ones kept", len(c.entries), want)
+	}
 }
