@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
 )
 
 // TestGroupCommitSavepoints holds the writer on one write while 40 more
@@ -126,5 +129,145 @@ func TestPreparedWrites(t *testing.T) {
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM blobs WHERE project = 'p'`).Scan(&n); err != nil || n != 3 {
 		t.Fatalf("rows = %d, %v; want 3", n, err)
+	}
+}
+
+// TestGroupCommitLean mixes, in one batch, lean writes that succeed, lean
+// writes that fail before any change (unchanged), savepointed writes that
+// fail after writing, and lean writes that fail after writing, which make
+// the writer run the batch again with savepoints. Every caller gets its
+// own outcome and exactly the rows of the writes that succeeded are there.
+func TestGroupCommitLean(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "lean.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var batches []int
+	var mu sync.Mutex
+	s.batchHook = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
+	put := func(tx *sql.Tx, name string) error {
+		_, err := s.exec(ctx, tx, `INSERT INTO blobs (project, name, value) VALUES (?, ?, ?)`, "p", name, []byte("x"))
+		return err
+	}
+	release := make(chan struct{})
+	held := make(chan struct{})
+	blocker := make(chan error, 1)
+	go func() {
+		blocker <- s.write(ctx, "blocker", func(tx *sql.Tx) error {
+			close(held)
+			<-release
+			return put(tx, "blocker")
+		})
+	}()
+	<-held
+
+	errUnchanged := errors.New("refused before writing")
+	errPartial := errors.New("failed after writing")
+	// Kinds by i%4: 0 lean ok, 1 lean unchanged, 2 savepointed partial,
+	// 3 lean partial (only i == 3, so that most of the batch is lean).
+	const n = 40
+	want := func(i int) (error, int) {
+		switch {
+		case i%4 == 1:
+			return errUnchanged, 0
+		case i%4 == 2 || i == 3:
+			return errPartial, 0
+		}
+		return nil, 1
+	}
+	errs := make([]error, n)
+	var wg, queued sync.WaitGroup
+	queued.Add(n)
+	for i := range n {
+		wg.Go(func() {
+			queued.Done()
+			name := fmt.Sprintf("w%d", i)
+			switch {
+			case i%4 == 1:
+				errs[i] = s.writeLean(ctx, name, func(tx *sql.Tx) error { return unchanged(errUnchanged) })
+			case i%4 == 2:
+				errs[i] = s.write(ctx, name, func(tx *sql.Tx) error {
+					if err := put(tx, name); err != nil {
+						return err
+					}
+					return errPartial
+				})
+			default:
+				errs[i] = s.writeLean(ctx, name, func(tx *sql.Tx) error {
+					if err := put(tx, name); err != nil {
+						return err
+					}
+					if i == 3 {
+						return errPartial
+					}
+					return nil
+				})
+			}
+		})
+	}
+	queued.Wait()
+	close(release)
+	wg.Wait()
+	if err := <-blocker; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	mu.Lock()
+	t.Logf("batches: %v", batches)
+	mu.Unlock()
+	for i := range n {
+		name := fmt.Sprintf("w%d", i)
+		var count int
+		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM blobs WHERE name = ?`, name).Scan(&count); err != nil {
+			t.Fatal(err)
+		}
+		wantErr, wantCount := want(i)
+		if count != wantCount || (wantErr == nil && errs[i] != nil) || (wantErr != nil && !errors.Is(errs[i], wantErr)) {
+			t.Errorf("%s: err %v, %d rows; want %v and %d", name, errs[i], count, wantErr, wantCount)
+		}
+	}
+}
+
+// TestEnqueueLeanExists: a second Enqueue of the same run, in the batch of
+// other enqueues, is RunExists and the others land.
+func TestEnqueueLeanExists(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "exists.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run := func(id string) automation.Run {
+		return automation.Run{ID: id, Project: "prj_a", FlowID: "flw_a", Status: automation.RunRunning, Created: time.Now()}
+	}
+	if err := s.Enqueue(ctx, run("run_dup")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprintf("run_%d", i)
+			if i%3 == 0 {
+				id = "run_dup"
+			}
+			errs[i] = s.Enqueue(ctx, run(id))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i%3 == 0 {
+			if !automation.IsRunExists(err) {
+				t.Errorf("enqueue %d (duplicate): %v, want RunExists", i, err)
+			}
+		} else if err != nil {
+			t.Errorf("enqueue %d: %v", i, err)
+		}
+	}
+	pending, _, err := s.QueueStats(ctx)
+	if err != nil || pending != 1+n-n/3 {
+		t.Fatalf("pending = %d, %v; want %d", pending, err, 1+n-n/3)
 	}
 }

@@ -21,13 +21,15 @@ var (
 )
 
 // Enqueue stores a new run and its queue entry in one transaction: once it
-// commits, a crash loses neither.
+// commits, a crash loses neither. It is a lean write (no savepoint): a
+// run that exists already is found before any change, and any statement
+// error makes the writer run the batch again with savepoints.
 func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 	doc, err := encodeRun(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
+	return s.writeLean(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
 		res, err := s.exec(ctx, tx,
 			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
@@ -38,7 +40,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return automation.RunExists(r.ID)
+			return unchanged(automation.RunExists(r.ID))
 		}
 		_, err = s.exec(ctx, tx,
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
