@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -229,45 +230,105 @@ func TestGroupCommitLean(t *testing.T) {
 	}
 }
 
-// TestEnqueueLeanExists: a second Enqueue of the same run, in the batch of
-// other enqueues, is RunExists and the others land.
-func TestEnqueueLeanExists(t *testing.T) {
+// TestEnqueueBatch holds the writer while 150 enqueues queue up, so that
+// they share a batch and its multi-row inserts (chunks of 64, 16, 4 and 1):
+// a third of them repeat a run stored before, two more repeat a run new in
+// the batch. The repeats are RunExists, every other run and its queue
+// entry is stored once, with its own fields.
+func TestEnqueueBatch(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "exists.db"))
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "batch.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	run := func(id string) automation.Run {
-		return automation.Run{ID: id, Project: "prj_a", FlowID: "flw_a", Status: automation.RunRunning, Created: time.Now()}
+	var largest atomic.Int64
+	s.batchHook = func(n int) {
+		for m := largest.Load(); int64(n) > m && !largest.CompareAndSwap(m, int64(n)); m = largest.Load() {
+		}
 	}
-	if err := s.Enqueue(ctx, run("run_dup")); err != nil {
+	created := time.Now().UTC().Truncate(time.Millisecond)
+	run := func(id string) automation.Run {
+		return automation.Run{ID: id, Project: "prj_" + id, FlowID: "flw_" + id, Status: automation.RunRunning,
+			Trigger: automation.TriggerData{Body: json.RawMessage(`{"id":"` + id + `"}`)}, Steps: []automation.StepResult{}, Created: created}
+	}
+	if err := s.Enqueue(ctx, run("run_old")); err != nil {
 		t.Fatal(err)
 	}
-	const n = 30
+	release := make(chan struct{})
+	held := make(chan struct{})
+	blocker := make(chan error, 1)
+	go func() {
+		blocker <- s.write(ctx, "blocker", func(tx *sql.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	const n = 150
+	id := func(i int) string {
+		switch {
+		case i%3 == 0:
+			return "run_old"
+		case i == 100 || i == 101:
+			return "run_twice"
+		}
+		return fmt.Sprintf("run_%d", i)
+	}
 	errs := make([]error, n)
-	var wg sync.WaitGroup
+	var wg, queued sync.WaitGroup
+	queued.Add(n)
 	for i := range n {
 		wg.Go(func() {
-			id := fmt.Sprintf("run_%d", i)
-			if i%3 == 0 {
-				id = "run_dup"
-			}
-			errs[i] = s.Enqueue(ctx, run(id))
+			queued.Done()
+			errs[i] = s.Enqueue(ctx, run(id(i)))
 		})
 	}
+	// Most callers are waiting on the writer by now; the outcomes checked
+	// below hold however the writes were batched.
+	queued.Wait()
+	close(release)
 	wg.Wait()
+	if err := <-blocker; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("largest batch: %d writes", largest.Load())
+	twice := 0
 	for i, err := range errs {
-		if i%3 == 0 {
-			if !automation.IsRunExists(err) {
-				t.Errorf("enqueue %d (duplicate): %v, want RunExists", i, err)
+		switch {
+		case id(i) == "run_twice":
+			if err == nil {
+				twice++
+			} else if !automation.IsRunExists(err) {
+				t.Errorf("enqueue %d (run_twice): %v", i, err)
 			}
-		} else if err != nil {
+		case i%3 == 0:
+			if !automation.IsRunExists(err) {
+				t.Errorf("enqueue %d (a stored run again): %v, want RunExists", i, err)
+			}
+		case err != nil:
 			t.Errorf("enqueue %d: %v", i, err)
 		}
 	}
-	pending, _, err := s.QueueStats(ctx)
-	if err != nil || pending != 1+n-n/3 {
-		t.Fatalf("pending = %d, %v; want %d", pending, err, 1+n-n/3)
+	if twice != 1 {
+		t.Errorf("run_twice enqueued %d times, want 1", twice)
+	}
+	for i := range n {
+		if i%3 == 0 {
+			continue
+		}
+		r, err := s.Run(ctx, "prj_"+id(i), "flw_"+id(i), id(i))
+		if err != nil || r.ID != id(i) || string(r.Trigger.Body) != `{"id":"`+id(i)+`"}` || !r.Created.Equal(created) {
+			t.Errorf("run %s = %+v, %v", id(i), r, err)
+		}
+	}
+	var runs, entries int
+	if err := s.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM run_queue)`).Scan(&runs, &entries); err != nil {
+		t.Fatal(err)
+	}
+	want := 1 + n - n/3 - 1 // run_old, the new runs, run_twice once
+	if runs != want || entries != want {
+		t.Errorf("%d runs and %d queue entries, want %d of each", runs, entries, want)
 	}
 }

@@ -290,6 +290,9 @@ type writeReq struct {
 	err  error      // fn's own outcome, nil until the batch commits
 	// lean: fn runs without a savepoint of its own (see writeLean).
 	lean bool
+	// run, set by Enqueue, lets the writer insert the batch's runs
+	// together (enqueueAll) instead of calling fn for each.
+	run *newRun
 }
 
 // unchangedError is a lean write function's error that it returned before
@@ -508,7 +511,26 @@ func (s *Store) runBatch(batch []*writeReq, safe bool) error {
 	if err != nil {
 		return wrapWriteErr(op, "begin", err)
 	}
+	var runs []*writeReq
+	if !safe {
+		for _, req := range batch {
+			if req.run != nil {
+				runs = append(runs, req)
+			}
+		}
+	}
+	if len(runs) > 1 {
+		// The callers wait for the commit together, so the enqueues may
+		// take their turn first.
+		if err := s.enqueueAll(context.Background(), tx, runs); err != nil {
+			_ = tx.Rollback()
+			return errLeanFailed
+		}
+	}
 	for _, req := range batch {
+		if req.run != nil && len(runs) > 1 {
+			continue // done by enqueueAll
+		}
 		if req.lean && !safe {
 			err := req.fn(tx)
 			var u *unchangedError
