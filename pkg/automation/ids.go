@@ -34,8 +34,9 @@ func NewID(prefix string) string {
 // timeEncoding sorts as its values do: its alphabet is in ASCII order.
 var timeEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
 
-// NewRunID returns PrefixRun, the time t in milliseconds (48 bits in 10
-// characters that sort as the times do) and 96 random bits (20 characters):
+// NewRunID returns PrefixRun, the time t in milliseconds since 1970 (10
+// characters, 50 bits, that sort as the times do) and 96 random bits (20
+// characters):
 // still unguessable, and runs created together have neighbouring IDs, so
 // that a store's index on run IDs takes a burst of new runs in a few pages
 // at its end instead of one random page each (each of which the embedded
