@@ -60,6 +60,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	applyMemoryLimit(cfg, getenv, log)
+	applyGCPercent(getenv)
 	if err := startPprof(ctx, getenv("FLOWD_PPROF_ADDR"), log); err != nil {
 		return err
 	}
@@ -388,6 +389,21 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level)) // checked in loadConfig
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// gcPercent is flowd's garbage collection target unless GOGC says
+// otherwise: the heap may grow to three times what is live between
+// collections instead of twice. Under a webhook load, allocation and
+// collection were about a tenth of the CPU; at 200 a webhook takes some 5
+// to 10% less CPU for about 8 MB more resident memory, and
+// FLOWD_MEMORY_LIMIT still bounds the heap.
+const gcPercent = 200
+
+// applyGCPercent sets gcPercent when GOGC is not set.
+func applyGCPercent(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 // applyMemoryLimit sets the runtime's soft memory limit from

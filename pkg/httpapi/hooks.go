@@ -295,9 +295,11 @@ func triggerData(r *http.Request, f automation.Flow, body json.RawMessage, raw [
 			td.Headers[name] = strings.Join(vs, ", ")
 		}
 	}
-	for k, vs := range r.URL.Query() {
-		if len(vs) > 0 {
-			td.Query[k] = vs[0]
+	if r.URL.RawQuery != "" {
+		for k, vs := range r.URL.Query() {
+			if len(vs) > 0 {
+				td.Query[k] = vs[0]
+			}
 		}
 	}
 	// Stored JSON is re-encoded; a VERIFY_SIGNATURE step needs the bytes

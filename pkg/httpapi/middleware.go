@@ -99,6 +99,9 @@ func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
 // logAccess writes the access line: never headers or bodies, which carry
 // keys and credentials.
 func logAccess(log *slog.Logger, r *http.Request, rec *recorder, info *requestInfo, start time.Time) {
+	if !log.Enabled(r.Context(), slog.LevelInfo) {
+		return // the line's attributes cost more than the check
+	}
 	route := info.route
 	if route == "" {
 		route = r.URL.Path

@@ -85,7 +85,7 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 // with no Content-Type is read as JSON, as senders of JSON often omit it.
 func requireJSON(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
-	if ct == "" {
+	if ct == "" || ct == "application/json" {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)

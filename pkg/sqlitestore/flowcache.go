@@ -10,8 +10,9 @@ import (
 )
 
 // CacheFlows keeps what the webhook receivers look up on every delivery,
-// FlowByID and RouteFlows, in memory for at most ttl, and drops all of it
-// on every write to flows or routes made through this store. It is for
+// FlowByID, RouteFlows and ArmedUntil, in memory for at most ttl, and drops
+// all of it on every write to flows, routes or an arming made through this
+// store. It is for
 // flowd alone: one process writes flows, so invalidation on change is
 // exact, and ttl only bounds how long a change made by another process
 // (none today: flowctl does not write flows) could go unseen.
@@ -37,6 +38,9 @@ type flowCache struct {
 	mu     sync.RWMutex
 	flows  map[string]cached[automation.Flow]
 	routes map[string]cached[map[string]string]
+	// armed is ArmedUntil by project and flow: every delivery to a flow
+	// builder flow asks it, and almost always finds nothing armed.
+	armed map[string]cached[time.Time]
 }
 
 type cached[T any] struct {
@@ -49,10 +53,11 @@ func newFlowCache(ttl time.Duration) *flowCache {
 	if ttl <= 0 {
 		return nil
 	}
-	return &flowCache{ttl: ttl, flows: map[string]cached[automation.Flow]{}, routes: map[string]cached[map[string]string]{}}
+	return &flowCache{ttl: ttl, flows: map[string]cached[automation.Flow]{}, routes: map[string]cached[map[string]string]{}, armed: map[string]cached[time.Time]{}}
 }
 
-// invalidate is called after every committed write to flows or routes.
+// invalidate is called after every committed write to flows, routes or a
+// Test Trigger's arming.
 func (c *flowCache) invalidate() {
 	if c == nil {
 		return
@@ -61,6 +66,7 @@ func (c *flowCache) invalidate() {
 	c.mu.Lock()
 	clear(c.flows)
 	clear(c.routes)
+	clear(c.armed)
 	c.mu.Unlock()
 }
 
@@ -120,4 +126,22 @@ func (s *Store) cachedRouteFlows(path string, read func() (map[string]string, er
 		keep(c, c.routes, path, maps.Clone(m), gen)
 	}
 	return m, err
+}
+
+// cachedArmedUntil is ArmedUntil through the cache.
+func (s *Store) cachedArmedUntil(project, flowID string, read func() (time.Time, error)) (time.Time, error) {
+	c := s.cache
+	if c == nil {
+		return read()
+	}
+	key := project + "\x00" + flowID
+	if t, ok := lookup(c, c.armed, key); ok {
+		return t, nil
+	}
+	gen := c.gen.Load()
+	t, err := read()
+	if err == nil {
+		keep(c, c.armed, key, t, gen)
+	}
+	return t, err
 }

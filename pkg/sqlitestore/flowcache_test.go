@@ -77,3 +77,42 @@ func TestFlowCacheSeesChanges(t *testing.T) {
 		t.Errorf("RouteFlows after DeleteFlow = %v, %v; want none", routes, err)
 	}
 }
+
+// TestArmedCacheSeesChanges: a flow's arming, read (and so cached) by
+// every delivery, is seen armed right after ArmCapture and disarmed right
+// after TakeCapture, with a TTL of an hour.
+func TestArmedCacheSeesChanges(t *testing.T) {
+	ctx := context.Background()
+	s := openCached(t, filepath.Join(t.TempDir(), "flows.db"))
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	f := flow(automation.NewID(automation.PrefixProject), "POST", "armed/a", now)
+	if err := s.CreateFlow(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second read is served from the cache
+		if until, err := s.ArmedUntil(ctx, f.Project, f.ID); err != nil || !until.IsZero() {
+			t.Fatalf("ArmedUntil before arming = %v, %v; want zero", until, err)
+		}
+		if taken, err := s.TakeCapture(ctx, f.Project, f.ID, now); err != nil || taken {
+			t.Fatalf("TakeCapture before arming = %v, %v; want false", taken, err)
+		}
+	}
+	until := now.Add(time.Minute)
+	if err := s.ArmCapture(ctx, f.Project, f.ID, until); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ArmedUntil(ctx, f.Project, f.ID); err != nil || !got.Equal(until) {
+		t.Fatalf("ArmedUntil after arming = %v, %v; want %v", got, err, until)
+	}
+	if taken, err := s.TakeCapture(ctx, f.Project, f.ID, now); err != nil || !taken {
+		t.Fatalf("TakeCapture when armed = %v, %v; want true", taken, err)
+	}
+	for range 2 {
+		if got, err := s.ArmedUntil(ctx, f.Project, f.ID); err != nil || !got.IsZero() {
+			t.Fatalf("ArmedUntil after the take = %v, %v; want zero", got, err)
+		}
+		if taken, err := s.TakeCapture(ctx, f.Project, f.ID, now); err != nil || taken {
+			t.Fatalf("TakeCapture after the take = %v, %v; want false", taken, err)
+		}
+	}
+}

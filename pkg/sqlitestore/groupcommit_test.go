@@ -3,12 +3,16 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
 )
 
 // TestGroupCommitSavepoints holds the writer on one write while 40 more
@@ -126,5 +130,205 @@ func TestPreparedWrites(t *testing.T) {
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM blobs WHERE project = 'p'`).Scan(&n); err != nil || n != 3 {
 		t.Fatalf("rows = %d, %v; want 3", n, err)
+	}
+}
+
+// TestGroupCommitLean mixes, in one batch, lean writes that succeed, lean
+// writes that fail before any change (unchanged), savepointed writes that
+// fail after writing, and lean writes that fail after writing, which make
+// the writer run the batch again with savepoints. Every caller gets its
+// own outcome and exactly the rows of the writes that succeeded are there.
+func TestGroupCommitLean(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "lean.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var batches []int
+	var mu sync.Mutex
+	s.batchHook = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
+	put := func(tx *sql.Tx, name string) error {
+		_, err := s.exec(ctx, tx, `INSERT INTO blobs (project, name, value) VALUES (?, ?, ?)`, "p", name, []byte("x"))
+		return err
+	}
+	release := make(chan struct{})
+	held := make(chan struct{})
+	blocker := make(chan error, 1)
+	go func() {
+		blocker <- s.write(ctx, "blocker", func(tx *sql.Tx) error {
+			close(held)
+			<-release
+			return put(tx, "blocker")
+		})
+	}()
+	<-held
+
+	errUnchanged := errors.New("refused before writing")
+	errPartial := errors.New("failed after writing")
+	// Kinds by i%4: 0 lean ok, 1 lean unchanged, 2 savepointed partial,
+	// 3 lean partial (only i == 3, so that most of the batch is lean).
+	const n = 40
+	want := func(i int) (error, int) {
+		switch {
+		case i%4 == 1:
+			return errUnchanged, 0
+		case i%4 == 2 || i == 3:
+			return errPartial, 0
+		}
+		return nil, 1
+	}
+	errs := make([]error, n)
+	var wg, queued sync.WaitGroup
+	queued.Add(n)
+	for i := range n {
+		wg.Go(func() {
+			queued.Done()
+			name := fmt.Sprintf("w%d", i)
+			switch {
+			case i%4 == 1:
+				errs[i] = s.writeLean(ctx, name, func(tx *sql.Tx) error { return unchanged(errUnchanged) })
+			case i%4 == 2:
+				errs[i] = s.write(ctx, name, func(tx *sql.Tx) error {
+					if err := put(tx, name); err != nil {
+						return err
+					}
+					return errPartial
+				})
+			default:
+				errs[i] = s.writeLean(ctx, name, func(tx *sql.Tx) error {
+					if err := put(tx, name); err != nil {
+						return err
+					}
+					if i == 3 {
+						return errPartial
+					}
+					return nil
+				})
+			}
+		})
+	}
+	queued.Wait()
+	close(release)
+	wg.Wait()
+	if err := <-blocker; err != nil {
+		t.Fatalf("blocker: %v", err)
+	}
+	mu.Lock()
+	t.Logf("batches: %v", batches)
+	mu.Unlock()
+	for i := range n {
+		name := fmt.Sprintf("w%d", i)
+		var count int
+		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM blobs WHERE name = ?`, name).Scan(&count); err != nil {
+			t.Fatal(err)
+		}
+		wantErr, wantCount := want(i)
+		if count != wantCount || (wantErr == nil && errs[i] != nil) || (wantErr != nil && !errors.Is(errs[i], wantErr)) {
+			t.Errorf("%s: err %v, %d rows; want %v and %d", name, errs[i], count, wantErr, wantCount)
+		}
+	}
+}
+
+// TestEnqueueBatch holds the writer while 150 enqueues queue up, so that
+// they share a batch and its multi-row inserts (chunks of 64, 16, 4 and 1):
+// a third of them repeat a run stored before, two more repeat a run new in
+// the batch. The repeats are RunExists, every other run and its queue
+// entry is stored once, with its own fields.
+func TestEnqueueBatch(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "batch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var largest atomic.Int64
+	s.batchHook = func(n int) {
+		for m := largest.Load(); int64(n) > m && !largest.CompareAndSwap(m, int64(n)); m = largest.Load() {
+		}
+	}
+	created := time.Now().UTC().Truncate(time.Millisecond)
+	run := func(id string) automation.Run {
+		return automation.Run{ID: id, Project: "prj_" + id, FlowID: "flw_" + id, Status: automation.RunRunning,
+			Trigger: automation.TriggerData{Body: json.RawMessage(`{"id":"` + id + `"}`)}, Steps: []automation.StepResult{}, Created: created}
+	}
+	if err := s.Enqueue(ctx, run("run_old")); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	held := make(chan struct{})
+	blocker := make(chan error, 1)
+	go func() {
+		blocker <- s.write(ctx, "blocker", func(tx *sql.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+	const n = 150
+	id := func(i int) string {
+		switch {
+		case i%3 == 0:
+			return "run_old"
+		case i == 100 || i == 101:
+			return "run_twice"
+		}
+		return fmt.Sprintf("run_%d", i)
+	}
+	errs := make([]error, n)
+	var wg, queued sync.WaitGroup
+	queued.Add(n)
+	for i := range n {
+		wg.Go(func() {
+			queued.Done()
+			errs[i] = s.Enqueue(ctx, run(id(i)))
+		})
+	}
+	// Most callers are waiting on the writer by now; the outcomes checked
+	// below hold however the writes were batched.
+	queued.Wait()
+	close(release)
+	wg.Wait()
+	if err := <-blocker; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("largest batch: %d writes", largest.Load())
+	twice := 0
+	for i, err := range errs {
+		switch {
+		case id(i) == "run_twice":
+			if err == nil {
+				twice++
+			} else if !automation.IsRunExists(err) {
+				t.Errorf("enqueue %d (run_twice): %v", i, err)
+			}
+		case i%3 == 0:
+			if !automation.IsRunExists(err) {
+				t.Errorf("enqueue %d (a stored run again): %v, want RunExists", i, err)
+			}
+		case err != nil:
+			t.Errorf("enqueue %d: %v", i, err)
+		}
+	}
+	if twice != 1 {
+		t.Errorf("run_twice enqueued %d times, want 1", twice)
+	}
+	for i := range n {
+		if i%3 == 0 {
+			continue
+		}
+		r, err := s.Run(ctx, "prj_"+id(i), "flw_"+id(i), id(i))
+		if err != nil || r.ID != id(i) || string(r.Trigger.Body) != `{"id":"`+id(i)+`"}` || !r.Created.Equal(created) {
+			t.Errorf("run %s = %+v, %v", id(i), r, err)
+		}
+	}
+	var runs, entries int
+	if err := s.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM run_queue)`).Scan(&runs, &entries); err != nil {
+		t.Fatal(err)
+	}
+	want := 1 + n - n/3 - 1 // run_old, the new runs, run_twice once
+	if runs != want || entries != want {
+		t.Errorf("%d runs and %d queue entries, want %d of each", runs, entries, want)
 	}
 }

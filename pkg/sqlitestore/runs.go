@@ -21,13 +21,18 @@ var (
 )
 
 // Enqueue stores a new run and its queue entry in one transaction: once it
-// commits, a crash loses neither.
+// commits, a crash loses neither. It is a lean write (no savepoint): a
+// run that exists already is found before any change, and any statement
+// error makes the writer run the batch again with savepoints. The writer
+// inserts the runs of all the enqueues of a batch together (enqueueAll);
+// fn is for an enqueue alone in its batch and for that rerun.
 func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 	doc, err := encodeRun(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
+	row := &newRun{id: r.ID, project: r.Project, flow: r.FlowID, status: string(r.Status), createdMs: r.Created.UnixMilli(), doc: doc}
+	return s.send(&writeReq{ctx: ctx, op: "enqueue run " + r.ID, done: make(chan error, 1), lean: true, run: row, fn: func(tx *sql.Tx) error {
 		res, err := s.exec(ctx, tx,
 			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
@@ -38,13 +43,13 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			return automation.RunExists(r.ID)
+			return unchanged(automation.RunExists(r.ID))
 		}
 		_, err = s.exec(ctx, tx,
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
 			r.ID, r.Project, r.Created.UnixMilli())
 		return err
-	})
+	}})
 }
 
 const runColumns = `seq, project, attempts, doc`
@@ -406,8 +411,12 @@ func (s *Store) QueueStats(ctx context.Context) (pending, parked int, err error)
 	return pending, parked, nil
 }
 
+// encodeRun is the run's stored document. It calls Run.MarshalJSON itself:
+// through json.Marshal, the output of a MarshalJSON is checked and
+// compacted once more, a pass over the whole document (trigger body
+// included) that its own json.Marshal already made.
 func encodeRun(r automation.Run) (string, error) {
-	b, err := json.Marshal(r)
+	b, err := r.MarshalJSON()
 	if err != nil {
 		return "", fmt.Errorf("encode run: %w", err)
 	}

@@ -17,6 +17,7 @@ var _ automation.SampleStore = (*Store)(nil)
 // on the first arming. The insert selects from flows, so a flow missing from
 // the project (or deleted a moment ago) gets no row.
 func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until time.Time) error {
+	defer s.cache.invalidate() // after the commit: see flowCache.gen
 	return s.write(ctx, "arm capture of flow "+flowID, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`INSERT INTO webhook_samples (flow, project, armed_until)
@@ -35,8 +36,13 @@ func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until ti
 	})
 }
 
-// ArmedUntil reads the flow's capture expiry from the read pool.
+// ArmedUntil reads the flow's capture expiry from the read pool, or from
+// the cache (CacheFlows), which every arming and taking invalidates.
 func (s *Store) ArmedUntil(ctx context.Context, project, flowID string) (time.Time, error) {
+	return s.cachedArmedUntil(project, flowID, func() (time.Time, error) { return s.armedUntil(ctx, project, flowID) })
+}
+
+func (s *Store) armedUntil(ctx context.Context, project, flowID string) (time.Time, error) {
 	var until sql.NullInt64
 	err := s.r.QueryRowContext(ctx,
 		`SELECT armed_until FROM webhook_samples WHERE project = ? AND flow = ?`, project, flowID).Scan(&until)
@@ -57,6 +63,7 @@ func (s *Store) TakeCapture(ctx context.Context, project, flowID string, now tim
 		return false, err
 	}
 	taken := false
+	defer s.cache.invalidate()
 	err = s.write(ctx, "take capture of flow "+flowID, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE webhook_samples SET armed_until = NULL
