@@ -135,9 +135,19 @@ func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntr
 }
 
 // Notifying wraps the queue runs are accepted into, so that every accepted
-// run wakes an idle worker at once.
+// run wakes an idle worker at once. A queue with the inline fast path
+// (automation.InlineQueue) keeps it: its runs are claimed by their
+// receivers, and no worker needs waking.
 func (p *Pool) Notifying(q automation.RunQueue) automation.RunQueue {
+	if iq, ok := q.(automation.InlineQueue); ok {
+		return notifyingInline{notifying{q, p}, iq}
+	}
 	return notifying{q, p}
+}
+
+type notifyingInline struct {
+	notifying
+	automation.InlineQueue
 }
 
 type notifying struct {

@@ -47,6 +47,45 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 	})
 }
 
+var _ automation.InlineQueue = (*Store)(nil)
+
+// EnqueueClaimed stores a new run claimed for its receiver's inline attempt
+// and its queue entry, in one transaction (automation.InlineQueue): the
+// run's lease and the entry's are the same, so ClaimDue passes over the
+// entry until the lease runs out, and ReleaseLeases at a restart frees both.
+func (s *Store) EnqueueClaimed(ctx context.Context, r automation.Run, now time.Time, lease time.Duration) (automation.Run, error) {
+	r.Attempts, r.Interrupted, r.LeaseToken = 0, 0, ""
+	doc, err := encodeRun(r)
+	if err != nil {
+		return r, fmt.Errorf("sqlitestore: enqueue claimed run %s: %w", r.ID, err)
+	}
+	token := automation.NewID("lease_")
+	until := now.Add(lease).UnixMilli()
+	err = s.write(ctx, "enqueue claimed run "+r.ID, func(tx *sql.Tx) error {
+		res, err := s.exec(ctx, tx,
+			`INSERT INTO runs (id, project, flow, status, attempts, lease_until, lease_token, created_ms, doc)
+			 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Project, r.FlowID, string(r.Status), until, token, r.Created.UnixMilli(), doc)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return automation.RunExists(r.ID)
+		}
+		_, err = s.exec(ctx, tx,
+			`INSERT INTO run_queue (run, project, due_ms, lease_until, attempts) VALUES (?, ?, ?, ?, 1)`,
+			r.ID, r.Project, r.Created.UnixMilli(), until)
+		return err
+	})
+	if err != nil {
+		return automation.Run{}, err
+	}
+	r.Attempts, r.LeaseToken = 1, token
+	return r, nil
+}
+
 const runColumns = `seq, project, attempts, doc`
 
 // Run returns a run of a project's flow.
