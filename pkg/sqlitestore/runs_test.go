@@ -14,7 +14,7 @@ import (
 func TestRunContract(t *testing.T) {
 	storetest.RunRuns(t, func(t *testing.T) storetest.RunEnv {
 		s := openAt(t, filepath.Join(t.TempDir(), "runs.db"))
-		return storetest.RunEnv{Store: s, Runs: s, Create: s.Enqueue}
+		return storetest.RunEnv{Store: s, Runs: s, Create: s.Enqueue, CreateClaimed: s.EnqueueClaimed}
 	})
 }
 
@@ -165,5 +165,67 @@ func TestFinishRemovesQueueEntry(t *testing.T) {
 	e, ok, err := s.ClaimDue(ctx, now.Add(2*time.Minute), time.Minute)
 	if err != nil || !ok || e.Claims != 2 || e.Run == nil || e.Run.Attempts != 2 || e.Run.Interrupted != 1 {
 		t.Fatalf("claim after an expired lease = %+v (run %+v) %v %v; want attempt 2 with 1 interrupted", e, e.Run, ok, err)
+	}
+}
+
+// TestEnqueueClaimedHoldsItsEntry: a run enqueued claimed (the ON_COMPLETION
+// fast path) has its queue entry held by the same lease. No worker's claim
+// takes it while the lease holds; once it ran out (the receiver died) the
+// next claim takes entry and run, counting the dead attempt; a restart's
+// ReleaseLeases frees it at once; the creator's finish removes it.
+func TestEnqueueClaimedHoldsItsEntry(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, filepath.Join(t.TempDir(), "inline.db"))
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	lease := time.Minute
+	enqueue := func(id string) automation.Run {
+		t.Helper()
+		c, err := s.EnqueueClaimed(ctx, automation.Run{ID: id, Project: "prj_i", FlowID: "flw_i", Status: automation.RunRunning,
+			Created: t0, Trigger: automation.TriggerData{Body: json.RawMessage(`{}`)}}, t0, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	claimDue := func(at time.Time) (automation.QueueEntry, bool) {
+		t.Helper()
+		e, ok, err := s.ClaimDue(ctx, at, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, ok
+	}
+
+	enqueue("run_dead")
+	if e, ok := claimDue(t0.Add(lease - time.Millisecond)); ok {
+		t.Fatalf("ClaimDue took %s under its creator's lease", e.RunID)
+	}
+	e, ok := claimDue(t0.Add(lease))
+	if !ok || e.RunID != "run_dead" || e.Claims != 2 || e.Run == nil || e.Run.Attempts != 2 || e.Run.Interrupted != 1 {
+		t.Fatalf("ClaimDue after the lease = %+v %v; want run_dead, its run claimed for attempt 2 with 1 interrupted", e, ok)
+	}
+	if err := s.Ack(ctx, "run_dead"); err != nil {
+		t.Fatal(err)
+	}
+
+	enqueue("run_restart")
+	if n, err := s.ReleaseLeases(ctx); err != nil || n != 1 {
+		t.Fatalf("ReleaseLeases = %d, %v; want 1", n, err)
+	}
+	if e, ok := claimDue(t0.Add(time.Second)); !ok || e.RunID != "run_restart" || e.Run == nil {
+		t.Fatalf("ClaimDue after a restart = %+v %v; want run_restart at once", e, ok)
+	}
+	if err := s.Ack(ctx, "run_restart"); err != nil {
+		t.Fatal(err)
+	}
+
+	c := enqueue("run_done")
+	c.Status = automation.RunSucceeded
+	if err := s.FinishRun(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	pending, parked, err := s.QueueStats(ctx)
+	if err != nil || pending != 0 || parked != 0 {
+		t.Fatalf("queue after the creator finished = %d pending, %d parked, %v; want empty", pending, parked, err)
 	}
 }
