@@ -262,6 +262,8 @@ type InlineQueue interface {
 	// RUN_EXISTS and changes nothing, as for Enqueue.
 	EnqueueClaimed(ctx context.Context, r Run, now time.Time, lease time.Duration) (Run, error)
 	// Ack, Retry and Park settle the run's queue entry, as WorkQueue's do.
+	// The store's RunStore.FinishRun removes the entry of a run that did
+	// not fail with it, so that only a FAILED run's entry is acknowledged.
 	Ack(ctx context.Context, runID string) error
 	Retry(ctx context.Context, runID string, at time.Time) error
 	Park(ctx context.Context, runID, reason string) error

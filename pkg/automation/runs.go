@@ -398,7 +398,13 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		r.Status, r.Error = RunFailed, fmt.Sprintf(crashedMessage, r.Interrupted)
 		return s.settle(ctx, rt, at, r)
 	}
-	f, err := s.store.Flow(ctx, project, r.FlowID)
+	// By ID: the store may serve it from memory (the receivers' flow
+	// cache, dropped on every flow change), which spares each attempt a
+	// read; the project check makes it Flow(project, id).
+	f, err := s.store.FlowByID(ctx, r.FlowID)
+	if err == nil && f.Project != project {
+		err = NotFound("flow", r.FlowID)
+	}
 	if IsNotFound(err) {
 		r.Status, r.Error = RunFailed, "flow "+r.FlowID+" was deleted"
 		return s.settle(ctx, rt, at, r)
@@ -678,7 +684,9 @@ func (s *Service) settleInline(ctx context.Context, rt *RunRuntime, runID string
 	var err error
 	switch at.Outcome {
 	case OutcomeFinished:
-		err = rt.Inline.Ack(ctx, runID)
+		if at.Run.Status == RunFailed { // other final runs took their entry with them
+			err = rt.Inline.Ack(ctx, runID)
+		}
 	case OutcomeClaimed:
 		// The lease ran out under this attempt and a worker holds the
 		// entry and the run now: theirs to settle.
