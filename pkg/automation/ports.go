@@ -303,6 +303,10 @@ type WorkQueue interface {
 	// it until now+lease and counting the claim; ok is false when none is
 	// due. It may claim the entry's run in the same write (QueueEntry.Run).
 	ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e QueueEntry, ok bool, err error)
+	// ClaimDueBatch is ClaimDue for up to max entries, oldest first, in one
+	// write: the worker pool claims for all its idle workers at once, so
+	// that one commit serves them all. None due is an empty slice.
+	ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]QueueEntry, error)
 	// Ack removes a settled entry.
 	Ack(ctx context.Context, runID string) error
 	// Retry makes the entry due again at the given time.

@@ -64,36 +64,66 @@ func (p *Pool) Notify() {
 	}
 }
 
+// maxClaim bounds the entries one claim takes: past a few dozen the claim's
+// transaction holds the writer longer than the commit it saves.
+const maxClaim = 64
+
 // Run works with exec until ctx ends, then lets the attempts under way
 // finish. Entries of attempts cut short by a crash are taken up again when
 // their lease expires.
+//
+// One goroutine claims for every idle worker at once (ClaimDueBatch, one
+// write for the batch, each run claimed with its entry) and starts an
+// attempt per entry claimed; at most cfg.Workers attempts run at a time.
+// While a claim commits, more workers fall idle, so batches grow with the
+// load by themselves, as the store's group commit does.
 func (p *Pool) Run(ctx context.Context, exec Executor) {
 	var wg sync.WaitGroup
-	for range p.cfg.Workers {
-		wg.Go(func() { p.work(ctx, exec) })
-	}
-	wg.Wait()
-}
-
-func (p *Pool) work(ctx context.Context, exec Executor) {
-	for ctx.Err() == nil {
-		e, ok, err := p.q.ClaimDue(ctx, time.Now(), p.cfg.Policy.Lease())
-		if err != nil && ctx.Err() == nil {
-			p.cfg.Log.Error("claim queued run", "err", err)
+	defer wg.Wait()
+	busy := make(chan struct{}, p.cfg.Workers) // one token per attempt under way
+	for {
+		// Wait for an idle worker, then take every other one idle now.
+		select {
+		case busy <- struct{}{}:
+		case <-ctx.Done():
+			return
 		}
-		if err != nil || !ok {
+		n := 1
+	idle:
+		for n < min(p.cfg.Workers, maxClaim) {
+			select {
+			case busy <- struct{}{}:
+				n++
+			default:
+				break idle
+			}
+		}
+		es, err := p.q.ClaimDueBatch(ctx, time.Now(), p.cfg.Policy.Lease(), n)
+		if err != nil && ctx.Err() == nil {
+			p.cfg.Log.Error("claim queued runs", "err", err)
+		}
+		for range n - len(es) {
+			<-busy
+		}
+		for _, e := range es {
+			wg.Go(func() {
+				defer func() { <-busy }()
+				// The attempt runs to its end even during shutdown: the
+				// Service bounds it with the run timeout.
+				p.handle(context.WithoutCancel(ctx), exec, e)
+			})
+		}
+		if err != nil || len(es) < n {
+			// Fewer due than idle workers: sleep until a run is queued,
+			// a retry may be due (poll), or shutdown. A full batch looks
+			// again at once: more may be waiting.
 			select {
 			case <-ctx.Done():
+				return
 			case <-p.wake:
 			case <-time.After(p.cfg.Poll):
 			}
-			continue
 		}
-		// The attempt runs to its end even during shutdown: the Service
-		// bounds it with the run timeout.
-		p.handle(context.WithoutCancel(ctx), exec, e)
-		// One entry done: another may be due, and a waiting peer may sleep.
-		p.Notify()
 	}
 }
 

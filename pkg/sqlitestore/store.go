@@ -117,6 +117,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		// never has to upgrade a read lock, which is where two writers
 		// would deadlock and one would get SQLITE_BUSY at once.
 		"_txlock": {"immediate"},
+		// Each write of a group commit runs in a savepoint, whose statement
+		// journal spills to a temporary file past 64 KiB: in memory, a
+		// batch costs no temporary-file writes (they were a tenth of the
+		// CPU profile under load).
+		"_pragma": {"temp_store(memory)"},
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
