@@ -307,7 +307,11 @@ type WorkQueue interface {
 	// write: the worker pool claims for all its idle workers at once, so
 	// that one commit serves them all. None due is an empty slice.
 	ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]QueueEntry, error)
-	// Ack removes a settled entry.
+	// Ack removes a settled entry. The store's RunStore.FinishRun removes
+	// the entry of a run it finishes other than FAILED in the same write,
+	// so that the attempt that finished it need not (should another attempt
+	// have finished it FAILED meanwhile, the entry comes back after its
+	// lease and is acknowledged then).
 	Ack(ctx context.Context, runID string) error
 	// Retry makes the entry due again at the given time.
 	Retry(ctx context.Context, runID string, at time.Time) error

@@ -23,7 +23,7 @@ type Executor interface {
 
 // Config tunes a Pool. Zero fields take the defaults.
 type Config struct {
-	Workers int           // default 16
+	Workers int           // default 64
 	Poll    time.Duration // how often idle workers look for due entries; default 1s
 	// Policy gives the lease of a claimed entry (Policy.Lease) and the
 	// backoff between attempts (Policy.Backoff): the Service's policy.
@@ -43,7 +43,7 @@ type Pool struct {
 // New returns a pool over q; Run starts it.
 func New(q automation.WorkQueue, cfg Config) *Pool {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 16
+		cfg.Workers = 64
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
@@ -141,6 +141,11 @@ func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntr
 	}
 	switch at.Outcome {
 	case automation.OutcomeFinished:
+		if at.Run.Status == automation.RunSucceeded || at.Run.Status == automation.RunTimeout {
+			// This attempt finished the run, and the finish took the entry
+			// with it (WorkQueue): nothing to acknowledge.
+			break
+		}
 		err = p.q.Ack(ctx, e.RunID)
 	case automation.OutcomeClaimed:
 		// Another attempt (an ON_COMPLETION receiver's) holds the run: the
