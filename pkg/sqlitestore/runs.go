@@ -526,8 +526,11 @@ func (s *Store) QueueStats(ctx context.Context) (pending, parked int, err error)
 	return pending, parked, nil
 }
 
+// encodeRun is the run's document. It calls Run.MarshalJSON itself:
+// json.Marshal would compact (and scan) the whole document a second time,
+// which was a twentieth of the CPU profile of a run; the bytes are the same.
 func encodeRun(r automation.Run) (string, error) {
-	b, err := json.Marshal(r)
+	b, err := r.MarshalJSON()
 	if err != nil {
 		return "", fmt.Errorf("encode run: %w", err)
 	}
