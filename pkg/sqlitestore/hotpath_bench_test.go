@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -120,5 +121,45 @@ func BenchmarkClaimFinish(b *testing.B) {
 		if err := s.Ack(ctx, id); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkClaimBatchFinish is the worker pool's share of the store per
+// run under load: claims of up to 64 due runs in one write, each run then
+// finished from its own goroutine, the finishes sharing group commits.
+func BenchmarkClaimBatchFinish(b *testing.B) {
+	s, project, _, f := hotStore(b)
+	ctx := context.Background()
+	for range b.N {
+		if err := s.Enqueue(ctx, benchRun(project, f.ID)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		es, err := s.ClaimDueBatch(ctx, time.Now(), time.Minute, 64)
+		if err != nil || len(es) == 0 {
+			b.Fatal(len(es), err)
+		}
+		errs := make(chan error, len(es))
+		for _, e := range es {
+			go func() {
+				if e.Run == nil {
+					errs <- errors.New("ClaimDueBatch did not claim the run")
+					return
+				}
+				r := *e.Run
+				fin := time.Now().UTC()
+				r.Status, r.Finished = automation.RunSucceeded, &fin
+				errs <- s.FinishRun(ctx, r)
+			}()
+		}
+		for range es {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		done += len(es)
 	}
 }
