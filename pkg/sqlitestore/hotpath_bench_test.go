@@ -163,3 +163,22 @@ func BenchmarkClaimBatchFinish(b *testing.B) {
 		done += len(es)
 	}
 }
+
+// BenchmarkInlineRun is the store's share of an ON_COMPLETION run executed
+// by its receiver: the run enqueued claimed, then finished (two commits).
+func BenchmarkInlineRun(b *testing.B) {
+	s, project, _, f := hotStore(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := s.EnqueueClaimed(ctx, benchRun(project, f.ID), time.Now(), time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fin := time.Now().UTC()
+		r.Status, r.Finished = automation.RunSucceeded, &fin
+		if err := s.FinishRun(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
