@@ -20,7 +20,7 @@ Configuration is environment variables (defaults in brackets):
   FLOWD_DATA_DIR        data directory: SQLite store, secrets key, initial API key [.flowd]
   FLOWD_ENGINE_ADDR, FLOWD_WORKFLOW_ADDR   separate addresses for the receivers
   FLOWD_ENGINE_URL, FLOWD_WORKFLOW_URL     public URLs in webhook descriptors [http://FLOWD_ADDR]
-  FLOWD_WORKERS [16], FLOWD_RUN_TIMEOUT [5m], FLOWD_RUN_ATTEMPTS [5], FLOWD_RETENTION [720h]
+  FLOWD_WORKERS [64], FLOWD_RUN_TIMEOUT [5m], FLOWD_RUN_ATTEMPTS [5], FLOWD_RETENTION [720h]
   FLOWD_SYNC_TIMEOUT [25s], FLOWD_MAX_BODY_BYTES [10485760], FLOWD_RATE_LIMIT [50]
   FLOWD_TRUSTED_PROXIES, FLOWD_ALLOW_PRIVATE_NETWORKS [false], FLOWD_LOG_LEVEL [info]
   FLOWD_BACKEND         embedded, or aws (DynamoDB, SQS, Secrets Manager; AWS_ENDPOINT_URL honoured) [embedded]

@@ -60,7 +60,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.Backend != "embedded" && c.Backend != "aws" {
 		return c, fmt.Errorf("FLOWD_BACKEND=%q: allowed values are embedded, aws", c.Backend)
 	}
-	workers, err := strconv.Atoi(or(getenv("FLOWD_WORKERS"), "16"))
+	workers, err := strconv.Atoi(or(getenv("FLOWD_WORKERS"), "64"))
 	if err != nil || workers < 1 || workers > 256 {
 		return c, fmt.Errorf("FLOWD_WORKERS=%q: want an integer from 1 to 256", getenv("FLOWD_WORKERS"))
 	}

@@ -222,7 +222,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
 		Runtime: &automation.RunRuntime{
-			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Policy: cfg.RunPolicy,
+			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Inline: dir.Store, Policy: cfg.RunPolicy,
 			NewExecutor: func(c automation.Credentials) automation.Executor {
 				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log})
 			},

@@ -244,6 +244,31 @@ type RunQueue interface {
 	Enqueue(ctx context.Context, r Run) error
 }
 
+// InlineQueue is the embedded queue's fast path for ON_COMPLETION runs
+// (RunRuntime.Inline): the receiver that accepts the run also executes it,
+// inline, so the run is stored already claimed by that attempt and the
+// attempt waits for no claim commit of its own. The queue entry exists from
+// the same write, so the run survives the receiver's process, but no worker
+// takes it while the attempt's lease holds: one executor, never a race.
+// The attempt settles the entry itself (Ack, Retry, Park, as a worker does
+// by its Outcome); a process that dies leaves it to a worker once the lease
+// runs out (or at once after a restart that drops leases).
+type InlineQueue interface {
+	// EnqueueClaimed is RunQueue.Enqueue with the run claimed in the same
+	// atomic write, for one attempt until now+lease, exactly as
+	// RunStore.ClaimRun would claim it (Attempts 1, a new LeaseToken,
+	// Interrupted 0), and its queue entry held by the same lease. It returns
+	// the claimed run. A run ID that exists already is ErrConflict with code
+	// RUN_EXISTS and changes nothing, as for Enqueue.
+	EnqueueClaimed(ctx context.Context, r Run, now time.Time, lease time.Duration) (Run, error)
+	// Ack, Retry and Park settle the run's queue entry, as WorkQueue's do.
+	// The store's RunStore.FinishRun removes the entry of a run that did
+	// not fail with it, so that only a FAILED run's entry is acknowledged.
+	Ack(ctx context.Context, runID string) error
+	Retry(ctx context.Context, runID string, at time.Time) error
+	Park(ctx context.Context, runID, reason string) error
+}
+
 // Delayer is implemented by a RunQueue whose consumer cannot be told to
 // look again later (SQS, where each receipt counts towards the dead-letter
 // queue): the message of a run paused by a WAIT step is sent again, due at
@@ -278,7 +303,15 @@ type WorkQueue interface {
 	// it until now+lease and counting the claim; ok is false when none is
 	// due. It may claim the entry's run in the same write (QueueEntry.Run).
 	ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e QueueEntry, ok bool, err error)
-	// Ack removes a settled entry.
+	// ClaimDueBatch is ClaimDue for up to max entries, oldest first, in one
+	// write: the worker pool claims for all its idle workers at once, so
+	// that one commit serves them all. None due is an empty slice.
+	ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]QueueEntry, error)
+	// Ack removes a settled entry. The store's RunStore.FinishRun removes
+	// the entry of a run it finishes other than FAILED in the same write,
+	// so that the attempt that finished it need not (should another attempt
+	// have finished it FAILED meanwhile, the entry comes back after its
+	// lease and is acknowledged then).
 	Ack(ctx context.Context, runID string) error
 	// Retry makes the entry due again at the given time.
 	Retry(ctx context.Context, runID string, at time.Time) error

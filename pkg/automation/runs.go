@@ -38,6 +38,11 @@ type RunRuntime struct {
 	// wait passed), for receivers that are frozen once they answer (Lambda):
 	// a frozen attempt would hold the run's lease with nobody executing.
 	StopInlineAtAnswer bool
+	// Inline, when set, is the queue's fast path for ON_COMPLETION runs
+	// (InlineQueue, the same queue as Queue): the receiver stores the run
+	// claimed for its inline attempt, in one write. nil (the AWS queue):
+	// such a run is queued like any other and AwaitRun claims it.
+	Inline InlineQueue
 }
 
 // Credentials reads connection credentials for an executor and records
@@ -215,14 +220,31 @@ const IdempotencyWindow = 24 * time.Hour
 // names an idempotency header and the delivery carries it, a repeat within
 // IdempotencyWindow returns the first run and starts none.
 func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+	return s.startRun(ctx, f, td, false)
+}
+
+// startRun is StartRun; inline asks for the run claimed by the caller's
+// own attempt (RunRuntime.Inline), for a receiver that executes it with
+// AwaitRun. Without Inline the run is queued as StartRun queues it.
+func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline bool) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
 	}
+	enqueue := func(r Run) (Run, error) { return r, rt.Queue.Enqueue(ctx, r) }
+	if inline && rt.Inline != nil {
+		enqueue = func(r Run) (Run, error) {
+			c, err := rt.Inline.EnqueueClaimed(ctx, r, s.clock(), rt.Policy.Lease())
+			if err != nil {
+				return r, err
+			}
+			return c, nil
+		}
+	}
 	r := s.newRun(f, td)
 	key := s.idempotencyKey(ctx, f, td)
 	if key == "" {
-		if err := rt.Queue.Enqueue(ctx, r); err != nil {
+		if r, err = enqueue(r); err != nil {
 			return Run{}, wrap("enqueue run", err)
 		}
 		return r, nil
@@ -230,19 +252,25 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 	// The first delivery's run has the ID derived from the key. Past the
 	// window, a repeat is a new delivery: its run ID also carries the time.
 	r.ID = derivedRunID(f.ID, key)
-	err = rt.Queue.Enqueue(ctx, r)
+	started, err := enqueue(r)
 	if IsRunExists(err) {
 		first, ferr := rt.Runs.Run(ctx, f.Project, f.ID, r.ID)
 		if ferr != nil || r.Created.Sub(first.Created) < IdempotencyWindow {
 			return first, wrap("find first delivery", ferr)
 		}
 		r.ID = derivedRunID(f.ID, key+"\x00"+r.Created.Format(time.RFC3339Nano))
-		err = rt.Queue.Enqueue(ctx, r)
+		started, err = enqueue(r)
 	}
 	if err != nil {
 		return Run{}, wrap("enqueue run", err)
 	}
-	return r, nil
+	return started, nil
+}
+
+// executesInline reports whether a receiver answers f's deliveries with
+// the run's outcome (ON_COMPLETION), executing the run itself.
+func executesInline(f Flow) bool {
+	return f.Trigger.Webhook != nil && f.Trigger.Webhook.ResponseMode == RespondOnCompletion
 }
 
 // idempotencyKey is the value of the flow's idempotency header in the
@@ -271,10 +299,15 @@ func (s *Service) idempotencyKey(ctx context.Context, f Flow, td TriggerData) st
 //     that it can answer with the run's response.
 //
 // An ON_COMPLETION run is queued like any other, so that it survives the
-// receiver; whichever caller claims it first executes it, and the other
-// gets OutcomeClaimed: the expected hand-over, not a failure. The holder's
-// lease bounds the wait: a worker looks at the run again once the lease
-// would have run out, and finds it final (OutcomeFinished) or abandoned.
+// receiver. Where the queue offers it (RunRuntime.Inline, flowd's embedded
+// queue), the run is stored already claimed by the receiver's attempt, its
+// queue entry held by the same lease: the receiver executes it and settles
+// the entry, and a worker takes it only if the receiver's process died
+// (once the lease runs out). Otherwise (AWS) whichever caller claims it
+// first executes it, and the other gets OutcomeClaimed: the expected
+// hand-over, not a failure. The holder's lease bounds the wait: a worker
+// looks at the run again once the lease would have run out, and finds it
+// final (OutcomeFinished) or abandoned.
 
 // Outcome is what one call of ExecuteRun came to, for the caller that
 // settles the run's queue entry or message.
@@ -365,7 +398,13 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		r.Status, r.Error = RunFailed, fmt.Sprintf(crashedMessage, r.Interrupted)
 		return s.settle(ctx, rt, at, r)
 	}
-	f, err := s.store.Flow(ctx, project, r.FlowID)
+	// By ID: the store may serve it from memory (the receivers' flow
+	// cache, dropped on every flow change), which spares each attempt a
+	// read; the project check makes it Flow(project, id).
+	f, err := s.store.FlowByID(ctx, r.FlowID)
+	if err == nil && f.Project != project {
+		err = NotFound("flow", r.FlowID)
+	}
 	if IsNotFound(err) {
 		r.Status, r.Error = RunFailed, "flow "+r.FlowID+" was deleted"
 		return s.settle(ctx, rt, at, r)
@@ -590,7 +629,19 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer stop()
-		at, err := s.ExecuteRun(actx, r.Project, r.ID)
+		var (
+			at  Attempt
+			err error
+		)
+		if r.LeaseToken != "" && rt.Inline != nil {
+			// Claimed with its queue entry by startRun: this attempt is
+			// the run's one executor, and settles the entry as a worker
+			// would have.
+			at, err = s.execute(actx, rt, rt.Policy.WithDefaults(), r)
+			s.settleInline(context.WithoutCancel(actx), rt, r.ID, at, err)
+		} else {
+			at, err = s.ExecuteRun(actx, r.Project, r.ID)
+		}
 		done <- result{at.Run, err}
 	}()
 	timer := time.NewTimer(wait)
@@ -621,6 +672,35 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 		case <-ctx.Done():
 			return r, ctx.Err()
 		}
+	}
+}
+
+// settleInline settles the queue entry of a run whose inline attempt (the
+// receiver's, claimed with the entry by EnqueueClaimed) ended as at says,
+// as the worker pool settles the entries it claims. When the
+// entry cannot be settled, its lease runs out and a worker finds the run
+// as this attempt left it: nothing is lost.
+func (s *Service) settleInline(ctx context.Context, rt *RunRuntime, runID string, at Attempt, cause error) {
+	var err error
+	switch at.Outcome {
+	case OutcomeFinished:
+		if at.Run.Status == RunFailed { // other final runs took their entry with them
+			err = rt.Inline.Ack(ctx, runID)
+		}
+	case OutcomeClaimed:
+		// The lease ran out under this attempt and a worker holds the
+		// entry and the run now: theirs to settle.
+	case OutcomeExhausted:
+		err = rt.Inline.Park(ctx, runID, cause.Error())
+	default: // OutcomeRetry
+		next := at.RetryAt
+		if next.IsZero() { // the attempt did not get as far as the run
+			next = s.clock().Add(rt.Policy.Backoff(1))
+		}
+		err = rt.Inline.Retry(ctx, runID, next)
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "settle inline run's queue entry", "run", runID, "err", err)
 	}
 }
 

@@ -716,3 +716,59 @@ func TestCaptureRules(t *testing.T) {
 		t.Fatalf("sample after re-arming and expiry = %+v, %v; want the kept sample", s, err)
 	}
 }
+
+// TestInlineRunStopsAtTheAnswer: an ON_COMPLETION run stored claimed by its
+// receiver (RunRuntime.Inline), whose inline attempt outlives the wait on a
+// receiver that must not outlive its answer (StopInlineAtAnswer): the
+// attempt gives the run back and makes its queue entry due at the retry
+// time before AwaitRun returns, so that a worker takes it up then, not
+// after the lease.
+func TestInlineRunStopsAtTheAnswer(t *testing.T) {
+	fe := flowtest.New(t, flowtest.Options{StopInlineAtAnswer: true})
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	hold := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(hold) })
+	ctx := context.Background()
+	name, eng := "sync", automation.WorkflowBuilder
+	steps := []automation.Step{flowtest.CallStep(slow.URL)}
+	f, err := fe.Svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps,
+		Trigger: &automation.Trigger{Type: automation.TriggerWebhook, Webhook: &automation.Webhook{
+			HTTPMethod: "POST", Path: "slow/sync", ResponseMode: automation.RespondOnCompletion}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = fe.Svc.EnableFlow(ctx, p, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := fe.Svc.RouteFlow(ctx, "slow/sync", "POST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := fe.Svc.ReceiveWebhook(ctx, rf, automation.TriggerData{Method: "POST", Headers: map[string]string{},
+		Query: map[string]string{}, Body: json.RawMessage(`{"ref":"main"}`)})
+	if err != nil || r.LeaseToken == "" {
+		t.Fatalf("ReceiveWebhook = token %q, %v; want the run claimed for the receiver", r.LeaseToken, err)
+	}
+	if _, ok, err := fe.Store.ClaimDue(ctx, time.Now(), time.Minute); err != nil || ok {
+		t.Fatalf("ClaimDue while the receiver holds the run = %v, %v; want nothing due", ok, err)
+	}
+	got, err := fe.Svc.AwaitRun(ctx, r, 300*time.Millisecond)
+	if err != nil || got.Status != automation.RunRunning {
+		t.Fatalf("AwaitRun = %s, %v; want the run still RUNNING after the wait", got.Status, err)
+	}
+	stored, err := fe.Store.Run(ctx, p.ID, f.ID, r.ID)
+	if err != nil || stored.NextAttemptAt == nil {
+		t.Fatalf("run after the answer = %+v, %v; want it given back with nextAttemptAt", stored, err)
+	}
+	e, ok, err := fe.Store.ClaimDue(ctx, stored.NextAttemptAt.Add(time.Millisecond), time.Minute)
+	if err != nil || !ok || e.RunID != r.ID || e.Run == nil || e.Run.Attempts != 2 || e.Run.Interrupted != 0 {
+		t.Fatalf("ClaimDue at the retry time = %+v %v %v; want the run, attempt 2, none interrupted", e, ok, err)
+	}
+}

@@ -140,6 +140,11 @@ func (s *Service) capture(ctx context.Context, f Flow, td TriggerData) (bool, er
 // Test Trigger it first captures the delivery as the flow's sample; an
 // INACTIVE flow (which WebhookFlow lets through only while armed) accepts
 // exactly the delivery that takes the capture, and is a 404 otherwise.
+//
+// The run of an ON_COMPLETION flow is for the receiver to execute: where
+// the queue offers it (RunRuntime.Inline) it comes back claimed by the
+// receiver's attempt (Run.LeaseToken set), and the receiver must hand it
+// to AwaitRun; no worker takes it before its lease runs out.
 func (s *Service) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	if f.Engine == FlowBuilder {
 		taken, err := s.capture(ctx, f, td)
@@ -156,7 +161,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (R
 	} else if f.Status != FlowActive {
 		return Run{}, NotFound("flow", f.ID)
 	}
-	return s.StartRun(ctx, f, td)
+	return s.startRun(ctx, f, td, executesInline(f))
 }
 
 // TestRouteFlow is RouteFlow for the workflow builder test URL: it finds the
@@ -168,7 +173,8 @@ func (s *Service) TestRouteFlow(ctx context.Context, path, method string) (Flow,
 
 // ReceiveTestWebhook captures a delivery to the workflow builder test URL
 // as the flow's sample and runs the flow, even while it is INACTIVE. One
-// delivery per arming gets through; the others are a 404.
+// delivery per arming gets through; the others are a 404. An ON_COMPLETION
+// flow's run comes back claimed for AwaitRun, as from ReceiveWebhook.
 func (s *Service) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	taken, err := s.capture(ctx, f, td)
 	if err != nil {
@@ -177,5 +183,5 @@ func (s *Service) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerData
 	if !taken {
 		return Run{}, NotFound("flow", f.ID)
 	}
-	return s.StartRun(ctx, f, td)
+	return s.startRun(ctx, f, td, executesInline(f))
 }

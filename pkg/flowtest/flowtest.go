@@ -83,6 +83,9 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.Queue != nil {
 		queue = opts.Queue(dir.Store)
 	}
+	// ON_COMPLETION runs take the fast path where the queue offers it:
+	// the store itself, as in flowd, or a test's queue that passes it on.
+	inline, _ := queue.(automation.InlineQueue)
 	if opts.EngineURL == "" {
 		opts.EngineURL = "http://engine.test"
 	}
@@ -98,7 +101,7 @@ func New(t testing.TB, opts Options) *Env {
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
 		Clock: opts.Clock, Log: opts.Log,
 		Runtime: &automation.RunRuntime{
-			Runs: runs, Queue: queue, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
+			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			NewExecutor: NewExecutor,
 		},
 	})

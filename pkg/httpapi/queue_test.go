@@ -33,6 +33,30 @@ func (q *testQueue) Enqueue(ctx context.Context, r automation.Run) error {
 	return nil
 }
 
+var _ automation.InlineQueue = (*testQueue)(nil)
+
+// EnqueueClaimed is the store's ON_COMPLETION fast path, counted and
+// failing on demand as Enqueue is.
+func (q *testQueue) EnqueueClaimed(ctx context.Context, r automation.Run, now time.Time, lease time.Duration) (automation.Run, error) {
+	if q.fail.Load() {
+		return automation.Run{}, errors.New("testqueue: queue unavailable")
+	}
+	c, err := q.store.EnqueueClaimed(ctx, r, now, lease)
+	if err != nil {
+		return c, err
+	}
+	q.enqueued.Add(1)
+	return c, nil
+}
+
+func (q *testQueue) Ack(ctx context.Context, runID string) error { return q.store.Ack(ctx, runID) }
+func (q *testQueue) Retry(ctx context.Context, runID string, at time.Time) error {
+	return q.store.Retry(ctx, runID, at)
+}
+func (q *testQueue) Park(ctx context.Context, runID, reason string) error {
+	return q.store.Park(ctx, runID, reason)
+}
+
 // count is how many runs were made.
 func (q *testQueue) count() int { return int(q.enqueued.Load()) }
 

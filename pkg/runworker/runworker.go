@@ -23,7 +23,7 @@ type Executor interface {
 
 // Config tunes a Pool. Zero fields take the defaults.
 type Config struct {
-	Workers int           // default 16
+	Workers int           // default 64
 	Poll    time.Duration // how often idle workers look for due entries; default 1s
 	// Policy gives the lease of a claimed entry (Policy.Lease) and the
 	// backoff between attempts (Policy.Backoff): the Service's policy.
@@ -43,7 +43,7 @@ type Pool struct {
 // New returns a pool over q; Run starts it.
 func New(q automation.WorkQueue, cfg Config) *Pool {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 16
+		cfg.Workers = 64
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
@@ -64,36 +64,66 @@ func (p *Pool) Notify() {
 	}
 }
 
+// maxClaim bounds the entries one claim takes: past a few dozen the claim's
+// transaction holds the writer longer than the commit it saves.
+const maxClaim = 64
+
 // Run works with exec until ctx ends, then lets the attempts under way
 // finish. Entries of attempts cut short by a crash are taken up again when
 // their lease expires.
+//
+// One goroutine claims for every idle worker at once (ClaimDueBatch, one
+// write for the batch, each run claimed with its entry) and starts an
+// attempt per entry claimed; at most cfg.Workers attempts run at a time.
+// While a claim commits, more workers fall idle, so batches grow with the
+// load by themselves, as the store's group commit does.
 func (p *Pool) Run(ctx context.Context, exec Executor) {
 	var wg sync.WaitGroup
-	for range p.cfg.Workers {
-		wg.Go(func() { p.work(ctx, exec) })
-	}
-	wg.Wait()
-}
-
-func (p *Pool) work(ctx context.Context, exec Executor) {
-	for ctx.Err() == nil {
-		e, ok, err := p.q.ClaimDue(ctx, time.Now(), p.cfg.Policy.Lease())
-		if err != nil && ctx.Err() == nil {
-			p.cfg.Log.Error("claim queued run", "err", err)
+	defer wg.Wait()
+	busy := make(chan struct{}, p.cfg.Workers) // one token per attempt under way
+	for {
+		// Wait for an idle worker, then take every other one idle now.
+		select {
+		case busy <- struct{}{}:
+		case <-ctx.Done():
+			return
 		}
-		if err != nil || !ok {
+		n := 1
+	idle:
+		for n < min(p.cfg.Workers, maxClaim) {
+			select {
+			case busy <- struct{}{}:
+				n++
+			default:
+				break idle
+			}
+		}
+		es, err := p.q.ClaimDueBatch(ctx, time.Now(), p.cfg.Policy.Lease(), n)
+		if err != nil && ctx.Err() == nil {
+			p.cfg.Log.Error("claim queued runs", "err", err)
+		}
+		for range n - len(es) {
+			<-busy
+		}
+		for _, e := range es {
+			wg.Go(func() {
+				defer func() { <-busy }()
+				// The attempt runs to its end even during shutdown: the
+				// Service bounds it with the run timeout.
+				p.handle(context.WithoutCancel(ctx), exec, e)
+			})
+		}
+		if err != nil || len(es) < n {
+			// Fewer due than idle workers: sleep until a run is queued,
+			// a retry may be due (poll), or shutdown. A full batch looks
+			// again at once: more may be waiting.
 			select {
 			case <-ctx.Done():
+				return
 			case <-p.wake:
 			case <-time.After(p.cfg.Poll):
 			}
-			continue
 		}
-		// The attempt runs to its end even during shutdown: the Service
-		// bounds it with the run timeout.
-		p.handle(context.WithoutCancel(ctx), exec, e)
-		// One entry done: another may be due, and a waiting peer may sleep.
-		p.Notify()
 	}
 }
 
@@ -111,6 +141,11 @@ func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntr
 	}
 	switch at.Outcome {
 	case automation.OutcomeFinished:
+		if at.Run.Status == automation.RunSucceeded || at.Run.Status == automation.RunTimeout {
+			// This attempt finished the run, and the finish took the entry
+			// with it (WorkQueue): nothing to acknowledge.
+			break
+		}
 		err = p.q.Ack(ctx, e.RunID)
 	case automation.OutcomeClaimed:
 		// Another attempt (an ON_COMPLETION receiver's) holds the run: the
@@ -135,9 +170,19 @@ func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntr
 }
 
 // Notifying wraps the queue runs are accepted into, so that every accepted
-// run wakes an idle worker at once.
+// run wakes an idle worker at once. A queue with the inline fast path
+// (automation.InlineQueue) keeps it: its runs are claimed by their
+// receivers, and no worker needs waking.
 func (p *Pool) Notifying(q automation.RunQueue) automation.RunQueue {
+	if iq, ok := q.(automation.InlineQueue); ok {
+		return notifyingInline{notifying{q, p}, iq}
+	}
 	return notifying{q, p}
+}
+
+type notifyingInline struct {
+	notifying
+	automation.InlineQueue
 }
 
 type notifying struct {

@@ -3,6 +3,7 @@ package sqlitestore_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -118,6 +119,65 @@ func BenchmarkClaimFinish(b *testing.B) {
 			b.Fatal(err)
 		}
 		if err := s.Ack(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkClaimBatchFinish is the worker pool's share of the store per
+// run under load: claims of up to 64 due runs in one write, each run then
+// finished from its own goroutine, the finishes sharing group commits.
+func BenchmarkClaimBatchFinish(b *testing.B) {
+	s, project, _, f := hotStore(b)
+	ctx := context.Background()
+	for range b.N {
+		if err := s.Enqueue(ctx, benchRun(project, f.ID)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		es, err := s.ClaimDueBatch(ctx, time.Now(), time.Minute, 64)
+		if err != nil || len(es) == 0 {
+			b.Fatal(len(es), err)
+		}
+		errs := make(chan error, len(es))
+		for _, e := range es {
+			go func() {
+				if e.Run == nil {
+					errs <- errors.New("ClaimDueBatch did not claim the run")
+					return
+				}
+				r := *e.Run
+				fin := time.Now().UTC()
+				r.Status, r.Finished = automation.RunSucceeded, &fin
+				errs <- s.FinishRun(ctx, r)
+			}()
+		}
+		for range es {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		done += len(es)
+	}
+}
+
+// BenchmarkInlineRun is the store's share of an ON_COMPLETION run executed
+// by its receiver: the run enqueued claimed, then finished (two commits).
+func BenchmarkInlineRun(b *testing.B) {
+	s, project, _, f := hotStore(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := s.EnqueueClaimed(ctx, benchRun(project, f.ID), time.Now(), time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fin := time.Now().UTC()
+		r.Status, r.Finished = automation.RunSucceeded, &fin
+		if err := s.FinishRun(ctx, r); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -52,6 +52,45 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 	}})
 }
 
+var _ automation.InlineQueue = (*Store)(nil)
+
+// EnqueueClaimed stores a new run claimed for its receiver's inline attempt
+// and its queue entry, in one lean transaction (automation.InlineQueue): the
+// run's lease and the entry's are the same, so ClaimDue passes over the
+// entry until the lease runs out, and ReleaseLeases at a restart frees both.
+func (s *Store) EnqueueClaimed(ctx context.Context, r automation.Run, now time.Time, lease time.Duration) (automation.Run, error) {
+	r.Attempts, r.Interrupted, r.LeaseToken = 0, 0, ""
+	doc, err := encodeRun(r)
+	if err != nil {
+		return r, fmt.Errorf("sqlitestore: enqueue claimed run %s: %w", r.ID, err)
+	}
+	token := automation.NewID("lease_")
+	until := now.Add(lease).UnixMilli()
+	err = s.writeLean(ctx, "enqueue claimed run "+r.ID, func(tx *sql.Tx) error {
+		res, err := s.exec(ctx, tx,
+			`INSERT INTO runs (id, project, flow, status, attempts, lease_until, lease_token, created_ms, doc)
+			 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Project, r.FlowID, string(r.Status), until, token, r.Created.UnixMilli(), doc)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return unchanged(automation.RunExists(r.ID))
+		}
+		_, err = s.exec(ctx, tx,
+			`INSERT INTO run_queue (run, project, due_ms, lease_until, attempts) VALUES (?, ?, ?, ?, 1)`,
+			r.ID, r.Project, r.Created.UnixMilli(), until)
+		return err
+	})
+	if err != nil {
+		return automation.Run{}, err
+	}
+	r.Attempts, r.LeaseToken = 1, token
+	return r, nil
+}
+
 const runColumns = `seq, project, attempts, doc`
 
 // Run returns a run of a project's flow.
@@ -329,41 +368,122 @@ func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (i
 	return int(n), err
 }
 
-// ClaimDue takes the oldest due queue entry no live lease holds, for the
-// worker pool (pkg/runworker): first in, first out among entries due at the
-// same millisecond. In the same transaction it claims the entry's run as
-// ClaimRun would (QueueEntry.Run), so that the attempt waits for one commit
-// instead of two; a run it cannot claim is left as it is, for ExecuteRun's
-// own claim to find out why.
-func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (e automation.QueueEntry, ok bool, err error) {
-	err = s.write(ctx, "claim queue entry", func(tx *sql.Tx) error {
-		ms := now.UnixMilli()
-		err := s.queryRow(ctx, tx,
+// ClaimDue takes the oldest due queue entry no live lease holds, with its
+// run: ClaimDueBatch for one.
+func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration) (automation.QueueEntry, bool, error) {
+	es, err := s.ClaimDueBatch(ctx, now, lease, 1)
+	if err != nil || len(es) == 0 {
+		return automation.QueueEntry{}, false, err
+	}
+	return es[0], true, nil
+}
+
+// claimedRun is a run row a batch claim took, decoded after the write so
+// that the JSON work stays off the single writer.
+type claimedRun struct {
+	seq             int64
+	project, doc    string
+	attempts, ended int
+	token           string
+}
+
+// ClaimDueBatch takes up to max of the oldest due queue entries no live
+// lease holds, for the worker pool (pkg/runworker): first in, first out
+// among entries due at the same millisecond. In the same transaction it
+// claims each entry's run as ClaimRun would (QueueEntry.Run), so that an
+// attempt waits for no claim commit of its own and one commit serves the
+// whole batch; a run it cannot claim (final, held, gone) is left as it is,
+// for ExecuteRun's own claim to find out why. Two statements per entry:
+// the entry's lease and the run's conditional claim, which returns the
+// row it claimed.
+func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]automation.QueueEntry, error) {
+	if max < 1 {
+		return nil, nil
+	}
+	ms, until := now.UnixMilli(), now.Add(lease).UnixMilli()
+	var (
+		es   []automation.QueueEntry
+		runs []*claimedRun
+	)
+	err := s.write(ctx, "claim queue entries", func(tx *sql.Tx) error {
+		es, runs = es[:0], runs[:0] // a batch run again starts over
+		rows, err := s.query(ctx, tx,
 			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
 			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
-			 ORDER BY q.due_ms, r.seq LIMIT 1`, ms, ms).Scan(&e.RunID, &e.Project, &e.Claims)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		} else if err != nil {
+			 ORDER BY q.due_ms, r.seq LIMIT ?`, ms, ms, max)
+		if err != nil {
 			return err
 		}
-		e.Claims++
-		ok = true
-		if _, err := s.exec(ctx, tx,
-			`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, now.Add(lease).UnixMilli(), e.Claims, e.RunID); err != nil {
+		for rows.Next() {
+			var e automation.QueueEntry
+			if err := rows.Scan(&e.RunID, &e.Project, &e.Claims); err != nil {
+				rows.Close()
+				return err
+			}
+			e.Claims++
+			es = append(es, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return err
 		}
-		r, err := s.claimRun(ctx, tx, e.Project, e.RunID, now, lease)
-		switch {
-		case err == nil:
-			e.Run = &r
-		case automation.IsRunFinished(err), automation.IsRunClaimed(err), automation.IsNotFound(err):
-		default:
-			return err
+		for _, e := range es {
+			if _, err := s.exec(ctx, tx,
+				`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, until, e.Claims, e.RunID); err != nil {
+				return err
+			}
+			c := &claimedRun{token: automation.NewID("lease_")}
+			err := s.queryRow(ctx, tx,
+				`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ?
+				 WHERE project = ? AND id = ? AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
+				 RETURNING seq, project, attempts, ended, doc`,
+				until, c.token, e.Project, e.RunID, ms).Scan(&c.seq, &c.project, &c.attempts, &c.ended, &c.doc)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				c = nil // final, held or gone: ExecuteRun's claim says which
+			case err != nil:
+				return err
+			}
+			runs = append(runs, c)
 		}
 		return nil
 	})
-	return e, ok && err == nil, err
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range runs {
+		if c == nil {
+			continue
+		}
+		r, _, err := scanRun(claimedRow{c})
+		if err != nil {
+			// A document that does not decode: no run to hand over. The
+			// worker's ExecuteRun finds it held and looks again after the
+			// lease, as for any run whose claim it did not get.
+			continue
+		}
+		// attempts counts this claim; ended the attempts that ended, so the
+		// rest died with their process.
+		r.Interrupted, r.LeaseToken = c.attempts-1-c.ended, c.token
+		es[i].Run = &r
+	}
+	return es, nil
+}
+
+// query is queryRow for a query of many rows, inside a write function.
+func (s *Store) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if st := s.stmt(query); st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
+}
+
+// claimedRow scans a claimedRun as scanRun reads runColumns.
+type claimedRow struct{ c *claimedRun }
+
+func (r claimedRow) Scan(dest ...any) error {
+	*dest[0].(*int64), *dest[1].(*string), *dest[2].(*int), *dest[3].(*string) = r.c.seq, r.c.project, r.c.attempts, r.c.doc
+	return nil
 }
 
 // Ack removes a settled queue entry. The entry of a run that FinishRun

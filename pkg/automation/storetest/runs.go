@@ -20,6 +20,10 @@ type RunEnv struct {
 	// RunQueue.Enqueue (embedded: Enqueue itself; AWS: the run item write
 	// that precedes the SQS message).
 	Create func(ctx context.Context, r automation.Run) error
+	// CreateClaimed records a new RUNNING run claimed for its first attempt
+	// (automation.InlineQueue.EnqueueClaimed), or is nil where the adapter
+	// has no such fast path (AWS): its contract is then skipped.
+	CreateClaimed func(ctx context.Context, r automation.Run, now time.Time, lease time.Duration) (automation.Run, error)
 }
 
 // RunRuns runs the run store contract against the environment open makes.
@@ -32,6 +36,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunCrashes", func(t *testing.T) { testRunCrashes(t, open(t)) })
 	t.Run("RunJournal", func(t *testing.T) { testRunJournal(t, open(t)) })
 	t.Run("RunFinishStats", func(t *testing.T) { testRunFinishStats(t, open(t)) })
+	t.Run("RunCreateClaimed", func(t *testing.T) { testRunCreateClaimed(t, open(t)) })
 	t.Run("ListRuns", func(t *testing.T) { testListRuns(t, open(t)) })
 	t.Run("ListRunSummaries", func(t *testing.T) { testListRunSummaries(t, open(t)) })
 	t.Run("SearchRuns", func(t *testing.T) { testSearchRuns(t, open(t)) })
@@ -523,5 +528,61 @@ func testSearchRuns(t *testing.T, env RunEnv) {
 				t.Errorf("%s, pages of %d: runs %v, want %v", tt.name, limit, got, tt.want)
 			}
 		}
+	}
+}
+
+// testRunCreateClaimed: a run created claimed is durable at once and held
+// by the attempt that created it, exactly as after ClaimRun: other claims
+// are refused while the lease holds, the attempt journals and finishes
+// with its token (stats count it once), a duplicate ID changes nothing,
+// and an attempt that died is counted by the claim after its lease.
+func testRunCreateClaimed(t *testing.T, env RunEnv) {
+	if env.CreateClaimed == nil {
+		t.Skip("the adapter stores no run claimed at creation")
+	}
+	ctx := context.Background()
+	f := runFixture(t, env)
+	t0, lease := now(), time.Minute
+
+	r := newRun(f, t0)
+	c, err := env.CreateClaimed(ctx, r, t0, lease)
+	must(t, "create claimed", err)
+	if c.Attempts != 1 || c.Interrupted != 0 || c.LeaseToken == "" || c.Status != automation.RunRunning || c.ID != r.ID {
+		t.Fatalf("created claimed = id %s attempts %d interrupted %d token %q status %s; want the run, attempt 1 claimed",
+			c.ID, c.Attempts, c.Interrupted, c.LeaseToken, c.Status)
+	}
+	stored := getRun(t, env, r)
+	want := r
+	want.Attempts = 1
+	wantSame(t, "stored claimed run", stored, want)
+
+	_, err = env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(time.Second), lease)
+	wantKind(t, "claim under the creator's lease", err, automation.ErrConflict, "RUN_CLAIMED")
+	_, err = env.CreateClaimed(ctx, r, t0, lease)
+	wantKind(t, "create claimed twice", err, automation.ErrConflict, "RUN_EXISTS")
+	wantKind(t, "create an ID created claimed", env.Create(ctx, r), automation.ErrConflict, "RUN_EXISTS")
+
+	stale := c
+	stale.LeaseToken = "lease_not_this_one"
+	stale.Status = automation.RunSucceeded
+	wantKind(t, "finish with another token", env.Runs.FinishRun(ctx, stale), automation.ErrConflict, automation.CodeRunLeaseLost)
+
+	c.Steps = []automation.StepResult{{Name: "call", Type: automation.StepHTTP, Status: automation.StepSucceeded, Output: json.RawMessage(`{"status":200}`)}}
+	must(t, "journal with the creator's token", env.Runs.RecordSteps(ctx, c))
+	c.Status = automation.RunSucceeded
+	must(t, "finish with the creator's token", env.Runs.FinishRun(ctx, c))
+	wantSame(t, "finished run", getRun(t, env, r), c)
+	if st := getFlow(t, env.Store, f.Project, f.ID).Stats; st.Finished != 1 || st.Succeeded != 1 {
+		t.Fatalf("stats = %+v, want the run counted once", st)
+	}
+
+	// A creator that died: the next claim, after the lease, counts it.
+	dead := newRun(f, t0)
+	_, err = env.CreateClaimed(ctx, dead, t0, lease)
+	must(t, "create claimed", err)
+	next, err := env.Runs.ClaimRun(ctx, f.Project, dead.ID, t0.Add(lease+time.Millisecond), lease)
+	must(t, "claim after the creator's lease", err)
+	if next.Attempts != 2 || next.Interrupted != 1 {
+		t.Fatalf("claim after a dead creator = attempts %d interrupted %d; want 2 and 1", next.Attempts, next.Interrupted)
 	}
 }
