@@ -27,7 +27,11 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
+	}
+	return s.write(ctx, "enqueue run "+r.ID, s.withSummary(ctx, r.ID, sum, func(tx *sql.Tx) error {
 		res, err := s.exec(ctx, tx,
 			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
@@ -44,14 +48,14 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
 			r.ID, r.Project, r.Created.UnixMilli())
 		return err
-	})
+	}))
 }
 
 const runColumns = `seq, project, attempts, doc`
 
 // Run returns a run of a project's flow.
 func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation.Run, error) {
-	r, _, err := scanRun(s.r.QueryRowContext(ctx,
+	r, _, err := scanRun(s.readRow(ctx,
 		`SELECT `+runColumns+` FROM runs WHERE project = ? AND flow = ? AND id = ?`, project, flowID, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return automation.Run{}, automation.NotFound("run", id)
@@ -61,17 +65,25 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 	return r, nil
 }
 
-// summaryDoc is a run's document as lists read it: SQLite drops the trigger
-// body, the step outputs and the response body before the row reaches Go,
-// so that a list of large runs costs little memory (Run.Summary).
+// summaryDoc is a run's document as lists read it when the row has no
+// summary column yet (written before schemaRunSummary): SQLite drops the
+// trigger body, the step outputs and the response body before the row
+// reaches Go, so that a list of large runs costs little memory. (A run
+// stored without steps has "steps": null, which json_each walks as one
+// value: only objects are steps.)
 const summaryDoc = `json_set(json_remove(doc, '$.trigger.body', '$.trigger.rawBody', '$.response.body', '$.onErrorSteps'), '$.steps',
-	json(COALESCE((SELECT json_group_array(json(json_remove(value, '$.output', '$.steps', '$.iterations'))) FROM json_each(doc, '$.steps')), '[]')))`
+	json(COALESCE((SELECT json_group_array(json(json_remove(value, '$.output', '$.steps', '$.iterations'))) FROM json_each(doc, '$.steps') WHERE type = 'object'), '[]')))`
+
+// summaryColumns are what a page of run summaries reads of each row: the
+// summary column, or for an old row its document cut down, and whether
+// it was the latter (see scanSummary).
+const summaryColumns = `seq, created_ms, project, attempts, COALESCE(summary, ` + summaryDoc + `), summary IS NULL`
 
 // The run list queries walk an index backwards: newest first.
 const (
-	listRunsSQL = `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs
+	listRunsSQL = `SELECT ` + summaryColumns + ` FROM runs
 		WHERE project = ? AND flow = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
-	listRunsByStatusSQL = `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs
+	listRunsByStatusSQL = `SELECT ` + summaryColumns + ` FROM runs
 		WHERE project = ? AND flow = ? AND status = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
 )
 
@@ -88,7 +100,7 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
-	return s.summaryPage(ctx, limit, query, args...)
+	return s.summaryPage(ctx, limit, false, query, args...)
 }
 
 // positionBefore is the run sequence a page newest first starts below:
@@ -101,30 +113,32 @@ func positionBefore(after string) (int64, error) {
 }
 
 // summaryPage reads a page of run summaries with query (which selects
-// summaryDoc and reads limit+1 rows newest first), ending it early at
-// automation.RunPageBudget bytes.
-func (s *Store) summaryPage(ctx context.Context, limit int, query string, args ...any) (automation.Page[automation.Run], error) {
+// summaryColumns and reads limit+1 rows newest first), ending it early at
+// automation.RunPageBudget bytes. The next page's position is the last
+// run's seq, or with byCreated its creation time and seq (windowPosition).
+func (s *Store) summaryPage(ctx context.Context, limit int, byCreated bool, query string, args ...any) (automation.Page[automation.Run], error) {
 	var page automation.Page[automation.Run]
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
 	}
 	defer rows.Close()
-	var lastSeq int64
+	var lastSeq, lastCreated int64
 	bytes := 0
 	for rows.Next() {
 		if len(page.Items) == limit || (len(page.Items) > 0 && bytes >= automation.RunPageBudget) {
 			page.Next = strconv.FormatInt(lastSeq, 10)
+			if byCreated {
+				page.Next = windowPosition(lastCreated, lastSeq)
+			}
 			break
 		}
-		r, seq, err := scanRun(rows)
+		r, size, err := scanSummary(rows, &lastSeq, &lastCreated)
 		if err != nil {
 			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
 		}
-		r = r.Summary()
 		page.Items = append(page.Items, r)
-		bytes += automation.SummaryBytes(r)
-		lastSeq = seq
+		bytes += size
 	}
 	if err := rows.Err(); err != nil {
 		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
@@ -132,32 +146,115 @@ func (s *Store) summaryPage(ctx context.Context, limit int, query string, args .
 	return page, nil
 }
 
+// scanSummary reads a row of summaryColumns: the run's summary and its
+// size as JSON, for the page's byte budget. A summary column is the JSON
+// of Run.Summary already, so its length is the size (but for the digits
+// of attempts, which the column holds as of the last write of the
+// document); an old row's cut-down document is made a summary and
+// measured in Go, as before the column.
+func scanSummary(row rowScanner, seq, created *int64) (automation.Run, int, error) {
+	var (
+		r        automation.Run
+		project  string
+		attempts int
+		doc      []byte
+		old      bool
+	)
+	if err := row.Scan(seq, created, &project, &attempts, &doc, &old); err != nil {
+		return r, 0, err
+	}
+	if err := json.Unmarshal(doc, &r); err != nil {
+		return r, 0, fmt.Errorf("decode run: %w", err)
+	}
+	r.Project, r.Attempts = project, attempts
+	// Summary again: it also makes the JSON nulls of the bodies nil.
+	r = r.Summary()
+	if old {
+		return r, automation.SummaryBytes(r), nil
+	}
+	return r, len(doc), nil
+}
+
 // SearchRuns pages through a project's run summaries newest first, on the
-// index that fits the filters (by flow or project, with status or not);
-// the creation window filters the rows it walks.
+// index that fits the filters (by flow or project, with status or not).
+// A search with a creation window walks the creation index instead (see
+// searchSQL).
 func (s *Store) SearchRuns(ctx context.Context, project string, q automation.RunQuery) (automation.Page[automation.Run], error) {
-	before, err := positionBefore(q.After)
+	query, args, byCreated, err := searchSQL(project, q)
 	if err != nil {
 		return automation.Page[automation.Run]{}, err
 	}
+	return s.summaryPage(ctx, max(q.Limit, 1), byCreated, query, args...)
+}
+
+// searchSQL is the query of a run search and its arguments. A search with
+// a creation window is newest first by creation time (then seq), walking
+// the creation index from the window's end (byCreated), so that a page
+// costs the runs it passes inside the window, not the runs after it nor,
+// on a window's last page, every run before it: filtering a walk of a seq
+// index on the window, a minute's window in the middle of a million runs
+// read half a million rows. Its positions carry the creation time and
+// the seq (windowPosition). The window's runs of other projects, flows or
+// statuses are read and passed over.
+func searchSQL(project string, q automation.RunQuery) (query string, args []any, byCreated bool, err error) {
 	limit := max(q.Limit, 1)
-	where, args := []string{"project = ?"}, []any{project}
-	if q.FlowID != "" {
-		where, args = append(where, "flow = ?"), append(args, q.FlowID)
+	var where []string
+	filters := func() {
+		where, args = append(where, "project = ?"), append(args, project)
+		if q.FlowID != "" {
+			where, args = append(where, "flow = ?"), append(args, q.FlowID)
+		}
+		if q.Status != "" {
+			where, args = append(where, "status = ?"), append(args, q.Status)
+		}
 	}
-	if q.Status != "" {
-		where, args = append(where, "status = ?"), append(args, q.Status)
+	if q.Since.IsZero() && q.Until.IsZero() {
+		before, err := positionBefore(q.After)
+		if err != nil {
+			return "", nil, false, err
+		}
+		filters()
+		where, args = append(where, "seq < ?"), append(args, before, limit+1)
+		return `SELECT ` + summaryColumns + ` FROM runs WHERE ` +
+			strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`, args, false, nil
 	}
-	where, args = append(where, "seq < ?"), append(args, before)
 	if !q.Since.IsZero() {
 		where, args = append(where, "created_ms >= ?"), append(args, q.Since.UnixMilli())
 	}
 	if !q.Until.IsZero() {
 		where, args = append(where, "created_ms < ?"), append(args, q.Until.UnixMilli())
 	}
-	query := `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs WHERE ` +
-		strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`
-	return s.summaryPage(ctx, limit, query, append(args, limit+1)...)
+	if q.After != "" {
+		created, seq, err := parseWindowPosition(q.After)
+		if err != nil {
+			return "", nil, false, err
+		}
+		where = append(where, "created_ms <= ?", "(created_ms < ? OR seq < ?)")
+		args = append(args, created, created, seq)
+	}
+	filters()
+	return `SELECT ` + summaryColumns + ` FROM runs INDEXED BY runs_created WHERE ` +
+		strings.Join(where, " AND ") + ` ORDER BY created_ms DESC, seq DESC LIMIT ?`, append(args, limit+1), true, nil
+}
+
+// windowPosition is the position of a window search after the run created
+// at created (milliseconds) with sequence seq.
+func windowPosition(created, seq int64) string {
+	return strconv.FormatInt(created, 10) + "." + strconv.FormatInt(seq, 10)
+}
+
+func parseWindowPosition(after string) (created, seq int64, err error) {
+	c, q, ok := strings.Cut(after, ".")
+	if ok {
+		created, err = strconv.ParseInt(c, 10, 64)
+		if err == nil {
+			seq, err = parsePosition(q)
+		}
+	}
+	if !ok || err != nil {
+		return 0, 0, automation.InvalidCode("INVALID_CURSOR", "list position %q is not valid", after)
+	}
+	return created, seq, nil
 }
 
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
@@ -211,11 +308,15 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
+	}
+	return s.write(ctx, "release run "+r.ID, s.withSummary(ctx, r.ID, sum, func(tx *sql.Tx) error {
 		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, r.Project, r.ID, r.LeaseToken)
-	})
+	}))
 }
 
 // RecordSteps journals the steps of a claimed attempt, keeping its claim.
@@ -225,11 +326,15 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
+	}
+	return s.write(ctx, "record steps of run "+r.ID, s.withSummary(ctx, r.ID, sum, func(tx *sql.Tx) error {
 		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, r.Project, r.ID, r.LeaseToken)
-	})
+	}))
 }
 
 // fenced runs a conditional write of r's attempt and, when it changed
@@ -270,7 +375,11 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
+	}
+	return s.write(ctx, "finish run "+r.ID, s.withSummary(ctx, r.ID, sum, func(tx *sql.Tx) error {
 		if err := s.fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			string(r.Status), doc, r.Project, r.ID, r.LeaseToken); err != nil {
@@ -302,7 +411,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 			`UPDATE flows SET finished = finished + 1, succeeded = succeeded + ?, last_run = ? WHERE id = ?`,
 			succeeded, lastRun, r.FlowID)
 		return err
-	})
+	}))
 }
 
 // DeleteRunsBefore removes up to limit runs created before t, with their
@@ -404,6 +513,28 @@ func (s *Store) QueueStats(ctx context.Context) (pending, parked int, err error)
 		return 0, 0, fmt.Errorf("sqlitestore: queue stats: %w", err)
 	}
 	return pending, parked, nil
+}
+
+// encodeSummary is the summary column of r (schemaRunSummary): exactly
+// the JSON run lists return for it, but for attempts, which lists take
+// from the column.
+func encodeSummary(r automation.Run) (string, error) {
+	return encodeRun(r.Summary())
+}
+
+// withSummary is fn followed, when fn succeeded, by the write of the run's
+// summary column. Every write of a run's document goes through it, so that
+// lists never show a summary older than the document. It is a statement of
+// its own, prepared like the others, so that the write it follows stays as
+// it was.
+func (s *Store) withSummary(ctx context.Context, id, summary string, fn func(tx *sql.Tx) error) func(tx *sql.Tx) error {
+	return func(tx *sql.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		_, err := s.exec(ctx, tx, `UPDATE runs SET summary = ? WHERE id = ?`, summary, id)
+		return err
+	}
 }
 
 func encodeRun(r automation.Run) (string, error) {

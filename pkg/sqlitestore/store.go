@@ -65,6 +65,8 @@ type Store struct {
 	// writer goroutine touches either.
 	prepared  map[string]*sql.Stmt
 	toPrepare map[string]bool
+	// reads holds the hot read queries prepared on r (reads.go).
+	reads readStmts
 	// cache holds flows and routes for the receivers (CacheFlows); nil
 	// when off.
 	cache *flowCache
@@ -267,7 +269,7 @@ func dsn(path string, extra url.Values) string {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.writerDone
-	errs := []error{s.savepoint.Close(), s.release.Close(), s.rollbackTo.Close()}
+	errs := []error{s.savepoint.Close(), s.release.Close(), s.rollbackTo.Close(), s.reads.close()}
 	for _, st := range s.prepared {
 		if st != nil {
 			errs = append(errs, st.Close())
