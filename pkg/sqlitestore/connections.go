@@ -49,7 +49,7 @@ func (s *Store) ListConnections(ctx context.Context, project string, q automatio
 		return automation.Page[automation.Connection]{}, err
 	}
 	limit := max(q.Limit, 1)
-	return readPage(ctx, s.r, "connections", limit, scanConnection, listConnectionsSQL, project, after, limit+1)
+	return readPage(ctx, s.query, "connections", limit, scanConnection, listConnectionsSQL, project, after, limit+1)
 }
 
 // DeleteConnection removes a connection of the project.

@@ -556,10 +556,11 @@ type rowScanner interface{ Scan(dest ...any) error }
 
 // readPage runs a list query that reads limit+1 rows and scans them into a
 // page: the extra row only tells that there is a next page, which starts
-// after the seq of the last item returned.
-func readPage[T any](ctx context.Context, db *sql.DB, what string, limit int, scan func(rowScanner) (T, int64, error), query string, args ...any) (automation.Page[T], error) {
+// after the seq of the last item returned. run runs the query (Store.query,
+// prepared on the read pool).
+func readPage[T any](ctx context.Context, run func(ctx context.Context, query string, args ...any) (*sql.Rows, error), what string, limit int, scan func(rowScanner) (T, int64, error), query string, args ...any) (automation.Page[T], error) {
 	var page automation.Page[T]
-	rows, err := db.QueryContext(ctx, query, args...)
+	rows, err := run(ctx, query, args...)
 	if err != nil {
 		return page, fmt.Errorf("sqlitestore: list %s: %w", what, err)
 	}
