@@ -31,11 +31,13 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "enqueue run "+r.ID, s.withSummary(ctx, r.ID, sum, func(tx *sql.Tx) error {
+	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
+		// The summary goes in with the row: written by an UPDATE after
+		// it, the grown row split its page and the file grew by half.
 		res, err := s.exec(ctx, tx,
-			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
+			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc, summary) VALUES (?, ?, ?, ?, 0, ?, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc)
+			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc, sum)
 		if err != nil {
 			return err
 		}
@@ -48,7 +50,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
 			r.ID, r.Project, r.Created.UnixMilli())
 		return err
-	}))
+	})
 }
 
 const runColumns = `seq, project, attempts, doc`
@@ -523,8 +525,9 @@ func encodeSummary(r automation.Run) (string, error) {
 }
 
 // withSummary is fn followed, when fn succeeded, by the write of the run's
-// summary column. Every write of a run's document goes through it, so that
-// lists never show a summary older than the document. It is a statement of
+// summary column. Every write of a run's document after Enqueue (which
+// inserts the summary with the row) goes through it, so that lists never
+// show a summary older than the document. It is a statement of
 // its own, prepared like the others, so that the write it follows stays as
 // it was.
 func (s *Store) withSummary(ctx context.Context, id, summary string, fn func(tx *sql.Tx) error) func(tx *sql.Tx) error {
