@@ -27,7 +27,7 @@ func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) e
 
 // Connection returns a connection of the project.
 func (s *Store) Connection(ctx context.Context, project, id string) (automation.Connection, error) {
-	c, _, err := scanConnection(s.r.QueryRowContext(ctx,
+	c, _, err := scanConnection(s.readRow(ctx,
 		`SELECT `+connectionColumns+` FROM connections WHERE project = ? AND id = ?`, project, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return automation.Connection{}, automation.NotFound("connection", id)

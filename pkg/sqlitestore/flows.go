@@ -246,7 +246,7 @@ func (s *Store) RouteFlows(ctx context.Context, path string) (map[string]string,
 }
 
 func (s *Store) routeFlows(ctx context.Context, path string) (map[string]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT method, flow FROM routes WHERE path = ?`, path)
+	rows, err := s.query(ctx, `SELECT method, flow FROM routes WHERE path = ?`, path)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: routes of %s: %w", path, err)
 	}

@@ -38,7 +38,7 @@ func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until ti
 // ArmedUntil reads the flow's capture expiry from the read pool.
 func (s *Store) ArmedUntil(ctx context.Context, project, flowID string) (time.Time, error) {
 	var until sql.NullInt64
-	err := s.r.QueryRowContext(ctx,
+	err := s.readRow(ctx,
 		`SELECT armed_until FROM webhook_samples WHERE project = ? AND flow = ?`, project, flowID).Scan(&until)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !until.Valid) {
 		return time.Time{}, nil
@@ -99,7 +99,7 @@ func (s *Store) Capture(ctx context.Context, project, flowID string) (automation
 		sample sql.NullString
 		c      automation.Capture
 	)
-	err := s.r.QueryRowContext(ctx,
+	err := s.readRow(ctx,
 		`SELECT armed_until, sample FROM webhook_samples WHERE project = ? AND flow = ?`,
 		project, flowID).Scan(&until, &sample)
 	if errors.Is(err, sql.ErrNoRows) {
