@@ -122,29 +122,41 @@ func benchManagement(ctx context.Context, c config, r *report) error {
 	if c.baseline != "" {
 		bins = append([]struct{ label, path string }{{" (baseline)", c.baseline}}, bins...)
 	}
+	var prof string
 	for _, bin := range bins {
 		bc := c
 		bc.flowd = bin.path
-		runRows, err := benchRunLists(ctx, bc, dir, key, tmplID, window, seeded, bin.label, r)
+		runRows, top, err := benchRunLists(ctx, bc, dir, key, tmplID, window, seeded, bin.label, r)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, runRows...)
+		if bin.label == "" {
+			prof = top
+		}
 	}
 	r.table([]string{"data", "call", "p50", "p99"}, rows)
 	if seeded < c.runs {
 		r.para("Seeding stopped at %d runs of the %d asked for, at the -seed-time bound of %v.", seeded, c.runs, c.seedTime)
 	}
+	r.para("Where a run list's time goes: flowd's CPU profile while one client reads the first page of the run search over and over for %v (top entries):", listProfile)
+	r.code(prof)
 	return nil
 }
+
+// listProfile is how long flowd is profiled reading run lists.
+const listProfile = 8 * time.Second
 
 // benchRunLists starts c.flowd on the seeded data and times the run lists
 // and searches; label marks a baseline's rows, whose figures are not
 // judged against the targets.
-func benchRunLists(ctx context.Context, c config, dir, key, tmplID, window string, seeded int, label string, r *report) ([][]string, error) {
+//
+// It returns the rows and, for the binary under test, the top of flowd's
+// CPU profile while one client reads the first page of the run search.
+func benchRunLists(ctx context.Context, c config, dir, key, tmplID, window string, seeded int, label string, r *report) ([][]string, string, error) {
 	p, err := startFlowd(ctx, c, dir)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	p.key = key
 	defer p.stop()
@@ -163,12 +175,12 @@ func benchRunLists(ctx context.Context, c config, dir, key, tmplID, window strin
 		path, deep := strings.CutSuffix(l.path, "&deep")
 		if deep {
 			if path, err = deepPage(p, path); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 		}
 		f := timeCalls(func() error { return p.api("GET", path, "", 200, nil) })
 		if f.err != nil {
-			return nil, fmt.Errorf("%s%s: %w", l.name, label, f.err)
+			return nil, "", fmt.Errorf("%s%s: %w", l.name, label, f.err)
 		}
 		name := l.name
 		if len(f.l) < 200 {
@@ -179,7 +191,16 @@ func benchRunLists(ctx context.Context, c config, dir, key, tmplID, window strin
 			r.target(fmt.Sprintf("(e) %s p99 at %d runs", l.name, seeded), "< 5 ms", ms(f.l.pct(99)), f.l.pct(99) < 5*time.Millisecond)
 		}
 	}
-	return rows, nil
+	if label != "" {
+		return rows, "", nil
+	}
+	prof := p.profileFor(ctx, listProfile)
+	for end := time.Now().Add(listProfile + time.Second); time.Now().Before(end); {
+		if err := p.api("GET", "/api/v1/runs?limit=100", "", 200, nil); err != nil {
+			return nil, "", err
+		}
+	}
+	return rows, prof.wait(), nil
 }
 
 // deepPage follows a list's cursors 10 pages in and returns the path of the
