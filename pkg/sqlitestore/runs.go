@@ -32,8 +32,8 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
 	return s.write(ctx, "enqueue run "+r.ID, func(tx *sql.Tx) error {
-		// The summary goes in with the row: written by an UPDATE after
-		// it, the grown row split its page and the file grew by half.
+		// The summary goes in with the row: one statement for the
+		// writer, not an INSERT and an UPDATE.
 		res, err := s.exec(ctx, tx,
 			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc, summary) VALUES (?, ?, ?, ?, 0, ?, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
