@@ -162,7 +162,19 @@ func benchRunLists(ctx context.Context, c config, dir, key, tmplID, window strin
 	defer p.stop()
 	var rows [][]string
 	flowRuns := "/api/v1/flows/" + tmplID + "/runs?limit=100"
+	var newest struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := p.api("GET", flowRuns, "", 200, &newest); err != nil {
+		return nil, "", err
+	}
+	if len(newest.Data) == 0 {
+		return nil, "", fmt.Errorf("no runs listed")
+	}
 	for _, l := range []struct{ name, path string }{
+		{"get run (with its trigger body and step outputs)", "/api/v1/flows/" + tmplID + "/runs/" + newest.Data[0].ID},
 		{"list runs of the flow, first page (limit 100)", flowRuns},
 		{"list runs of the flow, 11th page", flowRuns + "&deep"},
 		{"list runs of the flow, status=FAILED (every 10th run)", flowRuns + "&status=FAILED"},
