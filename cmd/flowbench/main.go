@@ -48,7 +48,7 @@ func main() {
 	flag.DurationVar(&c.seedTime, "seed-time", 210*time.Second, "stop seeding runs after this long and report the count reached")
 	flag.StringVar(&c.only, "only", "", "comma-separated sections to run (ceiling,ingest,e2e,sync,mgmt,go,lambda); empty: all")
 	flag.StringVar(&c.label, "label", "", "a note on what was measured (such as a commit)")
-	flag.StringVar(&c.baseline, "baseline", "", "a flowd binary to measure first under the same (b) and (c) loads, for a before/after table")
+	flag.StringVar(&c.baseline, "baseline", "", "a flowd binary to measure first under the same (b) and (c) loads, and on the same runs in (e), for a before/after table")
 	flag.StringVar(&env, "env", "", "extra environment for every flowd started, as K=V,K=V (such as FLOWD_WORKERS=32)")
 	flag.Parse()
 	if env != "" {
@@ -95,7 +95,7 @@ func run(ctx context.Context, c config) error {
 			failed = append(failed, r.failure("ceiling", err))
 		}
 	}
-	if c.baseline != "" {
+	if c.baseline != "" && (c.want("ingest") || c.want("e2e")) {
 		base := c
 		base.flowd = c.baseline
 		var before, after figures

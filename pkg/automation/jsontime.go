@@ -13,11 +13,14 @@ import (
 // declared, so a field added to a type is encoded without touching them.
 const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// stamp is a time encoded in TimeFormat.
+// stamp is a time encoded in TimeFormat. It is a TextMarshaler, not a
+// json.Marshaler: encoding/json quotes a text as it is, while it parses
+// and compacts again whatever a MarshalJSON returns, at every level of
+// nesting, which was a measurable share of encoding a page of runs.
 type stamp time.Time
 
-func (t stamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format(TimeFormat) + `"`), nil
+func (t stamp) MarshalText() ([]byte, error) {
+	return time.Time(t).UTC().AppendFormat(make([]byte, 0, len(TimeFormat)), TimeFormat), nil
 }
 
 func stampOf(t *time.Time) *stamp {

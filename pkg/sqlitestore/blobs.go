@@ -28,7 +28,7 @@ func (s *Store) PutBlob(ctx context.Context, project, name string, b []byte) err
 // automation.ErrNotFound.
 func (s *Store) Blob(ctx context.Context, project, name string) ([]byte, error) {
 	var b []byte
-	err := s.r.QueryRowContext(ctx,
+	err := s.readRow(ctx,
 		`SELECT value FROM blobs WHERE project = ? AND name = ?`, project, name).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, automation.NotFound("secret", name)

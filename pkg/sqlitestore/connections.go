@@ -27,7 +27,7 @@ func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) e
 
 // Connection returns a connection of the project.
 func (s *Store) Connection(ctx context.Context, project, id string) (automation.Connection, error) {
-	c, _, err := scanConnection(s.r.QueryRowContext(ctx,
+	c, _, err := scanConnection(s.readRow(ctx,
 		`SELECT `+connectionColumns+` FROM connections WHERE project = ? AND id = ?`, project, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return automation.Connection{}, automation.NotFound("connection", id)
@@ -49,7 +49,7 @@ func (s *Store) ListConnections(ctx context.Context, project string, q automatio
 		return automation.Page[automation.Connection]{}, err
 	}
 	limit := max(q.Limit, 1)
-	return readPage(ctx, s.r, "connections", limit, scanConnection, listConnectionsSQL, project, after, limit+1)
+	return readPage(ctx, s.query, "connections", limit, scanConnection, listConnectionsSQL, project, after, limit+1)
 }
 
 // DeleteConnection removes a connection of the project.

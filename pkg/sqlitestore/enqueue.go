@@ -13,12 +13,12 @@ import (
 type newRun struct {
 	id, project, flow, status string
 	createdMs                 int64
-	doc                       string
+	doc, summary              string
 }
 
 const (
-	insertRunsHead = `INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES `
-	insertRunsRow  = `(?, ?, ?, ?, 0, ?, ?)`
+	insertRunsHead = `INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc, summary) VALUES `
+	insertRunsRow  = `(?, ?, ?, ?, 0, ?, ?, ?)`
 	insertRunsTail = ` ON CONFLICT (id) DO NOTHING RETURNING id`
 	insertQueueRow = `(?, ?, ?)`
 	insertQueue    = `INSERT INTO run_queue (run, project, due_ms) VALUES `
@@ -51,10 +51,10 @@ func (s *Store) enqueueAll(ctx context.Context, tx *sql.Tx, reqs []*writeReq) er
 	inserted := make(map[string]bool, len(reqs))
 	for rest := reqs; len(rest) > 0; {
 		n := chunk(len(rest))
-		args := make([]any, 0, 6*n)
+		args := make([]any, 0, 7*n)
 		for _, req := range rest[:n] {
 			r := req.run
-			args = append(args, r.id, r.project, r.flow, r.status, r.createdMs, r.doc)
+			args = append(args, r.id, r.project, r.flow, r.status, r.createdMs, r.doc, r.summary)
 		}
 		if err := s.insertReturning(ctx, tx, insertRunsSQL[n], args, inserted); err != nil {
 			return err
@@ -99,13 +99,7 @@ func chunk(n int) int {
 // insertReturning runs an insert with RETURNING id and marks the IDs it
 // returns in ids.
 func (s *Store) insertReturning(ctx context.Context, tx *sql.Tx, query string, args []any, ids map[string]bool) error {
-	var rows *sql.Rows
-	var err error
-	if st := s.stmt(query); st != nil {
-		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-	} else {
-		rows, err = tx.QueryContext(ctx, query, args...)
-	}
+	rows, err := s.queryTx(ctx, tx, query, args...)
 	if err != nil {
 		return err
 	}

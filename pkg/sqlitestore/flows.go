@@ -123,7 +123,7 @@ func reserveRoutes(ctx context.Context, tx *sql.Tx, f automation.Flow) error {
 
 // Flow returns a flow of the project.
 func (s *Store) Flow(ctx context.Context, project, id string) (automation.Flow, error) {
-	f, _, err := scanFlow(s.r.QueryRowContext(ctx,
+	f, _, err := scanFlow(s.readRow(ctx,
 		`SELECT `+flowColumns+` FROM flows WHERE project = ? AND id = ?`, project, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return automation.Flow{}, automation.NotFound("flow", id)
@@ -139,7 +139,7 @@ func (s *Store) FlowByID(ctx context.Context, id string) (automation.Flow, error
 }
 
 func (s *Store) flowByID(ctx context.Context, id string) (automation.Flow, error) {
-	f, _, err := scanFlow(s.r.QueryRowContext(ctx,
+	f, _, err := scanFlow(s.readRow(ctx,
 		`SELECT `+flowColumns+` FROM flows WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return automation.Flow{}, automation.NotFound("flow", id)
@@ -200,7 +200,7 @@ func (s *Store) ListFlows(ctx context.Context, project string, q automation.List
 	if q.Status != "" {
 		query, args = listFlowsByStatusSQL, []any{project, q.Status, after, limit + 1}
 	}
-	return readPage(ctx, s.r, "flows", limit, scanFlow, query, args...)
+	return readPage(ctx, s.query, "flows", limit, scanFlow, query, args...)
 }
 
 // RouteShapes lists the shapes with that many segments and their projects.
@@ -246,7 +246,7 @@ func (s *Store) RouteFlows(ctx context.Context, path string) (map[string]string,
 }
 
 func (s *Store) routeFlows(ctx context.Context, path string) (map[string]string, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT method, flow FROM routes WHERE path = ?`, path)
+	rows, err := s.query(ctx, `SELECT method, flow FROM routes WHERE path = ?`, path)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: routes of %s: %w", path, err)
 	}

@@ -35,7 +35,7 @@ const projectColumns = `id, name, plan, created`
 
 // Project returns the project with that ID.
 func (s *Store) Project(ctx context.Context, id string) (automation.Project, error) {
-	p, err := scanProject(s.r.QueryRowContext(ctx,
+	p, err := scanProject(s.readRow(ctx,
 		`SELECT `+projectColumns+` FROM projects WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return automation.Project{}, automation.NotFound("project", id)
@@ -105,7 +105,7 @@ const keyColumns = `id, project, hash, prefix, created, revoked`
 
 // KeyByHash returns the key with that hash, revoked or not.
 func (s *Store) KeyByHash(ctx context.Context, hash string) (automation.APIKey, error) {
-	k, err := scanKey(s.r.QueryRowContext(ctx,
+	k, err := scanKey(s.readRow(ctx,
 		`SELECT `+keyColumns+` FROM api_keys WHERE hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		// Not NotFound("api key", hash): the hash is no ID and has no

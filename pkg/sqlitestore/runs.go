@@ -31,12 +31,16 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
-	row := &newRun{id: r.ID, project: r.Project, flow: r.FlowID, status: string(r.Status), createdMs: r.Created.UnixMilli(), doc: doc}
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
+	}
+	row := &newRun{id: r.ID, project: r.Project, flow: r.FlowID, status: string(r.Status), createdMs: r.Created.UnixMilli(), doc: doc, summary: sum}
 	return s.send(&writeReq{ctx: ctx, op: "enqueue run " + r.ID, done: make(chan error, 1), lean: true, run: row, fn: func(tx *sql.Tx) error {
 		res, err := s.exec(ctx, tx,
-			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc) VALUES (?, ?, ?, ?, 0, ?, ?)
+			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc, summary) VALUES (?, ?, ?, ?, 0, ?, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc)
+			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc, sum)
 		if err != nil {
 			return err
 		}
@@ -64,13 +68,17 @@ func (s *Store) EnqueueClaimed(ctx context.Context, r automation.Run, now time.T
 	if err != nil {
 		return r, fmt.Errorf("sqlitestore: enqueue claimed run %s: %w", r.ID, err)
 	}
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return r, fmt.Errorf("sqlitestore: enqueue claimed run %s: %w", r.ID, err)
+	}
 	token := automation.NewID("lease_")
 	until := now.Add(lease).UnixMilli()
 	err = s.writeLean(ctx, "enqueue claimed run "+r.ID, func(tx *sql.Tx) error {
 		res, err := s.exec(ctx, tx,
-			`INSERT INTO runs (id, project, flow, status, attempts, lease_until, lease_token, created_ms, doc)
-			 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Project, r.FlowID, string(r.Status), until, token, r.Created.UnixMilli(), doc)
+			`INSERT INTO runs (id, project, flow, status, attempts, lease_until, lease_token, created_ms, doc, summary)
+			 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			r.ID, r.Project, r.FlowID, string(r.Status), until, token, r.Created.UnixMilli(), doc, sum)
 		if err != nil {
 			return err
 		}
@@ -95,7 +103,7 @@ const runColumns = `seq, project, attempts, doc`
 
 // Run returns a run of a project's flow.
 func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation.Run, error) {
-	r, _, err := scanRun(s.r.QueryRowContext(ctx,
+	r, _, err := scanRun(s.readRow(ctx,
 		`SELECT `+runColumns+` FROM runs WHERE project = ? AND flow = ? AND id = ?`, project, flowID, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return automation.Run{}, automation.NotFound("run", id)
@@ -105,17 +113,25 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 	return r, nil
 }
 
-// summaryDoc is a run's document as lists read it: SQLite drops the trigger
-// body, the step outputs and the response body before the row reaches Go,
-// so that a list of large runs costs little memory (Run.Summary).
+// summaryDoc is a run's document as lists read it when the row has no
+// summary column yet (written before schemaRunSummary): SQLite drops the
+// trigger body, the step outputs and the response body before the row
+// reaches Go, so that a list of large runs costs little memory. (A run
+// stored without steps has "steps": null, which json_each walks as one
+// value: only objects are steps.)
 const summaryDoc = `json_set(json_remove(doc, '$.trigger.body', '$.trigger.rawBody', '$.response.body', '$.onErrorSteps'), '$.steps',
-	json(COALESCE((SELECT json_group_array(json(json_remove(value, '$.output', '$.steps', '$.iterations'))) FROM json_each(doc, '$.steps')), '[]')))`
+	json(COALESCE((SELECT json_group_array(json(json_remove(value, '$.output', '$.steps', '$.iterations'))) FROM json_each(doc, '$.steps') WHERE type = 'object'), '[]')))`
+
+// summaryColumns are what a page of run summaries reads of each row: the
+// summary column, or for an old row its document cut down, and whether
+// it was the latter (see scanSummary).
+const summaryColumns = `seq, created_ms, project, attempts, COALESCE(summary, ` + summaryDoc + `), summary IS NULL`
 
 // The run list queries walk an index backwards: newest first.
 const (
-	listRunsSQL = `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs
+	listRunsSQL = `SELECT ` + summaryColumns + ` FROM runs
 		WHERE project = ? AND flow = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
-	listRunsByStatusSQL = `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs
+	listRunsByStatusSQL = `SELECT ` + summaryColumns + ` FROM runs
 		WHERE project = ? AND flow = ? AND status = ? AND seq < ? ORDER BY seq DESC LIMIT ?`
 )
 
@@ -132,7 +148,7 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
-	return s.summaryPage(ctx, limit, query, args...)
+	return s.summaryPage(ctx, limit, false, query, args...)
 }
 
 // positionBefore is the run sequence a page newest first starts below:
@@ -145,30 +161,32 @@ func positionBefore(after string) (int64, error) {
 }
 
 // summaryPage reads a page of run summaries with query (which selects
-// summaryDoc and reads limit+1 rows newest first), ending it early at
-// automation.RunPageBudget bytes.
-func (s *Store) summaryPage(ctx context.Context, limit int, query string, args ...any) (automation.Page[automation.Run], error) {
+// summaryColumns and reads limit+1 rows newest first), ending it early at
+// automation.RunPageBudget bytes. The next page's position is the last
+// run's seq, or with byCreated its creation time and seq (windowPosition).
+func (s *Store) summaryPage(ctx context.Context, limit int, byCreated bool, query string, args ...any) (automation.Page[automation.Run], error) {
 	var page automation.Page[automation.Run]
-	rows, err := s.r.QueryContext(ctx, query, args...)
+	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
 	}
 	defer rows.Close()
-	var lastSeq int64
+	var lastSeq, lastCreated int64
 	bytes := 0
 	for rows.Next() {
 		if len(page.Items) == limit || (len(page.Items) > 0 && bytes >= automation.RunPageBudget) {
 			page.Next = strconv.FormatInt(lastSeq, 10)
+			if byCreated {
+				page.Next = windowPosition(lastCreated, lastSeq)
+			}
 			break
 		}
-		r, seq, err := scanRun(rows)
+		r, size, err := scanSummary(rows, &lastSeq, &lastCreated)
 		if err != nil {
 			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
 		}
-		r = r.Summary()
 		page.Items = append(page.Items, r)
-		bytes += automation.SummaryBytes(r)
-		lastSeq = seq
+		bytes += size
 	}
 	if err := rows.Err(); err != nil {
 		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
@@ -176,32 +194,115 @@ func (s *Store) summaryPage(ctx context.Context, limit int, query string, args .
 	return page, nil
 }
 
+// scanSummary reads a row of summaryColumns: the run's summary and its
+// size as JSON, for the page's byte budget. A summary column is the JSON
+// of Run.Summary already, so its length is the size (but for the digits
+// of attempts, which the column holds as of the last write of the
+// document); an old row's cut-down document is made a summary and
+// measured in Go, as before the column.
+func scanSummary(row rowScanner, seq, created *int64) (automation.Run, int, error) {
+	var (
+		r        automation.Run
+		project  string
+		attempts int
+		doc      []byte
+		old      bool
+	)
+	if err := row.Scan(seq, created, &project, &attempts, &doc, &old); err != nil {
+		return r, 0, err
+	}
+	if err := json.Unmarshal(doc, &r); err != nil {
+		return r, 0, fmt.Errorf("decode run: %w", err)
+	}
+	r.Project, r.Attempts = project, attempts
+	// Summary again: it also makes the JSON nulls of the bodies nil.
+	r = r.Summary()
+	if old {
+		return r, automation.SummaryBytes(r), nil
+	}
+	return r, len(doc), nil
+}
+
 // SearchRuns pages through a project's run summaries newest first, on the
-// index that fits the filters (by flow or project, with status or not);
-// the creation window filters the rows it walks.
+// index that fits the filters (by flow or project, with status or not).
+// A search with a creation window walks the creation index instead (see
+// searchSQL).
 func (s *Store) SearchRuns(ctx context.Context, project string, q automation.RunQuery) (automation.Page[automation.Run], error) {
-	before, err := positionBefore(q.After)
+	query, args, byCreated, err := searchSQL(project, q)
 	if err != nil {
 		return automation.Page[automation.Run]{}, err
 	}
+	return s.summaryPage(ctx, max(q.Limit, 1), byCreated, query, args...)
+}
+
+// searchSQL is the query of a run search and its arguments. A search with
+// a creation window is newest first by creation time (then seq), walking
+// the creation index from the window's end (byCreated), so that a page
+// costs the runs it passes inside the window, not the runs after it nor,
+// on a window's last page, every run before it: filtering a walk of a seq
+// index on the window, a minute's window in the middle of a million runs
+// read half a million rows. Its positions carry the creation time and
+// the seq (windowPosition). The window's runs of other projects, flows or
+// statuses are read and passed over.
+func searchSQL(project string, q automation.RunQuery) (query string, args []any, byCreated bool, err error) {
 	limit := max(q.Limit, 1)
-	where, args := []string{"project = ?"}, []any{project}
-	if q.FlowID != "" {
-		where, args = append(where, "flow = ?"), append(args, q.FlowID)
+	var where []string
+	filters := func() {
+		where, args = append(where, "project = ?"), append(args, project)
+		if q.FlowID != "" {
+			where, args = append(where, "flow = ?"), append(args, q.FlowID)
+		}
+		if q.Status != "" {
+			where, args = append(where, "status = ?"), append(args, q.Status)
+		}
 	}
-	if q.Status != "" {
-		where, args = append(where, "status = ?"), append(args, q.Status)
+	if q.Since.IsZero() && q.Until.IsZero() {
+		before, err := positionBefore(q.After)
+		if err != nil {
+			return "", nil, false, err
+		}
+		filters()
+		where, args = append(where, "seq < ?"), append(args, before, limit+1)
+		return `SELECT ` + summaryColumns + ` FROM runs WHERE ` +
+			strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`, args, false, nil
 	}
-	where, args = append(where, "seq < ?"), append(args, before)
 	if !q.Since.IsZero() {
 		where, args = append(where, "created_ms >= ?"), append(args, q.Since.UnixMilli())
 	}
 	if !q.Until.IsZero() {
 		where, args = append(where, "created_ms < ?"), append(args, q.Until.UnixMilli())
 	}
-	query := `SELECT seq, project, attempts, ` + summaryDoc + ` FROM runs WHERE ` +
-		strings.Join(where, " AND ") + ` ORDER BY seq DESC LIMIT ?`
-	return s.summaryPage(ctx, limit, query, append(args, limit+1)...)
+	if q.After != "" {
+		created, seq, err := parseWindowPosition(q.After)
+		if err != nil {
+			return "", nil, false, err
+		}
+		where = append(where, "created_ms <= ?", "(created_ms < ? OR seq < ?)")
+		args = append(args, created, created, seq)
+	}
+	filters()
+	return `SELECT ` + summaryColumns + ` FROM runs INDEXED BY runs_created WHERE ` +
+		strings.Join(where, " AND ") + ` ORDER BY created_ms DESC, seq DESC LIMIT ?`, append(args, limit+1), true, nil
+}
+
+// windowPosition is the position of a window search after the run created
+// at created (milliseconds) with sequence seq.
+func windowPosition(created, seq int64) string {
+	return strconv.FormatInt(created, 10) + "." + strconv.FormatInt(seq, 10)
+}
+
+func parseWindowPosition(after string) (created, seq int64, err error) {
+	c, q, ok := strings.Cut(after, ".")
+	if ok {
+		created, err = strconv.ParseInt(c, 10, 64)
+		if err == nil {
+			seq, err = parsePosition(q)
+		}
+	}
+	if !ok || err != nil {
+		return 0, 0, automation.InvalidCode("INVALID_CURSOR", "list position %q is not valid", after)
+	}
+	return created, seq, nil
 }
 
 // ClaimRun takes a RUNNING run for one attempt (see automation.RunStore).
@@ -255,10 +356,14 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
+	}
 	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
-		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, lease_until = NULL, ended = ended + 1
+		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
-			doc, r.Project, r.ID, r.LeaseToken)
+			doc, sum, r.Project, r.ID, r.LeaseToken)
 	})
 }
 
@@ -269,10 +374,14 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
+	}
 	return s.write(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
-		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?
+		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
-			doc, r.Project, r.ID, r.LeaseToken)
+			doc, sum, r.Project, r.ID, r.LeaseToken)
 	})
 }
 
@@ -314,10 +423,14 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
+	sum, err := encodeSummary(r)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
+	}
 	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
-		if err := s.fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, lease_until = NULL, ended = ended + 1
+		if err := s.fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
-			string(r.Status), doc, r.Project, r.ID, r.LeaseToken); err != nil {
+			string(r.Status), doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
 			return err
 		}
 		if r.Status != automation.RunFailed {
@@ -407,7 +520,7 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 	)
 	err := s.write(ctx, "claim queue entries", func(tx *sql.Tx) error {
 		es, runs = es[:0], runs[:0] // a batch run again starts over
-		rows, err := s.query(ctx, tx,
+		rows, err := s.queryTx(ctx, tx,
 			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
 			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
 			 ORDER BY q.due_ms, r.seq LIMIT ?`, ms, ms, max)
@@ -470,8 +583,8 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 	return es, nil
 }
 
-// query is queryRow for a query of many rows, inside a write function.
-func (s *Store) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+// queryTx is queryRow for a query of many rows, inside a write function.
+func (s *Store) queryTx(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
 	if st := s.stmt(query); st != nil {
 		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 	}
@@ -529,6 +642,13 @@ func (s *Store) QueueStats(ctx context.Context) (pending, parked int, err error)
 		return 0, 0, fmt.Errorf("sqlitestore: queue stats: %w", err)
 	}
 	return pending, parked, nil
+}
+
+// encodeSummary is the summary column of r (schemaRunSummary): exactly
+// the JSON run lists return for it, but for attempts, which lists take
+// from the column.
+func encodeSummary(r automation.Run) (string, error) {
+	return encodeRun(r.Summary())
 }
 
 // encodeRun is the run's stored document. It calls Run.MarshalJSON itself:

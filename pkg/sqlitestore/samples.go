@@ -44,7 +44,7 @@ func (s *Store) ArmedUntil(ctx context.Context, project, flowID string) (time.Ti
 
 func (s *Store) armedUntil(ctx context.Context, project, flowID string) (time.Time, error) {
 	var until sql.NullInt64
-	err := s.r.QueryRowContext(ctx,
+	err := s.readRow(ctx,
 		`SELECT armed_until FROM webhook_samples WHERE project = ? AND flow = ?`, project, flowID).Scan(&until)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !until.Valid) {
 		return time.Time{}, nil
@@ -106,7 +106,7 @@ func (s *Store) Capture(ctx context.Context, project, flowID string) (automation
 		sample sql.NullString
 		c      automation.Capture
 	)
-	err := s.r.QueryRowContext(ctx,
+	err := s.readRow(ctx,
 		`SELECT armed_until, sample FROM webhook_samples WHERE project = ? AND flow = ?`,
 		project, flowID).Scan(&until, &sample)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -25,7 +25,7 @@ var _ automation.StateStore = (*Store)(nil)
 // FlowState reads the flow's state from the read pool.
 func (s *Store) FlowState(ctx context.Context, project, flowID string) (map[string]json.RawMessage, error) {
 	var doc string
-	err := s.r.QueryRowContext(ctx, `SELECT doc FROM flow_state WHERE project = ? AND flow = ?`, project, flowID).Scan(&doc)
+	err := s.readRow(ctx, `SELECT doc FROM flow_state WHERE project = ? AND flow = ?`, project, flowID).Scan(&doc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return map[string]json.RawMessage{}, nil
 	}

@@ -65,6 +65,8 @@ type Store struct {
 	// writer goroutine touches either.
 	prepared  map[string]*sql.Stmt
 	toPrepare map[string]bool
+	// reads holds the hot read queries prepared on r (reads.go).
+	reads readStmts
 	// cache holds flows and routes for the receivers (CacheFlows); nil
 	// when off.
 	cache *flowCache
@@ -271,7 +273,7 @@ func dsn(path string, extra url.Values) string {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { close(s.closed) })
 	<-s.writerDone
-	errs := []error{s.savepoint.Close(), s.release.Close(), s.rollbackTo.Close()}
+	errs := []error{s.savepoint.Close(), s.release.Close(), s.rollbackTo.Close(), s.reads.close()}
 	for _, st := range s.prepared {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -643,10 +645,11 @@ type rowScanner interface{ Scan(dest ...any) error }
 
 // readPage runs a list query that reads limit+1 rows and scans them into a
 // page: the extra row only tells that there is a next page, which starts
-// after the seq of the last item returned.
-func readPage[T any](ctx context.Context, db *sql.DB, what string, limit int, scan func(rowScanner) (T, int64, error), query string, args ...any) (automation.Page[T], error) {
+// after the seq of the last item returned. run runs the query (Store.query,
+// prepared on the read pool).
+func readPage[T any](ctx context.Context, run func(ctx context.Context, query string, args ...any) (*sql.Rows, error), what string, limit int, scan func(rowScanner) (T, int64, error), query string, args ...any) (automation.Page[T], error) {
 	var page automation.Page[T]
-	rows, err := db.QueryContext(ctx, query, args...)
+	rows, err := run(ctx, query, args...)
 	if err != nil {
 		return page, fmt.Errorf("sqlitestore: list %s: %w", what, err)
 	}
