@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -55,7 +56,15 @@ func TestRunSummaryColumn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A window search is newest first by creation time, then by
+		// insertion; the others by insertion alone.
+		byCreated := slices.Clone(want)
+		slices.SortStableFunc(byCreated, func(a, b automation.Run) int { return b.Created.Compare(a.Created) })
 		for name, got := range map[string][]automation.Run{"list": list.Items, "search": search.Items, "window search": window.Items} {
+			want := want
+			if name == "window search" {
+				want = byCreated
+			}
 			if !reflect.DeepEqual(got, want) {
 				gj, _ := json.Marshal(got)
 				wj, _ := json.Marshal(want)
@@ -114,8 +123,54 @@ func TestRunSummaryColumn(t *testing.T) {
 	}
 	check("with more runs")
 
+	// Enqueues that share a commit go in through the writer's multi-row
+	// insert, and an ON_COMPLETION run through EnqueueClaimed: both write
+	// the summary with the row (a missing one would be filled from the
+	// document by the list, so the column itself is checked).
+	batch := make([]automation.Run, 24)
+	errs := make(chan error, len(batch))
+	for i := range batch {
+		batch[i] = newRun(10 + i)
+		go func(r automation.Run) { errs <- s.Enqueue(ctx, r) }(batch[i])
+	}
+	for range batch {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	inline := newRun(40)
+	if _, err := s.EnqueueClaimed(ctx, inline, t0, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var missing int
+	if err := rawDB(t, path).QueryRowContext(ctx, `SELECT count(*) FROM runs WHERE summary IS NULL`).Scan(&missing); err != nil {
+		t.Fatal(err)
+	}
+	if missing != 0 {
+		t.Fatalf("%d runs stored without a summary", missing)
+	}
+	// Concurrent enqueues commit in no set order: the list's order is
+	// the rows' insertion order.
+	rows, err := rawDB(t, path).QueryContext(ctx, `SELECT id FROM runs ORDER BY seq DESC`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = ids[:0]
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if len(ids) != 5+len(batch)+1 {
+		t.Fatalf("%d runs stored, want %d", len(ids), 5+len(batch)+1)
+	}
+	check("after batched and claimed enqueues")
+
 	// Rows from before the column: the list cuts their documents down.
-	if _, err := rawDB(t, path).ExecContext(ctx, `UPDATE runs SET summary = NULL WHERE id IN (?, ?)`, a.ID, ids[0]); err != nil {
+	if _, err := rawDB(t, path).ExecContext(ctx, `UPDATE runs SET summary = NULL WHERE id IN (?, ?, ?)`, a.ID, ids[0], inline.ID); err != nil {
 		t.Fatal(err)
 	}
 	check("with rows without a summary")
