@@ -169,14 +169,14 @@ func TestGroupCommitLean(t *testing.T) {
 	// Kinds by i%4: 0 lean ok, 1 lean unchanged, 2 savepointed partial,
 	// 3 lean partial (only i == 3, so that most of the batch is lean).
 	const n = 40
-	want := func(i int) (error, int) {
+	want := func(i int) (int, error) {
 		switch {
 		case i%4 == 1:
-			return errUnchanged, 0
+			return 0, errUnchanged
 		case i%4 == 2 || i == 3:
-			return errPartial, 0
+			return 0, errPartial
 		}
-		return nil, 1
+		return 1, nil
 	}
 	errs := make([]error, n)
 	var wg, queued sync.WaitGroup
@@ -223,7 +223,7 @@ func TestGroupCommitLean(t *testing.T) {
 		if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM blobs WHERE name = ?`, name).Scan(&count); err != nil {
 			t.Fatal(err)
 		}
-		wantErr, wantCount := want(i)
+		wantCount, wantErr := want(i)
 		if count != wantCount || (wantErr == nil && errs[i] != nil) || (wantErr != nil && !errors.Is(errs[i], wantErr)) {
 			t.Errorf("%s: err %v, %d rows; want %v and %d", name, errs[i], count, wantErr, wantCount)
 		}
