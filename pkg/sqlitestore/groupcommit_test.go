@@ -35,17 +35,7 @@ func TestGroupCommitSavepoints(t *testing.T) {
 		_, err := tx.ExecContext(ctx, `INSERT INTO blobs (project, name, value) VALUES (?, ?, ?)`, "p", name, []byte("x"))
 		return err
 	}
-	release := make(chan struct{})
-	held := make(chan struct{})
-	blocker := make(chan error, 1)
-	go func() {
-		blocker <- s.write(ctx, "blocker", func(tx *sql.Tx) error {
-			close(held)
-			<-release
-			return put(tx, "blocker")
-		})
-	}()
-	<-held
+	unblock := holdWriter(t, s, func(tx *sql.Tx) error { return put(tx, "blocker") })
 
 	errFail := errors.New("this write fails after writing")
 	const n = 40
@@ -68,11 +58,8 @@ func TestGroupCommitSavepoints(t *testing.T) {
 		})
 	}
 	queued.Wait()
-	close(release)
+	unblock()
 	wg.Wait()
-	if err := <-blocker; err != nil {
-		t.Fatalf("blocker: %v", err)
-	}
 	t.Logf("largest batch: %d writes", maxBatch.Load())
 
 	for i := range n {
@@ -152,17 +139,7 @@ func TestGroupCommitLean(t *testing.T) {
 		_, err := s.exec(ctx, tx, `INSERT INTO blobs (project, name, value) VALUES (?, ?, ?)`, "p", name, []byte("x"))
 		return err
 	}
-	release := make(chan struct{})
-	held := make(chan struct{})
-	blocker := make(chan error, 1)
-	go func() {
-		blocker <- s.write(ctx, "blocker", func(tx *sql.Tx) error {
-			close(held)
-			<-release
-			return put(tx, "blocker")
-		})
-	}()
-	<-held
+	unblock := holdWriter(t, s, func(tx *sql.Tx) error { return put(tx, "blocker") })
 
 	errUnchanged := errors.New("refused before writing")
 	errPartial := errors.New("failed after writing")
@@ -209,11 +186,8 @@ func TestGroupCommitLean(t *testing.T) {
 		})
 	}
 	queued.Wait()
-	close(release)
+	unblock()
 	wg.Wait()
-	if err := <-blocker; err != nil {
-		t.Fatalf("blocker: %v", err)
-	}
 	mu.Lock()
 	t.Logf("batches: %v", batches)
 	mu.Unlock()
@@ -255,17 +229,7 @@ func TestEnqueueBatch(t *testing.T) {
 	if err := s.Enqueue(ctx, run("run_old")); err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
-	held := make(chan struct{})
-	blocker := make(chan error, 1)
-	go func() {
-		blocker <- s.write(ctx, "blocker", func(tx *sql.Tx) error {
-			close(held)
-			<-release
-			return nil
-		})
-	}()
-	<-held
+	unblock := holdWriter(t, s, func(tx *sql.Tx) error { return nil })
 	const n = 150
 	id := func(i int) string {
 		switch {
@@ -288,11 +252,8 @@ func TestEnqueueBatch(t *testing.T) {
 	// Most callers are waiting on the writer by now; the outcomes checked
 	// below hold however the writes were batched.
 	queued.Wait()
-	close(release)
+	unblock()
 	wg.Wait()
-	if err := <-blocker; err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("largest batch: %d writes", largest.Load())
 	twice := 0
 	for i, err := range errs {
@@ -330,5 +291,28 @@ func TestEnqueueBatch(t *testing.T) {
 	want := 1 + n - n/3 - 1 // run_old, the new runs, run_twice once
 	if runs != want || entries != want {
 		t.Errorf("%d runs and %d queue entries, want %d of each", runs, entries, want)
+	}
+}
+
+// holdWriter keeps the store's writer busy with a write that runs last
+// once unblocked, so that the writes queued meanwhile are batched together;
+// unblock lets it go and checks that it committed.
+func holdWriter(t *testing.T, s *Store, last func(*sql.Tx) error) (unblock func()) {
+	t.Helper()
+	release, held, blocker := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		blocker <- s.write(context.Background(), "blocker", func(tx *sql.Tx) error {
+			close(held)
+			<-release
+			return last(tx)
+		})
+	}()
+	<-held
+	return func() {
+		t.Helper()
+		close(release)
+		if err := <-blocker; err != nil {
+			t.Fatalf("blocker: %v", err)
+		}
 	}
 }
