@@ -21,16 +21,7 @@ import (
 // the failed ones is, and each caller got its own outcome.
 func TestGroupCommitSavepoints(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "gc.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var maxBatch atomic.Int64
-	s.batchHook = func(n int) {
-		for m := maxBatch.Load(); int64(n) > m && !maxBatch.CompareAndSwap(m, int64(n)); m = maxBatch.Load() {
-		}
-	}
+	s, maxBatch := openCountingBatches(t, "gc.db")
 	put := func(tx *sql.Tx, name string) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO blobs (project, name, value) VALUES (?, ?, ?)`, "p", name, []byte("x"))
 		return err
@@ -211,16 +202,7 @@ func TestGroupCommitLean(t *testing.T) {
 // entry is stored once, with its own fields.
 func TestEnqueueBatch(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "batch.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var largest atomic.Int64
-	s.batchHook = func(n int) {
-		for m := largest.Load(); int64(n) > m && !largest.CompareAndSwap(m, int64(n)); m = largest.Load() {
-		}
-	}
+	s, largest := openCountingBatches(t, "batch.db")
 	created := time.Now().UTC().Truncate(time.Millisecond)
 	run := func(id string) automation.Run {
 		return automation.Run{ID: id, Project: "prj_" + id, FlowID: "flw_" + id, Status: automation.RunRunning,
@@ -315,4 +297,21 @@ func holdWriter(t *testing.T, s *Store, last func(*sql.Tx) error) (unblock func(
 			t.Fatalf("blocker: %v", err)
 		}
 	}
+}
+
+// openCountingBatches opens a store in a temporary directory that records
+// the size of its largest batch.
+func openCountingBatches(t *testing.T, name string) (*Store, *atomic.Int64) {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	largest := new(atomic.Int64)
+	s.batchHook = func(n int) {
+		for m := largest.Load(); int64(n) > m && !largest.CompareAndSwap(m, int64(n)); m = largest.Load() {
+		}
+	}
+	return s, largest
 }
