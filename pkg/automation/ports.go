@@ -269,6 +269,21 @@ type InlineQueue interface {
 	Park(ctx context.Context, runID, reason string) error
 }
 
+// FinishedRuns is the embedded store's one-commit path for ON_COMPLETION
+// runs of flows without side effects (RunRuntime.Finished, PureFlow): such
+// a run is executed in memory first and stored once, final. Nothing
+// outside the store saw the run, so a crash before that write loses
+// nothing but the answer, which the sender, not answered, sends again.
+type FinishedRuns interface {
+	// InsertFinishedRun stores a new run that is final already, as
+	// RunStore.FinishRun leaves a run finished by its first attempt
+	// (Attempts 1, no lease), with no queue entry, and adds it to its
+	// flow's stats as FinishRun does, in one atomic write. A run ID that
+	// exists already is ErrConflict with code RUN_EXISTS, and a flow that
+	// is gone ErrNotFound; both change nothing.
+	InsertFinishedRun(ctx context.Context, r Run) error
+}
+
 // Delayer is implemented by a RunQueue whose consumer cannot be told to
 // look again later (SQS, where each receipt counts towards the dead-letter
 // queue): the message of a run paused by a WAIT step is sent again, due at

@@ -43,6 +43,14 @@ type RunRuntime struct {
 	// claimed for its inline attempt, in one write. nil (the AWS queue):
 	// such a run is queued like any other and AwaitRun claims it.
 	Inline InlineQueue
+	// Finished, when set, is the store's one-commit path for ON_COMPLETION
+	// runs of flows without side effects (ReceiveWebhookWithin, pure.go).
+	// nil (the AWS store): those runs take the path of every other.
+	Finished FinishedRuns
+	// PureBudget bounds the in-memory execution of such a run (zero:
+	// DefaultPureBudget); past it the result is dropped and the run is
+	// stored and executed as any other ON_COMPLETION run.
+	PureBudget time.Duration
 }
 
 // Credentials reads connection credentials for an executor and records
@@ -509,17 +517,7 @@ const (
 // cannot be saved, the run is given back (ReleaseRun drops the lease) so
 // that the retry comes after a short backoff, not after the lease.
 func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run) (Attempt, error) {
-	now := s.clock()
-	if r.Started == nil {
-		r.Started = &now
-	}
-	if r.Finished == nil {
-		r.Finished = &now
-	}
-	if r.DurationMs == nil {
-		d := r.Finished.Sub(*r.Started).Milliseconds()
-		r.DurationMs = &d
-	}
+	r = settledRun(r, s.clock())
 	at.Run = r
 	var err error
 	for try := 1; try <= finishTries; try++ {
@@ -539,6 +537,22 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 	back := r
 	back.Status, back.Finished = RunRunning, nil
 	return s.release(context.WithoutCancel(ctx), rt, at, back, fmt.Errorf("finish: %w", err))
+}
+
+// settledRun is r as it is saved final: a run that never started (its
+// flow deleted, say) started and finished now.
+func settledRun(r Run, now time.Time) Run {
+	if r.Started == nil {
+		r.Started = &now
+	}
+	if r.Finished == nil {
+		r.Finished = &now
+	}
+	if r.DurationMs == nil {
+		d := r.Finished.Sub(*r.Started).Milliseconds()
+		r.DurationMs = &d
+	}
+	return r
 }
 
 // release gives a claimed run back after a failed attempt (cause), to be
@@ -615,6 +629,11 @@ func settled(err error) (Outcome, bool) {
 // it answers): then the attempt is cut short and gives the run back
 // (journaled steps kept) before AwaitRun returns, and the queue takes over.
 func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run, error) {
+	if r.Status.Final() {
+		// Executed before it was stored (ReceiveWebhookWithin), or a
+		// repeated delivery's first run that has finished.
+		return r, nil
+	}
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err

@@ -39,6 +39,11 @@ type Options struct {
 	Runs                   func(automation.RunStore) automation.RunStore
 	EngineURL, WorkflowURL string // default http://engine.test and http://workflow.test
 	StopInlineAtAnswer     bool   // RunRuntime.StopInlineAtAnswer
+	// NoFinishedRuns turns off the one-commit path of ON_COMPLETION runs
+	// without side effects (RunRuntime.Finished), for a test that compares
+	// it with the usual path. PureBudget is RunRuntime.PureBudget.
+	NoFinishedRuns bool
+	PureBudget     time.Duration
 	// OAuth exchanges and refreshes OAuth2 tokens; the data directory
 	// keeps the operator's apps. nil: the real client, allowed to reach
 	// loopback.
@@ -86,6 +91,12 @@ func New(t testing.TB, opts Options) *Env {
 	// ON_COMPLETION runs take the fast path where the queue offers it:
 	// the store itself, as in flowd, or a test's queue that passes it on.
 	inline, _ := queue.(automation.InlineQueue)
+	// Runs without side effects take their one-commit path where the run
+	// store offers it, unless the test asks for the usual path.
+	finished, _ := runs.(automation.FinishedRuns)
+	if opts.NoFinishedRuns {
+		finished = nil
+	}
 	if opts.EngineURL == "" {
 		opts.EngineURL = "http://engine.test"
 	}
@@ -102,6 +113,7 @@ func New(t testing.TB, opts Options) *Env {
 		Clock: opts.Clock, Log: opts.Log,
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
+			Finished: finished, PureBudget: opts.PureBudget,
 			NewExecutor: NewExecutor,
 		},
 	})

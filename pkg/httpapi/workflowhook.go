@@ -54,7 +54,12 @@ type hookMode struct {
 }
 
 func (h *WorkflowHook) receiveLive(w http.ResponseWriter, r *http.Request) {
-	h.receive(w, r, hookMode{prefix: workflowPrefix, lookup: h.rc.svc.RouteFlow, accept: h.rc.svc.ReceiveWebhook})
+	// Within the answer's wait: an ON_COMPLETION run without side effects
+	// may come back final from one commit (Service.ReceiveWebhookWithin).
+	accept := func(ctx context.Context, f automation.Flow, td automation.TriggerData) (automation.Run, error) {
+		return h.rc.svc.ReceiveWebhookWithin(ctx, f, td, h.rc.cfg.SyncTimeout)
+	}
+	h.receive(w, r, hookMode{prefix: workflowPrefix, lookup: h.rc.svc.RouteFlow, accept: accept})
 }
 
 func (h *WorkflowHook) receiveTest(w http.ResponseWriter, r *http.Request) {

@@ -151,15 +151,42 @@ func (s *runStore) FinishRun(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return err
 	}
-	s.m.runs.WithLabelValues(string(r.Status)).Inc()
+	s.m.observeRun(r)
+	return nil
+}
+
+// observeRun counts a run saved final, and its durations.
+func (m *Metrics) observeRun(r automation.Run) {
+	m.runs.WithLabelValues(string(r.Status)).Inc()
 	if r.Finished != nil {
-		s.m.runDuration.Observe(r.Finished.Sub(r.Created).Seconds())
+		m.runDuration.Observe(r.Finished.Sub(r.Created).Seconds())
 	}
 	for _, st := range r.Steps {
 		if st.StartedAt != nil && st.FinishedAt != nil {
-			s.m.stepDuration.WithLabelValues(string(st.Type)).Observe(st.FinishedAt.Sub(*st.StartedAt).Seconds())
+			m.stepDuration.WithLabelValues(string(st.Type)).Observe(st.FinishedAt.Sub(*st.StartedAt).Seconds())
 		}
 	}
+}
+
+// FinishedRuns returns fr with InsertFinishedRun observed as FinishRun is:
+// a run stored final in its one commit counts as a finished run.
+func (m *Metrics) FinishedRuns(fr automation.FinishedRuns) automation.FinishedRuns {
+	return &finishedRuns{fr: fr, m: m}
+}
+
+type finishedRuns struct {
+	fr automation.FinishedRuns
+	m  *Metrics
+}
+
+func (f *finishedRuns) InsertFinishedRun(ctx context.Context, r automation.Run) error {
+	start := time.Now()
+	err := f.fr.InsertFinishedRun(ctx, r)
+	f.m.ObserveStore("insert_finished_run", time.Since(start))
+	if err != nil {
+		return err
+	}
+	f.m.observeRun(r)
 	return nil
 }
 

@@ -14,7 +14,7 @@ import (
 func TestRunContract(t *testing.T) {
 	storetest.RunRuns(t, func(t *testing.T) storetest.RunEnv {
 		s := openAt(t, filepath.Join(t.TempDir(), "runs.db"))
-		return storetest.RunEnv{Store: s, Runs: s, Create: s.Enqueue, CreateClaimed: s.EnqueueClaimed}
+		return storetest.RunEnv{Store: s, Runs: s, Create: s.Enqueue, CreateClaimed: s.EnqueueClaimed, InsertFinished: s.InsertFinishedRun}
 	})
 }
 

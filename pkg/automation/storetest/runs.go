@@ -24,6 +24,9 @@ type RunEnv struct {
 	// (automation.InlineQueue.EnqueueClaimed), or is nil where the adapter
 	// has no such fast path (AWS): its contract is then skipped.
 	CreateClaimed func(ctx context.Context, r automation.Run, now time.Time, lease time.Duration) (automation.Run, error)
+	// InsertFinished stores a new run final (automation.FinishedRuns), or
+	// is nil where the adapter has no such path (AWS): skipped then.
+	InsertFinished func(ctx context.Context, r automation.Run) error
 }
 
 // RunRuns runs the run store contract against the environment open makes.
@@ -37,6 +40,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunJournal", func(t *testing.T) { testRunJournal(t, open(t)) })
 	t.Run("RunFinishStats", func(t *testing.T) { testRunFinishStats(t, open(t)) })
 	t.Run("RunCreateClaimed", func(t *testing.T) { testRunCreateClaimed(t, open(t)) })
+	t.Run("RunInsertFinished", func(t *testing.T) { testRunInsertFinished(t, open(t)) })
 	t.Run("ListRuns", func(t *testing.T) { testListRuns(t, open(t)) })
 	t.Run("ListRunSummaries", func(t *testing.T) { testListRunSummaries(t, open(t)) })
 	t.Run("SearchRuns", func(t *testing.T) { testSearchRuns(t, open(t)) })
