@@ -139,16 +139,25 @@ const (
 // newest first, reading at most q.Limit+1 rows of an index and ending the
 // page early at automation.RunPageBudget bytes.
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
-	before, err := positionBefore(q.After)
+	limit, query, args, err := listRunsQuery(project, flowID, q)
 	if err != nil {
 		return automation.Page[automation.Run]{}, err
 	}
-	limit := max(q.Limit, 1)
-	query, args := listRunsSQL, []any{project, flowID, before, limit + 1}
+	return summaryPage(ctx, s, limit, false, scanSummary, query, args...)
+}
+
+// listRunsQuery is the page size, query and arguments of a ListRuns.
+func listRunsQuery(project, flowID string, q automation.ListQuery) (limit int, query string, args []any, err error) {
+	before, err := positionBefore(q.After)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	limit = max(q.Limit, 1)
+	query, args = listRunsSQL, []any{project, flowID, before, limit + 1}
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
-	return s.summaryPage(ctx, limit, false, query, args...)
+	return limit, query, args, nil
 }
 
 // positionBefore is the run sequence a page newest first starts below:
@@ -161,11 +170,13 @@ func positionBefore(after string) (int64, error) {
 }
 
 // summaryPage reads a page of run summaries with query (which selects
-// summaryColumns and reads limit+1 rows newest first), ending it early at
+// summaryColumns and reads limit+1 rows newest first), each read by scan
+// (scanSummary, or scanSummaryJSON), ending it early at
 // automation.RunPageBudget bytes. The next page's position is the last
 // run's seq, or with byCreated its creation time and seq (windowPosition).
-func (s *Store) summaryPage(ctx context.Context, limit int, byCreated bool, query string, args ...any) (automation.Page[automation.Run], error) {
-	var page automation.Page[automation.Run]
+func summaryPage[T any](ctx context.Context, s *Store, limit int, byCreated bool,
+	scan func(row rowScanner, seq, created *int64) (T, int, error), query string, args ...any) (automation.Page[T], error) {
+	var page automation.Page[T]
 	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
@@ -181,7 +192,7 @@ func (s *Store) summaryPage(ctx context.Context, limit int, byCreated bool, quer
 			}
 			break
 		}
-		r, size, err := scanSummary(rows, &lastSeq, &lastCreated)
+		r, size, err := scan(rows, &lastSeq, &lastCreated)
 		if err != nil {
 			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
 		}
@@ -195,22 +206,28 @@ func (s *Store) summaryPage(ctx context.Context, limit int, byCreated bool, quer
 }
 
 // scanSummary reads a row of summaryColumns: the run's summary and its
-// size as JSON, for the page's byte budget. A summary column is the JSON
-// of Run.Summary already, so its length is the size (but for the digits
-// of attempts, which the column holds as of the last write of the
-// document); an old row's cut-down document is made a summary and
-// measured in Go, as before the column.
+// size as JSON, for the page's byte budget.
 func scanSummary(row rowScanner, seq, created *int64) (automation.Run, int, error) {
 	var (
-		r        automation.Run
 		project  string
 		attempts int
 		doc      []byte
 		old      bool
 	)
 	if err := row.Scan(seq, created, &project, &attempts, &doc, &old); err != nil {
-		return r, 0, err
+		return automation.Run{}, 0, err
 	}
+	return decodeSummary(doc, project, attempts, old)
+}
+
+// decodeSummary is the run of a row's summary (or for an old row its
+// cut-down document) and its size as JSON. A summary column is the JSON
+// of Run.Summary already, so its length is the size (but for the digits
+// of attempts, which the column holds as of the last write of the
+// document); an old row's cut-down document is made a summary and
+// measured in Go, as before the column.
+func decodeSummary(doc []byte, project string, attempts int, old bool) (automation.Run, int, error) {
+	var r automation.Run
 	if err := json.Unmarshal(doc, &r); err != nil {
 		return r, 0, fmt.Errorf("decode run: %w", err)
 	}
@@ -232,7 +249,7 @@ func (s *Store) SearchRuns(ctx context.Context, project string, q automation.Run
 	if err != nil {
 		return automation.Page[automation.Run]{}, err
 	}
-	return s.summaryPage(ctx, max(q.Limit, 1), byCreated, query, args...)
+	return summaryPage(ctx, s, max(q.Limit, 1), byCreated, scanSummary, query, args...)
 }
 
 // searchSQL is the query of a run search and its arguments. A search with
