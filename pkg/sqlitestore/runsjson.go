@@ -11,13 +11,13 @@ import (
 )
 
 // ListRunsJSON is ListRuns with each summary as the JSON the API returns
-// for it, read from the summary column as it is (scanSummaryJSON).
+// for it, read from the summary column as it is (summaryJSON).
 func (s *Store) ListRunsJSON(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[json.RawMessage], error) {
 	limit, query, args, err := listRunsQuery(project, flowID, q)
 	if err != nil {
 		return automation.Page[json.RawMessage]{}, err
 	}
-	return summaryPage(ctx, s, limit, false, scanSummaryJSON, query, args...)
+	return summaryPage(ctx, s, limit, false, summaryJSON, query, args...)
 }
 
 // SearchRunsJSON is SearchRuns with each summary as the JSON the API
@@ -27,11 +27,11 @@ func (s *Store) SearchRunsJSON(ctx context.Context, project string, q automation
 	if err != nil {
 		return automation.Page[json.RawMessage]{}, err
 	}
-	return summaryPage(ctx, s, max(q.Limit, 1), byCreated, scanSummaryJSON, query, args...)
+	return summaryPage(ctx, s, max(q.Limit, 1), byCreated, summaryJSON, query, args...)
 }
 
-// scanSummaryJSON reads a row of summaryColumns as the JSON of its
-// summary and its size. The summary column is that JSON already
+// summaryJSON is the JSON of the summary of a row of summaryColumns and
+// its size. The summary column is that JSON already
 // (encodeSummary: json.Marshal of Run.Summary, written with the run), but
 // for attempts, which a claim counts in its column without writing the
 // document: the column's count is written into it (withAttempts). The
@@ -45,28 +45,19 @@ func (s *Store) SearchRunsJSON(ctx context.Context, project string, q automation
 // escape (a header of raw bytes, say), a row without the column (written
 // before it), or a summary not of the form above is decoded as ListRuns
 // reads it and encoded again.
-func scanSummaryJSON(row rowScanner, seq, created *int64) (json.RawMessage, int, error) {
-	var (
-		project  string
-		attempts int
-		doc      []byte
-		old      bool
-	)
-	if err := row.Scan(seq, created, &project, &attempts, &doc, &old); err != nil {
-		return nil, 0, err
-	}
-	if !old && !bytes.Contains(doc, []byte(`\ufffd`)) && json.Valid(doc) {
-		if b, ok := withAttempts(doc, attempts); ok {
-			return b, len(doc), nil
+func summaryJSON(r *summaryRow) (json.RawMessage, int, error) {
+	if !r.old && !bytes.Contains(r.doc, []byte(`\ufffd`)) && json.Valid(r.doc) {
+		if b, ok := withAttempts(r.doc, r.attempts); ok {
+			return b, len(r.doc), nil
 		}
 	}
-	r, size, err := decodeSummary(doc, project, attempts, old)
+	run, size, err := summaryRun(r)
 	if err != nil {
 		return nil, 0, err
 	}
-	b, err := json.Marshal(r)
+	b, err := json.Marshal(run)
 	if err != nil {
-		return nil, 0, fmt.Errorf("encode run %s: %w", r.ID, err)
+		return nil, 0, fmt.Errorf("encode run %s: %w", run.ID, err)
 	}
 	return b, size, nil
 }
