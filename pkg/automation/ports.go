@@ -206,6 +206,15 @@ type RunStore interface {
 	// q, reading one index per page; items are summaries within
 	// RunPageBudget, as ListRuns's.
 	SearchRuns(ctx context.Context, project string, q RunQuery) (Page[Run], error)
+	// ListRunsJSON and SearchRunsJSON are ListRuns and SearchRuns with each
+	// summary as the JSON the API returns for it, byte for byte what
+	// json.Marshal makes of the Run: the run list endpoints write a page
+	// from them. A store that keeps each summary's JSON returns it as
+	// stored, without decoding it into a Run for the API to encode again
+	// (together most of a page's CPU); one that does not can return
+	// SummaryPageJSON of its Page[Run].
+	ListRunsJSON(ctx context.Context, project, flowID string, q ListQuery) (Page[json.RawMessage], error)
+	SearchRunsJSON(ctx context.Context, project string, q RunQuery) (Page[json.RawMessage], error)
 	// ClaimRun takes a RUNNING run for one attempt until now+lease, counting
 	// the attempt in Attempts, with a conditional write: a final run is
 	// RunFinished, a run another attempt holds (lease not yet expired) is

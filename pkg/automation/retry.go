@@ -123,15 +123,8 @@ func (s *Service) runQuery(p Project, in RunSearch) (RunQuery, string, error) {
 // SearchRuns lists a project's runs, newest first, filtered by flow,
 // status and creation time: run summaries, as a flow's run list.
 func (s *Service) SearchRuns(ctx context.Context, p Project, in RunSearch) (List[Run], error) {
-	rt, err := s.runtime()
+	rt, q, scope, err := s.searchQuery(p, in)
 	if err != nil {
-		return List[Run]{}, err
-	}
-	q, scope, err := s.runQuery(p, in)
-	if err != nil {
-		return List[Run]{}, err
-	}
-	if q.ListQuery, err = s.listQuery(scope, in.PageRequest); err != nil {
 		return List[Run]{}, err
 	}
 	page, err := rt.Runs.SearchRuns(ctx, p.ID, q)
@@ -139,6 +132,36 @@ func (s *Service) SearchRuns(ctx context.Context, p Project, in RunSearch) (List
 		return List[Run]{}, wrap("search runs", err)
 	}
 	return list(s, scope, q.ListQuery, page, func(r Run) Run { return r }), nil
+}
+
+// SearchRunsJSON is SearchRuns with each run as its JSON
+// (RunStore.SearchRunsJSON), for the API, which writes the page from it.
+func (s *Service) SearchRunsJSON(ctx context.Context, p Project, in RunSearch) (List[json.RawMessage], error) {
+	rt, q, scope, err := s.searchQuery(p, in)
+	if err != nil {
+		return List[json.RawMessage]{}, err
+	}
+	page, err := rt.Runs.SearchRunsJSON(ctx, p.ID, q)
+	if err != nil {
+		return List[json.RawMessage]{}, wrap("search runs", err)
+	}
+	return list(s, scope, q.ListQuery, page, func(r json.RawMessage) json.RawMessage { return r }), nil
+}
+
+// searchQuery checks a search and its page request.
+func (s *Service) searchQuery(p Project, in RunSearch) (*RunRuntime, RunQuery, string, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return nil, RunQuery{}, "", err
+	}
+	q, scope, err := s.runQuery(p, in)
+	if err != nil {
+		return nil, RunQuery{}, "", err
+	}
+	if q.ListQuery, err = s.listQuery(scope, in.PageRequest); err != nil {
+		return nil, RunQuery{}, "", err
+	}
+	return rt, q, scope, nil
 }
 
 // MaxReplay bounds one replay call.

@@ -2,6 +2,7 @@ package automation
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -166,6 +167,22 @@ func (r Run) Summary() Run {
 		r.Response = &resp
 	}
 	return r
+}
+
+// SummaryPageJSON is p with each run encoded as the API returns it, for a
+// RunStore's ListRunsJSON and SearchRunsJSON when it keeps no summary JSON
+// (it takes ListRuns's or SearchRuns's two results as they are).
+func SummaryPageJSON(p Page[Run], err error) (Page[json.RawMessage], error) {
+	if err != nil {
+		return Page[json.RawMessage]{}, err
+	}
+	out := Page[json.RawMessage]{Items: make([]json.RawMessage, len(p.Items)), Next: p.Next}
+	for i, r := range p.Items {
+		if out.Items[i], err = json.Marshal(r); err != nil {
+			return Page[json.RawMessage]{}, fmt.Errorf("encode run %s: %w", r.ID, err)
+		}
+	}
+	return out, nil
 }
 
 // SummaryBytes is the size of r's summary as JSON, for RunPageBudget.

@@ -725,19 +725,7 @@ func (s *Service) settleInline(ctx context.Context, rt *RunRuntime, runID string
 
 // ListRuns returns one page of a flow's run history, newest first.
 func (s *Service) ListRuns(ctx context.Context, p Project, flowID string, pr PageRequest) (List[Run], error) {
-	rt, err := s.runtime()
-	if err != nil {
-		return List[Run]{}, err
-	}
-	statuses := []string{string(RunRunning), string(RunSucceeded), string(RunFailed), string(RunTimeout)}
-	if pr.Status != "" && !slices.Contains(statuses, pr.Status) {
-		return List[Run]{}, InvalidCode("INVALID_PARAMETER", "status must be one of %v, got %q", statuses, pr.Status)
-	}
-	if _, err := s.store.Flow(ctx, p.ID, flowID); err != nil {
-		return List[Run]{}, wrap("list runs", err)
-	}
-	scope := p.ID + "/runs/" + flowID
-	q, err := s.listQuery(scope, pr)
+	rt, q, scope, err := s.runListQuery(ctx, p, flowID, pr)
 	if err != nil {
 		return List[Run]{}, err
 	}
@@ -746,6 +734,41 @@ func (s *Service) ListRuns(ctx context.Context, p Project, flowID string, pr Pag
 		return List[Run]{}, wrap("list runs", err)
 	}
 	return list(s, scope, q, page, func(r Run) Run { return r }), nil
+}
+
+// ListRunsJSON is ListRuns with each run as its JSON (RunStore.ListRunsJSON),
+// for the API, which writes the page from it.
+func (s *Service) ListRunsJSON(ctx context.Context, p Project, flowID string, pr PageRequest) (List[json.RawMessage], error) {
+	rt, q, scope, err := s.runListQuery(ctx, p, flowID, pr)
+	if err != nil {
+		return List[json.RawMessage]{}, err
+	}
+	page, err := rt.Runs.ListRunsJSON(ctx, p.ID, flowID, q)
+	if err != nil {
+		return List[json.RawMessage]{}, wrap("list runs", err)
+	}
+	return list(s, scope, q, page, func(r json.RawMessage) json.RawMessage { return r }), nil
+}
+
+// runListQuery checks a request for a page of a flow's runs.
+func (s *Service) runListQuery(ctx context.Context, p Project, flowID string, pr PageRequest) (*RunRuntime, ListQuery, string, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return nil, ListQuery{}, "", err
+	}
+	statuses := []string{string(RunRunning), string(RunSucceeded), string(RunFailed), string(RunTimeout)}
+	if pr.Status != "" && !slices.Contains(statuses, pr.Status) {
+		return nil, ListQuery{}, "", InvalidCode("INVALID_PARAMETER", "status must be one of %v, got %q", statuses, pr.Status)
+	}
+	if _, err := s.store.Flow(ctx, p.ID, flowID); err != nil {
+		return nil, ListQuery{}, "", wrap("list runs", err)
+	}
+	scope := p.ID + "/runs/" + flowID
+	q, err := s.listQuery(scope, pr)
+	if err != nil {
+		return nil, ListQuery{}, "", err
+	}
+	return rt, q, scope, nil
 }
 
 // Run returns one run of a flow with its step results.

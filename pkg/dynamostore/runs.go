@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -208,6 +209,18 @@ func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automati
 		return automation.Page[automation.Run]{}, fmt.Errorf("dynamostore: list runs of %s: %w", flowID, err)
 	}
 	return page, nil
+}
+
+// ListRunsJSON is ListRuns with each summary encoded: the items hold
+// Go values decoded from their attributes, so there is no stored JSON to
+// return instead.
+func (s *Store) ListRunsJSON(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[json.RawMessage], error) {
+	return automation.SummaryPageJSON(s.ListRuns(ctx, project, flowID, q))
+}
+
+// SearchRunsJSON is SearchRuns with each summary encoded, as ListRunsJSON.
+func (s *Store) SearchRunsJSON(ctx context.Context, project string, q automation.RunQuery) (automation.Page[json.RawMessage], error) {
+	return automation.SummaryPageJSON(s.SearchRuns(ctx, project, q))
 }
 
 // SearchRuns pages through a project's run summaries newest first: one

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"flowservice/pkg/automation"
 )
@@ -80,6 +81,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// writeJSONList answers 200 with a page whose items are JSON already (run
+// summaries as stored): the bytes writeJSON would write for the
+// List[automation.Run] they encode, but without encoding/json, which
+// checks and compacts every json.Marshaler's output again, a second pass
+// over each byte of the page.
+func writeJSONList(w http.ResponseWriter, l automation.List[json.RawMessage]) {
+	size := len(`{"data":[],"cursor":null,"hasMore":false}`+"\n") + len(l.Data)
+	for _, it := range l.Data {
+		size += len(it)
+	}
+	cursor := []byte("null")
+	if l.Cursor != nil {
+		// A sealed cursor is URL-safe base64; json.Marshal quotes any string.
+		cursor, _ = json.Marshal(*l.Cursor)
+		size += len(cursor)
+	}
+	buf := make([]byte, 0, size)
+	buf = append(buf, `{"data":[`...)
+	for i, it := range l.Data {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, it...)
+	}
+	buf = append(append(append(buf, `],"cursor":`...), cursor...), `,"hasMore":`...)
+	buf = append(strconv.AppendBool(buf, l.HasMore), "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf)
 }
 
 // writeNoContent answers 204.

@@ -7,12 +7,12 @@ import (
 )
 
 func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
-	page, err := a.svc.ListRuns(r.Context(), projectOf(r), r.PathValue("flowId"), pageRequest(r))
+	page, err := a.svc.ListRunsJSON(r.Context(), projectOf(r), r.PathValue("flowId"), pageRequest(r))
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSONList(w, page)
 }
 
 func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
@@ -48,14 +48,14 @@ func (a *API) retryRun(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) searchRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	page, err := a.svc.SearchRuns(r.Context(), projectOf(r), automation.RunSearch{
+	page, err := a.svc.SearchRunsJSON(r.Context(), projectOf(r), automation.RunSearch{
 		PageRequest: pageRequest(r), FlowID: q.Get("flowId"), Since: q.Get("since"), Until: q.Get("until"),
 	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSONList(w, page)
 }
 
 func (a *API) replayRuns(w http.ResponseWriter, r *http.Request) {

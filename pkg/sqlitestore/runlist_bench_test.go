@@ -142,44 +142,51 @@ func seedRunsForBench(b *testing.B, s *sqlitestore.Store, project, flowID string
 // BenchmarkListRuns reads pages of 100 run summaries of one flow, and of
 // the project-wide search, at the start, 10 pages in, by status and in a
 // creation window: the management API's run list and search, minus HTTP.
+// The "json" ones read the pages as the API does, each summary's stored
+// JSON (ListRunsJSON, SearchRunsJSON); the others decode them into runs.
 func BenchmarkListRuns(b *testing.B) {
 	ctx := context.Background()
 	rb := runListStore(b)
+	runs := func(p automation.Page[automation.Run], err error) (int, error) { return len(p.Items), err }
+	raw := func(p automation.Page[json.RawMessage], err error) (int, error) { return len(p.Items), err }
+	first := automation.ListQuery{Limit: 100}
+	window := automation.RunQuery{ListQuery: first, Since: rb.since, Until: rb.until}
 	for _, bc := range []struct {
 		name string
-		list func() (automation.Page[automation.Run], error)
+		list func() (int, error)
 	}{
-		{"flow/first", func() (automation.Page[automation.Run], error) {
-			return rb.s.ListRuns(ctx, rb.project, rb.flow, automation.ListQuery{Limit: 100})
+		{"flow/first", func() (int, error) { return runs(rb.s.ListRuns(ctx, rb.project, rb.flow, first)) }},
+		{"flow/first/json", func() (int, error) { return raw(rb.s.ListRunsJSON(ctx, rb.project, rb.flow, first)) }},
+		{"flow/11th", func() (int, error) {
+			return runs(rb.s.ListRuns(ctx, rb.project, rb.flow, automation.ListQuery{Limit: 100, After: rb.deep}))
 		}},
-		{"flow/11th", func() (automation.Page[automation.Run], error) {
-			return rb.s.ListRuns(ctx, rb.project, rb.flow, automation.ListQuery{Limit: 100, After: rb.deep})
+		{"flow/FAILED", func() (int, error) {
+			return runs(rb.s.ListRuns(ctx, rb.project, rb.flow, automation.ListQuery{Limit: 100, Status: "FAILED"}))
 		}},
-		{"flow/FAILED", func() (automation.Page[automation.Run], error) {
-			return rb.s.ListRuns(ctx, rb.project, rb.flow, automation.ListQuery{Limit: 100, Status: "FAILED"})
+		{"search/first", func() (int, error) {
+			return runs(rb.s.SearchRuns(ctx, rb.project, automation.RunQuery{ListQuery: first}))
 		}},
-		{"search/first", func() (automation.Page[automation.Run], error) {
-			return rb.s.SearchRuns(ctx, rb.project, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100}})
+		{"search/first/json", func() (int, error) {
+			return raw(rb.s.SearchRunsJSON(ctx, rb.project, automation.RunQuery{ListQuery: first}))
 		}},
-		{"search/11th", func() (automation.Page[automation.Run], error) {
-			return rb.s.SearchRuns(ctx, rb.project, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100, After: rb.deep}})
+		{"search/11th", func() (int, error) {
+			return runs(rb.s.SearchRuns(ctx, rb.project, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100, After: rb.deep}}))
 		}},
-		{"search/FAILED", func() (automation.Page[automation.Run], error) {
-			return rb.s.SearchRuns(ctx, rb.project, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100, Status: "FAILED"}})
+		{"search/FAILED", func() (int, error) {
+			return runs(rb.s.SearchRuns(ctx, rb.project, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100, Status: "FAILED"}}))
 		}},
-		{"search/window", func() (automation.Page[automation.Run], error) {
-			return rb.s.SearchRuns(ctx, rb.project, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100}, Since: rb.since, Until: rb.until})
-		}},
+		{"search/window", func() (int, error) { return runs(rb.s.SearchRuns(ctx, rb.project, window)) }},
+		{"search/window/json", func() (int, error) { return raw(rb.s.SearchRunsJSON(ctx, rb.project, window)) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				page, err := bc.list()
+				n, err := bc.list()
 				if err != nil {
 					b.Fatal(err)
 				}
-				if len(page.Items) != 100 {
-					b.Fatalf("%d items", len(page.Items))
+				if n != 100 {
+					b.Fatalf("%d items", n)
 				}
 			}
 		})

@@ -124,7 +124,7 @@ const summaryDoc = `json_set(json_remove(doc, '$.trigger.body', '$.trigger.rawBo
 
 // summaryColumns are what a page of run summaries reads of each row: the
 // summary column, or for an old row its document cut down, and whether
-// it was the latter (see scanSummary).
+// it was the latter (see decodeSummary).
 const summaryColumns = `seq, created_ms, project, attempts, COALESCE(summary, ` + summaryDoc + `), summary IS NULL`
 
 // The run list queries walk an index backwards: newest first.
@@ -139,16 +139,25 @@ const (
 // newest first, reading at most q.Limit+1 rows of an index and ending the
 // page early at automation.RunPageBudget bytes.
 func (s *Store) ListRuns(ctx context.Context, project, flowID string, q automation.ListQuery) (automation.Page[automation.Run], error) {
-	before, err := positionBefore(q.After)
+	limit, query, args, err := listRunsQuery(project, flowID, q)
 	if err != nil {
 		return automation.Page[automation.Run]{}, err
 	}
-	limit := max(q.Limit, 1)
-	query, args := listRunsSQL, []any{project, flowID, before, limit + 1}
+	return summaryPage(ctx, s, limit, false, summaryRun, query, args...)
+}
+
+// listRunsQuery is the page size, query and arguments of a ListRuns.
+func listRunsQuery(project, flowID string, q automation.ListQuery) (limit int, query string, args []any, err error) {
+	before, err := positionBefore(q.After)
+	if err != nil {
+		return 0, "", nil, err
+	}
+	limit = max(q.Limit, 1)
+	query, args = listRunsSQL, []any{project, flowID, before, limit + 1}
 	if q.Status != "" {
 		query, args = listRunsByStatusSQL, []any{project, flowID, q.Status, before, limit + 1}
 	}
-	return s.summaryPage(ctx, limit, false, query, args...)
+	return limit, query, args, nil
 }
 
 // positionBefore is the run sequence a page newest first starts below:
@@ -161,31 +170,37 @@ func positionBefore(after string) (int64, error) {
 }
 
 // summaryPage reads a page of run summaries with query (which selects
-// summaryColumns and reads limit+1 rows newest first), ending it early at
+// summaryColumns and reads limit+1 rows newest first), each made an item
+// by item (summaryRun, or summaryJSON), ending it early at
 // automation.RunPageBudget bytes. The next page's position is the last
 // run's seq, or with byCreated its creation time and seq (windowPosition).
-func (s *Store) summaryPage(ctx context.Context, limit int, byCreated bool, query string, args ...any) (automation.Page[automation.Run], error) {
-	var page automation.Page[automation.Run]
+func summaryPage[T any](ctx context.Context, s *Store, limit int, byCreated bool,
+	item func(*summaryRow) (T, int, error), query string, args ...any) (automation.Page[T], error) {
+	var page automation.Page[T]
 	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return page, fmt.Errorf("sqlitestore: list runs: %w", err)
 	}
 	defer rows.Close()
-	var lastSeq, lastCreated int64
+	var row summaryRow
+	dest := row.dest()
 	bytes := 0
 	for rows.Next() {
 		if len(page.Items) == limit || (len(page.Items) > 0 && bytes >= automation.RunPageBudget) {
-			page.Next = strconv.FormatInt(lastSeq, 10)
+			page.Next = strconv.FormatInt(row.seq, 10)
 			if byCreated {
-				page.Next = windowPosition(lastCreated, lastSeq)
+				page.Next = windowPosition(row.created, row.seq)
 			}
 			break
 		}
-		r, size, err := scanSummary(rows, &lastSeq, &lastCreated)
+		if err := rows.Scan(dest...); err != nil {
+			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
+		}
+		it, size, err := item(&row)
 		if err != nil {
 			return page, fmt.Errorf("sqlitestore: list runs: %w", err)
 		}
-		page.Items = append(page.Items, r)
+		page.Items = append(page.Items, it)
 		bytes += size
 	}
 	if err := rows.Err(); err != nil {
@@ -194,23 +209,36 @@ func (s *Store) summaryPage(ctx context.Context, limit int, byCreated bool, quer
 	return page, nil
 }
 
-// scanSummary reads a row of summaryColumns: the run's summary and its
-// size as JSON, for the page's byte budget. A summary column is the JSON
+// summaryRow is a row of summaryColumns. One is scanned into for every
+// row of a page: fresh variables for each row were a few allocations a
+// row. doc is a new slice each row (database/sql copies into a []byte),
+// so an item may keep it.
+type summaryRow struct {
+	seq, created int64
+	project      string
+	attempts     int
+	doc          []byte
+	old          bool
+}
+
+func (r *summaryRow) dest() []any {
+	return []any{&r.seq, &r.created, &r.project, &r.attempts, &r.doc, &r.old}
+}
+
+// summaryRun is the run of a row of summaryColumns and its size as JSON,
+// for the page's byte budget.
+func summaryRun(r *summaryRow) (automation.Run, int, error) {
+	return decodeSummary(r.doc, r.project, r.attempts, r.old)
+}
+
+// decodeSummary is the run of a row's summary (or for an old row its
+// cut-down document) and its size as JSON. A summary column is the JSON
 // of Run.Summary already, so its length is the size (but for the digits
 // of attempts, which the column holds as of the last write of the
 // document); an old row's cut-down document is made a summary and
 // measured in Go, as before the column.
-func scanSummary(row rowScanner, seq, created *int64) (automation.Run, int, error) {
-	var (
-		r        automation.Run
-		project  string
-		attempts int
-		doc      []byte
-		old      bool
-	)
-	if err := row.Scan(seq, created, &project, &attempts, &doc, &old); err != nil {
-		return r, 0, err
-	}
+func decodeSummary(doc []byte, project string, attempts int, old bool) (automation.Run, int, error) {
+	var r automation.Run
 	if err := json.Unmarshal(doc, &r); err != nil {
 		return r, 0, fmt.Errorf("decode run: %w", err)
 	}
@@ -232,7 +260,7 @@ func (s *Store) SearchRuns(ctx context.Context, project string, q automation.Run
 	if err != nil {
 		return automation.Page[automation.Run]{}, err
 	}
-	return s.summaryPage(ctx, max(q.Limit, 1), byCreated, query, args...)
+	return summaryPage(ctx, s, max(q.Limit, 1), byCreated, summaryRun, query, args...)
 }
 
 // searchSQL is the query of a run search and its arguments. A search with

@@ -71,6 +71,31 @@ func TestRunSummaryColumn(t *testing.T) {
 				t.Fatalf("%s: %s shows\n%s\nwant\n%s", what, name, gj, wj)
 			}
 		}
+		// The pages as JSON, as the API writes them: each item byte for
+		// byte json.Marshal of the summary.
+		listJSON, err := s.ListRunsJSON(ctx, f.Project, f.ID, automation.ListQuery{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		windowJSON, err := s.SearchRunsJSON(ctx, f.Project, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100},
+			Since: t0, Until: t0.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, got := range map[string][]json.RawMessage{"list as JSON": listJSON.Items, "window search as JSON": windowJSON.Items} {
+			want := want
+			if name == "window search as JSON" {
+				want = byCreated
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s: %s has %d runs, want %d", what, name, len(got), len(want))
+			}
+			for i, r := range want {
+				if wj, _ := json.Marshal(r); string(got[i]) != string(wj) {
+					t.Fatalf("%s: %s item %d\n%s\nwant\n%s", what, name, i, got[i], wj)
+				}
+			}
+		}
 	}
 
 	a := newRun(0)

@@ -42,6 +42,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunCreateClaimed", func(t *testing.T) { testRunCreateClaimed(t, open(t)) })
 	t.Run("RunInsertFinished", func(t *testing.T) { testRunInsertFinished(t, open(t)) })
 	t.Run("ListRuns", func(t *testing.T) { testListRuns(t, open(t)) })
+	t.Run("RunsJSON", func(t *testing.T) { testRunsJSON(t, open(t)) })
 	t.Run("ListRunSummaries", func(t *testing.T) { testListRunSummaries(t, open(t)) })
 	t.Run("SearchRuns", func(t *testing.T) { testSearchRuns(t, open(t)) })
 	t.Run("RunsGoWithFlow", func(t *testing.T) { testRunsGoWithFlow(t, open(t)) })
@@ -258,6 +259,80 @@ func testListRuns(t *testing.T, env RunEnv) {
 	must(t, "list another project's", err)
 	if len(page.Items) != 0 {
 		t.Fatalf("another project sees %d runs", len(page.Items))
+	}
+}
+
+// testRunsJSON: ListRunsJSON and SearchRunsJSON return, item for item
+// and byte for byte, json.Marshal of the summaries ListRuns and SearchRuns
+// return for the same query, with the same next position: for runs
+// waiting, claimed (attempts counted since their document was written),
+// failed, and with text that JSON escapes.
+func testRunsJSON(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	base := now()
+	for i := range 7 {
+		r := newRun(f, base.Add(time.Duration(i)*time.Millisecond))
+		r.Trigger.Headers["attempts"] = `9 "attempts":9 <b>&amp;` + "\u2028\x01"
+		if i == 3 {
+			r.Trigger.Headers["raw"] = "\xff" // not UTF-8: JSON has it as U+FFFD
+		}
+		r.Trigger.Query["q"] = `{"attempts":8}`
+		must(t, "create run", env.Create(ctx, r))
+		switch i % 3 {
+		case 1:
+			_, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+			must(t, "claim", err)
+		case 2:
+			c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+			must(t, "claim", err)
+			c.Status, c.Error = automation.RunFailed, "step call: <refused> \"quoted\""
+			fin := now()
+			c.Steps = []automation.StepResult{{Name: "call", Type: automation.StepHTTP, Status: automation.StepFailed,
+				Output: json.RawMessage(`{"status":500}`), Error: "500", StartedAt: &base, FinishedAt: &fin, Attempts: 3,
+				Logs: []string{"attempts: 3"}}}
+			c.Response = &automation.RunResponse{StatusCode: 502, Body: json.RawMessage(`{"error":"x"}`),
+				Headers: map[string]string{"attempts": "2"}}
+			must(t, "finish", env.Runs.FinishRun(ctx, c))
+		}
+	}
+	same := func(what string, runs automation.Page[automation.Run], err error, js automation.Page[json.RawMessage], jerr error) string {
+		t.Helper()
+		must(t, what, err)
+		must(t, what+" as JSON", jerr)
+		if len(js.Items) != len(runs.Items) || js.Next != runs.Next {
+			t.Fatalf("%s: %d items as JSON, next %q; want %d, next %q", what, len(js.Items), js.Next, len(runs.Items), runs.Next)
+		}
+		for i, r := range runs.Items {
+			want, err := json.Marshal(r)
+			must(t, "encode", err)
+			if string(js.Items[i]) != string(want) {
+				t.Fatalf("%s: item %d as JSON\n%s\nwant\n%s", what, i, js.Items[i], want)
+			}
+		}
+		return runs.Next
+	}
+	after := ""
+	for {
+		q := automation.ListQuery{Limit: 3, After: after}
+		p, err := env.Runs.ListRuns(ctx, f.Project, f.ID, q)
+		j, jerr := env.Runs.ListRunsJSON(ctx, f.Project, f.ID, q)
+		if after = same("list", p, err, j, jerr); after == "" {
+			break
+		}
+	}
+	q := automation.ListQuery{Limit: 10, Status: string(automation.RunFailed)}
+	p, err := env.Runs.ListRuns(ctx, f.Project, f.ID, q)
+	j, jerr := env.Runs.ListRunsJSON(ctx, f.Project, f.ID, q)
+	same("list failed", p, err, j, jerr)
+	for _, rq := range []automation.RunQuery{
+		{ListQuery: automation.ListQuery{Limit: 4}},
+		{ListQuery: automation.ListQuery{Limit: 10, Status: string(automation.RunRunning)}, FlowID: f.ID},
+		{ListQuery: automation.ListQuery{Limit: 4}, Since: base.Add(-time.Second), Until: base.Add(time.Hour)},
+	} {
+		p, err := env.Runs.SearchRuns(ctx, f.Project, rq)
+		j, jerr := env.Runs.SearchRunsJSON(ctx, f.Project, rq)
+		same("search", p, err, j, jerr)
 	}
 }
 
