@@ -360,7 +360,7 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
+	return s.writeLean(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
 		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, sum, r.Project, r.ID, r.LeaseToken)
@@ -378,7 +378,7 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
+	return s.writeLean(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
 		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, sum, r.Project, r.ID, r.LeaseToken)
@@ -386,7 +386,9 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 }
 
 // fenced runs a conditional write of r's attempt and, when it changed
-// nothing, says why: the run is gone, final, or held by another claim.
+// nothing, says why: the run is gone, final, or held by another claim. It
+// marks that answer unchanged, so that the write functions of a run's
+// attempt can be lean (writeLean) as long as fenced is their first change.
 func (s *Store) fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {
 	res, err := s.exec(ctx, tx, query, args...)
 	if err != nil {
@@ -399,13 +401,13 @@ func (s *Store) fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query 
 	err = s.queryRow(ctx, tx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return automation.NotFound("run", r.ID)
+		return unchanged(automation.NotFound("run", r.ID))
 	case err != nil:
 		return err
 	case automation.RunStatus(status).Final():
-		return automation.RunFinished(r.ID, automation.RunStatus(status))
+		return unchanged(automation.RunFinished(r.ID, automation.RunStatus(status)))
 	}
-	return automation.RunLeaseLost(r.ID)
+	return unchanged(automation.RunLeaseLost(r.ID))
 }
 
 // FinishRun writes a run's final state and adds it to its flow's stats in
@@ -414,7 +416,8 @@ func (s *Store) fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query 
 // removes the run's queue entry, so that the worker's Ack that follows
 // finds nothing to do and costs no commit of its own; a FAILED run keeps
 // its entry, which the worker parks when the run gave up after its last
-// attempt (automation.OutcomeExhausted) and acknowledges otherwise.
+// attempt (automation.OutcomeExhausted) and acknowledges otherwise. It is a
+// lean write (no savepoint): its fenced update is its first change.
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("sqlitestore: finish run %s: status %q is not final", r.ID, r.Status)
@@ -427,7 +430,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
-	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
+	return s.writeLean(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
 		if err := s.fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			string(r.Status), doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
@@ -508,7 +511,8 @@ type claimedRun struct {
 // whole batch; a run it cannot claim (final, held, gone) is left as it is,
 // for ExecuteRun's own claim to find out why. Two statements per entry:
 // the entry's lease and the run's conditional claim, which returns the
-// row it claimed.
+// row it claimed. It is a lean write: it has no answer of its own to roll
+// back, only statement errors, on which the writer runs the batch again.
 func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]automation.QueueEntry, error) {
 	if max < 1 {
 		return nil, nil
@@ -518,7 +522,7 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		es   []automation.QueueEntry
 		runs []*claimedRun
 	)
-	err := s.write(ctx, "claim queue entries", func(tx *sql.Tx) error {
+	err := s.writeLean(ctx, "claim queue entries", func(tx *sql.Tx) error {
 		es, runs = es[:0], runs[:0] // a batch run again starts over
 		rows, err := s.queryTx(ctx, tx,
 			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
