@@ -524,14 +524,11 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 	)
 	err := s.writeLean(ctx, "claim queue entries", func(tx *sql.Tx) error {
 		es, runs = es[:0], runs[:0] // a batch run again starts over
-		rows, err := s.queryTx(ctx, tx,
-			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
-			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
-			 ORDER BY q.due_ms, r.seq LIMIT ?`, ms, ms, max)
+		rows, err := s.queryTx(ctx, tx, claimSQL(max), ms, ms)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
+		for len(es) < max && rows.Next() {
 			var e automation.QueueEntry
 			if err := rows.Scan(&e.RunID, &e.Project, &e.Claims); err != nil {
 				rows.Close()
@@ -585,6 +582,22 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		es[i].Run = &r
 	}
 	return es, nil
+}
+
+// claimSQL is ClaimDueBatch's query of due entries for a batch of up to
+// max: its LIMIT is the power of two at or above max, written into the
+// text, and the caller reads no more than max rows. A LIMIT bound as a
+// parameter would make SQLite prepare the statement again each time the
+// bound value changed (it plans with the value), which it did on most
+// claims, since max is the number of idle workers.
+func claimSQL(max int) string {
+	limit := 1
+	for limit < max {
+		limit *= 2
+	}
+	return `SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
+			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
+			 ORDER BY q.due_ms, r.seq LIMIT ` + strconv.Itoa(limit)
 }
 
 // queryTx is queryRow for a query of many rows, inside a write function.
