@@ -195,6 +195,9 @@ func benchEndToEnd(ctx context.Context, c config, r *report, fig *figures) error
 
 	// Sustained: paced at 80% of that for c.e2eDur, sampling the queue.
 	rate := 0.8 * capacity
+	if c.e2eRate > 0 {
+		rate = c.e2eRate
+	}
 	log.Printf("flowbench: end to end: capacity %.0f runs/s; paced at %.0f/s for %v", capacity, rate, c.e2eDur)
 	finished0, _ := p.metric("flowd_runs_finished_total")
 	var depths []float64
