@@ -141,7 +141,9 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 
 // handle executes one entry and settles it by the outcome.
 func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntry) {
-	log := p.cfg.Log.With("run", e.RunID, "claim", e.Claims)
+	// The entry's logger is made when a line is written: With formats its
+	// attributes at once, which the common case (a finished run) skips.
+	log := func() *slog.Logger { return p.cfg.Log.With("run", e.RunID, "claim", e.Claims) }
 	var (
 		at  automation.Attempt
 		err error
@@ -162,22 +164,22 @@ func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntr
 	case automation.OutcomeClaimed:
 		// Another attempt (an ON_COMPLETION receiver's) holds the run: the
 		// expected hand-over. Look again when its lease would run out.
-		log.Debug("run is held by another attempt")
+		log().Debug("run is held by another attempt")
 		err = p.q.Retry(ctx, e.RunID, time.Now().Add(p.cfg.Policy.Lease()))
 	case automation.OutcomeExhausted:
-		log.Warn("run failed for good; entry parked", "err", err)
+		log().Warn("run failed for good; entry parked", "err", err)
 		err = p.q.Park(ctx, e.RunID, err.Error())
 	default: // OutcomeRetry
 		next := at.RetryAt // the run's nextAttemptAt
 		if next.IsZero() { // the attempt did not get as far as the run
 			next = time.Now().Add(p.cfg.Policy.Backoff(max(at.Attempts, e.Claims)))
 		}
-		log.Info("run will be retried", "at", next, "err", err)
+		log().Info("run will be retried", "at", next, "err", err)
 		err = p.q.Retry(ctx, e.RunID, next)
 	}
 	if err != nil {
 		// The lease expires and the entry is claimed again: nothing is lost.
-		log.Error("settle queue entry", "err", err)
+		log().Error("settle queue entry", "err", err)
 	}
 }
 
