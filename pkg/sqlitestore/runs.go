@@ -27,11 +27,7 @@ var (
 // inserts the runs of all the enqueues of a batch together (enqueueAll);
 // fn is for an enqueue alone in its batch and for that rerun.
 func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
-	doc, err := encodeRun(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
-	}
-	sum, err := encodeSummary(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
@@ -64,11 +60,7 @@ var _ automation.InlineQueue = (*Store)(nil)
 // entry until the lease runs out, and ReleaseLeases at a restart frees both.
 func (s *Store) EnqueueClaimed(ctx context.Context, r automation.Run, now time.Time, lease time.Duration) (automation.Run, error) {
 	r.Attempts, r.Interrupted, r.LeaseToken = 0, 0, ""
-	doc, err := encodeRun(r)
-	if err != nil {
-		return r, fmt.Errorf("sqlitestore: enqueue claimed run %s: %w", r.ID, err)
-	}
-	sum, err := encodeSummary(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return r, fmt.Errorf("sqlitestore: enqueue claimed run %s: %w", r.ID, err)
 	}
@@ -352,11 +344,7 @@ func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, project, id string, no
 // still holds the run.
 func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	r.Status = automation.RunRunning
-	doc, err := encodeRun(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
-	}
-	sum, err := encodeSummary(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
@@ -370,11 +358,7 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 // RecordSteps journals the steps of a claimed attempt, keeping its claim.
 func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 	r.Status = automation.RunRunning
-	doc, err := encodeRun(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
-	}
-	sum, err := encodeSummary(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
@@ -422,11 +406,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("sqlitestore: finish run %s: status %q is not final", r.ID, r.Status)
 	}
-	doc, err := encodeRun(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
-	}
-	sum, err := encodeSummary(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
@@ -663,7 +643,8 @@ func (s *Store) QueueStats(ctx context.Context) (pending, parked int, err error)
 
 // encodeSummary is the summary column of r (schemaRunSummary): exactly
 // the JSON run lists return for it, but for attempts, which lists take
-// from the column.
+// from the column. The writes cut it out of the document instead
+// (encodeRunAndSummary), to the same bytes.
 func encodeSummary(r automation.Run) (string, error) {
 	return encodeRun(r.Summary())
 }
