@@ -358,6 +358,13 @@ func TestFinishBatchLean(t *testing.T) {
 	if err != nil || len(es) != n {
 		t.Fatalf("claimed %d, %v; want %d", len(es), err, n)
 	}
+	tokens := map[string]bool{}
+	for _, e := range es {
+		if e.Run == nil || e.Run.LeaseToken == "" || tokens[e.Run.LeaseToken] || e.Claims != 1 || e.Run.Attempts != 1 {
+			t.Fatalf("claimed entry %+v, run %+v: want its run with a token of its own, attempt 1", e, e.Run)
+		}
+		tokens[e.Run.LeaseToken] = true
+	}
 	finished := func(e automation.QueueEntry) automation.Run {
 		r := *e.Run
 		fin := time.Now().UTC().Truncate(time.Millisecond)

@@ -489,9 +489,11 @@ type claimedRun struct {
 // claims each entry's run as ClaimRun would (QueueEntry.Run), so that an
 // attempt waits for no claim commit of its own and one commit serves the
 // whole batch; a run it cannot claim (final, held, gone) is left as it is,
-// for ExecuteRun's own claim to find out why. Two statements per entry:
-// the entry's lease and the run's conditional claim, which returns the
-// row it claimed. It is a lean write: it has no answer of its own to roll
+// for ExecuteRun's own claim to find out why. Three statements for the
+// whole batch: the query of due entries, their leases, and the runs'
+// conditional claims, which return the rows claimed (statements per entry
+// cost more in the driver than in SQLite). An entry and its run have the
+// same project: they are written together. It is a lean write: it has no answer of its own to roll
 // back, only statement errors, on which the writer runs the batch again.
 func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]automation.QueueEntry, error) {
 	if max < 1 {
@@ -521,24 +523,50 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		if len(es) == 0 {
+			return nil
+		}
+		ids := make([]string, len(es))
+		for i, e := range es {
+			ids[i] = e.RunID
+		}
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		if _, err := s.exec(ctx, tx,
+			`UPDATE run_queue SET lease_until = ?, attempts = attempts + 1 WHERE run IN (SELECT value FROM json_each(?))`,
+			until, list); err != nil {
+			return err
+		}
+		// One token for the batch, made unique to each run by its seq: a
+		// token names one claim of one run.
+		batch := automation.NewID("lease_") + "."
+		claimed, err := s.queryTx(ctx, tx,
+			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? || seq
+			 WHERE id IN (SELECT value FROM json_each(?)) AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
+			 RETURNING id, seq, project, attempts, ended, doc, lease_token`,
+			until, batch, list, ms)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]*claimedRun, len(es))
+		for claimed.Next() {
+			var id string
+			c := &claimedRun{}
+			if err := claimed.Scan(&id, &c.seq, &c.project, &c.attempts, &c.ended, &c.doc, &c.token); err != nil {
+				claimed.Close()
+				return err
+			}
+			byID[id] = c
+		}
+		claimed.Close()
+		if err := claimed.Err(); err != nil {
+			return err
+		}
 		for _, e := range es {
-			if _, err := s.exec(ctx, tx,
-				`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, until, e.Claims, e.RunID); err != nil {
-				return err
-			}
-			c := &claimedRun{token: automation.NewID("lease_")}
-			err := s.queryRow(ctx, tx,
-				`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ?
-				 WHERE project = ? AND id = ? AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
-				 RETURNING seq, project, attempts, ended, doc`,
-				until, c.token, e.Project, e.RunID, ms).Scan(&c.seq, &c.project, &c.attempts, &c.ended, &c.doc)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				c = nil // final, held or gone: ExecuteRun's claim says which
-			case err != nil:
-				return err
-			}
-			runs = append(runs, c)
+			// nil: final, held or gone, and ExecuteRun's claim says which.
+			runs = append(runs, byID[e.RunID])
 		}
 		return nil
 	})
