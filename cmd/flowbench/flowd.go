@@ -125,6 +125,27 @@ func (p *flowd) peakRSS() int64 {
 	return 0
 }
 
+// cpuTime is flowd's user plus system CPU time so far, from /proc.
+func (p *flowd) cpuTime() time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (in parentheses): utime and stime
+	// are the 14th and 15th fields of the whole line, in clock ticks (100/s).
+	s := string(raw)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		s = s[i+1:]
+	}
+	f := strings.Fields(s)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 // api calls the management API and decodes the answer into out.
 func (p *flowd) api(method, path, body string, want int, out any) error {
 	req, err := http.NewRequest(method, p.base+path, strings.NewReader(body))

@@ -27,6 +27,7 @@ type config struct {
 	out      string        // the Markdown report
 	dur      time.Duration // each wrk load
 	e2eDur   time.Duration // the paced end-to-end load
+	e2eRate  float64       // when set, the paced rate of the end-to-end load
 	flows    []int         // flow counts for the management figures
 	runs     int           // runs seeded for run search
 	seedTime time.Duration // upper bound on seeding runs
@@ -43,6 +44,7 @@ func main() {
 	flag.StringVar(&c.out, "out", "docs/benchmarks.md", "where to write the report")
 	flag.DurationVar(&c.dur, "d", 10*time.Second, "duration of each wrk load")
 	flag.DurationVar(&c.e2eDur, "e2e", 15*time.Second, "duration of the paced end-to-end load")
+	flag.Float64Var(&c.e2eRate, "e2e-rate", 0, "pace the end-to-end load at this many webhooks/s instead of 80% of the measured capacity (for A/B comparisons of CPU per run)")
 	flag.StringVar(&flows, "flows", "10000,100000", "flow counts for the management API figures")
 	flag.IntVar(&c.runs, "runs", 1_000_000, "runs seeded for the run search figure")
 	flag.DurationVar(&c.seedTime, "seed-time", 210*time.Second, "stop seeding runs after this long and report the count reached")

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -40,7 +41,12 @@ func (p *flowd) profileFor(ctx context.Context, d time.Duration) *profiler {
 			pr.err = err
 			return
 		}
-		defer os.Remove(f.Name())
+		if dir := os.Getenv("FLOWBENCH_PROFILE_DIR"); dir != "" {
+			// Keep the raw profile for a closer look (go tool pprof).
+			defer func() { _ = os.Rename(f.Name(), filepath.Join(dir, filepath.Base(f.Name()))) }()
+		} else {
+			defer os.Remove(f.Name())
+		}
 		if _, err := io.Copy(f, resp.Body); err != nil {
 			pr.err = err
 			return

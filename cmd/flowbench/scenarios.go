@@ -195,6 +195,9 @@ func benchEndToEnd(ctx context.Context, c config, r *report, fig *figures) error
 
 	// Sustained: paced at 80% of that for c.e2eDur, sampling the queue.
 	rate := 0.8 * capacity
+	if c.e2eRate > 0 {
+		rate = c.e2eRate
+	}
 	log.Printf("flowbench: end to end: capacity %.0f runs/s; paced at %.0f/s for %v", capacity, rate, c.e2eDur)
 	finished0, _ := p.metric("flowd_runs_finished_total")
 	var depths []float64
@@ -215,10 +218,15 @@ func benchEndToEnd(ctx context.Context, c config, r *report, fig *figures) error
 		}
 	}()
 	p0 := time.Now()
+	cpu0 := p.cpuTime()
 	prof := p.profileFor(ctx, c.e2eDur-2*time.Second)
 	psent, pfailed, acceptLat := pace(ctx, url, webhookBody, rate, c.e2eDur, 64)
 	pdur := time.Since(p0)
 	finished1, _ := p.metric("flowd_runs_finished_total")
+	cpuPerRun := time.Duration(0)
+	if n := finished1 - finished0; n > 0 {
+		cpuPerRun = time.Duration(float64(p.cpuTime()-cpu0) / n)
+	}
 	close(stopSampling)
 	<-sampled
 	if _, err := waitDrained(ctx, p, 2*time.Minute); err != nil {
@@ -255,6 +263,7 @@ func benchEndToEnd(ctx context.Context, c config, r *report, fig *figures) error
 		{"accept→finished p50 / p99", fmt.Sprintf("**%s / %s** (%d runs, %d succeeded)", ms(e2e.pct(50)), ms(e2e.pct(99)), len(e2e), succeeded)},
 		{"webhook answer p50 / p99 (from scheduled send)", ms(acceptLat.pct(50)) + " / " + ms(acceptLat.pct(99))},
 		{"queue depth each second", fmt.Sprint(depths)},
+		{"flowd CPU time per finished run while paced (user + system, includes the profiler)", fmt.Sprintf("%d µs", cpuPerRun.Microseconds())},
 		{"(g) flowd peak resident memory", "**" + mb(rss) + "**"},
 	})
 	sustained := (finished1 - finished0) / pdur.Seconds()

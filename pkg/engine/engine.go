@@ -11,7 +11,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -125,24 +124,12 @@ func New(cfg Config) *Engine {
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !cfg.AllowPrivateNetworks {
-		dialer.Control = guardControl
-	}
-	e.transport = &http.Transport{
-		// No proxy from the environment: a proxy would dial for us and
-		// bypass the address check.
-		Proxy:                  nil,
-		DialContext:            dialer.DialContext,
-		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           100,
-		MaxIdleConnsPerHost:    10,
-		IdleConnTimeout:        90 * time.Second,
-		TLSHandshakeTimeout:    10 * time.Second,
-		ExpectContinueTimeout:  time.Second,
-		ResponseHeaderTimeout:  MaxHTTPTimeout,
-		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
-	}
+	// No proxy from the environment (a proxy would dial for us and bypass
+	// the address check), idle connections kept for the workers' calls.
+	e.transport = GuardedTransport(cfg.AllowPrivateNetworks)
+	e.transport.ExpectContinueTimeout = time.Second
+	e.transport.ResponseHeaderTimeout = MaxHTTPTimeout
+	e.transport.MaxResponseHeaderBytes = MaxResponseHeaderBytes
 	return e
 }
 

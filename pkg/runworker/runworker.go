@@ -73,14 +73,31 @@ const maxClaim = 64
 // their lease expires.
 //
 // One goroutine claims for every idle worker at once (ClaimDueBatch, one
-// write for the batch, each run claimed with its entry) and starts an
-// attempt per entry claimed; at most cfg.Workers attempts run at a time.
-// While a claim commits, more workers fall idle, so batches grow with the
-// load by themselves, as the store's group commit does.
+// write for the batch, each run claimed with its entry) and hands each
+// entry claimed to one of cfg.Workers long-lived worker goroutines; at most
+// cfg.Workers attempts run at a time. While a claim commits, more workers
+// fall idle, so batches grow with the load by themselves, as the store's
+// group commit does. The workers live as long as the pool: a goroutine per
+// attempt started on a small stack and grew it again for every run (the
+// expression VM's frames), which was a measurable share of the CPU profile.
 func (p *Pool) Run(ctx context.Context, exec Executor) {
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	busy := make(chan struct{}, p.cfg.Workers) // one token per attempt under way
+	busy := make(chan struct{}, p.cfg.Workers)              // one token per attempt under way
+	work := make(chan automation.QueueEntry, p.cfg.Workers) // never full: a token per entry
+	for range p.cfg.Workers {
+		wg.Go(func() {
+			for e := range work {
+				// The attempt runs to its end even during shutdown: the
+				// Service bounds it with the run timeout.
+				p.handle(context.WithoutCancel(ctx), exec, e)
+				<-busy
+			}
+		})
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
 	for {
 		// Wait for an idle worker, then take every other one idle now.
 		select {
@@ -106,12 +123,7 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 			<-busy
 		}
 		for _, e := range es {
-			wg.Go(func() {
-				defer func() { <-busy }()
-				// The attempt runs to its end even during shutdown: the
-				// Service bounds it with the run timeout.
-				p.handle(context.WithoutCancel(ctx), exec, e)
-			})
+			work <- e
 		}
 		if err != nil || len(es) < n {
 			// Fewer due than idle workers: sleep until a run is queued,
@@ -129,7 +141,9 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 
 // handle executes one entry and settles it by the outcome.
 func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntry) {
-	log := p.cfg.Log.With("run", e.RunID, "claim", e.Claims)
+	// The entry's logger is made when a line is written: With formats its
+	// attributes at once, which the common case (a finished run) skips.
+	log := func() *slog.Logger { return p.cfg.Log.With("run", e.RunID, "claim", e.Claims) }
 	var (
 		at  automation.Attempt
 		err error
@@ -150,22 +164,22 @@ func (p *Pool) handle(ctx context.Context, exec Executor, e automation.QueueEntr
 	case automation.OutcomeClaimed:
 		// Another attempt (an ON_COMPLETION receiver's) holds the run: the
 		// expected hand-over. Look again when its lease would run out.
-		log.Debug("run is held by another attempt")
+		log().Debug("run is held by another attempt")
 		err = p.q.Retry(ctx, e.RunID, time.Now().Add(p.cfg.Policy.Lease()))
 	case automation.OutcomeExhausted:
-		log.Warn("run failed for good; entry parked", "err", err)
+		log().Warn("run failed for good; entry parked", "err", err)
 		err = p.q.Park(ctx, e.RunID, err.Error())
 	default: // OutcomeRetry
 		next := at.RetryAt // the run's nextAttemptAt
 		if next.IsZero() { // the attempt did not get as far as the run
 			next = time.Now().Add(p.cfg.Policy.Backoff(max(at.Attempts, e.Claims)))
 		}
-		log.Info("run will be retried", "at", next, "err", err)
+		log().Info("run will be retried", "at", next, "err", err)
 		err = p.q.Retry(ctx, e.RunID, next)
 	}
 	if err != nil {
 		// The lease expires and the entry is claimed again: nothing is lost.
-		log.Error("settle queue entry", "err", err)
+		log().Error("settle queue entry", "err", err)
 	}
 }
 

@@ -276,6 +276,104 @@ func TestEnqueueBatch(t *testing.T) {
 	}
 }
 
+// TestFinishBatchLean holds the writer while 30 finishes of claimed runs
+// queue up, so that they share a batch of lean writes: a third hold a
+// stale lease token, a third finish a run already finished. Those are
+// told why (RunLeaseLost, RunFinished) and change nothing; the rest are
+// finished with their queue entries removed.
+func TestFinishBatchLean(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "finish.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 30
+	created := time.Now().UTC().Truncate(time.Millisecond)
+	for i := range n {
+		r := automation.Run{ID: fmt.Sprintf("run_%02d", i), Project: "prj_x", FlowID: "flw_x", Status: automation.RunRunning,
+			Trigger: automation.TriggerData{Body: json.RawMessage(`{}`)}, Steps: []automation.StepResult{}, Created: created}
+		if err := s.Enqueue(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, err := s.ClaimDueBatch(ctx, time.Now(), time.Minute, 64)
+	if err != nil || len(es) != n {
+		t.Fatalf("claimed %d, %v; want %d", len(es), err, n)
+	}
+	tokens := map[string]bool{}
+	for _, e := range es {
+		if e.Run == nil || e.Run.LeaseToken == "" || tokens[e.Run.LeaseToken] || e.Claims != 1 || e.Run.Attempts != 1 {
+			t.Fatalf("claimed entry %+v, run %+v: want its run with a token of its own, attempt 1", e, e.Run)
+		}
+		tokens[e.Run.LeaseToken] = true
+	}
+	finished := func(e automation.QueueEntry) automation.Run {
+		r := *e.Run
+		fin := time.Now().UTC().Truncate(time.Millisecond)
+		r.Status, r.Finished = automation.RunSucceeded, &fin
+		return r
+	}
+	for i, e := range es {
+		if i%3 == 2 { // finished before the batch
+			if err := s.FinishRun(ctx, finished(e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var batches []int
+	var mu sync.Mutex
+	s.batchHook = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
+	unblock := holdWriter(t, s, func(*sql.Tx) error { return nil })
+	errs := make([]error, n)
+	var wg, queued sync.WaitGroup
+	queued.Add(n)
+	for i, e := range es {
+		wg.Go(func() {
+			queued.Done()
+			r := finished(e)
+			r.Error = "second"
+			if i%3 == 1 {
+				r.LeaseToken = "lease_stale"
+			}
+			errs[i] = s.FinishRun(ctx, r)
+		})
+	}
+	queued.Wait()
+	unblock()
+	wg.Wait()
+	mu.Lock()
+	t.Logf("batches: %v", batches)
+	mu.Unlock()
+	for i, e := range es {
+		var status, doc string
+		var queued int
+		if err := s.r.QueryRowContext(ctx, `SELECT status, doc, (SELECT count(*) FROM run_queue WHERE run = runs.id) FROM runs WHERE id = ?`, e.RunID).
+			Scan(&status, &doc, &queued); err != nil {
+			t.Fatal(err)
+		}
+		var got automation.Run
+		if err := json.Unmarshal([]byte(doc), &got); err != nil {
+			t.Fatal(err)
+		}
+		switch i % 3 {
+		case 0:
+			if errs[i] != nil || status != "SUCCEEDED" || got.Error != "second" || queued != 0 {
+				t.Errorf("%s: err %v, status %s, error %q, queued %d; want finished", e.RunID, errs[i], status, got.Error, queued)
+			}
+		case 1:
+			if !automation.IsRunLeaseLost(errs[i]) ||
+				status != "RUNNING" || got.Error != "" || queued != 1 {
+				t.Errorf("%s: err %v, status %s, error %q, queued %d; want the lease lost and nothing changed", e.RunID, errs[i], status, got.Error, queued)
+			}
+		case 2:
+			if !automation.IsRunFinished(errs[i]) || status != "SUCCEEDED" || got.Error != "" || queued != 0 {
+				t.Errorf("%s: err %v, status %s, error %q, queued %d; want already finished and nothing changed", e.RunID, errs[i], status, got.Error, queued)
+			}
+		}
+	}
+}
+
 // holdWriter keeps the store's writer busy with a write that runs last
 // once unblocked, so that the writes queued meanwhile are batched together;
 // unblock lets it go and checks that it committed.

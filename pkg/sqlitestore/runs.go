@@ -27,11 +27,7 @@ var (
 // inserts the runs of all the enqueues of a batch together (enqueueAll);
 // fn is for an enqueue alone in its batch and for that rerun.
 func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
-	doc, err := encodeRun(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
-	}
-	sum, err := encodeSummary(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: enqueue run %s: %w", r.ID, err)
 	}
@@ -64,11 +60,7 @@ var _ automation.InlineQueue = (*Store)(nil)
 // entry until the lease runs out, and ReleaseLeases at a restart frees both.
 func (s *Store) EnqueueClaimed(ctx context.Context, r automation.Run, now time.Time, lease time.Duration) (automation.Run, error) {
 	r.Attempts, r.Interrupted, r.LeaseToken = 0, 0, ""
-	doc, err := encodeRun(r)
-	if err != nil {
-		return r, fmt.Errorf("sqlitestore: enqueue claimed run %s: %w", r.ID, err)
-	}
-	sum, err := encodeSummary(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return r, fmt.Errorf("sqlitestore: enqueue claimed run %s: %w", r.ID, err)
 	}
@@ -380,15 +372,11 @@ func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, project, id string, no
 // still holds the run.
 func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 	r.Status = automation.RunRunning
-	doc, err := encodeRun(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
-	sum, err := encodeSummary(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
-	}
-	return s.write(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
+	return s.writeLean(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
 		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, sum, r.Project, r.ID, r.LeaseToken)
@@ -398,15 +386,11 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 // RecordSteps journals the steps of a claimed attempt, keeping its claim.
 func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 	r.Status = automation.RunRunning
-	doc, err := encodeRun(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
-	sum, err := encodeSummary(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
-	}
-	return s.write(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
+	return s.writeLean(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
 		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			doc, sum, r.Project, r.ID, r.LeaseToken)
@@ -414,7 +398,9 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 }
 
 // fenced runs a conditional write of r's attempt and, when it changed
-// nothing, says why: the run is gone, final, or held by another claim.
+// nothing, says why: the run is gone, final, or held by another claim. It
+// marks that answer unchanged, so that the write functions of a run's
+// attempt can be lean (writeLean) as long as fenced is their first change.
 func (s *Store) fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query string, args ...any) error {
 	res, err := s.exec(ctx, tx, query, args...)
 	if err != nil {
@@ -427,13 +413,13 @@ func (s *Store) fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query 
 	err = s.queryRow(ctx, tx, `SELECT status FROM runs WHERE project = ? AND id = ?`, r.Project, r.ID).Scan(&status)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return automation.NotFound("run", r.ID)
+		return unchanged(automation.NotFound("run", r.ID))
 	case err != nil:
 		return err
 	case automation.RunStatus(status).Final():
-		return automation.RunFinished(r.ID, automation.RunStatus(status))
+		return unchanged(automation.RunFinished(r.ID, automation.RunStatus(status)))
 	}
-	return automation.RunLeaseLost(r.ID)
+	return unchanged(automation.RunLeaseLost(r.ID))
 }
 
 // FinishRun writes a run's final state and adds it to its flow's stats in
@@ -442,20 +428,17 @@ func (s *Store) fenced(ctx context.Context, tx *sql.Tx, r automation.Run, query 
 // removes the run's queue entry, so that the worker's Ack that follows
 // finds nothing to do and costs no commit of its own; a FAILED run keeps
 // its entry, which the worker parks when the run gave up after its last
-// attempt (automation.OutcomeExhausted) and acknowledges otherwise.
+// attempt (automation.OutcomeExhausted) and acknowledges otherwise. It is a
+// lean write (no savepoint): its fenced update is its first change.
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("sqlitestore: finish run %s: status %q is not final", r.ID, r.Status)
 	}
-	doc, err := encodeRun(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
 	}
-	sum, err := encodeSummary(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: finish run %s: %w", r.ID, err)
-	}
-	return s.write(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
+	return s.writeLean(ctx, "finish run "+r.ID, func(tx *sql.Tx) error {
 		if err := s.fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			string(r.Status), doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
@@ -534,9 +517,12 @@ type claimedRun struct {
 // claims each entry's run as ClaimRun would (QueueEntry.Run), so that an
 // attempt waits for no claim commit of its own and one commit serves the
 // whole batch; a run it cannot claim (final, held, gone) is left as it is,
-// for ExecuteRun's own claim to find out why. Two statements per entry:
-// the entry's lease and the run's conditional claim, which returns the
-// row it claimed.
+// for ExecuteRun's own claim to find out why. Three statements for the
+// whole batch: the query of due entries, their leases, and the runs'
+// conditional claims, which return the rows claimed (statements per entry
+// cost more in the driver than in SQLite). An entry and its run have the
+// same project: they are written together. It is a lean write: it has no answer of its own to roll
+// back, only statement errors, on which the writer runs the batch again.
 func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]automation.QueueEntry, error) {
 	if max < 1 {
 		return nil, nil
@@ -546,16 +532,13 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		es   []automation.QueueEntry
 		runs []*claimedRun
 	)
-	err := s.write(ctx, "claim queue entries", func(tx *sql.Tx) error {
+	err := s.writeLean(ctx, "claim queue entries", func(tx *sql.Tx) error {
 		es, runs = es[:0], runs[:0] // a batch run again starts over
-		rows, err := s.queryTx(ctx, tx,
-			`SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
-			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
-			 ORDER BY q.due_ms, r.seq LIMIT ?`, ms, ms, max)
+		rows, err := s.queryTx(ctx, tx, claimSQL(max), ms, ms)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
+		for len(es) < max && rows.Next() {
 			var e automation.QueueEntry
 			if err := rows.Scan(&e.RunID, &e.Project, &e.Claims); err != nil {
 				rows.Close()
@@ -568,24 +551,50 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		if len(es) == 0 {
+			return nil
+		}
+		ids := make([]string, len(es))
+		for i, e := range es {
+			ids[i] = e.RunID
+		}
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
+		if _, err := s.exec(ctx, tx,
+			`UPDATE run_queue SET lease_until = ?, attempts = attempts + 1 WHERE run IN (SELECT value FROM json_each(?))`,
+			until, list); err != nil {
+			return err
+		}
+		// One token for the batch, made unique to each run by its seq: a
+		// token names one claim of one run.
+		batch := automation.NewID("lease_") + "."
+		claimed, err := s.queryTx(ctx, tx,
+			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? || seq
+			 WHERE id IN (SELECT value FROM json_each(?)) AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
+			 RETURNING id, seq, project, attempts, ended, doc, lease_token`,
+			until, batch, list, ms)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]*claimedRun, len(es))
+		for claimed.Next() {
+			var id string
+			c := &claimedRun{}
+			if err := claimed.Scan(&id, &c.seq, &c.project, &c.attempts, &c.ended, &c.doc, &c.token); err != nil {
+				claimed.Close()
+				return err
+			}
+			byID[id] = c
+		}
+		claimed.Close()
+		if err := claimed.Err(); err != nil {
+			return err
+		}
 		for _, e := range es {
-			if _, err := s.exec(ctx, tx,
-				`UPDATE run_queue SET lease_until = ?, attempts = ? WHERE run = ?`, until, e.Claims, e.RunID); err != nil {
-				return err
-			}
-			c := &claimedRun{token: automation.NewID("lease_")}
-			err := s.queryRow(ctx, tx,
-				`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ?
-				 WHERE project = ? AND id = ? AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
-				 RETURNING seq, project, attempts, ended, doc`,
-				until, c.token, e.Project, e.RunID, ms).Scan(&c.seq, &c.project, &c.attempts, &c.ended, &c.doc)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				c = nil // final, held or gone: ExecuteRun's claim says which
-			case err != nil:
-				return err
-			}
-			runs = append(runs, c)
+			// nil: final, held or gone, and ExecuteRun's claim says which.
+			runs = append(runs, byID[e.RunID])
 		}
 		return nil
 	})
@@ -609,6 +618,22 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		es[i].Run = &r
 	}
 	return es, nil
+}
+
+// claimSQL is ClaimDueBatch's query of due entries for a batch of up to
+// max: its LIMIT is the power of two at or above max, written into the
+// text, and the caller reads no more than max rows. A LIMIT bound as a
+// parameter would make SQLite prepare the statement again each time the
+// bound value changed (it plans with the value), which it did on most
+// claims, since max is the number of idle workers.
+func claimSQL(max int) string {
+	limit := 1
+	for limit < max {
+		limit *= 2
+	}
+	return `SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
+			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
+			 ORDER BY q.due_ms, r.seq LIMIT ` + strconv.Itoa(limit)
 }
 
 // queryTx is queryRow for a query of many rows, inside a write function.
@@ -674,7 +699,8 @@ func (s *Store) QueueStats(ctx context.Context) (pending, parked int, err error)
 
 // encodeSummary is the summary column of r (schemaRunSummary): exactly
 // the JSON run lists return for it, but for attempts, which lists take
-// from the column.
+// from the column. The writes cut it out of the document instead
+// (encodeRunAndSummary), to the same bytes.
 func encodeSummary(r automation.Run) (string, error) {
 	return encodeRun(r.Summary())
 }
