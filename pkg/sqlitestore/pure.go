@@ -58,8 +58,8 @@ func (s *Store) InsertFinishedRun(ctx context.Context, r automation.Run) error {
 
 // addFinishedToFlow adds a finished run to its flow's stats (runCount,
 // successRate, lastRun), last being the flow's last_run as read in the same
-// transaction. The same rule as FinishRun's (duplicated there): lastRun
-// never moves back to an older run's creation.
+// transaction (FinishRun and InsertFinishedRun): lastRun never moves back
+// to an older run's creation.
 func (s *Store) addFinishedToFlow(ctx context.Context, tx *sql.Tx, r automation.Run, last sql.NullString) error {
 	lastRun := formatTime(r.Created)
 	if prev, err := parseTimePtr(last); err != nil {

@@ -456,20 +456,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 		} else if err != nil {
 			return err
 		}
-		lastRun := formatTime(r.Created)
-		if prev, err := parseTimePtr(last); err != nil {
-			return err
-		} else if prev != nil && prev.After(r.Created) {
-			lastRun = last.String
-		}
-		succeeded := 0
-		if r.Status == automation.RunSucceeded {
-			succeeded = 1
-		}
-		_, err = s.exec(ctx, tx,
-			`UPDATE flows SET finished = finished + 1, succeeded = succeeded + ?, last_run = ? WHERE id = ?`,
-			succeeded, lastRun, r.FlowID)
-		return err
+		return s.addFinishedToFlow(ctx, tx, r, last)
 	})
 }
 
