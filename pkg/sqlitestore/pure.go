@@ -23,11 +23,7 @@ func (s *Store) InsertFinishedRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: insert finished run %s: status %q is not final", r.ID, r.Status)
 	}
 	r.Attempts, r.Interrupted, r.LeaseToken = 1, 0, ""
-	doc, err := encodeRun(r)
-	if err != nil {
-		return fmt.Errorf("sqlitestore: insert finished run %s: %w", r.ID, err)
-	}
-	sum, err := encodeSummary(r)
+	doc, sum, err := encodeRunAndSummary(r)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: insert finished run %s: %w", r.ID, err)
 	}
@@ -40,17 +36,11 @@ func (s *Store) InsertFinishedRun(ctx context.Context, r automation.Run) error {
 		} else if err != nil {
 			return err
 		}
-		res, err := s.exec(ctx, tx,
+		if err := s.insertRun(ctx, tx, r.ID,
 			`INSERT INTO runs (id, project, flow, status, attempts, ended, created_ms, doc, summary)
 			 VALUES (?, ?, ?, ?, 1, 1, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc, sum)
-		if err != nil {
+			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc, sum); err != nil {
 			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return unchanged(automation.RunExists(r.ID))
 		}
 		return s.addFinishedToFlow(ctx, tx, r, last)
 	})

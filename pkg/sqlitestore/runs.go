@@ -33,23 +33,33 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 	}
 	row := &newRun{id: r.ID, project: r.Project, flow: r.FlowID, status: string(r.Status), createdMs: r.Created.UnixMilli(), doc: doc, summary: sum}
 	return s.send(&writeReq{ctx: ctx, op: "enqueue run " + r.ID, done: make(chan error, 1), lean: true, run: row, fn: func(tx *sql.Tx) error {
-		res, err := s.exec(ctx, tx,
+		if err := s.insertRun(ctx, tx, r.ID,
 			`INSERT INTO runs (id, project, flow, status, attempts, created_ms, doc, summary) VALUES (?, ?, ?, ?, 0, ?, ?, ?)
 			 ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc, sum)
-		if err != nil {
+			r.ID, r.Project, r.FlowID, string(r.Status), r.Created.UnixMilli(), doc, sum); err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return unchanged(automation.RunExists(r.ID))
-		}
-		_, err = s.exec(ctx, tx,
+		_, err := s.exec(ctx, tx,
 			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
 			r.ID, r.Project, r.Created.UnixMilli())
 		return err
 	}})
+}
+
+// insertRun runs an INSERT … ON CONFLICT (id) DO NOTHING of run id's
+// row: a run that exists already is RunExists, refused before any change
+// (unchanged), so that the writes it shares a lean batch with stay.
+func (s *Store) insertRun(ctx context.Context, tx *sql.Tx, id, query string, args ...any) error {
+	res, err := s.exec(ctx, tx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return unchanged(automation.RunExists(id))
+	}
+	return nil
 }
 
 var _ automation.InlineQueue = (*Store)(nil)
@@ -67,19 +77,13 @@ func (s *Store) EnqueueClaimed(ctx context.Context, r automation.Run, now time.T
 	token := automation.NewID("lease_")
 	until := now.Add(lease).UnixMilli()
 	err = s.writeLean(ctx, "enqueue claimed run "+r.ID, func(tx *sql.Tx) error {
-		res, err := s.exec(ctx, tx,
+		if err := s.insertRun(ctx, tx, r.ID,
 			`INSERT INTO runs (id, project, flow, status, attempts, lease_until, lease_token, created_ms, doc, summary)
 			 VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			r.ID, r.Project, r.FlowID, string(r.Status), until, token, r.Created.UnixMilli(), doc, sum)
-		if err != nil {
+			r.ID, r.Project, r.FlowID, string(r.Status), until, token, r.Created.UnixMilli(), doc, sum); err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return unchanged(automation.RunExists(r.ID))
-		}
-		_, err = s.exec(ctx, tx,
+		_, err := s.exec(ctx, tx,
 			`INSERT INTO run_queue (run, project, due_ms, lease_until, attempts) VALUES (?, ?, ?, ?, 1)`,
 			r.ID, r.Project, r.Created.UnixMilli(), until)
 		return err
