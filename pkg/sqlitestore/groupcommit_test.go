@@ -74,11 +74,7 @@ func TestGroupCommitSavepoints(t *testing.T) {
 // the prepared form and see and change the same rows.
 func TestPreparedWrites(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "prep.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, "prep.db")
 	const put = `INSERT INTO blobs (project, name, value) VALUES (?, ?, ?)`
 	const get = `SELECT value FROM blobs WHERE project = ? AND name = ?`
 	var prepared []bool
@@ -118,11 +114,7 @@ func TestPreparedWrites(t *testing.T) {
 // own outcome and exactly the rows of the writes that succeeded are there.
 func TestGroupCommitLean(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "lean.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, "lean.db")
 	var batches []int
 	var mu sync.Mutex
 	s.batchHook = func(n int) { mu.Lock(); batches = append(batches, n); mu.Unlock() }
@@ -283,11 +275,7 @@ func TestEnqueueBatch(t *testing.T) {
 // finished with their queue entries removed.
 func TestFinishBatchLean(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "finish.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openTemp(t, "finish.db")
 	const n = 30
 	created := time.Now().UTC().Truncate(time.Millisecond)
 	for i := range n {
@@ -401,15 +389,22 @@ func holdWriter(t *testing.T, s *Store, last func(*sql.Tx) error) (unblock func(
 // the size of its largest batch.
 func openCountingBatches(t *testing.T, name string) (*Store, *atomic.Int64) {
 	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openTemp(t, name)
 	largest := new(atomic.Int64)
 	s.batchHook = func(n int) {
 		for m := largest.Load(); int64(n) > m && !largest.CompareAndSwap(m, int64(n)); m = largest.Load() {
 		}
 	}
 	return s, largest
+}
+
+// openTemp opens a store in a temporary directory, closed when the test ends.
+func openTemp(t *testing.T, name string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
