@@ -101,19 +101,8 @@ func (c *jsonCheck) object(depth int) bool {
 			c.found = c.b[valueStart] == '-' || '0' <= c.b[valueStart] && c.b[valueStart] <= '9'
 			c.start, c.end = valueStart, c.i
 		}
-		c.space()
-		if c.i >= len(c.b) {
-			return false
-		}
-		switch c.b[c.i] {
-		case ',':
-			c.i++
-			c.space()
-		case '}':
-			c.i++
-			return true
-		default:
-			return false
+		if more, ok := c.separator('}'); !more {
+			return ok
 		}
 	}
 }
@@ -129,19 +118,8 @@ func (c *jsonCheck) array(depth int) bool {
 		if !c.value(depth) {
 			return false
 		}
-		c.space()
-		if c.i >= len(c.b) {
-			return false
-		}
-		switch c.b[c.i] {
-		case ',':
-			c.i++
-			c.space()
-		case ']':
-			c.i++
-			return true
-		default:
-			return false
+		if more, ok := c.separator(']'); !more {
+			return ok
 		}
 	}
 }
@@ -229,4 +207,23 @@ func (c *jsonCheck) literal(lit string) bool {
 	}
 	c.i += len(lit)
 	return true
+}
+
+// separator reads what follows a member or element: a comma (more to
+// come) or the closing bracket (the container ended, well formed).
+func (c *jsonCheck) separator(closing byte) (more, ok bool) {
+	c.space()
+	if c.i >= len(c.b) {
+		return false, false
+	}
+	switch c.b[c.i] {
+	case ',':
+		c.i++
+		c.space()
+		return true, true
+	case closing:
+		c.i++
+		return false, true
+	}
+	return false, false
 }
