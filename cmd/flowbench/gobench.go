@@ -11,10 +11,12 @@ import (
 
 // goBenchPattern picks the hot-path benchmarks: auth and routing,
 // expression evaluation, signature verification, the store's enqueue,
-// claim and finish, and one whole engine execution.
-const goBenchPattern = `^Benchmark(AuthenticateAndRoute|HashAPIKey|Expression|Execute|VerifySignature|Enqueue|ClaimFinish)`
+// claim and finish (one at a time and batched), the ON_COMPLETION run's
+// commits (two, or one for a flow without side effects), one whole engine
+// execution, and a page of the run list written by the API.
+const goBenchPattern = `^Benchmark(AuthenticateAndRoute|HashAPIKey|ExpressionCondition|ExpressionTemplate|Execute|VerifySignature|Enqueue|EnqueueParallel|ClaimFinish|ClaimBatchFinish|InlineRun|InsertFinishedRun|RunListPage)$`
 
-var goBenchPackages = []string{"./pkg/automation", "./pkg/engine", "./pkg/sqlitestore"}
+var goBenchPackages = []string{"./pkg/automation", "./pkg/engine", "./pkg/sqlitestore", "./pkg/httpapi"}
 
 func benchGo(ctx context.Context, c config, r *report) error {
 	args := append([]string{"test", "-run", "^$", "-bench", goBenchPattern, "-benchmem", "-benchtime", "1s", "-count", "1"}, goBenchPackages...)
