@@ -13,6 +13,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsapp/management"
 	"flowservice/pkg/httpapi"
 )
 
@@ -224,6 +225,25 @@ func TestHeadDeliveries(t *testing.T) {
 		lam := lambdaAnswer(invoke(t, wf, wfEvent("HEAD", "deploys/nothing-here")))
 		fd := flowdCall(t, "HEAD", flowdWF.URL+"/webhook/deploys/nothing-here")
 		sameAsFlowd(t, lam, fd, 404)
+	})
+
+	// The management API answers HEAD on its GET routes through the same
+	// adapter: no body, the GET body's length.
+	t.Run("management api", func(t *testing.T) {
+		api, err := management.NewHandler(ctx, st.aws, st.cfgOf("ApiFunction"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		list := func(method string) answer {
+			return lambdaAnswer(invoke(t, api, event(t, "api-list-flows.json", map[string]string{
+				"__API_KEY__": st.key, `"httpMethod": "GET"`: `"httpMethod": "` + method + `"`,
+			})))
+		}
+		head, get := list("HEAD"), list("GET")
+		if head.status != 200 || get.status != 200 || head.body != "" || head.b64 || !strings.Contains(get.body, `"data"`) {
+			t.Fatalf("HEAD %d %q, GET %d %.100s; want 200 both, HEAD without a body", head.status, head.body, get.status, get.body)
+		}
+		bodyLength(t, head, get)
 	})
 
 	// The flow builder receiver takes POST only: HEAD is 405 Allow POST,
