@@ -192,6 +192,24 @@ func TestInvokeEnvFile(t *testing.T) {
 		t.Errorf("workflowhook-post.json: %d %s", resp.StatusCode, resp.Body)
 	}
 
+	// A HEAD delivery to an IMMEDIATE flow: its run ID in X-Run-Id, no body.
+	seen["workflowhook-head.json"] = true
+	var probe automation.FlowInput
+	if err := json.Unmarshal([]byte(`{"name": "Status probe", "engine": "WORKFLOW_BUILDER",
+		"trigger": {"type": "WEBHOOK", "webhook": {"httpMethod": "HEAD", "path": "deploys/status"}}}`), &probe); err != nil {
+		t.Fatal(err)
+	}
+	if flow, err = admin.CreateFlow(ctx, project, probe); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.EnableFlow(ctx, project, flow.ID); err != nil {
+		t.Fatal(err)
+	}
+	resp = invoke(t, wfhook, event(t, "workflowhook-head.json", ph))
+	if resp.StatusCode != 200 || resp.Body != "" || !strings.HasPrefix(header(resp, "X-Run-Id"), "run_") || header(resp, "Content-Length") == "" {
+		t.Errorf("workflowhook-head.json: %d %v %q, want 200 with X-Run-Id and Content-Length, no body", resp.StatusCode, resp.MultiValueHeaders, resp.Body)
+	}
+
 	for _, f := range files {
 		if !seen[filepath.Base(f)] {
 			t.Errorf("%s is not exercised with the generated env file", f)

@@ -241,3 +241,67 @@ func (s syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// TestProxyHead: a HEAD answer through the proxy adapter carries no body,
+// base64 or not, and says the length of the one GET gets, as flowd's
+// net/http server does; a length the handler set stands, and GET is as
+// the handler wrote it.
+func TestProxyHead(t *testing.T) {
+	a := &App{metrics: newMetrics(io.Discard, "test")}
+	binary := []byte{0xff, 0xfe, 0x00, 0x01, 0x80}
+	h := a.Proxy("test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/binary":
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write(binary)
+		case "/sized":
+			w.Header().Set("Content-Length", "42")
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write([]byte("short"))
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"ok":true}` + "\n"))
+		}
+	}))
+	call := func(method, path string) events.APIGatewayProxyResponse {
+		t.Helper()
+		resp, err := h(context.Background(), events.APIGatewayProxyRequest{HTTPMethod: method, Path: path})
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return resp
+	}
+	tests := []struct {
+		method, path, wantLength string
+		wantStatus               int
+	}{
+		{"HEAD", "/json", "12", 200},
+		{"head", "/json", "12", 200},
+		{"HEAD", "/binary", "5", 200},
+		{"HEAD", "/sized", "42", 200},
+		{"HEAD", "/empty", "", 204},
+	}
+	for _, tt := range tests {
+		resp := call(tt.method, tt.path)
+		cl := http.Header(resp.MultiValueHeaders).Get("Content-Length")
+		if resp.StatusCode != tt.wantStatus || resp.Body != "" || resp.IsBase64Encoded || cl != tt.wantLength {
+			t.Errorf("%s %s = %d body %q base64 %v Content-Length %q; want %d, no body, Content-Length %q",
+				tt.method, tt.path, resp.StatusCode, resp.Body, resp.IsBase64Encoded, cl, tt.wantStatus, tt.wantLength)
+		}
+		if n := len(resp.MultiValueHeaders["Content-Length"]); n > 1 {
+			t.Errorf("%s %s: %d Content-Length headers", tt.method, tt.path, n)
+		}
+	}
+	if resp := call("HEAD", "/binary"); http.Header(resp.MultiValueHeaders).Get("Content-Type") != "application/octet-stream" {
+		t.Errorf("HEAD /binary Content-Type %q", http.Header(resp.MultiValueHeaders).Get("Content-Type"))
+	}
+	get := call("GET", "/binary")
+	if !get.IsBase64Encoded || get.Body != "//4AAYA=" || http.Header(get.MultiValueHeaders).Get("Content-Length") != "" {
+		t.Errorf("GET /binary = body %q base64 %v headers %v; want the body untouched", get.Body, get.IsBase64Encoded, get.MultiValueHeaders)
+	}
+	if get := call("GET", "/json"); get.Body != `{"ok":true}`+"\n" {
+		t.Errorf("GET /json body %q", get.Body)
+	}
+}

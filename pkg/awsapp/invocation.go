@@ -2,6 +2,7 @@ package awsapp
 
 import (
 	"context"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -43,8 +44,49 @@ func (a *App) begin(ctx context.Context, function, apiRequestID string) context.
 func (a *App) Proxy(function string, h http.Handler) ProxyHandler {
 	proxy := httpadapter.New(h).ProxyWithContext
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-		return proxy(a.begin(ctx, function, ev.RequestContext.RequestID), ev)
+		resp, err := proxy(a.begin(ctx, function, ev.RequestContext.RequestID), ev)
+		if err == nil && strings.EqualFold(ev.HTTPMethod, http.MethodHead) {
+			headResponse(&resp)
+		}
+		return resp, err
 	}
+}
+
+// headResponse makes resp the answer to a HEAD request, as net/http's
+// server makes flowd's: the handlers write the body a GET would get, and
+// the proxy adapter would hand it to API Gateway. The body is dropped and
+// its length kept in Content-Length (unless the handler set one); an
+// empty body gets none, since a handler that wrote nothing may not know
+// the length.
+func headResponse(resp *events.APIGatewayProxyResponse) {
+	n := len(resp.Body)
+	if resp.IsBase64Encoded {
+		if b, err := base64.StdEncoding.DecodeString(resp.Body); err == nil {
+			n = len(b)
+		}
+	}
+	if n > 0 && !hasHeader(resp, "Content-Length") {
+		if resp.MultiValueHeaders == nil {
+			resp.MultiValueHeaders = map[string][]string{}
+		}
+		http.Header(resp.MultiValueHeaders).Set("Content-Length", strconv.Itoa(n))
+	}
+	resp.Body, resp.IsBase64Encoded = "", false
+}
+
+// hasHeader reports whether resp has header k in either of its maps.
+func hasHeader(resp *events.APIGatewayProxyResponse, k string) bool {
+	for name := range resp.Headers {
+		if strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	for name := range resp.MultiValueHeaders {
+		if strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // SQS is the batch handler of a queue function.
