@@ -131,7 +131,7 @@ func (s *Service) SearchRuns(ctx context.Context, p Project, in RunSearch) (List
 	if err != nil {
 		return List[Run]{}, wrap("search runs", err)
 	}
-	return list(s, scope, q.ListQuery, page, func(r Run) Run { return r }), nil
+	return list(s, scope, q.ListQuery, page, Run.Public), nil
 }
 
 // SearchRunsJSON is SearchRuns with each run as its JSON

@@ -58,6 +58,20 @@ type Run struct {
 	// OnErrorSteps are the results of the flow's onError steps, run once
 	// when the run ended FAILED or TIMEOUT.
 	OnErrorSteps []StepResult `json:"onErrorSteps,omitempty"`
+	// OnErrorOf is the status (FAILED or TIMEOUT) a RUNNING run whose
+	// onError steps are executing will end with: stored with their journal,
+	// so that an attempt resuming them runs neither the run's steps nor the
+	// onError steps that finished again. Internal: the stored document
+	// holds it, API answers never (Public, Summary), and a final run has
+	// none.
+	OnErrorOf RunStatus `json:"onErrorOf,omitempty"`
+}
+
+// Public is r as API answers show it: without the internal fields a
+// stored run document may hold (OnErrorOf).
+func (r Run) Public() Run {
+	r.OnErrorOf = ""
+	return r
 }
 
 // TriggerData is the request that started a run, as the steps see it under
@@ -160,7 +174,7 @@ func (r Run) Summary() Run {
 		steps[i] = st
 	}
 	r.Steps = steps
-	r.OnErrorSteps = nil
+	r.OnErrorSteps, r.OnErrorOf = nil, ""
 	if r.Response != nil {
 		resp := *r.Response
 		resp.Body = nil

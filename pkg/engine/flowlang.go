@@ -508,12 +508,18 @@ var _ automation.OnErrorRunner = (*Engine)(nil)
 // run's steps saw. Their results go in r.OnErrorSteps; r's status, error
 // and steps stay. A failing onError step is recorded and ends the onError
 // steps, nothing more.
-func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation.Run) automation.Run {
+//
+// They follow the journal rule of the run's steps: an onError step that
+// r.OnErrorSteps records as finished (an earlier attempt's, journaled) is
+// not executed again, and after each one with side effects that has a
+// step after it, journal (when not nil) records the onError results so
+// far before the next one starts. A journal that fails ends them there.
+func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation.Run, journal automation.Journal) automation.Run {
 	if len(f.OnError) == 0 {
 		return r
 	}
 	results := pending(f.OnError)
-	x := e.newExecution(ctx, f, &r, nil, nil)
+	x := e.newExecution(ctx, f, &r, journal, journalIndex(r.OnErrorSteps))
 	x.sh.results = &results
 	step, msg := failedStep(r)
 	x.env["error"] = map[string]any{"step": step, "message": msg}
@@ -524,7 +530,9 @@ func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation
 	}
 	response := r.Response
 	if err := x.loadState(ctx); err == nil {
-		x.list(ctx, f.OnError, results, "", false)
+		// As the run's own steps: the last one's result is recorded with
+		// the run's end.
+		x.list(ctx, f.OnError, results, "", true)
 	} else if len(results) > 0 {
 		results[0].Status, results[0].Error = automation.StepFailed, err.msg
 	}

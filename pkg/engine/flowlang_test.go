@@ -363,7 +363,7 @@ func TestRunOnError(t *testing.T) {
 	if r.Status != automation.RunFailed || len(r.OnErrorSteps) != 0 {
 		t.Fatalf("run %s, onError %v", r.Status, r.OnErrorSteps)
 	}
-	got := e.RunOnError(context.Background(), f, r)
+	got := e.RunOnError(context.Background(), f, r, nil)
 	if got.Status != automation.RunFailed || got.Error != r.Error {
 		t.Errorf("onError changed the run: %s %q", got.Status, got.Error)
 	}
@@ -376,8 +376,51 @@ func TestRunOnError(t *testing.T) {
 	}
 	// A flow without onError is left alone.
 	f.OnError = nil
-	if again := e.RunOnError(context.Background(), f, r); again.OnErrorSteps != nil {
+	if again := e.RunOnError(context.Background(), f, r, nil); again.OnErrorSteps != nil {
 		t.Errorf("onError results without onError steps: %v", again.OnErrorSteps)
+	}
+}
+
+// onError steps are journaled as the run's are: a resumed RunOnError,
+// given the onError results an interrupted one journaled, skips the
+// onError steps that finished and executes the rest.
+func TestRunOnErrorResumesFromTheJournal(t *testing.T) {
+	ext := newRecorder(t)
+	f := flowOf(post("charge", ext.URL+"/charge", `{}`))
+	f.OnError = []automation.Step{
+		post("slack", ext.URL+"/slack", `{"text": "{{ error.step }} failed"}`),
+		post("pager", ext.URL+"/fail", `{"run": "{{ run.id }}"}`),
+	}
+	e := newEngine(t, nil, true)
+	r := runOf(`{}`)
+	r.Status, r.Error = automation.RunFailed, "step charge: declined"
+	r.Steps = []automation.StepResult{{Name: "charge", Type: automation.StepHTTP, Status: automation.StepFailed, Error: "declined"}}
+	var journaled [][]automation.StepResult
+	ext.status.Store(503) // the pager is down: the onError steps end at it
+	first := e.RunOnError(context.Background(), f, r, func(_ context.Context, steps []automation.StepResult) error {
+		journaled = append(journaled, steps)
+		return nil
+	})
+	if len(journaled) != 1 || len(journaled[0]) != 2 || journaled[0][0].Status != automation.StepSucceeded ||
+		journaled[0][1].Status != automation.StepSkipped {
+		t.Fatalf("journal after the first onError step: %+v", journaled)
+	}
+	if first.OnErrorSteps[1].Status != automation.StepFailed || first.Status != automation.RunFailed {
+		t.Fatalf("first attempt: run %s, onError %+v", first.Status, first.OnErrorSteps)
+	}
+	// The next attempt starts from the journal; the pager is back.
+	ext.status.Store(200)
+	r.OnErrorSteps = journaled[0]
+	got := e.RunOnError(context.Background(), f, r, nil)
+	if len(ext.got("/slack")) != 1 || len(ext.got("/fail")) != 2 {
+		t.Fatalf("slack saw %d requests and the pager %d; want 1 and 2", len(ext.got("/slack")), len(ext.got("/fail")))
+	}
+	if got.OnErrorSteps[0].Status != automation.StepSucceeded || got.OnErrorSteps[1].Status != automation.StepSucceeded ||
+		string(got.OnErrorSteps[0].Output) != string(journaled[0][0].Output) {
+		t.Fatalf("resumed onError steps %+v", got.OnErrorSteps)
+	}
+	if got.Status != automation.RunFailed || got.Error != r.Error {
+		t.Errorf("onError changed the run: %s %q", got.Status, got.Error)
 	}
 }
 

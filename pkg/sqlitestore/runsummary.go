@@ -28,7 +28,7 @@ func encodeRunAndSummary(r automation.Run) (doc, sum string, err error) {
 // summaryFromDoc cuts a run's document (compact JSON, as encodeRun writes
 // it) down to what automation.Run.Summary keeps: the trigger's body
 // becomes null and its rawBody goes, each step loses its output and nested
-// results (steps, iterations), onErrorSteps goes, the response's body
+// results (steps, iterations), onErrorSteps and onErrorOf go, the response's body
 // becomes null, and null steps become []. Everything else is copied as it
 // is, in its order.
 func summaryFromDoc(doc []byte) ([]byte, error) {
@@ -62,7 +62,7 @@ func summaryFromDoc(doc []byte) ([]byte, error) {
 				})
 			})
 			return out, true, err
-		case `"onErrorSteps"`:
+		case `"onErrorSteps"`, `"onErrorOf"`:
 			return out, false, nil
 		}
 		return append(out, val...), true, nil
