@@ -3,8 +3,11 @@ package automation_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +65,101 @@ func TestOnErrorRunsOnceAfterRetries(t *testing.T) {
 	r = e.start1(t, f)
 	if at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); err != nil || at.Run.Status != automation.RunSucceeded || alertCalls.Load() != 1 {
 		t.Fatalf("succeeding run: %s %v, %d alerts", at.Run.Status, err, alertCalls.Load())
+	}
+}
+
+// onError steps follow the step journal: when the attempt running them
+// dies after the first (an HTTP post to Slack) and before the second
+// answered, the attempt that takes the run over executes neither the
+// run's steps nor the first onError step again, only the second.
+func TestOnErrorResumesAfterACrash(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	start := time.Now()
+	now.Store(&start)
+	e := newEnv(t, automation.RunPolicy{}, func() time.Time { return *now.Load() })
+	charge, chargeCalls := flowtest.StatusServer(t, 402) // a 4xx: failed for good
+	slack, slackCalls := flowtest.StatusServer(t, 200)
+	var pagerCalls atomic.Int32
+	reached, hold := make(chan struct{}, 1), make(chan struct{})
+	pager := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if pagerCalls.Add(1) == 1 {
+			reached <- struct{}{}
+			<-hold // the attempt that sent it "dies" waiting
+		}
+		w.Write([]byte(`{"paged":true}`))
+	}))
+	t.Cleanup(pager.Close)
+	t.Cleanup(func() {
+		select {
+		case <-hold:
+		default:
+			close(hold)
+		}
+	})
+	ctx := context.Background()
+	name, eng := "charge", automation.FlowBuilder
+	steps := []automation.Step{{Name: "charge", Type: automation.StepHTTP, Method: "POST", URL: charge.URL, Body: json.RawMessage(`{}`)}}
+	onError := []automation.Step{
+		{Name: "slack", Type: automation.StepHTTP, Method: "POST", URL: slack.URL, Body: json.RawMessage(`{"text": "{{ error.step }} failed"}`)},
+		{Name: "pager", Type: automation.StepHTTP, Method: "POST", URL: pager.URL, Body: json.RawMessage(`{}`)},
+	}
+	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps, OnError: &onError})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start1(t, f)
+	first := make(chan automation.Attempt, 1)
+	go func() {
+		at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+		first <- at
+	}()
+	<-reached
+	// The journal holds the run's outcome and the first onError step; the
+	// API shows the run RUNNING with its error, never the internal field.
+	stored, err := e.Store.Run(ctx, r.Project, f.ID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Status != automation.RunRunning || stored.OnErrorOf != automation.RunFailed || len(stored.OnErrorSteps) != 2 ||
+		stored.OnErrorSteps[0].Status != automation.StepSucceeded || stored.OnErrorSteps[1].Status != automation.StepSkipped {
+		t.Fatalf("journal while the pager is called: %s onErrorOf=%q %+v", stored.Status, stored.OnErrorOf, stored.OnErrorSteps)
+	}
+	shown, err := e.svc.Run(ctx, e.project, f.ID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(shown); strings.Contains(string(b), "onErrorOf") {
+		t.Errorf("the API shows the internal field: %s", b)
+	}
+	// The first attempt's process is gone: its lease runs out and another
+	// attempt takes the run over.
+	later := start.Add(automation.RunPolicy{}.Lease() + time.Second)
+	now.Store(&later)
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Outcome != automation.OutcomeFinished {
+		t.Fatalf("resumed attempt = %v, %v; want the run finished", at.Outcome, err)
+	}
+	if chargeCalls.Load() != 1 || slackCalls.Load() != 1 || pagerCalls.Load() != 2 {
+		t.Fatalf("charge saw %d requests, slack %d, pager %d; want 1, 1, 2", chargeCalls.Load(), slackCalls.Load(), pagerCalls.Load())
+	}
+	got, err := e.svc.Run(ctx, e.project, f.ID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != automation.RunFailed || !strings.Contains(got.Error, "step charge") || got.OnErrorOf != "" ||
+		len(got.OnErrorSteps) != 2 || got.OnErrorSteps[0].Status != automation.StepSucceeded || got.OnErrorSteps[1].Status != automation.StepSucceeded {
+		t.Fatalf("run = %s %q onErrorOf=%q, onError %+v", got.Status, got.Error, got.OnErrorOf, got.OnErrorSteps)
+	}
+	// The first attempt comes back to life: it can change nothing.
+	close(hold)
+	if at := <-first; at.Outcome != automation.OutcomeFinished && at.Outcome != automation.OutcomeClaimed {
+		t.Fatalf("stale attempt outcome = %v", at.Outcome)
+	}
+	if again, _ := e.svc.Run(ctx, e.project, f.ID, r.ID); again.Status != automation.RunFailed || again.OnErrorSteps[1].Status != automation.StepSucceeded {
+		t.Fatalf("after the stale attempt: %s %+v", again.Status, again.OnErrorSteps)
 	}
 }
 

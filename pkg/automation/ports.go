@@ -361,9 +361,12 @@ type Journal func(ctx context.Context, steps []StepResult) error
 
 // OnErrorRunner is implemented by an Executor that runs a flow's onError
 // steps: RunOnError returns r (ended FAILED or TIMEOUT for good) with
-// OnErrorSteps filled, its status and error unchanged.
+// OnErrorSteps filled, its status and error unchanged. Like
+// ExecuteJournaled, it does not execute again an onError step that
+// r.OnErrorSteps records as finished, and calls journal (nil: none) with
+// the onError results so far after each one with side effects.
 type OnErrorRunner interface {
-	RunOnError(ctx context.Context, f Flow, r Run) Run
+	RunOnError(ctx context.Context, f Flow, r Run, journal Journal) Run
 }
 
 // Executor runs a flow's steps; pkg/engine implements it.

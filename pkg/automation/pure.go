@@ -90,7 +90,11 @@ func (s *Service) runPure(ctx context.Context, f Flow, td TriggerData, wait time
 		return Run{}, false, nil
 	}
 	if out.Status == RunFailed || out.Status == RunTimeout {
-		out = s.onError(bctx, p, f, out)
+		if h, ok := s.exec.(OnErrorRunner); ok && len(f.OnError) > 0 {
+			// Nothing to journal: the run is not stored, and its onError
+			// steps have no side effects (PureFlow).
+			out = runOnError(bctx, h, p, f, out, nil)
+		}
 		if bctx.Err() != nil {
 			return Run{}, false, nil
 		}

@@ -65,7 +65,7 @@ func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string,
 		if (old.Status != RunFailed && old.Status != RunTimeout) || failed < 0 {
 			return Run{}, Conflict("RUN_NOT_FAILED", "run %s is %s without a failed step: retry it from %s", old.ID, old.Status, RetryFromStart)
 		}
-		steps, resumed = slices.Clone(old.Steps[:failed]), old.ID
+		steps, resumed = withoutItemsJournals(old.Steps[:failed]), old.ID
 	}
 	return s.enqueueNew(ctx, f, td, func(r *Run) { r.Steps, r.ResumedFrom = append(r.Steps, steps...), resumed })
 }
@@ -131,7 +131,7 @@ func (s *Service) SearchRuns(ctx context.Context, p Project, in RunSearch) (List
 	if err != nil {
 		return List[Run]{}, wrap("search runs", err)
 	}
-	return list(s, scope, q.ListQuery, page, func(r Run) Run { return r }), nil
+	return list(s, scope, q.ListQuery, page, Run.Public), nil
 }
 
 // SearchRunsJSON is SearchRuns with each run as its JSON

@@ -58,6 +58,45 @@ type Run struct {
 	// OnErrorSteps are the results of the flow's onError steps, run once
 	// when the run ended FAILED or TIMEOUT.
 	OnErrorSteps []StepResult `json:"onErrorSteps,omitempty"`
+	// OnErrorOf is the status (FAILED or TIMEOUT) a RUNNING run whose
+	// onError steps are executing will end with: stored with their journal,
+	// so that an attempt resuming them runs neither the run's steps nor the
+	// onError steps that finished again. Internal: the stored document
+	// holds it, API answers never (Public, Summary), and a final run has
+	// none.
+	OnErrorOf RunStatus `json:"onErrorOf,omitempty"`
+}
+
+// Public is r as API answers show it: without the internal fields a
+// stored run document may hold (OnErrorOf, StepResult.ItemsJournal).
+func (r Run) Public() Run {
+	r.OnErrorOf = ""
+	r.Steps = withoutItemsJournals(r.Steps)
+	r.OnErrorSteps = withoutItemsJournals(r.OnErrorSteps)
+	return r
+}
+
+// withoutItemsJournals is a copy of steps (at every depth) without their
+// ItemsJournal; steps itself is left as it is.
+func withoutItemsJournals(steps []StepResult) []StepResult {
+	if steps == nil {
+		return nil
+	}
+	out := make([]StepResult, len(steps))
+	for i, st := range steps {
+		st.ItemsJournal = nil
+		st.Steps = withoutItemsJournals(st.Steps)
+		if st.Iterations != nil {
+			its := make([]Iteration, len(st.Iterations))
+			for j, it := range st.Iterations {
+				it.Steps = withoutItemsJournals(it.Steps)
+				its[j] = it
+			}
+			st.Iterations = its
+		}
+		out[i] = st
+	}
+	return out
 }
 
 // TriggerData is the request that started a run, as the steps see it under
@@ -123,6 +162,22 @@ type StepResult struct {
 	// that recorded it (more than 1 after per-step retries); 0 when it did
 	// not run.
 	Attempts int `json:"attempts"`
+	// ItemsJournal is the list a FOR_EACH that has not succeeded iterates,
+	// as the attempt that began it evaluated it: an attempt that resumes
+	// the loop iterates the same items, whatever its list expression says
+	// now (state, now()). Internal: the stored document holds it, API
+	// answers never (Run.Public, Summary).
+	ItemsJournal *ItemsJournal `json:"itemsJournal,omitempty"`
+}
+
+// ItemsJournal records a FOR_EACH's list: Count items whose JSON has the
+// SHA-256 digest SHA256 (hex), and the JSON itself (Items) when it fits
+// the run's output budget. Without Items, a resumed loop evaluates its
+// list again and goes on only if it is the same list.
+type ItemsJournal struct {
+	Count  int             `json:"count"`
+	SHA256 string          `json:"sha256"`
+	Items  json.RawMessage `json:"items,omitempty"`
 }
 
 // Iteration records one item of a FOR_EACH: the results of its steps.
@@ -156,11 +211,11 @@ func (r Run) Summary() Run {
 	r.Trigger.Body, r.Trigger.RawBody = nil, ""
 	steps := make([]StepResult, len(r.Steps))
 	for i, st := range r.Steps {
-		st.Output, st.Steps, st.Iterations = nil, nil, nil
+		st.Output, st.Steps, st.Iterations, st.ItemsJournal = nil, nil, nil, nil
 		steps[i] = st
 	}
 	r.Steps = steps
-	r.OnErrorSteps = nil
+	r.OnErrorSteps, r.OnErrorOf = nil, ""
 	if r.Response != nil {
 		resp := *r.Response
 		resp.Body = nil

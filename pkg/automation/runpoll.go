@@ -31,5 +31,5 @@ func pollRun(ctx context.Context, runs RunStore, r Run) (Run, bool, error) {
 	if err != nil {
 		return Run{}, false, err
 	}
-	return cur, cur.Status.Final(), nil
+	return cur.Public(), cur.Status.Final(), nil
 }

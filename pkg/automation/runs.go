@@ -264,7 +264,7 @@ func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline b
 	if IsRunExists(err) {
 		first, ferr := rt.Runs.Run(ctx, f.Project, f.ID, r.ID)
 		if ferr != nil || r.Created.Sub(first.Created) < IdempotencyWindow {
-			return first, wrap("find first delivery", ferr)
+			return first.Public(), wrap("find first delivery", ferr)
 		}
 		r.ID = derivedRunID(f.ID, key+"\x00"+r.Created.Format(time.RFC3339Nano))
 		started, err = enqueue(r)
@@ -400,10 +400,16 @@ func (s *Service) ExecuteClaimed(ctx context.Context, r Run) (Attempt, error) {
 
 // execute runs the attempt that holds the claimed run r.
 func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Run) (Attempt, error) {
-	project, runID := r.Project, r.ID
+	project := r.Project
 	at := Attempt{Run: r, Attempts: r.Attempts}
 	if r.Interrupted >= p.MaxCrashes {
-		r.Status, r.Error = RunFailed, fmt.Sprintf(crashedMessage, r.Interrupted)
+		if r.OnErrorOf.Final() {
+			// It was its onError steps that kept crashing: the run ends as
+			// it had, their results as far as they got.
+			r.Status = r.OnErrorOf
+		} else {
+			r.Status, r.Error = RunFailed, fmt.Sprintf(crashedMessage, r.Interrupted)
+		}
 		return s.settle(ctx, rt, at, r)
 	}
 	// By ID: the store may serve it from memory (the receivers' flow
@@ -423,6 +429,13 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
 	}
 	r.NextAttemptAt = nil // executing now
+	if r.OnErrorOf.Final() {
+		// An earlier attempt ended the run and started its onError steps:
+		// resume those, at the first unfinished one.
+		out := r
+		out.Status, out.OnErrorOf = r.OnErrorOf, ""
+		return s.finishFailed(ctx, rt, p, at, f, out, strings.HasPrefix(out.Error, gaveUpPrefix))
+	}
 	actx, cancel := context.WithTimeout(ctx, p.Timeout)
 	ex := s.exec.ExecuteJournaled(actx, f, r, func(ctx context.Context, steps []StepResult) error {
 		j := r
@@ -442,33 +455,86 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 	case out.Status == RunFailed && ex.Retryable && failedAttempts(r) < p.MaxAttempts:
 		return s.release(ctx, rt, at, out, errors.New(out.Error))
 	case out.Status == RunFailed && ex.Retryable:
-		out.Error = fmt.Sprintf("gave up after %d attempts: %s", failedAttempts(r), out.Error)
-		out = s.onError(ctx, p, f, out)
-		at, err := s.settle(ctx, rt, at, out)
-		if err != nil || at.Outcome != OutcomeFinished {
-			return at, err
-		}
-		at.Outcome = OutcomeExhausted
-		return at, fmt.Errorf("%w: run %s: %s", ErrExhausted, runID, out.Error)
+		out.Error = fmt.Sprintf(gaveUpPrefix+"%d attempts: %s", failedAttempts(r), out.Error)
+		return s.finishFailed(ctx, rt, p, at, f, out, true)
 	}
 	if out.Status == RunFailed || out.Status == RunTimeout {
-		out = s.onError(ctx, p, f, out)
+		return s.finishFailed(ctx, rt, p, at, f, out, false)
 	}
 	return s.settle(ctx, rt, at, out)
+}
+
+// gaveUpPrefix begins the error of a run whose attempts ran out.
+const gaveUpPrefix = "gave up after "
+
+// finishFailed ends a run that failed (or timed out) for good: it runs the
+// flow's onError steps, then settles the run; exhausted says its attempts
+// ran out (OutcomeExhausted, the queue parks it).
+func (s *Service) finishFailed(ctx context.Context, rt *RunRuntime, p RunPolicy, at Attempt, f Flow, out Run, exhausted bool) (Attempt, error) {
+	out, err := s.onError(ctx, rt, p, f, out)
+	if err == nil && ctx.Err() != nil && out.OnErrorSteps != nil {
+		// Cut short by the caller (shutdown) while its onError steps ran:
+		// give it back in them, for another attempt to finish them.
+		back := out
+		back.OnErrorOf, back.Status, back.Finished = out.Status, RunRunning, nil
+		return s.release(context.WithoutCancel(ctx), rt, at, back, errors.New("cut short in its onError steps"))
+	}
+	if err != nil {
+		if o, ok := settled(err); ok {
+			at.Outcome = o // final already, or another attempt holds it
+			return at, nil
+		}
+		back := out
+		back.Status, back.Finished = RunRunning, nil
+		return s.release(context.WithoutCancel(ctx), rt, at, back, fmt.Errorf("record the start of the onError steps: %w", err))
+	}
+	at, err = s.settle(ctx, rt, at, out)
+	if err != nil || at.Outcome != OutcomeFinished || !exhausted {
+		return at, err
+	}
+	at.Outcome = OutcomeExhausted
+	return at, fmt.Errorf("%w: run %s: %s", ErrExhausted, out.ID, out.Error)
 }
 
 // onError runs the flow's onError steps once, for a run that ended FAILED
 // or TIMEOUT for good, with a time limit of their own (a TIMEOUT run has
 // spent its own). Their results go in OnErrorSteps; the run's status and
 // error stay.
-func (s *Service) onError(ctx context.Context, p RunPolicy, f Flow, out Run) Run {
+//
+// They are journaled as the run's steps are (DESIGN §9, step journal):
+// before the first one starts, the run is recorded (still RUNNING and
+// claimed) with its outcome (OnErrorOf) and the onError results so far,
+// and again after each onError step with side effects. An attempt that
+// takes the run over after a crash resumes the onError steps (execute)
+// without running the run's steps again, and skips those that finished.
+// The error is that first record's: the onError steps did not start.
+func (s *Service) onError(ctx context.Context, rt *RunRuntime, p RunPolicy, f Flow, out Run) (Run, error) {
 	h, ok := s.exec.(OnErrorRunner)
 	if !ok || len(f.OnError) == 0 {
-		return out
+		return out, nil
 	}
+	record := func(ctx context.Context, steps []StepResult) error {
+		j := out
+		j.Status, j.OnErrorOf, j.OnErrorSteps = RunRunning, out.Status, steps
+		return rt.Runs.RecordSteps(ctx, j)
+	}
+	soFar := out.OnErrorSteps
+	if soFar == nil {
+		soFar = []StepResult{}
+	}
+	if err := record(ctx, soFar); err != nil {
+		return out, err
+	}
+	return runOnError(ctx, h, p, f, out, record), nil
+}
+
+// runOnError runs the onError steps of f for out under their own time
+// limit, journaled by journal (nil: not at all, for a run that is not
+// stored yet: runPure).
+func runOnError(ctx context.Context, h OnErrorRunner, p RunPolicy, f Flow, out Run, journal Journal) Run {
 	octx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	return h.RunOnError(octx, f, out)
+	return h.RunOnError(octx, f, out, journal)
 }
 
 // failedAttempts counts the claimed run's attempts that count towards
@@ -535,6 +601,12 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 		}
 	}
 	back := r
+	if r.OnErrorSteps != nil && (r.Status == RunFailed || r.Status == RunTimeout) {
+		// Its onError steps ran: the next attempt finishes the run as
+		// it is, without executing anything again but an onError step
+		// that did not finish.
+		back.OnErrorOf = r.Status
+	}
 	back.Status, back.Finished = RunRunning, nil
 	return s.release(context.WithoutCancel(ctx), rt, at, back, fmt.Errorf("finish: %w", err))
 }
@@ -542,6 +614,7 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 // settledRun is r as it is saved final: a run that never started (its
 // flow deleted, say) started and finished now.
 func settledRun(r Run, now time.Time) Run {
+	r.OnErrorOf = "" // its onError steps are done
 	if r.Started == nil {
 		r.Started = &now
 	}
@@ -563,7 +636,10 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 	// Whole milliseconds: the precision every surface shows (TimeFormat),
 	// so the record, the API and a queue's back-off name the same instant.
 	at.RetryAt = s.clock().Add(rt.Policy.Backoff(r.Attempts)).Truncate(time.Millisecond)
-	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &at.RetryAt
+	if !r.OnErrorOf.Final() { // a run in its onError steps keeps the error it ended with
+		r.Error = ""
+	}
+	r.Status, r.Finished, r.NextAttemptAt = RunRunning, nil, &at.RetryAt
 	at.Run = r
 	err := rt.Runs.ReleaseRun(ctx, r)
 	if o, ok := settled(err); ok && err != nil {
@@ -733,7 +809,7 @@ func (s *Service) ListRuns(ctx context.Context, p Project, flowID string, pr Pag
 	if err != nil {
 		return List[Run]{}, wrap("list runs", err)
 	}
-	return list(s, scope, q, page, func(r Run) Run { return r }), nil
+	return list(s, scope, q, page, Run.Public), nil
 }
 
 // ListRunsJSON is ListRuns with each run as its JSON (RunStore.ListRunsJSON),
@@ -778,7 +854,7 @@ func (s *Service) Run(ctx context.Context, p Project, flowID, runID string) (Run
 		return Run{}, err
 	}
 	r, err := rt.Runs.Run(ctx, p.ID, flowID, runID)
-	return r, wrap("get run", err)
+	return r.Public(), wrap("get run", err)
 }
 
 // PurgeRuns deletes runs older than the retention period, in batches, and
@@ -833,7 +909,8 @@ func (s *Service) StartScheduledRun(ctx context.Context, project, flowID string,
 	}
 	err = rt.Queue.Enqueue(ctx, r)
 	if IsRunExists(err) {
-		return rt.Runs.Run(ctx, project, flowID, r.ID)
+		first, err := rt.Runs.Run(ctx, project, flowID, r.ID)
+		return first.Public(), err
 	}
 	if err != nil {
 		return Run{}, wrap("enqueue scheduled run", err)

@@ -502,6 +502,12 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*typ
 		remove = append(remove, "#stepsPayload")
 		names["#stepsPayload"] = attrStepsPayload
 	}
+	if r.OnErrorOf == "" {
+		// Its onError steps are done (or never ran): the journal's
+		// marker of them goes (omitted from rec, it would stay).
+		remove = append(remove, "#onErrorOf")
+		names["#onErrorOf"] = "onErrorOf"
+	}
 	names["#project"], names["#status"], names["#token"] = attrProject, "status", attrLeaseToken
 	values[":project"], values[":running"] = str(r.Project), str(string(automation.RunRunning))
 	values[":token"] = str(r.LeaseToken)

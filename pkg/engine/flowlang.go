@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -310,7 +312,7 @@ func (x *execution) switchStep(ctx context.Context, s automation.Step, sr *autom
 //lint:ignore ST1008 the listEnd after the error says how nested steps ended the list, read only with it
 func (x *execution) forEach(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (any, error, listEnd) {
 	x.env[budgetKey] = newBudget(ctx)
-	items, err := x.items(s)
+	items, journal, err := x.loopItems(s, iter)
 	if err != nil {
 		return nil, err, listEnd{}
 	}
@@ -318,7 +320,8 @@ func (x *execution) forEach(ctx context.Context, s automation.Step, sr *automati
 	for i := range items {
 		its[i] = automation.Iteration{Index: i, Status: automation.StepSkipped, Steps: pending(s.Steps)}
 	}
-	x.locked(func() { sr.Iterations = its })
+	// The list goes with the first journal entry taken inside the loop.
+	x.locked(func() { sr.Iterations, sr.ItemsJournal = its, journal })
 	outputs := make([]any, len(items))
 	ends := make([]listEnd, len(items))
 	conc := min(max(s.Concurrency, 1), automation.MaxForEachConcurrency)
@@ -380,7 +383,51 @@ loop:
 			return out, &stepError{msg: fmt.Sprintf("item %d: step %s did not finish", i, end.step), retryable: true, output: out}, end
 		}
 	}
+	x.locked(func() { sr.ItemsJournal = nil }) // finished: restored whole, list not needed
 	return out, nil, listEnd{}
+}
+
+// MaxJournaledItemsBytes bounds the JSON of a FOR_EACH's list kept in its
+// journal (StepResult.ItemsJournal), besides the run's output budget: a
+// longer list is journaled by its length and digest only, so that run
+// records stay storable (a DynamoDB item holds 400 KB).
+const MaxJournaledItemsBytes = 64 << 10
+
+// loopItems is the list FOR_EACH s iterates and its journal. An attempt
+// that resumes the loop takes the list an earlier attempt journaled, not
+// what its expression says now; when only the list's digest was kept, the
+// list is evaluated again and must be the same, or the step fails (for
+// good: items already iterated belong to the other list).
+func (x *execution) loopItems(s automation.Step, iter string) ([]any, *automation.ItemsJournal, error) {
+	prev, ok := x.sh.previous[journalKey(s.Name, iter)]
+	if j := prev.ItemsJournal; ok && prev.Type == automation.StepForEach && j != nil && len(j.Items) > 0 {
+		var items []any
+		if err := json.Unmarshal(j.Items, &items); err == nil && len(items) == j.Count {
+			x.locked(func() { x.sh.spent += int64(len(j.Items)) })
+			return items, j, nil
+		}
+	}
+	items, err := x.items(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := json.Marshal(items)
+	if err != nil {
+		return items, nil, nil // not JSON: nothing to journal it by
+	}
+	sum := sha256.Sum256(b)
+	j := &automation.ItemsJournal{Count: len(items), SHA256: hex.EncodeToString(sum[:])}
+	if was := prev.ItemsJournal; ok && was != nil && (was.Count != j.Count || was.SHA256 != j.SHA256) {
+		return nil, nil, &stepError{msg: fmt.Sprintf("items changed since an earlier attempt of this run began the loop "+
+			"(%d items then, %d now): the loop is not resumed over another list", was.Count, j.Count)}
+	}
+	x.locked(func() {
+		if int64(len(b)) <= min(MaxJournaledItemsBytes, x.e.maxRun-x.sh.spent) {
+			j.Items = b
+			x.sh.spent += int64(len(b))
+		}
+	})
+	return items, j, nil
 }
 
 // items evaluates a FOR_EACH's list: an expression, or a JSON array whose
@@ -508,12 +555,18 @@ var _ automation.OnErrorRunner = (*Engine)(nil)
 // run's steps saw. Their results go in r.OnErrorSteps; r's status, error
 // and steps stay. A failing onError step is recorded and ends the onError
 // steps, nothing more.
-func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation.Run) automation.Run {
+//
+// They follow the journal rule of the run's steps: an onError step that
+// r.OnErrorSteps records as finished (an earlier attempt's, journaled) is
+// not executed again, and after each one with side effects that has a
+// step after it, journal (when not nil) records the onError results so
+// far before the next one starts. A journal that fails ends them there.
+func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation.Run, journal automation.Journal) automation.Run {
 	if len(f.OnError) == 0 {
 		return r
 	}
 	results := pending(f.OnError)
-	x := e.newExecution(ctx, f, &r, nil, nil)
+	x := e.newExecution(ctx, f, &r, journal, journalIndex(r.OnErrorSteps))
 	x.sh.results = &results
 	step, msg := failedStep(r)
 	x.env["error"] = map[string]any{"step": step, "message": msg}
@@ -524,7 +577,9 @@ func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation
 	}
 	response := r.Response
 	if err := x.loadState(ctx); err == nil {
-		x.list(ctx, f.OnError, results, "", false)
+		// As the run's own steps: the last one's result is recorded with
+		// the run's end.
+		x.list(ctx, f.OnError, results, "", true)
 	} else if len(results) > 0 {
 		results[0].Status, results[0].Error = automation.StepFailed, err.msg
 	}

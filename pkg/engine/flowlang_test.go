@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,7 +364,7 @@ func TestRunOnError(t *testing.T) {
 	if r.Status != automation.RunFailed || len(r.OnErrorSteps) != 0 {
 		t.Fatalf("run %s, onError %v", r.Status, r.OnErrorSteps)
 	}
-	got := e.RunOnError(context.Background(), f, r)
+	got := e.RunOnError(context.Background(), f, r, nil)
 	if got.Status != automation.RunFailed || got.Error != r.Error {
 		t.Errorf("onError changed the run: %s %q", got.Status, got.Error)
 	}
@@ -376,8 +377,51 @@ func TestRunOnError(t *testing.T) {
 	}
 	// A flow without onError is left alone.
 	f.OnError = nil
-	if again := e.RunOnError(context.Background(), f, r); again.OnErrorSteps != nil {
+	if again := e.RunOnError(context.Background(), f, r, nil); again.OnErrorSteps != nil {
 		t.Errorf("onError results without onError steps: %v", again.OnErrorSteps)
+	}
+}
+
+// onError steps are journaled as the run's are: a resumed RunOnError,
+// given the onError results an interrupted one journaled, skips the
+// onError steps that finished and executes the rest.
+func TestRunOnErrorResumesFromTheJournal(t *testing.T) {
+	ext := newRecorder(t)
+	f := flowOf(post("charge", ext.URL+"/charge", `{}`))
+	f.OnError = []automation.Step{
+		post("slack", ext.URL+"/slack", `{"text": "{{ error.step }} failed"}`),
+		post("pager", ext.URL+"/fail", `{"run": "{{ run.id }}"}`),
+	}
+	e := newEngine(t, nil, true)
+	r := runOf(`{}`)
+	r.Status, r.Error = automation.RunFailed, "step charge: declined"
+	r.Steps = []automation.StepResult{{Name: "charge", Type: automation.StepHTTP, Status: automation.StepFailed, Error: "declined"}}
+	var journaled [][]automation.StepResult
+	ext.status.Store(503) // the pager is down: the onError steps end at it
+	first := e.RunOnError(context.Background(), f, r, func(_ context.Context, steps []automation.StepResult) error {
+		journaled = append(journaled, steps)
+		return nil
+	})
+	if len(journaled) != 1 || len(journaled[0]) != 2 || journaled[0][0].Status != automation.StepSucceeded ||
+		journaled[0][1].Status != automation.StepSkipped {
+		t.Fatalf("journal after the first onError step: %+v", journaled)
+	}
+	if first.OnErrorSteps[1].Status != automation.StepFailed || first.Status != automation.RunFailed {
+		t.Fatalf("first attempt: run %s, onError %+v", first.Status, first.OnErrorSteps)
+	}
+	// The next attempt starts from the journal; the pager is back.
+	ext.status.Store(200)
+	r.OnErrorSteps = journaled[0]
+	got := e.RunOnError(context.Background(), f, r, nil)
+	if len(ext.got("/slack")) != 1 || len(ext.got("/fail")) != 2 {
+		t.Fatalf("slack saw %d requests and the pager %d; want 1 and 2", len(ext.got("/slack")), len(ext.got("/fail")))
+	}
+	if got.OnErrorSteps[0].Status != automation.StepSucceeded || got.OnErrorSteps[1].Status != automation.StepSucceeded ||
+		string(got.OnErrorSteps[0].Output) != string(journaled[0][0].Output) {
+		t.Fatalf("resumed onError steps %+v", got.OnErrorSteps)
+	}
+	if got.Status != automation.RunFailed || got.Error != r.Error {
+		t.Errorf("onError changed the run: %s %q", got.Status, got.Error)
 	}
 }
 
@@ -510,5 +554,97 @@ func TestResumeKeepsDecisions(t *testing.T) {
 	}
 	if n := len(ext.got("/fail")); n != 2 {
 		t.Errorf("%d calls, want the failed one and its retry", n)
+	}
+}
+
+// A resumed FOR_EACH iterates the list the earlier attempt journaled, not
+// what its expression says now: the state it reads changed in between.
+func TestResumedForEachKeepsItsList(t *testing.T) {
+	ext := newRecorder(t)
+	ext.status.Store(503)
+	st := &memState{m: map[string]any{"list": []any{"a", "b", "c"}}}
+	e := New(Config{State: st, AllowPrivateNetworks: true})
+	f := flowOf(automation.Step{Name: "each", Type: automation.StepForEach, Items: raw(`"state.list"`), Steps: []automation.Step{
+		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/{{ index == 1 ? 'fail' : 'ok' }}", Body: raw(`{"item": "{{ item }}"}`)},
+	}})
+	var journal []automation.StepResult
+	res := e.ExecuteJournaled(context.Background(), f, runOf(`{}`), func(_ context.Context, s []automation.StepResult) error {
+		journal = s
+		return nil
+	})
+	if res.Run.Status != automation.RunFailed || !res.Retryable {
+		t.Fatalf("first attempt %s retryable=%v %s", res.Run.Status, res.Retryable, res.Run.Error)
+	}
+	if j := journal[0].ItemsJournal; j == nil || j.Count != 3 || string(j.Items) != `["a","b","c"]` {
+		t.Fatalf("journaled list %+v", j)
+	}
+	st.m["list"] = []any{"x", "y"}
+	ext.status.Store(200)
+	r := runOf(`{}`)
+	r.Steps = journal
+	got := e.ExecuteJournaled(context.Background(), f, r, nil).Run
+	if got.Status != automation.RunSucceeded {
+		t.Fatalf("resumed %s: %s", got.Status, got.Error)
+	}
+	if ok, failed := ext.got("/ok"), ext.got("/fail"); len(ok) != 2 || !strings.Contains(ok[0], `"a"`) || !strings.Contains(ok[1], `"c"`) ||
+		len(failed) != 2 || !strings.Contains(failed[1], `"b"`) {
+		t.Fatalf("calls: ok %v, fail %v; want a, c and b twice", ok, failed)
+	}
+	var out struct{ Items []map[string]any }
+	if err := json.Unmarshal(got.Steps[0].Output, &out); err != nil || len(out.Items) != 3 {
+		t.Fatalf("resumed output %s", got.Steps[0].Output)
+	}
+	if got.Steps[0].ItemsJournal != nil {
+		t.Errorf("a finished loop keeps its list: %+v", got.Steps[0].ItemsJournal)
+	}
+}
+
+// A list too long to keep is journaled by its digest: a resumed loop goes
+// on over the same list, and fails, for good, over another one.
+func TestResumedForEachChecksALongList(t *testing.T) {
+	ext := newRecorder(t)
+	long := make([]any, 300)
+	for i := range long {
+		long[i] = fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 300))
+	}
+	st := &memState{m: map[string]any{"list": long}}
+	e := New(Config{State: st, AllowPrivateNetworks: true})
+	f := flowOf(automation.Step{Name: "each", Type: automation.StepForEach, Items: raw(`"state.list"`), Steps: []automation.Step{
+		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/{{ index == 1 ? 'fail' : 'ok' }}", Body: raw(`{}`)},
+	}})
+	ext.status.Store(503)
+	var journal []automation.StepResult
+	res := e.ExecuteJournaled(context.Background(), f, runOf(`{}`), func(_ context.Context, s []automation.StepResult) error {
+		journal = s
+		return nil
+	})
+	if res.Run.Status != automation.RunFailed || !res.Retryable {
+		t.Fatalf("first attempt %s retryable=%v %s", res.Run.Status, res.Retryable, res.Run.Error)
+	}
+	if j := journal[0].ItemsJournal; j == nil || j.Count != 300 || len(j.SHA256) != 64 || j.Items != nil {
+		t.Fatalf("journaled list of a long list: %+v", j)
+	}
+	// Another list: the loop does not go on over it.
+	changed := slices.Clone(long)
+	changed[2] = "other"
+	st.m["list"] = changed
+	r := runOf(`{}`)
+	r.Steps = journal
+	res = e.ExecuteJournaled(context.Background(), f, r, nil)
+	if res.Run.Status != automation.RunFailed || res.Retryable || !strings.Contains(res.Run.Error, "items changed since an earlier attempt") {
+		t.Fatalf("resumed over another list: %s retryable=%v %q", res.Run.Status, res.Retryable, res.Run.Error)
+	}
+	if len(ext.got("/ok")) != 1 || len(ext.got("/fail")) != 1 {
+		t.Fatalf("resumed over another list called: ok %d, fail %d", len(ext.got("/ok")), len(ext.got("/fail")))
+	}
+	// The same list: it goes on where it stopped.
+	st.m["list"] = long
+	ext.status.Store(200)
+	res = e.ExecuteJournaled(context.Background(), f, r, nil)
+	if res.Run.Status != automation.RunSucceeded {
+		t.Fatalf("resumed over the same list: %s %s", res.Run.Status, res.Run.Error)
+	}
+	if len(ext.got("/ok")) != 299 || len(ext.got("/fail")) != 2 {
+		t.Fatalf("calls: ok %d, fail %d; want 299 and 2", len(ext.got("/ok")), len(ext.got("/fail")))
 	}
 }

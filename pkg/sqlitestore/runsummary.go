@@ -27,10 +27,10 @@ func encodeRunAndSummary(r automation.Run) (doc, sum string, err error) {
 
 // summaryFromDoc cuts a run's document (compact JSON, as encodeRun writes
 // it) down to what automation.Run.Summary keeps: the trigger's body
-// becomes null and its rawBody goes, each step loses its output and nested
-// results (steps, iterations), onErrorSteps goes, the response's body
-// becomes null, and null steps become []. Everything else is copied as it
-// is, in its order.
+// becomes null and its rawBody goes, each step loses its output, nested
+// results (steps, iterations) and itemsJournal, onErrorSteps and onErrorOf
+// go, the response's body becomes null, and null steps become [].
+// Everything else is copied as it is, in its order.
 func summaryFromDoc(doc []byte) ([]byte, error) {
 	return eachMember(make([]byte, 0, len(doc)), doc, func(out, key, val []byte) ([]byte, bool, error) {
 		switch string(key) {
@@ -55,14 +55,14 @@ func summaryFromDoc(doc []byte) ([]byte, error) {
 			out, err := eachElem(out, val, func(out, step []byte) ([]byte, error) {
 				return eachMember(out, step, func(out, k, v []byte) ([]byte, bool, error) {
 					switch string(k) {
-					case `"output"`, `"steps"`, `"iterations"`:
+					case `"output"`, `"steps"`, `"iterations"`, `"itemsJournal"`:
 						return out, false, nil
 					}
 					return append(out, v...), true, nil
 				})
 			})
 			return out, true, err
-		case `"onErrorSteps"`:
+		case `"onErrorSteps"`, `"onErrorOf"`:
 			return out, false, nil
 		}
 		return append(out, val...), true, nil

@@ -38,6 +38,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunFencing", func(t *testing.T) { testRunFencing(t, open(t)) })
 	t.Run("RunCrashes", func(t *testing.T) { testRunCrashes(t, open(t)) })
 	t.Run("RunJournal", func(t *testing.T) { testRunJournal(t, open(t)) })
+	t.Run("RunJournalInternals", func(t *testing.T) { testRunJournalInternals(t, open(t)) })
 	t.Run("RunFinishStats", func(t *testing.T) { testRunFinishStats(t, open(t)) })
 	t.Run("RunCreateClaimed", func(t *testing.T) { testRunCreateClaimed(t, open(t)) })
 	t.Run("RunInsertFinished", func(t *testing.T) { testRunInsertFinished(t, open(t)) })
@@ -530,6 +531,35 @@ func testRunJournal(t *testing.T, env RunEnv) {
 	wantKind(t, "journal of the stale attempt", env.Runs.RecordSteps(ctx, stale), automation.ErrConflict, automation.CodeRunLeaseLost)
 	if got := getRun(t, env, r); len(got.Steps) != 1 {
 		t.Fatalf("a stale journal write reached the run: %s", jsonOf(t, got.Steps))
+	}
+}
+
+// testRunJournalInternals: the journal's internal fields (a FOR_EACH's
+// list, the outcome of a run whose onError steps run) come back with the
+// next claim, and a final run keeps no onErrorOf.
+func testRunJournalInternals(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f, r := storedRun(t, env)
+	t0, lease := now(), time.Minute
+	a, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, lease)
+	must(t, "claim", err)
+	list := &automation.ItemsJournal{Count: 2, SHA256: strings.Repeat("ab", 32), Items: json.RawMessage(`["a","b"]`)}
+	a.Steps = []automation.StepResult{{Name: "each", Type: automation.StepForEach, Status: automation.StepFailed, ItemsJournal: list,
+		Iterations: []automation.Iteration{{Index: 0, Status: automation.StepSucceeded, Steps: []automation.StepResult{}}}}}
+	a.Error, a.OnErrorOf = "step each: item 1 failed", automation.RunFailed
+	a.OnErrorSteps = []automation.StepResult{{Name: "alert", Type: automation.StepHTTP, Status: automation.StepSucceeded, Output: json.RawMessage(`{"status":200}`)}}
+	must(t, "record steps", env.Runs.RecordSteps(ctx, a))
+	b, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0.Add(lease+time.Millisecond), lease)
+	must(t, "claim after the crash", err)
+	if b.Status != automation.RunRunning || b.OnErrorOf != automation.RunFailed || b.Error != a.Error || len(b.OnErrorSteps) != 1 ||
+		len(b.Steps) != 1 || b.Steps[0].ItemsJournal == nil || b.Steps[0].ItemsJournal.Count != 2 ||
+		b.Steps[0].ItemsJournal.SHA256 != list.SHA256 || !equalJSON(b.Steps[0].ItemsJournal.Items, list.Items) {
+		t.Fatalf("claim after the crash: %s", jsonOf(t, b))
+	}
+	b.Status, b.OnErrorOf = automation.RunFailed, ""
+	must(t, "finish", env.Runs.FinishRun(ctx, b))
+	if got := getRun(t, env, r); got.OnErrorOf != "" || got.Status != automation.RunFailed {
+		t.Fatalf("finished run: status %s, onErrorOf %q", got.Status, got.OnErrorOf)
 	}
 }
 
