@@ -88,9 +88,16 @@ type triggerPayload struct {
 	Files      []automation.TriggerFile `json:"files,omitempty"`
 }
 
+// stepsPayload is the steps part of a run that left its item. Steps and
+// OnErrorSteps hold the whole lists, nested SWITCH and FOR_EACH results and
+// FOR_EACH items journals included, as avJSON (the item's own encoding).
+// Outputs is what objects written before Steps existed hold instead: the
+// top-level step outputs alone.
 type stepsPayload struct {
-	Outputs  [][]byte `json:"outputs"`            // by step index; nil where a step had none
-	Response []byte   `json:"response,omitempty"` // Run.Response.Body
+	Outputs      [][]byte        `json:"outputs,omitempty"` // by step index; nil where a step had none
+	Steps        json.RawMessage `json:"steps,omitempty"`
+	OnErrorSteps json.RawMessage `json:"onErrorSteps,omitempty"`
+	Response     []byte          `json:"response,omitempty"` // Run.Response.Body
 }
 
 // triggerOffloaded reports whether a run's trigger data goes to Payloads:
@@ -129,9 +136,14 @@ func (s *Store) storeTrigger(ctx context.Context, r automation.Run) (automation.
 	return r, key, nil
 }
 
-// storeSteps stores r's step outputs and response body as a payload if,
-// beside the trigger as its item holds it, they would make the item larger
-// than the threshold.
+// storeSteps stores r's steps, onError steps and response body as a
+// payload if, beside the trigger as its item holds it, they would make the
+// item larger than the threshold. The item then keeps the top-level steps
+// as run lists show them (name, type, status, error, timings, attempts,
+// logs) with a marker in place of each output: what a FOR_EACH or SWITCH
+// nests, and a FOR_EACH's items journal, grow with the data a run handles
+// and go to the payload whole, so that the item stays small whatever the
+// flow does.
 func (s *Store) storeSteps(ctx context.Context, r automation.Run) (automation.Run, string, error) {
 	if s.payloads == nil {
 		return r, "", nil
@@ -147,21 +159,24 @@ func (s *Store) storeSteps(ctx context.Context, r automation.Run) (automation.Ru
 			return r, "", err
 		}
 	}
-	steps, err := encodedSize(r.Steps)
-	if err != nil {
-		return r, "", err
+	size := trig
+	for _, v := range []any{r.Steps, r.OnErrorSteps, r.Response} {
+		n, err := encodedSize(v)
+		if err != nil {
+			return r, "", err
+		}
+		size += n
 	}
-	resp, err := encodedSize(r.Response)
-	if err != nil {
-		return r, "", err
-	}
-	if trig+steps+resp <= s.threshold {
+	if size <= s.threshold {
 		return r, "", nil
 	}
-	p := stepsPayload{Outputs: make([][]byte, len(r.Steps))}
-	for i, st := range r.Steps {
-		if len(st.Output) > 0 {
-			p.Outputs[i] = st.Output
+	var p stepsPayload
+	if p.Steps, err = marshalAV(r.Steps); err != nil {
+		return r, "", fmt.Errorf("encode steps payload: %w", err)
+	}
+	if len(r.OnErrorSteps) > 0 {
+		if p.OnErrorSteps, err = marshalAV(r.OnErrorSteps); err != nil {
+			return r, "", fmt.Errorf("encode steps payload: %w", err)
 		}
 	}
 	if r.Response != nil {
@@ -175,15 +190,16 @@ func (s *Store) storeSteps(ctx context.Context, r automation.Run) (automation.Ru
 	if err := s.payloads.Put(ctx, key, data); err != nil {
 		return r, "", fmt.Errorf("store steps payload: %w", err)
 	}
-	// Copy before replacing outputs: r.Steps belongs to the caller.
-	stepsCopy := make([]automation.StepResult, len(r.Steps))
+	// A new list: r.Steps belongs to the caller.
+	skeleton := make([]automation.StepResult, len(r.Steps))
 	for i, st := range r.Steps {
 		if len(st.Output) > 0 {
 			st.Output = truncated(len(st.Output))
 		}
-		stepsCopy[i] = st
+		st.Steps, st.Iterations, st.ItemsJournal = nil, nil, nil
+		skeleton[i] = st
 	}
-	r.Steps = stepsCopy
+	r.Steps, r.OnErrorSteps = skeleton, nil
 	if r.Response != nil {
 		resp := *r.Response
 		if len(resp.Body) > 0 {
@@ -220,16 +236,38 @@ func (s *Store) loadPayloads(ctx context.Context, item map[string]types.Attribut
 		if err := s.getPayload(ctx, skey, &p); err != nil {
 			return err
 		}
-		if len(p.Outputs) != len(r.Steps) {
-			return fmt.Errorf("payload %s holds %d step outputs, the run has %d steps", skey, len(p.Outputs), len(r.Steps))
-		}
-		for i, out := range p.Outputs {
-			if out != nil {
-				r.Steps[i].Output = out
-			}
+		if err := p.restore(r); err != nil {
+			return fmt.Errorf("payload %s: %w", skey, err)
 		}
 		if r.Response != nil && p.Response != nil {
 			r.Response.Body = p.Response
+		}
+	}
+	return nil
+}
+
+// restore puts the steps p holds back into r, which holds them as the
+// item does.
+func (p stepsPayload) restore(r *automation.Run) error {
+	if len(p.Steps) > 0 {
+		var steps, onError []automation.StepResult
+		if err := unmarshalAV(p.Steps, &steps); err != nil {
+			return fmt.Errorf("decode steps: %w", err)
+		}
+		if len(p.OnErrorSteps) > 0 {
+			if err := unmarshalAV(p.OnErrorSteps, &onError); err != nil {
+				return fmt.Errorf("decode onError steps: %w", err)
+			}
+		}
+		r.Steps, r.OnErrorSteps = steps, onError
+		return nil
+	}
+	if len(p.Outputs) != len(r.Steps) {
+		return fmt.Errorf("holds %d step outputs, the run has %d steps", len(p.Outputs), len(r.Steps))
+	}
+	for i, out := range p.Outputs {
+		if out != nil {
+			r.Steps[i].Output = out
 		}
 	}
 	return nil

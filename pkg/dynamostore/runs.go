@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -479,7 +480,8 @@ func (s *Store) writeRun(ctx context.Context, r automation.Run, end bool) error 
 // created, the trigger (written once, by CreateRun) and the keys stay as
 // stored. With end, the attempt ends: the lease goes and the attempt counts
 // as ended. With WithPayloads, step outputs too large for the item are
-// stored first and referenced.
+// stored first and referenced (storeSteps); what the record lacks (steps
+// empty or in the payload, no onError steps) is removed from the item.
 func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*types.Update, error) {
 	r, ref, err := s.storeSteps(ctx, r)
 	if err != nil {
@@ -501,6 +503,15 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*typ
 		// Steps small again after a large attempt: the item holds them.
 		remove = append(remove, "#stepsPayload")
 		names["#stepsPayload"] = attrStepsPayload
+	}
+	for i, k := range []string{"steps", "onErrorSteps", "response"} {
+		if _, ok := rec[k]; !ok {
+			// Empty now, or in the steps payload: what an earlier write
+			// left in the item goes.
+			n := "#gone" + strconv.Itoa(i)
+			remove = append(remove, n)
+			names[n] = k
+		}
 	}
 	if r.OnErrorOf == "" {
 		// Its onError steps are done (or never ran): the journal's
