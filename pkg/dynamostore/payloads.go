@@ -140,7 +140,8 @@ func (s *Store) storeTrigger(ctx context.Context, r automation.Run) (automation.
 // payload if, beside the trigger as its item holds it, they would make the
 // item larger than the threshold. The item then keeps the top-level steps
 // as run lists show them (name, type, status, error, timings, attempts,
-// logs) with a marker in place of each output: what a FOR_EACH or SWITCH
+// logs unless they alone pass the threshold) with a marker in place of
+// each output: what a FOR_EACH or SWITCH
 // nests, and a FOR_EACH's items journal, grow with the data a run handles
 // and go to the payload whole, so that the item stays small whatever the
 // flow does.
@@ -198,6 +199,15 @@ func (s *Store) storeSteps(ctx context.Context, r automation.Run) (automation.Ru
 		}
 		st.Steps, st.Iterations, st.ItemsJournal = nil, nil, nil
 		skeleton[i] = st
+	}
+	if n, err := encodedSize(skeleton); err != nil {
+		return r, "", err
+	} else if trig+n > s.threshold {
+		// CODE steps' logs (100 lines of 2 KiB each at most) in a long
+		// flow: the payload has them; lists of this run show none.
+		for i := range skeleton {
+			skeleton[i].Logs = nil
+		}
 	}
 	r.Steps, r.OnErrorSteps = skeleton, nil
 	if r.Response != nil {

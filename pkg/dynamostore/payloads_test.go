@@ -343,3 +343,104 @@ func TestPurgeDeletesPayloads(t *testing.T) {
 func runItemKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: id}}
 }
+
+// TestOldStepsPayloadsLoad reads a run whose steps object is in the format
+// written before whole step lists went to payloads: the top-level outputs
+// alone, beside steps the item holds with markers.
+func TestOldStepsPayloadsLoad(t *testing.T) {
+	s, p, client, tables := payloadStore(t)
+	ctx := t.Context()
+	f := newFlow("prj_a", "flw_1", 0)
+	if err := s.CreateFlow(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	r := bigRun(f, "run_old", 10)
+	if err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.ClaimRun(ctx, f.Project, r.ID, base, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large := json.RawMessage(`{ "v": "` + strings.Repeat("y", 3000) + `" }`)
+	c.Steps = []automation.StepResult{
+		{Name: "a", Type: automation.StepHTTP, Status: automation.StepSucceeded, Output: large},
+		{Name: "b", Type: automation.StepHTTP, Status: automation.StepFailed, Error: "503"},
+	}
+	if err := s.ReleaseRun(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	item, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &tables.Runs, Key: runItemKey(r.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, ok := item.Item["stepsPayload"].(*types.AttributeValueMemberS)
+	if !ok {
+		t.Fatalf("no stepsPayload in %v", item.Item)
+	}
+	old, err := json.Marshal(map[string]any{"outputs": [][]byte{large, nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Put(ctx, ref.Value, old); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Run(ctx, f.Project, f.ID, r.ID)
+	if err != nil || len(got.Steps) != 2 || !bytes.Equal(got.Steps[0].Output, large) || got.Steps[1].Output != nil || got.Steps[1].Error != "503" {
+		t.Fatalf("Run from an old steps object = %+v, %v", got.Steps, err)
+	}
+	if err := p.Put(ctx, ref.Value, []byte(`{"outputs":[null]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(ctx, f.Project, f.ID, r.ID); err == nil || !strings.Contains(err.Error(), "1 step outputs") {
+		t.Fatalf("Run from an old object of the wrong length: %v, want an error", err)
+	}
+}
+
+// TestLongLogsLeaveTheItem: when the top-level steps alone (CODE steps'
+// logs) would pass the threshold, their logs go to the payload too; GET
+// gives them back, lists show the steps without them.
+func TestLongLogsLeaveTheItem(t *testing.T) {
+	s, _, client, tables := payloadStore(t)
+	ctx := t.Context()
+	f := newFlow("prj_a", "flw_1", 0)
+	if err := s.CreateFlow(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	r := bigRun(f, "run_logs", 10)
+	if err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.ClaimRun(ctx, f.Project, r.ID, base, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("l", 400)
+	for i := range 4 {
+		c.Steps = append(c.Steps, automation.StepResult{Name: fmt.Sprintf("code%d", i), Type: automation.StepCode,
+			Status: automation.StepSucceeded, Logs: []string{line, line}, Output: json.RawMessage(`1`)})
+	}
+	if err := s.RecordSteps(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	item, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &tables.Runs, Key: runItemKey(r.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(item.Item["steps"]); strings.Contains(string(b), line) {
+		t.Fatalf("item steps keep the logs: %s", b)
+	}
+	got, err := s.Run(ctx, f.Project, f.ID, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range got.Steps {
+		if !slices.Equal(st.Logs, c.Steps[i].Logs) || string(st.Output) != `1` {
+			t.Fatalf("Run step %d = %+v, want its logs and output back", i, st)
+		}
+	}
+	page, err := s.ListRuns(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
+	if err != nil || len(page.Items) != 1 || len(page.Items[0].Steps) != 4 || page.Items[0].Steps[3].Name != "code3" {
+		t.Fatalf("ListRuns = %+v, %v", page.Items, err)
+	}
+}

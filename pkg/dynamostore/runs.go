@@ -480,8 +480,9 @@ func (s *Store) writeRun(ctx context.Context, r automation.Run, end bool) error 
 // created, the trigger (written once, by CreateRun) and the keys stay as
 // stored. With end, the attempt ends: the lease goes and the attempt counts
 // as ended. With WithPayloads, step outputs too large for the item are
-// stored first and referenced (storeSteps); what the record lacks (steps
-// empty or in the payload, no onError steps) is removed from the item.
+// stored first and referenced (storeSteps); what the record lacks (no
+// steps, onError steps none or in the payload, no response) is removed
+// from the item.
 func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*types.Update, error) {
 	r, ref, err := s.storeSteps(ctx, r)
 	if err != nil {
