@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -208,6 +209,14 @@ func (s *Store) storeSteps(ctx context.Context, r automation.Run) (automation.Ru
 		for i := range skeleton {
 			skeleton[i].Logs = nil
 		}
+		if n, err = encodedSize(skeleton); err != nil {
+			return r, "", err
+		} else if trig+n > s.threshold {
+			// Long error messages too: the item keeps their start.
+			for i := range skeleton {
+				skeleton[i].Error = cutError(skeleton[i].Error)
+			}
+		}
 	}
 	r.Steps, r.OnErrorSteps = skeleton, nil
 	if r.Response != nil {
@@ -218,6 +227,22 @@ func (s *Store) storeSteps(ctx context.Context, r automation.Run) (automation.Ru
 		r.Response = &resp
 	}
 	return r, key, nil
+}
+
+// maxItemError is how much of a step's error a run item keeps when the
+// whole error would make it too large (the payload keeps all of it).
+const maxItemError = 1 << 10
+
+// cutError is msg cut to maxItemError bytes, on a character boundary.
+func cutError(msg string) string {
+	if len(msg) <= maxItemError {
+		return msg
+	}
+	cut := maxItemError
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "… (cut; the run has all of it)"
 }
 
 // loadPayloads puts the payloads an item references back into r.

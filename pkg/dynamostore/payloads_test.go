@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -420,6 +421,8 @@ func TestLongLogsLeaveTheItem(t *testing.T) {
 		c.Steps = append(c.Steps, automation.StepResult{Name: fmt.Sprintf("code%d", i), Type: automation.StepCode,
 			Status: automation.StepSucceeded, Logs: []string{line, line}, Output: json.RawMessage(`1`)})
 	}
+	longErr := strings.Repeat("é", 3000) // 6000 bytes, cut on a character boundary
+	c.Steps[3].Status, c.Steps[3].Error = automation.StepFailed, longErr
 	if err := s.RecordSteps(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -427,20 +430,23 @@ func TestLongLogsLeaveTheItem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := json.Marshal(item.Item["steps"]); strings.Contains(string(b), line) {
-		t.Fatalf("item steps keep the logs: %s", b)
+	if b, _ := json.Marshal(item.Item["steps"]); strings.Contains(string(b), line) || strings.Contains(string(b), longErr) {
+		t.Fatalf("item steps keep the logs or the whole error: %d bytes", len(b))
 	}
 	got, err := s.Run(ctx, f.Project, f.ID, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, st := range got.Steps {
-		if !slices.Equal(st.Logs, c.Steps[i].Logs) || string(st.Output) != `1` {
+		if !slices.Equal(st.Logs, c.Steps[i].Logs) || string(st.Output) != `1` || st.Error != c.Steps[i].Error {
 			t.Fatalf("Run step %d = %+v, want its logs and output back", i, st)
 		}
 	}
 	page, err := s.ListRuns(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
 	if err != nil || len(page.Items) != 1 || len(page.Items[0].Steps) != 4 || page.Items[0].Steps[3].Name != "code3" {
 		t.Fatalf("ListRuns = %+v, %v", page.Items, err)
+	}
+	if e := page.Items[0].Steps[3].Error; !utf8.ValidString(e) || !strings.HasPrefix(e, strings.Repeat("é", 512)) || len(e) > 1100 {
+		t.Fatalf("listed error = %d bytes, want its first KiB", len(e))
 	}
 }
