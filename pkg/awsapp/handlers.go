@@ -231,8 +231,9 @@ func (b Backoff) requeue(ctx context.Context, m events.SQSMessage, at time.Time)
 // and flowd's aws backend (pkg/awsdev) do. Records run concurrently: a batch
 // of ten attempts must fit in the function's timeout, which is sized for one.
 // A message whose run is to be tried later (automation.RetryLater) comes
-// back when the run says, through b; a run held by another live attempt is
-// the expected hand-over and is not logged as an error.
+// back when the run says, through b (a fresh copy once its receive count
+// nears the DLQ's, Backoff.RequeueAt); a run held by another live attempt
+// is the expected hand-over and is not logged as an error.
 func Runner(svc messageHandler, b Backoff, log *slog.Logger) SQSHandler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))
