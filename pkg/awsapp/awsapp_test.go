@@ -244,23 +244,25 @@ func TestRunnerBacksOffByTheRun(t *testing.T) {
 	}
 }
 
-// TestRunnerRequeuesLateBounces: a bounce at DefaultRequeueAt receives or
-// more sends a copy of the message (its body, its attributes, delayed to
+// TestRunnerRequeuesLateBounces: a bounce (automation.IsRunClaimed) at
+// DefaultRequeueAt receives or more sends a copy of the message (its body, its attributes, delayed to
 // the run's time within SQS's 15 minutes) and acknowledges the old one;
 // below it, or when the copy cannot be sent, the message is bounced by its
-// visibility and stays on the queue. A plain failure is never requeued.
+// visibility and stays on the queue. A failed attempt or a plain failure is
+// never requeued: those keep counting toward the DLQ.
 func TestRunnerRequeuesLateBounces(t *testing.T) {
 	now := time.Now()
 	stub := &stubMessages{outcome: map[string]error{
 		"early":  &automation.RetryLater{At: now.Add(90 * time.Second), Err: automation.RunClaimed("run_x")},
 		"late":   &automation.RetryLater{At: now.Add(90 * time.Second), Err: automation.RunClaimed("run_x")},
-		"far":    &automation.RetryLater{At: now.Add(48 * time.Hour), Err: fmt.Errorf("%w: 503", automation.ErrRetry)},
+		"far":    &automation.RetryLater{At: now.Add(48 * time.Hour), Err: automation.RunClaimed("run_y")},
+		"failed": &automation.RetryLater{At: now.Add(40 * time.Second), Err: fmt.Errorf("%w: 503", automation.ErrRetry)},
 		"broken": errors.New("network down"),
 	}}
-	count := map[string]string{"early": "4", "late": "5", "far": "9", "broken": "9"}
+	count := map[string]string{"early": "4", "late": "5", "far": "9", "failed": "9", "broken": "9"}
 	event := func() events.SQSEvent {
 		ev := events.SQSEvent{}
-		for _, b := range []string{"early", "late", "far", "broken"} {
+		for _, b := range []string{"early", "late", "far", "failed", "broken"} {
 			ev.Records = append(ev.Records, events.SQSMessage{MessageId: b, ReceiptHandle: "rh-" + b, Body: b,
 				Attributes:        map[string]string{"ApproximateReceiveCount": count[b]},
 				MessageAttributes: map[string]events.SQSMessageAttribute{"trace": {DataType: "String", StringValue: aws.String("t-" + b)}}})
@@ -279,11 +281,11 @@ func TestRunnerRequeuesLateBounces(t *testing.T) {
 
 	vis := &recordVisibility{set: map[string]int32{}}
 	resp, _ := Runner(stub, Backoff{Client: vis, QueueURL: "q"}, log)(context.Background(), event())
-	if got := failures(resp); !slices.Equal(got, []string{"broken", "early"}) {
-		t.Errorf("failures = %v, want broken and early back on the queue, late and far acknowledged", got)
+	if got := failures(resp); !slices.Equal(got, []string{"broken", "early", "failed"}) {
+		t.Errorf("failures = %v, want broken, early and failed back on the queue, late and far acknowledged", got)
 	}
-	if _, ok := vis.set["rh-early"]; !ok || len(vis.set) != 1 {
-		t.Errorf("visibility changed for %v, want rh-early only", vis.set)
+	if _, ok := vis.set["rh-early"]; !ok || len(vis.set) != 2 || vis.set["rh-failed"] < 38 {
+		t.Errorf("visibility changed for %v, want rh-early and rh-failed (a failed attempt keeps its receive count)", vis.set)
 	}
 	delays := map[string]int32{}
 	for _, in := range vis.sent {
@@ -299,17 +301,17 @@ func TestRunnerRequeuesLateBounces(t *testing.T) {
 
 	failing := &recordVisibility{set: map[string]int32{}, sendErr: errors.New("throttled")}
 	resp, _ = Runner(stub, Backoff{Client: failing, QueueURL: "q"}, log)(context.Background(), event())
-	if got := failures(resp); !slices.Equal(got, []string{"broken", "early", "far", "late"}) {
-		t.Errorf("failures with the send failing = %v, want all four back on the queue", got)
+	if got := failures(resp); !slices.Equal(got, []string{"broken", "early", "failed", "far", "late"}) {
+		t.Errorf("failures with the send failing = %v, want all five back on the queue", got)
 	}
-	if got := failing.set["rh-far"]; got != int32(maxVisibility/time.Second) || len(failing.set) != 3 {
-		t.Errorf("visibility with the send failing = %v, want the three bounces by visibility, far at 12 h", failing.set)
+	if got := failing.set["rh-far"]; got != int32(maxVisibility/time.Second) || len(failing.set) != 4 {
+		t.Errorf("visibility with the send failing = %v, want the four backoffs by visibility, far at 12 h", failing.set)
 	}
 
 	requeueAt2 := &recordVisibility{set: map[string]int32{}}
 	resp, _ = Runner(stub, Backoff{Client: requeueAt2, QueueURL: "q", RequeueAt: 3}, log)(context.Background(), event())
-	if got := failures(resp); !slices.Equal(got, []string{"broken"}) || len(requeueAt2.sent) != 3 {
-		t.Errorf("RequeueAt 3: failures %v, %d copies; want broken only, three copies", got, len(requeueAt2.sent))
+	if got := failures(resp); !slices.Equal(got, []string{"broken", "failed"}) || len(requeueAt2.sent) != 3 {
+		t.Errorf("RequeueAt 3: failures %v, %d copies; want broken and failed, three copies", got, len(requeueAt2.sent))
 	}
 }
 

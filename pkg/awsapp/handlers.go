@@ -137,12 +137,13 @@ type Visibility interface {
 // Client) leaves the visibility timeout as it is.
 //
 // Every receive counts toward the queue's maxReceiveCount, a bounce too,
-// although a bounce attempts nothing: the run's own attempts (RUN_ATTEMPTS)
-// bound those. So a message bounced at or past RequeueAt receives is not
-// bounced but sent again, a fresh copy with a receive count of zero, and
-// the old one acknowledged; only receives that fail outright (an error
-// that is no RetryLater, a crash, a timeout) add up to the dead-letter
-// queue.
+// although a bounce (the run held by a live attempt, or its next attempt
+// not due: automation.IsRunClaimed) attempts nothing. So a message bounced
+// at or past RequeueAt receives is not bounced but sent again, a fresh
+// copy with a receive count of zero, and the old one acknowledged: only
+// receives that attempt or fail (a failed attempt, which the run's own
+// RUN_ATTEMPTS bounds; a store error; a crash or a timeout) add up to the
+// dead-letter queue.
 type Backoff struct {
 	Client   Visibility
 	QueueURL string
@@ -166,11 +167,13 @@ const maxDelay = 15 * time.Minute
 
 // delay makes message m visible again at the given time. It reports whether
 // m was requeued instead (a copy sent): m is then to be acknowledged.
-func (b Backoff) delay(ctx context.Context, m events.SQSMessage, at time.Time) (requeued bool, err error) {
+// Only a bounce (bounce set: the run held by a live attempt, or not due
+// yet) is requeued; a failed attempt or a store error keeps its receive count.
+func (b Backoff) delay(ctx context.Context, m events.SQSMessage, at time.Time, bounce bool) (requeued bool, err error) {
 	if b.Client == nil || m.ReceiptHandle == "" {
 		return false, nil
 	}
-	if b.requeues(m) {
+	if bounce && b.requeues(m) {
 		err := b.requeue(ctx, m, at)
 		if err == nil {
 			return true, nil
@@ -257,7 +260,7 @@ func Runner(svc messageHandler, b Backoff, log *slog.Logger) SQSHandler {
 					log.WarnContext(ctx, "run attempt failed; retried later", "messageId", m.MessageId,
 						"at", later.At, "err", err)
 				}
-				requeued, err := b.delay(ctx, m, later.At)
+				requeued, err := b.delay(ctx, m, later.At, automation.IsRunClaimed(err))
 				if err != nil {
 					log.WarnContext(ctx, "back off run message", "messageId", m.MessageId, "err", err)
 				}
