@@ -254,3 +254,66 @@ func TestFailingMessageReachesDLQ(t *testing.T) {
 		t.Fatalf("DLQ holds %v, %v; want the run's message", dl.Messages, err)
 	}
 }
+
+// TestHeldRunOutlivesMaxReceiveCount: a run held by a live attempt (a claim
+// with a long lease, as an inline ON_COMPLETION attempt or a frozen Lambda
+// leaves it) bounces its message many more times than the queue's
+// maxReceiveCount; the runner sends fresh copies from
+// awsapp.DefaultRequeueAt receives on, so the message never reaches the
+// DLQ, and once the hold ends the run executes once.
+func TestHeldRunOutlivesMaxReceiveCount(t *testing.T) {
+	const maxReceive = awsapp.DefaultRequeueAt + 1
+	e := newE2E(t, maxReceive, automation.RunPolicy{Timeout: time.Second, MaxAttempts: 5})
+	ext, calls := external(t, 200)
+	flowID := e.activeFlow(t, ext.URL)
+	status, acc := call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", `{"event": "push", "ref": "main"}`)
+	if status != 200 {
+		t.Fatalf("webhook = %d %v", status, acc)
+	}
+	runID := acc["runId"].(string)
+	ctx := context.Background()
+	held, err := e.store.ClaimRun(ctx, e.project.ID, runID, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dlqSize := func() string {
+		out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: &e.dlqURL, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)]
+	}
+	bounces := 0
+	for polls := 0; bounces <= 2*maxReceive; polls++ {
+		if polls > 20*maxReceive {
+			t.Fatalf("only %d bounces in %d polls (DLQ %s)", bounces, polls, dlqSize())
+		}
+		bounces += e.poll(t)
+	}
+	if n := dlqSize(); n != "0" || calls() != 0 {
+		t.Fatalf("after %d bounces: %s messages in the DLQ, %d external calls; want none and none", bounces, n, calls())
+	}
+
+	// The hold ends: the next delivery executes the run.
+	if err := e.store.ReleaseRun(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	for polls := 0; calls() == 0; polls++ {
+		if polls > 20 {
+			t.Fatalf("the run never executed after its hold ended (DLQ %s)", dlqSize())
+		}
+		e.poll(t)
+	}
+	for range 3 { // nothing left to deliver, no copy left behind
+		if n := e.poll(t); n != 0 {
+			t.Fatalf("%d messages delivered after the run executed", n)
+		}
+	}
+	status, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, "")
+	if status != 200 || run["status"] != "SUCCEEDED" || calls() != 1 || dlqSize() != "0" {
+		t.Fatalf("run = %d %v after %d external calls, DLQ %s; want SUCCEEDED after 1, DLQ empty", status, run, calls(), dlqSize())
+	}
+}

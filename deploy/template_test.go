@@ -206,6 +206,10 @@ func TestQueueAndRunner(t *testing.T) {
 	if redrive["deadLetterTargetArn"] == nil || number(t, "maxReceiveCount", redrive["maxReceiveCount"]) < attempts+3 {
 		t.Errorf("RunQueue RedrivePolicy = %v, want a DLQ and maxReceiveCount with room (3) above RUN_ATTEMPTS %d", redrive, attempts)
 	}
+	if mrc := number(t, "maxReceiveCount", redrive["maxReceiveCount"]); mrc < 2*awsapp.DefaultRequeueAt {
+		t.Errorf("maxReceiveCount %d: the runner requeues bounces from receive %d on (awsapp.DefaultRequeueAt), which leaves less room for outright failures than it uses for bounces",
+			mrc, awsapp.DefaultRequeueAt)
+	}
 	var found bool
 	for id, r := range tpl.Resources {
 		if r.Type != "AWS::Lambda::EventSourceMapping" {

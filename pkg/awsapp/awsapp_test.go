@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
@@ -170,10 +171,22 @@ func TestAWSConfig(t *testing.T) {
 }
 
 // recordVisibility is a Visibility that records the timeouts it was asked
-// for, by receipt handle.
+// for, by receipt handle, and the messages sent (failing them if sendErr).
 type recordVisibility struct {
-	mu  sync.Mutex
-	set map[string]int32
+	mu      sync.Mutex
+	set     map[string]int32
+	sent    []*sqs.SendMessageInput
+	sendErr error
+}
+
+func (v *recordVisibility) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.sendErr != nil {
+		return nil, v.sendErr
+	}
+	v.sent = append(v.sent, in)
+	return &sqs.SendMessageOutput{}, nil
 }
 
 func (v *recordVisibility) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMessageVisibilityInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
@@ -228,6 +241,77 @@ func TestRunnerBacksOffByTheRun(t *testing.T) {
 		if strings.Contains(line, `"level":"ERROR"`) && !strings.Contains(line, "network down") {
 			t.Errorf("error logged for an expected outcome: %s", line)
 		}
+	}
+}
+
+// TestRunnerRequeuesLateBounces: a bounce (automation.IsRunClaimed) at
+// DefaultRequeueAt receives or more sends a copy of the message (its body, its attributes, delayed to
+// the run's time within SQS's 15 minutes) and acknowledges the old one;
+// below it, or when the copy cannot be sent, the message is bounced by its
+// visibility and stays on the queue. A failed attempt or a plain failure is
+// never requeued: those keep counting toward the DLQ.
+func TestRunnerRequeuesLateBounces(t *testing.T) {
+	now := time.Now()
+	stub := &stubMessages{outcome: map[string]error{
+		"early":  &automation.RetryLater{At: now.Add(90 * time.Second), Err: automation.RunClaimed("run_x")},
+		"late":   &automation.RetryLater{At: now.Add(90 * time.Second), Err: automation.RunClaimed("run_x")},
+		"far":    &automation.RetryLater{At: now.Add(48 * time.Hour), Err: automation.RunClaimed("run_y")},
+		"failed": &automation.RetryLater{At: now.Add(40 * time.Second), Err: fmt.Errorf("%w: 503", automation.ErrRetry)},
+		"broken": errors.New("network down"),
+	}}
+	count := map[string]string{"early": "4", "late": "5", "far": "9", "failed": "9", "broken": "9"}
+	event := func() events.SQSEvent {
+		ev := events.SQSEvent{}
+		for _, b := range []string{"early", "late", "far", "failed", "broken"} {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: b, ReceiptHandle: "rh-" + b, Body: b,
+				Attributes:        map[string]string{"ApproximateReceiveCount": count[b]},
+				MessageAttributes: map[string]events.SQSMessageAttribute{"trace": {DataType: "String", StringValue: aws.String("t-" + b)}}})
+		}
+		return ev
+	}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	failures := func(resp events.SQSEventResponse) []string {
+		var ids []string
+		for _, f := range resp.BatchItemFailures {
+			ids = append(ids, f.ItemIdentifier)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+
+	vis := &recordVisibility{set: map[string]int32{}}
+	resp, _ := Runner(stub, Backoff{Client: vis, QueueURL: "q"}, log)(context.Background(), event())
+	if got := failures(resp); !slices.Equal(got, []string{"broken", "early", "failed"}) {
+		t.Errorf("failures = %v, want broken, early and failed back on the queue, late and far acknowledged", got)
+	}
+	if _, ok := vis.set["rh-early"]; !ok || len(vis.set) != 2 || vis.set["rh-failed"] < 38 {
+		t.Errorf("visibility changed for %v, want rh-early and rh-failed (a failed attempt keeps its receive count)", vis.set)
+	}
+	delays := map[string]int32{}
+	for _, in := range vis.sent {
+		body := aws.ToString(in.MessageBody)
+		delays[body] = in.DelaySeconds
+		if a := in.MessageAttributes["trace"]; aws.ToString(a.StringValue) != "t-"+body || aws.ToString(a.DataType) != "String" || aws.ToString(in.QueueUrl) != "q" {
+			t.Errorf("copy of %s = %+v, want its attributes on queue q", body, in)
+		}
+	}
+	if len(delays) != 2 || delays["late"] < 88 || delays["late"] > 91 || delays["far"] != int32(maxDelay/time.Second) {
+		t.Errorf("copies sent with delays %v, want late about 90 s and far 900 s", delays)
+	}
+
+	failing := &recordVisibility{set: map[string]int32{}, sendErr: errors.New("throttled")}
+	resp, _ = Runner(stub, Backoff{Client: failing, QueueURL: "q"}, log)(context.Background(), event())
+	if got := failures(resp); !slices.Equal(got, []string{"broken", "early", "failed", "far", "late"}) {
+		t.Errorf("failures with the send failing = %v, want all five back on the queue", got)
+	}
+	if got := failing.set["rh-far"]; got != int32(maxVisibility/time.Second) || len(failing.set) != 4 {
+		t.Errorf("visibility with the send failing = %v, want the four backoffs by visibility, far at 12 h", failing.set)
+	}
+
+	requeueAt2 := &recordVisibility{set: map[string]int32{}}
+	resp, _ = Runner(stub, Backoff{Client: requeueAt2, QueueURL: "q", RequeueAt: 3}, log)(context.Background(), event())
+	if got := failures(resp); !slices.Equal(got, []string{"broken", "failed"}) || len(requeueAt2.sent) != 3 {
+		t.Errorf("RequeueAt 3: failures %v, %d copies; want broken and failed, three copies", got, len(requeueAt2.sent))
 	}
 }
 
