@@ -39,34 +39,10 @@ func TestKillBetweenTwoHTTPSteps(t *testing.T) {
 	defer notify.Close()
 	defer close(hold)
 
-	dir := filepath.Join(t.TempDir(), "data")
-	env := []string{"FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_RUN_TIMEOUT=10s", "FLOWD_LOG_LEVEL=warn"}
-	p := startFlowd(t, dir, env...)
-	key := initialKey(t, dir)
-	var flow struct{ ID string }
-	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "pay then notify", "engine": "FLOW_BUILDER",
+	p2, key, flow := killWhenReached(t, fmt.Sprintf(`{"name": "pay then notify", "engine": "FLOW_BUILDER",
 		"steps": [{"name": "pay", "type": "HTTP", "method": "POST", "url": %q, "body": {"amount": 5}},
 		          {"name": "notify", "type": "HTTP", "method": "POST", "url": %q, "body": {"paid": "{{ steps.pay.status }}"}}]}`,
-		pay.URL, notify.URL), 201, &flow)
-	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
-	resp, err := http.Post(p.base+"/api/v1/webhooks/"+flow.ID, "application/json", strings.NewReader(`{"order":1}`))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("webhook: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	select {
-	case <-reached:
-	case <-time.After(10 * time.Second):
-		var page struct{ Data []map[string]any }
-		api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &page)
-		t.Fatalf("the run never reached its second step: %v; log: %s", page.Data, p.stderr)
-	}
-	if err := p.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-p.exited
-
-	p2 := startFlowd(t, dir, env...)
+		pay.URL, notify.URL), reached, "its second step")
 	defer p2.stop(t)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -121,35 +97,11 @@ func TestKillBetweenTwoOnErrorSteps(t *testing.T) {
 	defer pager.Close()
 	defer close(hold)
 
-	dir := filepath.Join(t.TempDir(), "data")
-	env := []string{"FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_RUN_TIMEOUT=10s", "FLOWD_LOG_LEVEL=warn"}
-	p := startFlowd(t, dir, env...)
-	key := initialKey(t, dir)
-	var flow struct{ ID string }
-	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "charge or alert", "engine": "FLOW_BUILDER",
+	p2, key, flow := killWhenReached(t, fmt.Sprintf(`{"name": "charge or alert", "engine": "FLOW_BUILDER",
 		"steps": [{"name": "charge", "type": "HTTP", "method": "POST", "url": %q, "body": {"amount": 5}}],
 		"onError": [{"name": "slack", "type": "HTTP", "method": "POST", "url": %q, "body": {"text": "{{ error.step }} failed"}},
 		            {"name": "pager", "type": "HTTP", "method": "POST", "url": %q, "body": {"run": "{{ run.id }}"}}]}`,
-		charge.URL, slack.URL, pager.URL), 201, &flow)
-	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
-	resp, err := http.Post(p.base+"/api/v1/webhooks/"+flow.ID, "application/json", strings.NewReader(`{"order":1}`))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("webhook: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	select {
-	case <-reached:
-	case <-time.After(10 * time.Second):
-		var page struct{ Data []map[string]any }
-		api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &page)
-		t.Fatalf("the run never reached its second onError step: %v; log: %s", page.Data, p.stderr)
-	}
-	if err := p.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-p.exited
-
-	p2 := startFlowd(t, dir, env...)
+		charge.URL, slack.URL, pager.URL), reached, "its second onError step")
 	defer p2.stop(t)
 	deadline := time.Now().Add(30 * time.Second)
 	var runID string
@@ -179,4 +131,35 @@ func TestKillBetweenTwoOnErrorSteps(t *testing.T) {
 		run.OnErrorSteps[0].Status != "SUCCEEDED" || run.OnErrorSteps[1].Status != "SUCCEEDED" {
 		t.Fatalf("run after the restart: %+v", run)
 	}
+}
+
+// killWhenReached starts flowd, creates and enables the flow definition,
+// sends it one webhook, kills flowd with SIGKILL once reached says the run
+// got to the step under test (named by what, for the failure message), and
+// starts flowd again on the same data.
+func killWhenReached(t *testing.T, definition string, reached <-chan struct{}, what string) (p2 *proc, key string, flow struct{ ID string }) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	env := []string{"FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_RUN_TIMEOUT=10s", "FLOWD_LOG_LEVEL=warn"}
+	p := startFlowd(t, dir, env...)
+	key = initialKey(t, dir)
+	api(t, p, key, "POST", "/api/v1/flows", definition, 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+	resp, err := http.Post(p.base+"/api/v1/webhooks/"+flow.ID, "application/json", strings.NewReader(`{"order":1}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("webhook: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	select {
+	case <-reached:
+	case <-time.After(10 * time.Second):
+		var page struct{ Data []map[string]any }
+		api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &page)
+		t.Fatalf("the run never reached %s: %v; log: %s", what, page.Data, p.stderr)
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	return startFlowd(t, dir, env...), key, flow
 }
