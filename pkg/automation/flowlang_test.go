@@ -171,19 +171,13 @@ func TestWaitPausesAndResumes(t *testing.T) {
 	before, beforeCalls := flowtest.StatusServer(t, 200)
 	after, afterCalls := flowtest.StatusServer(t, 200)
 	ctx := context.Background()
-	name, eng := "waits", automation.FlowBuilder
+	name := "waits"
 	steps := []automation.Step{
 		{Name: "first", Type: automation.StepHTTP, Method: "POST", URL: before.URL, Body: json.RawMessage(`{}`)},
 		{Name: "later", Type: automation.StepWait, Duration: "1s"},
 		{Name: "second", Type: automation.StepHTTP, Method: "POST", URL: after.URL, Body: json.RawMessage(`{"w": "{{ steps.later.until }}"}`)},
 	}
-	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
-		t.Fatal(err)
-	}
+	f := e.ActiveFlow(t, e.project, name, steps...)
 	r := e.start1(t, f)
 	at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
 	if at.Outcome != automation.OutcomeRetry || at.RetryAt.IsZero() {
@@ -285,19 +279,13 @@ func TestWaitsDoNotSpendRetries(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2})
 	flaky, calls := flowtest.StatusServer(t, 503, 200)
 	ctx := context.Background()
-	name, eng := "two waits", automation.FlowBuilder
+	name := "two waits"
 	steps := []automation.Step{
 		{Name: "w1", Type: automation.StepWait, Duration: "1ms"},
 		{Name: "w2", Type: automation.StepWait, Duration: "1ms"},
 		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: flaky.URL, Body: json.RawMessage(`{}`)},
 	}
-	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
-		t.Fatal(err)
-	}
+	f := e.ActiveFlow(t, e.project, name, steps...)
 	r := e.start1(t, f)
 	var at automation.Attempt
 	for i := 0; i < 6; i++ {

@@ -302,19 +302,13 @@ func TestFlakySecondStepDoesNotRepeatTheFirst(t *testing.T) {
 	pay, payCalls := flowtest.StatusServer(t, 201)
 	notify, notifyCalls := flowtest.StatusServer(t, 503, 200)
 	ctx := context.Background()
-	name, eng := "pay-then-notify", automation.FlowBuilder
+	name := "pay-then-notify"
 	steps := []automation.Step{
 		{Name: "pay", Type: automation.StepHTTP, Method: "POST", URL: pay.URL, Body: json.RawMessage(`{"amount": 5}`)},
 		{Name: "notify", Type: automation.StepHTTP, Method: "POST", URL: notify.URL,
 			Body: json.RawMessage(`{"paid": "{{ steps.pay.status }}"}`)},
 	}
-	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
-		t.Fatal(err)
-	}
+	f := e.ActiveFlow(t, e.project, name, steps...)
 	r := e.start1(t, f)
 	if at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
 		t.Fatalf("first attempt = %v, %v; want a retry after the 503", at.Outcome, err)
@@ -407,15 +401,9 @@ func TestRunFieldsAcrossAttempts(t *testing.T) {
 func TestStoppedAtNamesTheFilter(t *testing.T) {
 	e := newEnv(t, automation.RunPolicy{})
 	ctx := context.Background()
-	name, eng := "filtered", automation.FlowBuilder
+	name := "filtered"
 	steps := []automation.Step{{Name: "only_main", Type: automation.StepFilter, Condition: `trigger.body.ref == "other"`}}
-	f, err := e.svc.CreateFlow(ctx, e.project, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
-		t.Fatal(err)
-	}
+	f := e.ActiveFlow(t, e.project, name, steps...)
 	at, err := e.svc.ExecuteRun(ctx, e.project.ID, e.start1(t, f).ID)
 	if err != nil || at.Run.Status != automation.RunSucceeded || at.Run.StoppedAt != "only_main" {
 		t.Fatalf("run = %s stopped at %q, %v; want SUCCEEDED stopped at only_main", at.Run.Status, at.Run.StoppedAt, err)
