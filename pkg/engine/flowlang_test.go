@@ -532,14 +532,7 @@ func TestResumeKeepsDecisions(t *testing.T) {
 				{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/fail", Body: raw(`{}`)}}}},
 			Default: []automation.Step{{Name: "other", Type: automation.StepSet, Values: raw(`{}`)}}},
 	)
-	var journal []automation.StepResult
-	res := e.ExecuteJournaled(context.Background(), f, runOf(`{}`), func(_ context.Context, s []automation.StepResult) error {
-		journal = s
-		return nil
-	})
-	if res.Run.Status != automation.RunFailed || !res.Retryable {
-		t.Fatalf("first attempt %s retryable=%v %s", res.Run.Status, res.Retryable, res.Run.Error)
-	}
+	journal := failFirstAttempt(t, e, f)
 	ext.status.Store(200)
 	r := runOf(`{}`)
 	r.Steps = journal
@@ -567,14 +560,7 @@ func TestResumedForEachKeepsItsList(t *testing.T) {
 	f := flowOf(automation.Step{Name: "each", Type: automation.StepForEach, Items: raw(`"state.list"`), Steps: []automation.Step{
 		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/{{ index == 1 ? 'fail' : 'ok' }}", Body: raw(`{"item": "{{ item }}"}`)},
 	}})
-	var journal []automation.StepResult
-	res := e.ExecuteJournaled(context.Background(), f, runOf(`{}`), func(_ context.Context, s []automation.StepResult) error {
-		journal = s
-		return nil
-	})
-	if res.Run.Status != automation.RunFailed || !res.Retryable {
-		t.Fatalf("first attempt %s retryable=%v %s", res.Run.Status, res.Retryable, res.Run.Error)
-	}
+	journal := failFirstAttempt(t, e, f)
 	if j := journal[0].ItemsJournal; j == nil || j.Count != 3 || string(j.Items) != `["a","b","c"]` {
 		t.Fatalf("journaled list %+v", j)
 	}
@@ -613,14 +599,7 @@ func TestResumedForEachChecksALongList(t *testing.T) {
 		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/{{ index == 1 ? 'fail' : 'ok' }}", Body: raw(`{}`)},
 	}})
 	ext.status.Store(503)
-	var journal []automation.StepResult
-	res := e.ExecuteJournaled(context.Background(), f, runOf(`{}`), func(_ context.Context, s []automation.StepResult) error {
-		journal = s
-		return nil
-	})
-	if res.Run.Status != automation.RunFailed || !res.Retryable {
-		t.Fatalf("first attempt %s retryable=%v %s", res.Run.Status, res.Retryable, res.Run.Error)
-	}
+	journal := failFirstAttempt(t, e, f)
 	if j := journal[0].ItemsJournal; j == nil || j.Count != 300 || len(j.SHA256) != 64 || j.Items != nil {
 		t.Fatalf("journaled list of a long list: %+v", j)
 	}
@@ -630,7 +609,7 @@ func TestResumedForEachChecksALongList(t *testing.T) {
 	st.m["list"] = changed
 	r := runOf(`{}`)
 	r.Steps = journal
-	res = e.ExecuteJournaled(context.Background(), f, r, nil)
+	res := e.ExecuteJournaled(context.Background(), f, r, nil)
 	if res.Run.Status != automation.RunFailed || res.Retryable || !strings.Contains(res.Run.Error, "items changed since an earlier attempt") {
 		t.Fatalf("resumed over another list: %s retryable=%v %q", res.Run.Status, res.Retryable, res.Run.Error)
 	}
@@ -647,4 +626,19 @@ func TestResumedForEachChecksALongList(t *testing.T) {
 	if len(ext.got("/ok")) != 299 || len(ext.got("/fail")) != 2 {
 		t.Fatalf("calls: ok %d, fail %d; want 299 and 2", len(ext.got("/ok")), len(ext.got("/fail")))
 	}
+}
+
+// failFirstAttempt executes f's first attempt on an empty trigger, which
+// must fail and be retryable, and returns the steps it journaled.
+func failFirstAttempt(t *testing.T, e *Engine, f automation.Flow) []automation.StepResult {
+	t.Helper()
+	var journal []automation.StepResult
+	res := e.ExecuteJournaled(context.Background(), f, runOf(`{}`), func(_ context.Context, s []automation.StepResult) error {
+		journal = s
+		return nil
+	})
+	if res.Run.Status != automation.RunFailed || !res.Retryable {
+		t.Fatalf("first attempt %s retryable=%v %s", res.Run.Status, res.Retryable, res.Run.Error)
+	}
+	return journal
 }
