@@ -43,6 +43,9 @@ type CodeRequest struct {
 	// TimeoutMs bounds the script's wall-clock time: 0 takes
 	// DefaultCodeTimeout, more than MaxCodeTimeout is cut to it.
 	TimeoutMs int64 `json:"timeoutMs"`
+	// Project is the run's project: sandboxes are shared fairly between
+	// projects, so one project's backlog cannot take them all.
+	Project string `json:"project,omitempty"`
 }
 
 // Timeout is the request's time limit with the default and the cap applied.

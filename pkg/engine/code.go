@@ -28,7 +28,7 @@ func (x *execution) code(ctx context.Context, s automation.Step) (any, error) {
 	if err != nil {
 		return nil, fail(false, fmt.Errorf("the run's data cannot be passed to the script: %w", err))
 	}
-	res, err := x.e.code.RunCode(ctx, automation.CodeRequest{Code: s.Code, Scope: scope, TimeoutMs: timeout.Milliseconds()})
+	res, err := x.e.code.RunCode(ctx, automation.CodeRequest{Code: s.Code, Scope: scope, TimeoutMs: timeout.Milliseconds(), Project: x.run.Project})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &stepError{msg: "the run ended while the script ran", retryable: true} // Execute says how

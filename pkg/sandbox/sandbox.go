@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/fairshare"
 )
 
 // Config sets up a Pool. Zero fields take the defaults.
@@ -45,6 +46,9 @@ type Config struct {
 	Idle int
 	// Max bounds the scripts running at once (default 8); more wait.
 	Max int
+	// PerProject bounds the scripts one project runs at once (default
+	// Max - Max/4: 6 of 8), so another project always finds a child.
+	PerProject int
 	// Memory is a script's heap limit (default automation.CodeMemoryBytes).
 	Memory int64
 	// Grace is how long past its timeout a script's child may take to
@@ -81,8 +85,8 @@ type Pool struct {
 	log    *slog.Logger
 
 	idle  chan *child
-	slots chan struct{} // one per running script
-	wake  chan struct{} // a child was discarded: top the idle ones up
+	slots *fairshare.Slots // one per running script, shared fairly by project
+	wake  chan struct{}    // a child was discarded: top the idle ones up
 
 	mu     sync.Mutex
 	live   int // children started and not yet discarded
@@ -120,7 +124,7 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p := &Pool{
 		exe: cfg.Executable, memory: cfg.Memory, grace: cfg.Grace, log: cfg.Log,
-		idle: make(chan *child, cfg.Idle), slots: make(chan struct{}, cfg.Max),
+		idle: make(chan *child, cfg.Idle), slots: fairshare.New(cfg.Max, cfg.PerProject),
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	c, err := p.spawn()
@@ -163,12 +167,12 @@ func (p *Pool) RunCode(ctx context.Context, req automation.CodeRequest) (automat
 	if limit := maxRequestBytes - automation.MaxCodeBytes - 1<<10; len(req.Scope) > limit {
 		return automation.CodeResult{Error: fmt.Sprintf("the run's data for this step is %d bytes; a script takes at most %d", len(req.Scope), limit)}, nil
 	}
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return automation.CodeResult{}, fmt.Errorf("sandbox: wait for a free child: %w", ctx.Err())
+	// One project's backlog must not hold every child: the slots are shared
+	// fairly, and no project holds them all (docs/reliability.md).
+	if err := p.slots.Acquire(ctx, req.Project); err != nil {
+		return automation.CodeResult{}, fmt.Errorf("sandbox: wait for a free child: %w", err)
 	}
-	defer func() { <-p.slots }()
+	defer p.slots.Release(req.Project)
 	c, err := p.get()
 	if err != nil {
 		return automation.CodeResult{}, err
@@ -183,6 +187,11 @@ func (p *Pool) RunCode(ctx context.Context, req automation.CodeRequest) (automat
 		return automation.CodeResult{}, err
 	}
 	return automation.CodeResult{Output: res.Output, Logs: res.Logs, Error: res.Error}, nil
+}
+
+// Load is how many scripts run now and how many wait for a child.
+func (p *Pool) Load() (running, waiting int) {
+	return p.slots.Used(), p.slots.Waiting()
 }
 
 // run sends one request to c and reads the answer by the deadline. keep
