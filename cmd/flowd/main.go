@@ -225,7 +225,8 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Inline: dir.Store, Policy: cfg.RunPolicy,
 			Finished: m.FinishedRuns(dir.Store),
 			NewExecutor: func(c automation.Credentials) automation.Executor {
-				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log})
+				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log,
+					UserAgent: engine.UserAgent(cfg.EngineURL)})
 			},
 		},
 	})

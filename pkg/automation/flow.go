@@ -398,6 +398,10 @@ const (
 	DefaultStepBackoff    = time.Second
 	DefaultStepMaxBackoff = time.Minute
 	MaxStepBackoff        = 5 * time.Minute
+	// MinStepBackoff is the shortest wait between two executions of a step,
+	// whatever the flow says: a retry loop at 1 ms would make one webhook
+	// thousands of requests to a third party.
+	MinStepBackoff = 100 * time.Millisecond
 )
 
 // Delays parses r's backoff settings, defaults applied.

@@ -94,7 +94,8 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	rt := &automation.RunRuntime{
 		Runs: runMetrics{RunStore: store, m: m}, Queue: sqsqueue.New(store, newSqsClient(sqs.NewFromConfig(awsCfg)), cfg.QueueURL), Policy: cfg.RunPolicy,
 		NewExecutor: func(c automation.Credentials) automation.Executor {
-			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log})
+			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log,
+				UserAgent: engine.UserAgent(cfg.EngineURL)})
 		},
 		// A receiver is frozen once it answers: its inline attempt must
 		// not outlive the answer.

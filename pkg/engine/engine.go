@@ -64,6 +64,8 @@ type Config struct {
 	Code  automation.CodeRunner
 	Clock func() time.Time // default time.Now
 	Log   *slog.Logger
+	// UserAgent is sent with every outbound request (default UserAgent("")).
+	UserAgent string
 }
 
 // Defaults and limits of Config.
@@ -93,6 +95,7 @@ type Engine struct {
 	maxRun      int64
 	now         func() time.Time
 	log         *slog.Logger
+	userAgent   string
 }
 
 // New returns an Engine for cfg.
@@ -100,7 +103,10 @@ func New(cfg Config) *Engine {
 	e := &Engine{
 		creds: cfg.Credentials, code: cfg.Code, state: cfg.State,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
-		now: cfg.Clock, log: cfg.Log,
+		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
+	}
+	if e.userAgent == "" {
+		e.userAgent = UserAgent("")
 	}
 	if st, ok := cfg.Credentials.(State); ok && e.state == nil {
 		e.state = st
@@ -238,7 +244,8 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 // pause waits before execution n+1 of a step with a retry policy:
 // exponential from its backoff, with jitter in the upper half, at most its
 // maxBackoff, or what the service asked for (Retry-After) when that is
-// longer, up to automation.MaxStepBackoff. It reports false when the run
+// longer, up to automation.MaxStepBackoff, and never under
+// automation.MinStepBackoff. It reports false when the run
 // ends first.
 func (e *Engine) pause(ctx context.Context, r *automation.StepRetry, n int, asked time.Duration) bool {
 	first, most, err := r.Delays()
@@ -250,7 +257,7 @@ func (e *Engine) pause(ctx context.Context, r *automation.StepRetry, n int, aske
 		d *= 2
 	}
 	d = min(d, most)
-	d = d/2 + rand.N(d/2+1)
+	d = max(d/2+rand.N(d/2+1), automation.MinStepBackoff)
 	if asked > d {
 		d = min(asked, automation.MaxStepBackoff)
 	}

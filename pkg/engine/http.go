@@ -63,6 +63,7 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	if err != nil {
 		return nil, masked(err.Error())
 	}
+	x.identify(req)
 	if keyName != "" {
 		req.Header.Set(keyName, keyVal)
 	}

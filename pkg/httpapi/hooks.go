@@ -213,10 +213,13 @@ func ipAllowed(ip netip.Addr, allowed []string) bool {
 }
 
 // admit runs the checks every delivery passes once its flow is known, in
-// order: the IP allowlist, the caller's authentication (workflow builder
+// order: the depth of a chain of flows, the IP allowlist, the caller's authentication (workflow builder
 // flows; nil for none) before any byte of the body is read, the body within
 // its limit, and the signature over it. It returns the raw body.
 func (rc *receiver) admit(w http.ResponseWriter, r *http.Request, f automation.Flow, authenticate func() error) ([]byte, error) {
+	if d := automation.ParseFlowDepth(r.Header.Get(automation.FlowDepthHeader)); d > automation.MaxFlowDepth {
+		return nil, automation.LoopDetected(d)
+	}
 	if err := rc.checkAllowed(r, f); err != nil {
 		return nil, err
 	}

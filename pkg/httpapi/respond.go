@@ -26,6 +26,7 @@ var statusOf = map[error]int{
 	automation.ErrUnavailable:  http.StatusServiceUnavailable,
 	errUnsupportedMedia:        http.StatusUnsupportedMediaType,
 	errTooLarge:                http.StatusRequestEntityTooLarge,
+	automation.ErrLoop:         http.StatusLoopDetected,
 }
 
 // fail writes the error envelope for err. Only *automation.Error text
