@@ -1,6 +1,7 @@
 package automation
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -67,7 +68,13 @@ func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string,
 		}
 		steps, resumed = withoutItemsJournals(old.Steps[:failed]), old.ID
 	}
-	return s.enqueueNew(ctx, f, td, func(r *Run) { r.Steps, r.ResumedFrom = append(r.Steps, steps...), resumed })
+	retryOf := ""
+	if from == RetryFromStart {
+		retryOf = old.ID
+	}
+	return s.enqueueNew(ctx, f, td, func(r *Run) {
+		r.Steps, r.ResumedFrom, r.RetryOf = append(r.Steps, steps...), resumed, retryOf
+	})
 }
 
 // enqueueNew queues a new run of f with a fresh ID, shaped by prepare.
@@ -215,6 +222,10 @@ func (s *Service) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) 
 		q.After = page.Next
 	}
 	olds = olds[:min(len(olds), MaxReplay)]
+	inWindow := make(map[string]bool, len(olds))
+	for _, old := range olds {
+		inWindow[old.ID] = true
+	}
 	flows := map[string]Flow{}
 	n := 0
 	for _, old := range olds {
@@ -233,7 +244,12 @@ func (s *Service) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) 
 		} else if err != nil {
 			return Replayed{Replayed: n}, wrap("replay runs", err)
 		}
-		if _, err := s.enqueueNew(ctx, f, full.Trigger, func(*Run) {}); err != nil {
+		// A retry or replay of a run this replay starts again would make
+		// every replay of a window double it.
+		if origin := cmp.Or(full.RetryOf, full.ResumedFrom); origin != "" && inWindow[origin] {
+			continue
+		}
+		if _, err := s.enqueueNew(ctx, f, full.Trigger, func(r *Run) { r.RetryOf = old.ID }); err != nil {
 			return Replayed{Replayed: n}, err
 		}
 		n++

@@ -40,6 +40,10 @@ type Run struct {
 	// ResumedFrom is the run this one resumed (a retry from the failed
 	// step), which lent it the outputs of its finished steps.
 	ResumedFrom string `json:"resumedFrom,omitempty"`
+	// RetryOf is the run this one retries from START or replays: a replay
+	// skips such runs when their origin is in its window too, so replaying
+	// a window twice does not replay the replays.
+	RetryOf string `json:"retryOf,omitempty"`
 	// StoppedAt names the FILTER step that ended the run, if one did.
 	StoppedAt string `json:"stoppedAt,omitempty"`
 	// Interrupted counts the attempts before the current one that ended

@@ -619,6 +619,22 @@ func TestReplayAndSearch(t *testing.T) {
 	if err != nil || len(running.Data) != 3 {
 		t.Fatalf("RUNNING runs = %d, %v; want the unexecuted one and 2 replays", len(running.Data), err)
 	}
+	// The replays fail too, inside the window: replaying it again starts
+	// the 2 originals again, never the replays (which would double it).
+	for _, r := range running.Data {
+		full, _ := e.svc.Run(ctx, e.project, f.ID, r.ID)
+		if full.RetryOf == "" {
+			continue
+		}
+		if at, _ := e.svc.ExecuteRun(ctx, e.project.ID, r.ID); at.Run.Status != automation.RunFailed {
+			t.Fatalf("replayed run = %s, want FAILED", at.Run.Status)
+		}
+	}
+	again, err := e.svc.ReplayRuns(ctx, e.project, automation.ReplayRequest{FlowID: f.ID, Status: "FAILED",
+		Since: "2026-05-01T12:01:00Z", Until: "2026-05-01T13:00:00Z"})
+	if err != nil || again.Replayed != 2 {
+		t.Fatalf("second replay = %+v, %v; want the 2 originals, not their 2 replays", again, err)
+	}
 }
 
 // TestMessageRetryLater: the runner's contract. A message whose run failed
