@@ -165,7 +165,7 @@ func (c *cli) projectsCmd() *cobra.Command {
 			return show(c, ps, ps, projectTable)
 		}),
 	}
-	cmd.AddCommand(create, list)
+	cmd.AddCommand(create, list, c.setLimitsCmd())
 	return cmd
 }
 

@@ -16,6 +16,7 @@ var (
 	ErrNotFound     = errors.New("not found")    // 404
 	ErrConflict     = errors.New("conflict")     // 409
 	ErrUnavailable  = errors.New("unavailable")  // 503: try again later
+	ErrRateLimited  = errors.New("rate limited") // 429: over a quota, retry later
 )
 
 // Error is a failure the client may see: Code and Message are sent as is, so

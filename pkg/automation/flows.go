@@ -81,6 +81,9 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 	if err := s.validateFlow(ctx, &f); err != nil {
 		return Flow{}, err
 	}
+	if err := s.checkFlowQuota(ctx, p); err != nil {
+		return Flow{}, err
+	}
 	secrets, err := extractSecrets(&f, nil)
 	if err != nil {
 		return Flow{}, err

@@ -39,6 +39,9 @@ type ProjectStore interface {
 	ProjectByName(ctx context.Context, name string) (Project, error)
 	// Projects lists all projects in creation order.
 	Projects(ctx context.Context) ([]Project, error)
+	// SetProjectLimits replaces the project's limit overrides; an unknown
+	// ID is ErrNotFound.
+	SetProjectLimits(ctx context.Context, id string, overrides map[string]int64) error
 }
 
 // KeyStore persists API keys, which are looked up by the hash of the key.

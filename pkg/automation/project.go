@@ -22,6 +22,9 @@ type Project struct {
 	Name    string    `json:"name"`
 	Plan    Plan      `json:"plan"`
 	Created time.Time `json:"created"`
+	// LimitOverrides are the operator's changes to the plan's limits, by
+	// name in LimitNames; Unlimited lifts one. Limits() applies them.
+	LimitOverrides map[string]int64 `json:"-"`
 }
 
 // APIKey grants access to one project. Only a hash of the key is stored; the

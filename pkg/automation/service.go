@@ -60,6 +60,7 @@ type Service struct {
 	now         func() time.Time
 	newID       func(prefix string) string
 	log         *slog.Logger
+	quotas      quotas
 }
 
 // NewService checks cfg and returns a Service.

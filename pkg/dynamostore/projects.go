@@ -128,6 +128,10 @@ func decodeProject(item map[string]types.AttributeValue) (automation.Project, er
 	if r.err != nil {
 		return automation.Project{}, fmt.Errorf("dynamostore: decode project %s: %w", p.ID, r.err)
 	}
+	var err error
+	if p.LimitOverrides, err = decodeLimits(item); err != nil {
+		return automation.Project{}, fmt.Errorf("dynamostore: decode project %s: %w", p.ID, err)
+	}
 	return p, nil
 }
 

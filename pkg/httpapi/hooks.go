@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,6 +106,10 @@ func (rc *receiver) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, r, http.StatusMethodNotAllowed, me.Err.Code,
 			fmt.Sprintf("this webhook takes %s, not %s", allowed, clip(r.Method)))
 		return
+	}
+	var rl *automation.RateLimited
+	if errors.As(err, &rl) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(rl.RetryAfter.Seconds())))))
 	}
 	var e *automation.Error
 	if errors.As(err, &e) {
@@ -221,6 +227,9 @@ func (rc *receiver) admit(w http.ResponseWriter, r *http.Request, f automation.F
 		return nil, automation.LoopDetected(d)
 	}
 	if err := rc.checkAllowed(r, f); err != nil {
+		return nil, err
+	}
+	if err := rc.svc.AdmitDelivery(r.Context(), f.Project); err != nil {
 		return nil, err
 	}
 	if authenticate != nil {

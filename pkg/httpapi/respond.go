@@ -27,6 +27,7 @@ var statusOf = map[error]int{
 	errUnsupportedMedia:        http.StatusUnsupportedMediaType,
 	errTooLarge:                http.StatusRequestEntityTooLarge,
 	automation.ErrLoop:         http.StatusLoopDetected,
+	automation.ErrRateLimited:  http.StatusTooManyRequests,
 }
 
 // fail writes the error envelope for err. Only *automation.Error text

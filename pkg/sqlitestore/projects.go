@@ -31,7 +31,7 @@ func (s *Store) CreateProject(ctx context.Context, p automation.Project) error {
 	})
 }
 
-const projectColumns = `id, name, plan, created`
+const projectColumns = `id, name, plan, created, limits`
 
 // Project returns the project with that ID.
 func (s *Store) Project(ctx context.Context, id string) (automation.Project, error) {
@@ -81,12 +81,15 @@ func (s *Store) Projects(ctx context.Context) ([]automation.Project, error) {
 
 func scanProject(row rowScanner) (automation.Project, error) {
 	var p automation.Project
-	var plan, created string
-	if err := row.Scan(&p.ID, &p.Name, &plan, &created); err != nil {
+	var plan, created, limits string
+	if err := row.Scan(&p.ID, &p.Name, &plan, &created, &limits); err != nil {
 		return p, err
 	}
 	p.Plan = automation.Plan(plan)
 	var err error
+	if p.LimitOverrides, err = decodeLimits(limits); err != nil {
+		return p, err
+	}
 	p.Created, err = parseTime(created)
 	return p, err
 }

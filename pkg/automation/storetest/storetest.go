@@ -22,6 +22,7 @@ import (
 // return an empty store each call and arrange its own cleanup (t.Cleanup).
 func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("Projects", func(t *testing.T) { testProjects(t, open(t)) })
+	t.Run("ProjectLimits", func(t *testing.T) { testProjectLimits(t, open(t)) })
 	t.Run("Keys", func(t *testing.T) { testKeys(t, open(t)) })
 	t.Run("FlowCreateGet", func(t *testing.T) { testFlowCreateGet(t, open(t)) })
 	t.Run("FlowPut", func(t *testing.T) { testFlowPut(t, open(t)) })

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestProjectQuotas: the limits answer on GET /api/v1/project, an
+// operator overrides them with flowctl, the flows limit refuses a create
+// with 403 QUOTA_EXCEEDED, and the webhooks limit answers 429 with
+// Retry-After and starts no run.
+func TestProjectQuotas(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+
+	type info struct {
+		Plan   string
+		Limits map[string]*int64
+		Usage  struct{ Flows int64 }
+	}
+	var before info
+	api(t, p, key, "GET", "/api/v1/project", "", 200, &before)
+	// flowd's first project is ENTERPRISE: nothing is limited.
+	if before.Plan != "ENTERPRISE" || len(before.Limits) != 5 || before.Limits["flows"] != nil || before.Usage.Flows != 0 {
+		t.Fatalf("the first project: %+v; want ENTERPRISE with five unlimited limits and no flows", before)
+	}
+	var projects []struct{ Name string }
+	out, err := flowctl(t, dir, "projects", "list", "-o", "json")
+	if err != nil {
+		t.Fatalf("projects list: %v %s", err, out)
+	}
+	if err := json.Unmarshal([]byte(out), &projects); err != nil || len(projects) != 1 {
+		t.Fatalf("projects list: %v %s", err, out)
+	}
+	if out, err := flowctl(t, dir, "projects", "set-limits", projects[0].Name, "--flows", "2", "--webhooksPerSecond", "3", "--storedBytes", "unlimited"); err != nil ||
+		!strings.Contains(out, "flows") || !strings.Contains(out, "(override)") {
+		t.Fatalf("set-limits: %v\n%s", err, out)
+	}
+	if out, err := flowctl(t, dir, "projects", "set-limits", projects[0].Name, "--flows", "many"); err == nil {
+		t.Fatalf("set-limits --flows many succeeded: %s", out)
+	}
+	// The running flowd reads a project's limits again within 10 s; a new
+	// one reads them at once.
+	p.stop(t)
+	p = startFlowd(t, dir, "FLOWD_LOG_LEVEL=warn")
+	var after info
+	api(t, p, key, "GET", "/api/v1/project", "", 200, &after)
+	if *after.Limits["flows"] != 2 || *after.Limits["webhooksPerSecond"] != 3 || after.Limits["storedBytes"] != nil {
+		t.Fatalf("after set-limits: %+v", after.Limits)
+	}
+
+	var flow struct{ ID string }
+	def := `{"name": "q%d", "engine": "FLOW_BUILDER", "steps": [{"name": "noop", "type": "SET", "values": {}}]}`
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(def, 1), 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(def, 2), 201, nil)
+	var refused struct{ Error struct{ Code, Message string } }
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(def, 3), 403, &refused)
+	if refused.Error.Code != "QUOTA_EXCEEDED" || !strings.Contains(refused.Error.Message, "limits.flows") {
+		t.Fatalf("third flow: %+v", refused.Error)
+	}
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+
+	// A burst of 10 against a limit of 3 per second (bursts of 3): the
+	// first 3 are taken, and some of the rest are refused with 429.
+	accepted, limited := 0, 0
+	for range 10 {
+		resp, err := http.Post(p.base+"/api/v1/webhooks/"+flow.ID, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			accepted++
+		case http.StatusTooManyRequests:
+			limited++
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+				t.Errorf("429 with Retry-After %q", resp.Header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("webhook: %d", resp.StatusCode)
+		}
+	}
+	if accepted < 3 || limited == 0 {
+		t.Fatalf("10 deliveries at once: %d accepted, %d refused; want at least 3 accepted and some refused", accepted, limited)
+	}
+	var runs struct{ Data []any }
+	api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs?limit=100", "", 200, &runs)
+	if len(runs.Data) != accepted {
+		t.Fatalf("%d runs for %d accepted deliveries: a refused delivery started a run", len(runs.Data), accepted)
+	}
+}

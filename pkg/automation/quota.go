@@ -1,0 +1,293 @@
+package automation
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	xrate "golang.org/x/time/rate"
+)
+
+// Limits are a project's quotas: what it may make the service do, so that
+// no tenant can take the service from the others or use it to flood a
+// third party. A nil field is unlimited. docs/reliability.md lists the
+// defaults and what happens past each.
+type Limits struct {
+	// WebhooksPerSecond bounds deliveries to the project's flows, both
+	// receivers together; past it a delivery is 429 with Retry-After and
+	// starts no run.
+	WebhooksPerSecond *int64 `json:"webhooksPerSecond"`
+	// ConcurrentRuns bounds the project's runs executing at once.
+	ConcurrentRuns *int64 `json:"concurrentRuns"`
+	// OutboundPerMinute bounds HTTP step requests, retries included.
+	OutboundPerMinute *int64 `json:"outboundPerMinute"`
+	// Flows bounds the project's flows; past it a create is 403
+	// QUOTA_EXCEEDED.
+	Flows *int64 `json:"flows"`
+	// StoredBytes bounds runs, samples and state.
+	StoredBytes *int64 `json:"storedBytes"`
+}
+
+// LimitNames are the names of Limits' fields, as the API, flowctl and the
+// stored overrides spell them.
+var LimitNames = []string{"webhooksPerSecond", "concurrentRuns", "outboundPerMinute", "flows", "storedBytes"}
+
+// Unlimited is how an override says "no limit".
+const Unlimited int64 = -1
+
+func limit(n int64) *int64 { return &n }
+
+// DefaultLimits are the quotas of each plan.
+func DefaultLimits(p Plan) Limits {
+	switch p {
+	case PlanEnterprise:
+		return Limits{}
+	case PlanTeam:
+		return Limits{WebhooksPerSecond: limit(100), ConcurrentRuns: limit(50), OutboundPerMinute: limit(6000),
+			Flows: limit(1000), StoredBytes: limit(20 << 30)}
+	default:
+		return Limits{WebhooksPerSecond: limit(10), ConcurrentRuns: limit(5), OutboundPerMinute: limit(600),
+			Flows: limit(50), StoredBytes: limit(1 << 30)}
+	}
+}
+
+// field is the Limits field of a name in LimitNames.
+func (l *Limits) field(name string) **int64 {
+	switch name {
+	case "webhooksPerSecond":
+		return &l.WebhooksPerSecond
+	case "concurrentRuns":
+		return &l.ConcurrentRuns
+	case "outboundPerMinute":
+		return &l.OutboundPerMinute
+	case "flows":
+		return &l.Flows
+	case "storedBytes":
+		return &l.StoredBytes
+	}
+	return nil
+}
+
+// Limits are the project's quotas: its plan's, with the operator's
+// overrides applied.
+func (p Project) Limits() Limits {
+	l := DefaultLimits(p.Plan)
+	for name, v := range p.LimitOverrides {
+		f := l.field(name)
+		if f == nil {
+			continue // a name a later version dropped
+		}
+		if v == Unlimited {
+			*f = nil
+		} else {
+			*f = limit(v)
+		}
+	}
+	return l
+}
+
+// ParseLimit reads an override as an operator types it: a whole number of
+// at least 0, "unlimited", or "default" (which removes the override and is
+// returned as ok=false).
+func ParseLimit(name, value string) (v int64, set bool, err error) {
+	if !slices.Contains(LimitNames, name) {
+		return 0, false, Invalid("unknown limit %q: allowed are %s", name, strings.Join(LimitNames, ", "))
+	}
+	switch strings.ToLower(strings.TrimSpace(value)) {
+	case "unlimited":
+		return Unlimited, true, nil
+	case "default":
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, Invalid("limit %s: %q is not a whole number of at least 0, \"unlimited\" or \"default\"", name, value)
+	}
+	return n, true, nil
+}
+
+// Usage is what a project uses now of what Limits bound.
+type Usage struct {
+	Flows int64 `json:"flows"`
+}
+
+// ProjectInfo is the answer of GET /api/v1/project.
+type ProjectInfo struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Plan   Plan   `json:"plan"`
+	Limits Limits `json:"limits"`
+	Usage  Usage  `json:"usage"`
+}
+
+// ProjectInfo is the project of the caller with its limits and usage.
+func (s *Service) ProjectInfo(ctx context.Context, p Project) (ProjectInfo, error) {
+	n, err := s.countFlows(ctx, p.ID, math.MaxInt64)
+	if err != nil {
+		return ProjectInfo{}, err
+	}
+	return ProjectInfo{ID: p.ID, Name: p.Name, Plan: p.Plan, Limits: p.Limits(), Usage: Usage{Flows: n}}, nil
+}
+
+// SetProjectLimits sets (or, for values not set, removes) the overrides of
+// the named project's limits and answers the project. An operator's
+// command: flowctl projects set-limits.
+func (s *Service) SetProjectLimits(ctx context.Context, name string, set map[string]int64, unset []string) (Project, error) {
+	p, err := s.store.ProjectByName(ctx, name)
+	if err != nil {
+		return Project{}, wrap("set limits", err)
+	}
+	over := map[string]int64{}
+	for k, v := range p.LimitOverrides {
+		over[k] = v
+	}
+	for _, k := range unset {
+		delete(over, k)
+	}
+	for k, v := range set {
+		if !slices.Contains(LimitNames, k) || (v < 0 && v != Unlimited) {
+			return Project{}, Invalid("limit %s: %d is not allowed", k, v)
+		}
+		over[k] = v
+	}
+	if err := s.store.SetProjectLimits(ctx, p.ID, over); err != nil {
+		return Project{}, wrap("set limits", err)
+	}
+	p.LimitOverrides = over
+	s.quotas.forget(p.ID)
+	return p, nil
+}
+
+// countFlows counts the project's flows, reading no further than stop.
+func (s *Service) countFlows(ctx context.Context, project string, stop int64) (int64, error) {
+	var n int64
+	q := ListQuery{Limit: MaxPageSize}
+	for n < stop {
+		page, err := s.store.ListFlows(ctx, project, q)
+		if err != nil {
+			return 0, wrap("count flows", err)
+		}
+		n += int64(len(page.Items))
+		if page.Next == "" {
+			break
+		}
+		q.After = page.Next
+	}
+	return n, nil
+}
+
+// checkFlowQuota refuses a new flow past the project's flows limit.
+func (s *Service) checkFlowQuota(ctx context.Context, p Project) error {
+	max := p.Limits().Flows
+	if max == nil {
+		return nil
+	}
+	n, err := s.countFlows(ctx, p.ID, *max)
+	if err != nil {
+		return err
+	}
+	if n >= *max {
+		return Forbidden("QUOTA_EXCEEDED", "the project has %d flows, the most its %s plan allows (limits.flows); delete a flow or ask the operator to raise the limit", n, p.Plan)
+	}
+	return nil
+}
+
+// AdmitDelivery takes one delivery from the project's webhooksPerSecond
+// quota. Past it, it returns a RateLimited error saying how long to wait.
+// The buckets are this process's: on flowd that is the service; on Lambda
+// each instance keeps its own, so the bound is per instance there (API
+// Gateway's stage throttling bounds the whole).
+func (s *Service) AdmitDelivery(ctx context.Context, project string) error {
+	return s.quotas.admit(ctx, s.store, project, s.clock())
+}
+
+// RateLimited is a delivery over its project's rate: 429 with Retry-After.
+type RateLimited struct {
+	Err        *Error
+	RetryAfter time.Duration
+}
+
+func (e *RateLimited) Error() string { return e.Err.Message }
+func (e *RateLimited) Unwrap() error { return e.Err }
+
+// quotas keeps the projects' limits (briefly: an operator's change takes
+// effect within limitsTTL) and their delivery buckets.
+type quotas struct {
+	mu       sync.Mutex
+	projects map[string]*projectQuota
+}
+
+type projectQuota struct {
+	limits  Limits
+	plan    Plan
+	fetched time.Time
+	hooks   *xrate.Limiter
+}
+
+// limitsTTL is how long a project's limits are used before being read
+// again, so that a webhook costs no project read.
+const limitsTTL = 10 * time.Second
+
+func (q *quotas) forget(project string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.projects, project)
+}
+
+func (q *quotas) get(ctx context.Context, store ProjectStore, project string, now time.Time) (*projectQuota, error) {
+	q.mu.Lock()
+	pq := q.projects[project]
+	q.mu.Unlock()
+	if pq != nil && now.Sub(pq.fetched) < limitsTTL {
+		return pq, nil
+	}
+	p, err := store.Project(ctx, project)
+	if err != nil {
+		return nil, wrap("read the project's limits", err)
+	}
+	l := p.Limits()
+	next := &projectQuota{limits: l, plan: p.Plan, fetched: now, hooks: xrate.NewLimiter(xrate.Inf, 0)}
+	if l.WebhooksPerSecond != nil {
+		// A burst of one second's worth: a sender may deliver a second's
+		// quota at once, not more.
+		next.hooks = xrate.NewLimiter(xrate.Limit(*l.WebhooksPerSecond), int(max(1, *l.WebhooksPerSecond)))
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.projects == nil {
+		q.projects = map[string]*projectQuota{}
+	}
+	if old := q.projects[project]; old != nil && old.limits.WebhooksPerSecond != nil && l.WebhooksPerSecond != nil &&
+		*old.limits.WebhooksPerSecond == *l.WebhooksPerSecond {
+		next.hooks = old.hooks // the same limit: keep the bucket's state
+	}
+	q.projects[project] = next
+	return next, nil
+}
+
+func (q *quotas) admit(ctx context.Context, store ProjectStore, project string, now time.Time) error {
+	pq, err := q.get(ctx, store, project, now)
+	if err != nil {
+		return err
+	}
+	if pq.limits.WebhooksPerSecond == nil {
+		return nil
+	}
+	r := pq.hooks.ReserveN(now, 1)
+	wait := r.DelayFrom(now)
+	if !r.OK() || wait > 0 {
+		r.CancelAt(now)
+		if !r.OK() { // a limit of 0 takes nothing
+			wait = time.Second
+		}
+		return &RateLimited{Err: &Error{Kind: ErrRateLimited, Code: "RATE_LIMITED", Message: fmt.Sprintf(
+			"the project takes at most %d webhooks per second on its %s plan (limits.webhooksPerSecond); retry after the seconds in Retry-After",
+			*pq.limits.WebhooksPerSecond, pq.plan)}, RetryAfter: wait}
+	}
+	return nil
+}
