@@ -59,7 +59,9 @@ func TestProjectQuotas(t *testing.T) {
 	def := `{"name": "q%d", "engine": "FLOW_BUILDER", "steps": [{"name": "noop", "type": "SET", "values": {}}]}`
 	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(def, 1), 201, &flow)
 	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(def, 2), 201, nil)
-	var refused struct{ Error struct{ Code, Message string } }
+	var refused struct {
+		Error struct{ Code, Message string }
+	}
 	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(def, 3), 403, &refused)
 	if refused.Error.Code != "QUOTA_EXCEEDED" || !strings.Contains(refused.Error.Message, "limits.flows") {
 		t.Fatalf("third flow: %+v", refused.Error)
