@@ -44,6 +44,10 @@ type shared struct {
 	jmu      sync.Mutex
 	journal  automation.Journal
 	previous map[string]automation.StepResult // journalIndex of the claimed run
+	// varNames are the project's variables when the flow uses them (nil
+	// otherwise), and secrets the secret values that records mask.
+	varNames map[string]string
+	secrets  []string
 }
 
 // step runs one step and returns its output. Failures are *stepError; a

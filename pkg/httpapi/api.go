@@ -70,6 +70,11 @@ func (a *API) routes() []route {
 		{pattern: "POST /api/v1/connections", handler: a.createConnection},
 		{pattern: "GET /api/v1/connections/{connectionId}", handler: a.getConnection},
 		{pattern: "DELETE /api/v1/connections/{connectionId}", handler: a.deleteConnection},
+
+		{pattern: "GET /api/v1/variables", handler: a.listVariables},
+		{pattern: "GET /api/v1/variables/{name}", handler: a.getVariable},
+		{pattern: "PUT /api/v1/variables/{name}", handler: a.putVariable},
+		{pattern: "DELETE /api/v1/variables/{name}", handler: a.deleteVariable},
 	}
 }
 
