@@ -100,7 +100,7 @@ func TestRunsReadVariables(t *testing.T) {
 	ctx := t.Context()
 	const secret = "tok-5b1e9c2d7f"
 	for name, in := range map[string]automation.VariableInput{
-		"GREETING": {Value: text("hello")},
+		"GREETING":  {Value: text("hello")},
 		"API_TOKEN": {Value: text(secret), Secret: true},
 	} {
 		if _, err := e.svc.PutVariable(ctx, e.project, name, in); err != nil {
