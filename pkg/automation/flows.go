@@ -352,6 +352,9 @@ func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
 		}
 		*ptr = Secret(v)
 	}
+	if err := s.resolveSecretVars(ctx, f.Project, secretFields(&f)); err != nil {
+		return Flow{}, err
+	}
 	return f, nil
 }
 

@@ -238,3 +238,38 @@ func wrapVariables(op string, err error) error {
 	}
 	return wrap(op, err)
 }
+
+// secretVarRef is a secret field that names a variable instead of holding
+// a value: webhook authentication values and signature secrets may be
+// "{{ vars.NAME }}", so that a flow file carries no secret.
+var secretVarRef = regexp.MustCompile(`^\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}$`)
+
+// SecretVarRef returns the variable a secret field's value names, or "".
+func SecretVarRef(value string) string {
+	if m := secretVarRef.FindStringSubmatch(value); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// resolveSecretVars replaces the revealed secret fields that name a
+// variable with its value, read now: at each delivery and run. A variable
+// that does not exist leaves the field empty, which every check refuses.
+func (s *Service) resolveSecretVars(ctx context.Context, project string, fields map[string]*Secret) error {
+	var rv *RunVariables
+	for _, ptr := range fields {
+		name := SecretVarRef(ptr.Reveal())
+		if name == "" {
+			continue
+		}
+		if rv == nil {
+			loaded, err := s.LoadRunVariables(ctx, project)
+			if err != nil {
+				return err
+			}
+			rv = &loaded
+		}
+		*ptr = Secret(rv.Values[name])
+	}
+	return nil
+}
