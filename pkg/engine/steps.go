@@ -48,6 +48,8 @@ type shared struct {
 	// otherwise), and secrets the secret values that records mask.
 	varNames map[string]string
 	secrets  []string
+	// connIDs resolves HTTP steps' connection names (connname.go).
+	connIDs map[string][]string
 }
 
 // step runs one step and returns its output. Failures are *stepError; a

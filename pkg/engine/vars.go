@@ -50,10 +50,13 @@ func (x *execution) loadVars(ctx context.Context) *stepError {
 	return nil
 }
 
-// prepare puts what the run reads besides its trigger in scope: the flow's
-// state and the project's variables.
+// prepare puts what the run reads besides its trigger in scope, once per
+// attempt: the flow's state, the connection names and the variables.
 func (x *execution) prepare(ctx context.Context) *stepError {
 	if err := x.loadState(ctx); err != nil {
+		return err
+	}
+	if err := x.loadConnectionNames(ctx); err != nil {
 		return err
 	}
 	return x.loadVars(ctx)
