@@ -255,11 +255,11 @@ type Step struct {
 	Condition string `json:"condition,omitempty"`
 
 	// HTTP (Headers also RESPOND: the answer's headers)
-	ConnectionID   string            `json:"connectionId,omitempty"`
+	ConnectionID string `json:"connectionId,omitempty"`
 	// Connection names the connection instead of ConnectionID, so that a
 	// flow file works on every installation (docs/environments.md): the
 	// name is resolved to an ID when the run starts.
-	Connection string `json:"connection,omitempty"`
+	Connection     string            `json:"connection,omitempty"`
 	Method         string            `json:"method,omitempty"`
 	URL            string            `json:"url,omitempty"`
 	Headers        map[string]string `json:"headers,omitempty"`
