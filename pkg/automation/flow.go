@@ -255,11 +255,7 @@ type Step struct {
 	Condition string `json:"condition,omitempty"`
 
 	// HTTP (Headers also RESPOND: the answer's headers)
-	ConnectionID string `json:"connectionId,omitempty"`
-	// Connection names the connection instead of ConnectionID, so that a
-	// flow file works on every installation (docs/environments.md): the
-	// name is resolved to an ID when the run starts.
-	Connection     string            `json:"connection,omitempty"`
+	ConnectionID   string            `json:"connectionId,omitempty"`
 	Method         string            `json:"method,omitempty"`
 	URL            string            `json:"url,omitempty"`
 	Headers        map[string]string `json:"headers,omitempty"`
@@ -269,6 +265,11 @@ type Step struct {
 	// IdempotencyKey false turns off the Idempotency-Key header the step
 	// otherwise sends on methods other than GET and HEAD.
 	IdempotencyKey *bool `json:"idempotencyKey,omitempty"`
+
+	// HTTP: the connection by name instead of ConnectionID, so that a flow
+	// file works on every installation (docs/environments.md); the name is
+	// resolved to an ID when the run starts.
+	Connection string `json:"connection,omitempty"`
 
 	// HTTP and CODE: retry this step alone on transient failures.
 	Retry *StepRetry `json:"retry,omitempty"`
