@@ -55,6 +55,9 @@ type Flow struct {
 	// OnError runs once when a run ends FAILED or TIMEOUT (after its
 	// retries), with `error` in scope; it does not change the run's status.
 	OnError []Step `json:"onError,omitempty"`
+	// ManagedBy is ManagedByApply when `flowctl apply` created or last
+	// updated the flow: a later apply with --prune may delete it.
+	ManagedBy string `json:"managedBy,omitempty"`
 
 	// AllowedIPs restricts the webhook receivers to these addresses and
 	// CIDR ranges (canonical form); empty means no restriction.

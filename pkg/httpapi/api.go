@@ -75,6 +75,8 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/variables/{name}", handler: a.getVariable},
 		{pattern: "PUT /api/v1/variables/{name}", handler: a.putVariable},
 		{pattern: "DELETE /api/v1/variables/{name}", handler: a.deleteVariable},
+		{pattern: "GET /api/v1/flows/{flowId}/export", handler: a.exportFlow},
+		{pattern: "POST /api/v1/flows/import", handler: a.importFlow},
 	}
 }
 

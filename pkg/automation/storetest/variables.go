@@ -121,3 +121,29 @@ func testVariablesRace(t *testing.T, s automation.Store) {
 		}
 	}
 }
+
+// A flow's ManagedBy marker is kept by create and put, and cleared by a
+// put without it: `flowctl apply --prune` relies on it.
+func testFlowManagedBy(t *testing.T, s automation.Store) {
+	ctx := context.Background()
+	f := flowBuilderWebhook(automation.NewID(automation.PrefixProject), "managed", now())
+	f.ManagedBy = automation.ManagedByApply
+	must(t, "CreateFlow", s.CreateFlow(ctx, f))
+	got, err := s.Flow(ctx, f.Project, f.ID)
+	must(t, "Flow", err)
+	equalFlow(t, "managed flow", got, f)
+
+	g := f
+	g.ManagedBy, g.Version, g.Updated = "", 2, f.Updated.Add(time.Second)
+	must(t, "PutFlow", s.PutFlow(ctx, g))
+	got, err = s.Flow(ctx, f.Project, f.ID)
+	must(t, "Flow", err)
+	equalFlow(t, "unmarked flow", got, g)
+
+	h := g
+	h.ManagedBy, h.Version, h.Updated = automation.ManagedByApply, 3, g.Updated.Add(time.Second)
+	must(t, "PutFlow", s.PutFlow(ctx, h))
+	got, err = s.FlowByID(ctx, f.ID)
+	must(t, "FlowByID", err)
+	equalFlow(t, "marked again", got, h)
+}
