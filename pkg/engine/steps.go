@@ -223,7 +223,9 @@ func (x *execution) respond(s automation.Step) (any, error) {
 	if !ok {
 		return nil, &stepError{msg: fmt.Sprintf("body is larger than a RESPOND body may have at most (%d bytes of JSON)", x.e.maxOutput)}
 	}
-	resp.Body = raw
+	// Kept with the run: secret variables' values are masked in it, so
+	// that no caller is answered one either.
+	resp.Body = x.maskJSON(raw)
 	size := 0
 	for k, tv := range s.Headers {
 		hv, err := x.e.checker.evalText(tv, x.env)
@@ -239,7 +241,7 @@ func (x *execution) respond(s automation.Step) (any, error) {
 		if resp.Headers == nil {
 			resp.Headers = make(map[string]string, len(s.Headers))
 		}
-		resp.Headers[k] = hv
+		resp.Headers[k] = x.mask(hv)
 	}
 	x.sh.mu.Lock()
 	if !x.sh.responded {
