@@ -195,8 +195,8 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 	x := e.newExecution(ctx, f, &r, journal, previous)
 	res := Result{}
 	var end listEnd
-	if err := x.prepare(ctx); err != nil {
-		end.err, end.step = err, "(state)"
+	if what, err := x.prepare(ctx); err != nil {
+		end.err, end.step = err, what
 	} else {
 		end = x.list(ctx, f.Steps, r.Steps, "", true)
 	}

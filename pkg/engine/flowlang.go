@@ -588,7 +588,7 @@ func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation
 		}
 	}
 	response := r.Response
-	if err := x.prepare(ctx); err == nil {
+	if _, err := x.prepare(ctx); err == nil {
 		// As the run's own steps: the last one's result is recorded with
 		// the run's end.
 		x.list(ctx, f.OnError, results, "", true)

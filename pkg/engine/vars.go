@@ -52,14 +52,18 @@ func (x *execution) loadVars(ctx context.Context) *stepError {
 
 // prepare puts what the run reads besides its trigger in scope, once per
 // attempt: the flow's state, the connection names and the variables.
-func (x *execution) prepare(ctx context.Context) *stepError {
+// A failure names what could not be read, in place of a step.
+func (x *execution) prepare(ctx context.Context) (string, *stepError) {
 	if err := x.loadState(ctx); err != nil {
-		return err
+		return "(state)", err
 	}
 	if err := x.loadConnectionNames(ctx); err != nil {
-		return err
+		return "(connections)", err
 	}
-	return x.loadVars(ctx)
+	if err := x.loadVars(ctx); err != nil {
+		return "(variables)", err
+	}
+	return "", nil
 }
 
 // varRef finds a read of a variable: vars.NAME, vars?.NAME or

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -114,5 +115,23 @@ func TestMissingVariableFailsTheStep(t *testing.T) {
 				t.Errorf("run %s %q (step %q), want FAILED with %q", r.Status, r.Error, r.Steps[0].Error, tt.want)
 			}
 		})
+	}
+}
+
+// failingVars is a variable store that is down.
+type failingVars struct{}
+
+func (failingVars) LoadRunVariables(context.Context, string) (automation.RunVariables, error) {
+	return automation.RunVariables{}, errors.New("store unavailable")
+}
+
+// Variables that cannot be read fail the attempt before any step, worth
+// retrying, and say so without the store's error.
+func TestVariablesUnreadableRetries(t *testing.T) {
+	e := New(Config{Variables: failingVars{}})
+	res := e.Execute(context.Background(), flowOf(automation.Step{Name: "s", Type: automation.StepSet, Values: raw(`{"a": "{{ vars.X }}"}`)}), runOf(`{}`))
+	if res.Run.Status != automation.RunFailed || !res.Retryable || !strings.HasPrefix(res.Run.Error, "step (variables): ") ||
+		strings.Contains(res.Run.Error, "store unavailable") || res.Run.Steps[0].StartedAt != nil {
+		t.Errorf("run %s %q retryable %v, step %+v", res.Run.Status, res.Run.Error, res.Retryable, res.Run.Steps[0])
 	}
 }
