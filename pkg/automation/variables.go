@@ -82,11 +82,38 @@ func (s *Service) PutVariable(ctx context.Context, p Project, name string, in Va
 	if len(*in.Value) > MaxVariableValueBytes {
 		return Variable{}, Invalid("value is %d bytes; a variable holds at most %d", len(*in.Value), MaxVariableValueBytes)
 	}
+	newSecret := false
 	if in.Secret {
+		cur, err := s.store.Variables(ctx, p.ID)
+		if err != nil {
+			return Variable{}, wrap("put variable", err)
+		}
 		if err := s.secrets.PutSecret(ctx, p.ID, VariableSecretName(name), []byte(*in.Value)); err != nil {
 			return Variable{}, wrap("store secret variable", err)
 		}
+		newSecret = !cur[name].Secret
 	}
+	out, before, err := s.putVariableRecord(ctx, p, name, in)
+	if err != nil {
+		if newSecret {
+			// A new secret value that the record refused (the project is
+			// full, the store is down) is not left behind.
+			_ = s.secrets.DeleteSecret(ctx, p.ID, VariableSecretName(name))
+		}
+		return Variable{}, wrapVariables("put variable", err)
+	}
+	if before.Secret && !in.Secret {
+		if err := s.secrets.DeleteSecret(ctx, p.ID, VariableSecretName(name)); err != nil {
+			s.log.WarnContext(ctx, "secret of a variable made plain was not removed", "variable", name, "err", err)
+		}
+	}
+	return out, nil
+}
+
+// putVariableRecord writes the variable's record, keeping its creation
+// time, within the project's limits; it returns the record and the one it
+// replaced (zero when new).
+func (s *Service) putVariableRecord(ctx context.Context, p Project, name string, in VariableInput) (Variable, Variable, error) {
 	now := s.clock()
 	var out, before Variable
 	err := s.store.UpdateVariables(ctx, p.ID, func(cur map[string]Variable) (map[string]Variable, error) {
@@ -114,15 +141,7 @@ func (s *Service) PutVariable(ctx context.Context, p Project, name string, in Va
 		out = v
 		return next, nil
 	})
-	if err != nil {
-		return Variable{}, wrapVariables("put variable", err)
-	}
-	if before.Secret && !in.Secret {
-		if err := s.secrets.DeleteSecret(ctx, p.ID, VariableSecretName(name)); err != nil {
-			s.log.WarnContext(ctx, "secret of a variable made plain was not removed", "variable", name, "err", err)
-		}
-	}
-	return out, nil
+	return out, before, err
 }
 
 // Variable returns one variable of the project, without a secret's value.

@@ -75,6 +75,14 @@ func TestVariableLimits(t *testing.T) {
 	if !errors.Is(err, automation.ErrInvalid) || !strings.Contains(err.Error(), "delete one first") {
 		t.Errorf("variable past the limit: err = %v", err)
 	}
+	// A secret one past the limit leaves no value behind in Secrets.
+	_, err = env.Svc.PutVariable(ctx, p, "ONE_MORE", automation.VariableInput{Value: text("s3cret-x"), Secret: true})
+	if !errors.Is(err, automation.ErrInvalid) {
+		t.Errorf("secret variable past the limit: err = %v", err)
+	}
+	if _, err := env.Dir.Secrets.Secret(ctx, p.ID, automation.VariableSecretName("ONE_MORE")); !automation.IsNotFound(err) {
+		t.Errorf("the refused secret variable's value was kept: err = %v", err)
+	}
 	if _, err := env.Svc.PutVariable(ctx, p, "V0", automation.VariableInput{Value: text("y")}); err != nil {
 		t.Errorf("replacing a variable at the limit: %v", err)
 	}
