@@ -246,10 +246,8 @@ func (x *execution) journalNow(ctx context.Context) error {
 //
 //lint:ignore ST1008 the listEnd after the error says how nested steps ended the list, read only with it
 func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (out any, err error, inner listEnd) {
-	if x.sh.varNames != nil {
-		if se := x.checkVars(ownText(s)); se != nil {
-			return nil, se, listEnd{}
-		}
+	if se := x.checkStepVars(s); se != nil {
+		return nil, se, listEnd{}
 	}
 	switch s.Type {
 	case automation.StepSwitch:

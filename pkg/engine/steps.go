@@ -46,8 +46,9 @@ type shared struct {
 	previous map[string]automation.StepResult // journalIndex of the claimed run
 	// varNames are the project's variables when the flow uses them (nil
 	// otherwise), and secrets the secret values that records mask.
-	varNames map[string]string
-	secrets  []string
+	varNames  map[string]string
+	secrets   []string
+	varChecks sync.Map // step name -> the error of a missing variable, "" for none (checkStepVars)
 	// connIDs resolves HTTP steps' connection names (connname.go).
 	connIDs map[string][]string
 }

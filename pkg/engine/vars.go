@@ -115,6 +115,28 @@ func (x *execution) checkVars(text string) *stepError {
 
 func usesVarsText(text string) bool { return strings.Contains(text, "vars") }
 
+// checkStepVars is checkVars for what step s evaluates, once per step and
+// attempt: the variables do not change within an attempt, and a step
+// inside FOR_EACH runs once per item.
+func (x *execution) checkStepVars(s automation.Step) *stepError {
+	if x.sh.varNames == nil {
+		return nil
+	}
+	if missing, ok := x.sh.varChecks.Load(s.Name); ok {
+		if msg := missing.(string); msg != "" {
+			return &stepError{msg: msg}
+		}
+		return nil
+	}
+	se := x.checkVars(ownText(s))
+	msg := ""
+	if se != nil {
+		msg = se.msg
+	}
+	x.sh.varChecks.Store(s.Name, msg)
+	return se
+}
+
 // minMaskedSecret is the shortest secret value masked in run records: a
 // shorter one would mask unrelated text everywhere (docs/environments.md).
 const minMaskedSecret = 4
