@@ -66,3 +66,44 @@ func TestHTTPStepConnectionByName(t *testing.T) {
 		t.Errorf("connection and connectionId: err = %v", err)
 	}
 }
+
+// Export names a step's connection while it exists; once it is deleted the
+// document keeps its ID, and importing that document is refused naming it.
+func TestExportNamesConnections(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := t.Context()
+	c, err := e.svc.CreateConnection(ctx, e.project, automation.ConnectionInput{Name: "Chat", App: "chat",
+		Type: automation.ConnectionAPIKey, Value: json.RawMessage(`{"apiKey":"k-1234"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := e.ActiveFlow(t, e.project, "uses chat",
+		automation.Step{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: "https://chat.example.com", ConnectionID: c.ID})
+	export := func() automation.FlowDocument {
+		t.Helper()
+		raw, err := e.svc.ExportFlow(ctx, e.project, f.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc automation.FlowDocument
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	if st := export().Definition.Steps[0]; st.Connection != "Chat" || st.ConnectionID != "" {
+		t.Errorf("exported step names %q / %q, want the name only", st.Connection, st.ConnectionID)
+	}
+	if err := e.svc.DeleteConnection(ctx, e.project, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	doc := export()
+	if st := doc.Definition.Steps[0]; st.Connection != "" || st.ConnectionID != c.ID {
+		t.Errorf("after the delete the step names %q / %q, want the ID kept", st.Connection, st.ConnectionID)
+	}
+	doc.Name = "copy"
+	_, err = e.svc.ImportFlow(ctx, e.project, doc)
+	if !errors.Is(err, automation.ErrInvalid) || !strings.Contains(err.Error(), "definition.steps[0].connectionId") {
+		t.Errorf("import with a deleted connection: err = %v", err)
+	}
+}

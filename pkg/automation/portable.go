@@ -45,27 +45,34 @@ func (s *Service) ExportFlow(ctx context.Context, p Project, id string) (json.Ra
 	if err != nil {
 		return nil, wrap("export flow", err)
 	}
+	f.Steps, f.OnError = CloneSteps(f.Steps), CloneSteps(f.OnError)
+	// Connections by name: a connection gone keeps its ID, which an import
+	// elsewhere then refuses, naming it.
 	names := map[string]string{}
+	var lookupErr error
 	named := func(st *Step) {
-		if st.ConnectionID == "" {
+		if st.ConnectionID == "" || lookupErr != nil {
 			return
 		}
 		name, ok := names[st.ConnectionID]
 		if !ok {
 			c, err := s.store.Connection(ctx, p.ID, st.ConnectionID)
 			if err != nil && !errors.Is(err, ErrNotFound) {
+				lookupErr = err
 				return
 			}
-			name = c.Name // "" for a connection gone: the ID stays, and import says so
+			name = c.Name
 			names[st.ConnectionID] = name
 		}
 		if name != "" {
 			st.Connection, st.ConnectionID = name, ""
 		}
 	}
-	f.Steps, f.OnError = CloneSteps(f.Steps), CloneSteps(f.OnError)
 	WalkSteps(f.Steps, named)
 	WalkSteps(f.OnError, named)
+	if lookupErr != nil {
+		return nil, wrap("export flow: read connection", lookupErr)
+	}
 	trigger := f.Trigger
 	doc := FlowDocument{APIVersion: DocumentAPIVersion, Kind: DocumentKind, Name: f.Name, Description: f.Description,
 		Engine: f.Engine, Definition: FlowDefinition{Trigger: &trigger, Steps: f.Steps, OnError: f.OnError}}
