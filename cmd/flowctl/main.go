@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,10 @@ import (
 
 func main() {
 	if err := newRoot(os.Stdin, os.Stdout, os.Stderr).Execute(); err != nil {
+		var code exitError
+		if errors.As(err, &code) {
+			os.Exit(code.code)
+		}
 		fmt.Fprintln(os.Stderr, "flowctl:", err)
 		os.Exit(1)
 	}
@@ -84,7 +89,8 @@ this machine only).`,
 	root.PersistentFlags().StringVar(&c.url, "url", defURL, "management API of a running flowd or stage (FLOWCTL_URL)")
 	// No default shown: help must never print a key taken from the environment.
 	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
-	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd())
+	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd(),
+		c.exportCmd(), c.applyCmd(), c.variablesCmd())
 	return root
 }
 

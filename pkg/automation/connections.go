@@ -187,3 +187,24 @@ func decodeConnectionValue(raw json.RawMessage) (ConnectionValue, error) {
 	}
 	return ConnectionValue{APIKey: Secret(*v.APIKey), Header: v.Header, Prefix: v.Prefix}, nil
 }
+
+// ConnectionIDsByName maps each connection name of the project to the IDs
+// that carry it (names are not unique), for HTTP steps that name their
+// connection: read once when a run starts.
+func (s *Service) ConnectionIDsByName(ctx context.Context, project string) (map[string][]string, error) {
+	out := map[string][]string{}
+	q := ListQuery{Limit: MaxPageSize}
+	for {
+		page, err := s.store.ListConnections(ctx, project, q)
+		if err != nil {
+			return nil, wrap("list connections", err)
+		}
+		for _, c := range page.Items {
+			out[c.Name] = append(out[c.Name], c.ID)
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		q.After = page.Next
+	}
+}

@@ -55,6 +55,9 @@ type Flow struct {
 	// OnError runs once when a run ends FAILED or TIMEOUT (after its
 	// retries), with `error` in scope; it does not change the run's status.
 	OnError []Step `json:"onError,omitempty"`
+	// ManagedBy is ManagedByApply when `flowctl apply` created or last
+	// updated the flow: a later apply with --prune may delete it.
+	ManagedBy string `json:"managedBy,omitempty"`
 
 	// AllowedIPs restricts the webhook receivers to these addresses and
 	// CIDR ranges (canonical form); empty means no restriction.
@@ -265,6 +268,11 @@ type Step struct {
 	// IdempotencyKey false turns off the Idempotency-Key header the step
 	// otherwise sends on methods other than GET and HEAD.
 	IdempotencyKey *bool `json:"idempotencyKey,omitempty"`
+
+	// HTTP: the connection by name instead of ConnectionID, so that a flow
+	// file works on every installation (docs/environments.md); the name is
+	// resolved to an ID when the run starts.
+	Connection string `json:"connection,omitempty"`
 
 	// HTTP and CODE: retry this step alone on transient failures.
 	Retry *StepRetry `json:"retry,omitempty"`

@@ -18,6 +18,9 @@ type FlowInput struct {
 	Trigger     *Trigger `json:"trigger"`
 	Steps       *[]Step  `json:"steps"`
 	OnError     *[]Step  `json:"onError"`
+	// ManagedBy marks (ManagedByApply) or unmarks ("") a flow as managed
+	// by `flowctl apply`.
+	ManagedBy *string `json:"managedBy"`
 }
 
 // updateAttempts bounds the read-modify-write retries of a flow update that
@@ -78,6 +81,9 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 	if in.OnError != nil {
 		f.OnError = *in.OnError
 	}
+	if err := setManagedBy(&f, in.ManagedBy); err != nil {
+		return Flow{}, err
+	}
 	if err := s.validateFlow(ctx, &f); err != nil {
 		return Flow{}, err
 	}
@@ -121,6 +127,9 @@ func (s *Service) UpdateFlow(ctx context.Context, p Project, id string, in FlowI
 		}
 		if in.OnError != nil {
 			f.OnError = *in.OnError
+		}
+		if err := setManagedBy(f, in.ManagedBy); err != nil {
+			return err
 		}
 		if in.Trigger == nil && in.Steps == nil && in.OnError == nil {
 			return validateMeta(f)
@@ -354,6 +363,9 @@ func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
 			return Flow{}, wrap("reveal flow secrets", errors.New("secret "+path+" of flow "+f.ID+" is missing"))
 		}
 		*ptr = Secret(v)
+	}
+	if err := s.resolveSecretVars(ctx, f.Project, secretFields(&f)); err != nil {
+		return Flow{}, err
 	}
 	return f, nil
 }

@@ -151,6 +151,7 @@ type Store interface {
 	ConnectionStore
 	SampleStore
 	StateStore
+	VariableStore
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of
@@ -380,4 +381,18 @@ type Executor interface {
 	// its place in the flow, was journaled by an earlier attempt of this
 	// run: it is not executed again, and its recorded output stands.
 	ExecuteJournaled(ctx context.Context, f Flow, r Run, journal Journal) Execution
+}
+
+// VariableStore keeps each project's variables (docs/environments.md): their
+// names, plain values and times, as one record per project, so that a run
+// reads them all at once. Secret values live in Secrets.
+type VariableStore interface {
+	// Variables returns the project's variables by name: empty (not an
+	// error) when it has none.
+	Variables(ctx context.Context, project string) (map[string]Variable, error)
+	// UpdateVariables replaces the project's variables with what change
+	// returns for the current ones, atomically (a concurrent update makes
+	// change run again on the newer ones). An error from change is
+	// returned as is.
+	UpdateVariables(ctx context.Context, project string, change func(map[string]Variable) (map[string]Variable, error)) error
 }

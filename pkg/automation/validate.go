@@ -494,6 +494,14 @@ func (s *Service) validateHTTPStep(ctx context.Context, f *Flow, st *Step, at st
 	if st.TimeoutMs < 0 || st.TimeoutMs > MaxStepTimeoutMs {
 		return Invalid("%s.timeoutMs %d: use 1 to %d (0 takes the default)", at, st.TimeoutMs, MaxStepTimeoutMs)
 	}
+	if st.Connection != "" {
+		if st.ConnectionID != "" {
+			return Invalid("%s: connection and connectionId both name a connection; keep one", at)
+		}
+		if err := checkText(at+".connection", st.Connection, 200); err != nil {
+			return err
+		}
+	}
 	if st.ConnectionID != "" {
 		_, err := s.store.Connection(ctx, f.Project, st.ConnectionID)
 		if errors.Is(err, ErrNotFound) {
@@ -515,6 +523,7 @@ func onlyFields(st *Step, at string) error {
 	fields := []field{
 		{"condition", st.Condition != "", []StepType{StepFilter}},
 		{"connectionId", st.ConnectionID != "", []StepType{StepHTTP}},
+		{"connection", st.Connection != "", []StepType{StepHTTP}},
 		{"method", st.Method != "", []StepType{StepHTTP}},
 		{"url", st.URL != "", []StepType{StepHTTP}},
 		{"headers", st.Headers != nil, []StepType{StepHTTP, StepRespond}},

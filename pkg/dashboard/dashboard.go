@@ -157,6 +157,9 @@ func (d *Dashboard) routes() {
 	}))
 	d.mux.HandleFunc("GET /ui/oauth/callback", d.oauthCallback) // authenticated by its own cookie
 
+	// Variables and flow export (variables.go).
+	d.environmentRoutes()
+
 	d.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})
 	})

@@ -145,6 +145,7 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 		"onError":         onError,
 		"allowedIPs":      ips,
 	}
+	attrs["managedBy"] = str(f.ManagedBy)
 	return attrs, flowTooLarge(f, attrs)
 }
 
@@ -155,6 +156,7 @@ func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
 		Status: automation.FlowStatus(r.str("status")), Engine: automation.Engine(r.str("engine")),
 		TriggerType: automation.TriggerType(r.str("triggerType")),
 		Created:     r.time("created"), Updated: r.time("updated"), Version: r.int(attrVersion),
+		ManagedBy: r.str("managedBy"),
 		Stats: automation.FlowStats{
 			Finished: r.int(attrFinished), Succeeded: r.int(attrSucceeded), LastRun: r.timePtr(attrLastRun),
 		},

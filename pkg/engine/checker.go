@@ -51,6 +51,8 @@ var compileEnv = types.Map{
 	// The flow's state (STORE), and in onError steps the failure.
 	"state": types.TypeOf(map[string]any{}),
 	"error": types.TypeOf(map[string]any{}),
+	// The project's variables (vars.NAME).
+	"vars": types.TypeOf(map[string]any{}),
 }
 
 // Expression checks a bare expression, such as a FILTER condition.

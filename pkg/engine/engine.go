@@ -41,6 +41,9 @@ type Config struct {
 	// State serves STORE steps and `state`; nil takes Credentials when it
 	// is a State too (the Service is both).
 	State State
+	// Variables serves `vars`; nil takes Credentials when it is a
+	// Variables too (the Service is).
+	Variables Variables
 	// AllowPrivateNetworks lets HTTP steps reach loopback, private and
 	// link-local addresses (FLOWD_ALLOW_PRIVATE_NETWORKS); off, they are
 	// refused when dialling.
@@ -87,6 +90,7 @@ type Engine struct {
 	creds       Credentials
 	code        automation.CodeRunner
 	state       State
+	vars        Variables
 	checker     Checker
 	transport   *http.Transport
 	timeout     time.Duration
@@ -101,7 +105,7 @@ type Engine struct {
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
-		creds: cfg.Credentials, code: cfg.Code, state: cfg.State,
+		creds: cfg.Credentials, code: cfg.Code, state: cfg.State, vars: cfg.Variables,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}
@@ -110,6 +114,9 @@ func New(cfg Config) *Engine {
 	}
 	if st, ok := cfg.Credentials.(State); ok && e.state == nil {
 		e.state = st
+	}
+	if v, ok := cfg.Credentials.(Variables); ok && e.vars == nil {
+		e.vars = v
 	}
 	if e.timeout <= 0 {
 		e.timeout = DefaultHTTPTimeout
@@ -194,8 +201,8 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 	x := e.newExecution(ctx, f, &r, journal, previous)
 	res := Result{}
 	var end listEnd
-	if err := x.loadState(ctx); err != nil {
-		end.err, end.step = err, "(state)"
+	if what, err := x.prepare(ctx); err != nil {
+		end.err, end.step = err, what
 	} else {
 		end = x.list(ctx, f.Steps, r.Steps, "", true)
 	}

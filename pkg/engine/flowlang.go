@@ -135,6 +135,11 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		x.locked(func() { sr.StartedAt = &began })
 		if s.When != "" {
 			x.env[budgetKey] = newBudget(ctx)
+			if se := x.checkVars(s.When); se != nil {
+				x.finish(sr, began, nil, se)
+				end.err, end.step = se, s.Name
+				return end
+			}
 			ok, err := x.e.checker.evalBool(s.When, x.env)
 			if err == nil && !ok {
 				// SKIPPED: it did not run; the finishing time records the
@@ -210,13 +215,15 @@ func (x *execution) finish(sr *automation.StepResult, began time.Time, out any, 
 	x.logs = nil
 	var raw json.RawMessage
 	x.locked(func() {
-		sr.FinishedAt, sr.DurationMs, sr.Logs = &done, done.Sub(began).Milliseconds(), logs
+		sr.FinishedAt, sr.DurationMs, sr.Logs = &done, done.Sub(began).Milliseconds(), x.maskAll(logs)
 		sr.Attempts = max(sr.Attempts, 1)
 		sr.Status, sr.Error = automation.StepSucceeded, ""
 		if se != nil {
+			// The run's error is made of se.msg: masked once, here.
+			se.msg = x.mask(se.msg)
 			sr.Status, sr.Error = automation.StepFailed, se.msg
 		}
-		raw = x.e.record(out, min(x.e.maxOutput, x.e.maxRun-x.sh.spent))
+		raw = x.maskJSON(x.e.record(out, min(x.e.maxOutput, x.e.maxRun-x.sh.spent)))
 		x.sh.spent += int64(len(raw))
 		sr.Output = raw
 	})
@@ -239,6 +246,9 @@ func (x *execution) journalNow(ctx context.Context) error {
 //
 //lint:ignore ST1008 the listEnd after the error says how nested steps ended the list, read only with it
 func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.StepResult, iter string) (out any, err error, inner listEnd) {
+	if se := x.checkStepVars(s); se != nil {
+		return nil, se, listEnd{}
+	}
 	switch s.Type {
 	case automation.StepSwitch:
 		return x.switchStep(ctx, s, sr, iter)
@@ -576,7 +586,7 @@ func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation
 		}
 	}
 	response := r.Response
-	if err := x.loadState(ctx); err == nil {
+	if _, err := x.prepare(ctx); err == nil {
 		// As the run's own steps: the last one's result is recorded with
 		// the run's end.
 		x.list(ctx, f.OnError, results, "", true)

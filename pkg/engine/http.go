@@ -27,6 +27,11 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		keyVal  string
 		secrets []string
 	)
+	connID, se := x.connectionID(s)
+	if se != nil {
+		return nil, se
+	}
+	s.ConnectionID = connID
 	if s.ConnectionID != "" {
 		if x.e.creds == nil {
 			return nil, &stepError{msg: "connection " + s.ConnectionID + ": no credential store is configured"}

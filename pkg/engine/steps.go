@@ -44,6 +44,13 @@ type shared struct {
 	jmu      sync.Mutex
 	journal  automation.Journal
 	previous map[string]automation.StepResult // journalIndex of the claimed run
+	// varNames are the project's variables when the flow uses them (nil
+	// otherwise), and secrets the secret values that records mask.
+	varNames  map[string]string
+	secrets   []string
+	varChecks sync.Map // step name -> the error of a missing variable, "" for none (checkStepVars)
+	// connIDs resolves HTTP steps' connection names (connname.go).
+	connIDs map[string][]string
 }
 
 // step runs one step and returns its output. Failures are *stepError; a
@@ -217,7 +224,9 @@ func (x *execution) respond(s automation.Step) (any, error) {
 	if !ok {
 		return nil, &stepError{msg: fmt.Sprintf("body is larger than a RESPOND body may have at most (%d bytes of JSON)", x.e.maxOutput)}
 	}
-	resp.Body = raw
+	// Kept with the run: secret variables' values are masked in it, so
+	// that no caller is answered one either.
+	resp.Body = x.maskJSON(raw)
 	size := 0
 	for k, tv := range s.Headers {
 		hv, err := x.e.checker.evalText(tv, x.env)
@@ -233,7 +242,7 @@ func (x *execution) respond(s automation.Step) (any, error) {
 		if resp.Headers == nil {
 			resp.Headers = make(map[string]string, len(s.Headers))
 		}
-		resp.Headers[k] = hv
+		resp.Headers[k] = x.mask(hv)
 	}
 	x.sh.mu.Lock()
 	if !x.sh.responded {

@@ -72,6 +72,12 @@ func (a *API) routes() []route {
 		{pattern: "DELETE /api/v1/connections/{connectionId}", handler: a.deleteConnection},
 
 		{pattern: "GET /api/v1/project", handler: a.getProject},
+		{pattern: "GET /api/v1/variables", handler: a.listVariables},
+		{pattern: "GET /api/v1/variables/{name}", handler: a.getVariable},
+		{pattern: "PUT /api/v1/variables/{name}", handler: a.putVariable},
+		{pattern: "DELETE /api/v1/variables/{name}", handler: a.deleteVariable},
+		{pattern: "GET /api/v1/flows/{flowId}/export", handler: a.exportFlow},
+		{pattern: "POST /api/v1/flows/import", handler: a.importFlow},
 	}
 }
 

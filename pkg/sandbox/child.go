@@ -188,7 +188,7 @@ func runScript(programs map[string]*goja.Program, req request) (res response) {
 }
 
 // scopeNames are the parameters of the function a script is the body of.
-var scopeNames = []string{"trigger", "steps", "flow", "run", "state", "item", "index"}
+var scopeNames = []string{"trigger", "steps", "flow", "run", "state", "item", "index", "vars"}
 
 // compile wraps code as a function body and caches the program. The wrapper
 // keeps the body on line 1, so error lines match the user's lines.

@@ -19,6 +19,7 @@ var migrations = []string{
 	schemaFlowState, // state.go
 	schemaRunSummary,
 	schemaProjectLimits, // limits.go
+	schemaVariables, // variables.go
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -44,6 +44,9 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("FlowState", func(t *testing.T) { testFlowState(t, open(t)) })
 	t.Run("FlowStateRace", func(t *testing.T) { testFlowStateRace(t, open(t)) })
 	t.Run("ConcurrentWrites", func(t *testing.T) { testConcurrentWrites(t, open(t)) })
+	t.Run("Variables", func(t *testing.T) { testVariables(t, open(t)) })
+	t.Run("VariablesRace", func(t *testing.T) { testVariablesRace(t, open(t)) })
+	t.Run("FlowManagedBy", func(t *testing.T) { testFlowManagedBy(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.

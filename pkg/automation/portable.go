@@ -1,0 +1,231 @@
+package automation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+)
+
+// Portable flow documents (docs/environments.md): a flow as a file that
+// works on any installation. Connections are named, not addressed by ID;
+// secrets typed inline show as SecretMask; secrets that name a variable
+// ("{{ vars.NAME }}") are kept as such, since the name is no secret.
+const (
+	DocumentAPIVersion = "v1"
+	DocumentKind       = "Flow"
+)
+
+// FlowDocument is the portable form of a flow: what GET …/export answers
+// and POST /api/v1/flows/import takes.
+type FlowDocument struct {
+	APIVersion  string         `json:"apiVersion"`
+	Kind        string         `json:"kind"`
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Engine      Engine         `json:"engine"`
+	Definition  FlowDefinition `json:"definition"`
+}
+
+// FlowDefinition is what a flow runs: everything but its metadata.
+type FlowDefinition struct {
+	Trigger *Trigger `json:"trigger"`
+	Steps   []Step   `json:"steps"`
+	OnError []Step   `json:"onError,omitempty"`
+}
+
+// ManagedByApply marks a flow that `flowctl apply` created or updated:
+// only such flows may be pruned by a later apply.
+const ManagedByApply = "flowctl-apply"
+
+// ExportFlow returns the portable document of a flow, as JSON.
+func (s *Service) ExportFlow(ctx context.Context, p Project, id string) (json.RawMessage, error) {
+	f, err := s.store.Flow(ctx, p.ID, id)
+	if err != nil {
+		return nil, wrap("export flow", err)
+	}
+	f.Steps, f.OnError = CloneSteps(f.Steps), CloneSteps(f.OnError)
+	// Connections by name: a connection gone keeps its ID, which an import
+	// elsewhere then refuses, naming it.
+	names := map[string]string{}
+	var lookupErr error
+	named := func(st *Step) {
+		if st.ConnectionID == "" || lookupErr != nil {
+			return
+		}
+		name, ok := names[st.ConnectionID]
+		if !ok {
+			c, err := s.store.Connection(ctx, p.ID, st.ConnectionID)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				lookupErr = err
+				return
+			}
+			name = c.Name
+			names[st.ConnectionID] = name
+		}
+		if name != "" {
+			st.Connection, st.ConnectionID = name, ""
+		}
+	}
+	WalkSteps(f.Steps, named)
+	WalkSteps(f.OnError, named)
+	if lookupErr != nil {
+		return nil, wrap("export flow: read connection", lookupErr)
+	}
+	trigger := f.Trigger
+	doc := FlowDocument{APIVersion: DocumentAPIVersion, Kind: DocumentKind, Name: f.Name, Description: f.Description,
+		Engine: f.Engine, Definition: FlowDefinition{Trigger: &trigger, Steps: f.Steps, OnError: f.OnError}}
+	if doc.Definition.Steps == nil {
+		doc.Definition.Steps = []Step{}
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, wrap("export flow", err)
+	}
+	secrets, err := s.flowSecrets(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	refs := map[string]string{}
+	for path, v := range secrets {
+		if SecretVarRef(v) != "" {
+			refs[path] = v
+		}
+	}
+	if len(refs) == 0 {
+		return raw, nil
+	}
+	return withSecretRefs(raw, refs)
+}
+
+// withSecretRefs writes the variable references among a flow's secrets
+// into its exported document, where encoding masked them.
+func withSecretRefs(raw json.RawMessage, refs map[string]string) (json.RawMessage, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, wrap("export flow", err)
+	}
+	def, _ := doc["definition"].(map[string]any)
+	set := func(obj any, key, value string) {
+		if m, ok := obj.(map[string]any); ok {
+			if _, has := m[key]; has {
+				m[key] = value
+			}
+		}
+	}
+	webhook := func() map[string]any {
+		t, _ := def["trigger"].(map[string]any)
+		w, _ := t["webhook"].(map[string]any)
+		return w
+	}
+	for path, v := range refs {
+		switch {
+		case path == "trigger.authentication.password":
+			set(webhook()["authentication"], "password", v)
+		case path == "trigger.authentication.value":
+			set(webhook()["authentication"], "value", v)
+		case path == "trigger.signature.secret":
+			set(webhook()["signature"], "secret", v)
+		case strings.HasPrefix(path, "steps.") && strings.HasSuffix(path, ".signature.secret"):
+			name := strings.TrimSuffix(strings.TrimPrefix(path, "steps."), ".signature.secret")
+			for _, list := range []string{"steps", "onError"} {
+				if st := findStep(def[list], name); st != nil {
+					set(st["signature"], "secret", v)
+				}
+			}
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, wrap("export flow", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// findStep finds a step by name in decoded JSON steps, at any depth.
+func findStep(list any, name string) map[string]any {
+	steps, _ := list.([]any)
+	for _, x := range steps {
+		st, _ := x.(map[string]any)
+		if st == nil {
+			continue
+		}
+		if st["name"] == name {
+			return st
+		}
+		for _, k := range []string{"steps", "default"} {
+			if found := findStep(st[k], name); found != nil {
+				return found
+			}
+		}
+		cases, _ := st["cases"].([]any)
+		for _, c := range cases {
+			if cm, ok := c.(map[string]any); ok {
+				if found := findStep(cm["steps"], name); found != nil {
+					return found
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ImportFlow creates an INACTIVE flow from a portable document. A secret
+// given as SecretMask has no stored value to stand for: 400 naming it.
+func (s *Service) ImportFlow(ctx context.Context, p Project, doc FlowDocument) (Flow, error) {
+	if err := checkDocument(doc); err != nil {
+		return Flow{}, err
+	}
+	in := FlowInput{Name: &doc.Name, Engine: &doc.Engine, Description: &doc.Description,
+		Trigger: doc.Definition.Trigger, Steps: &doc.Definition.Steps}
+	if doc.Definition.OnError != nil {
+		in.OnError = &doc.Definition.OnError
+	}
+	if doc.Definition.Steps == nil {
+		in.Steps = nil
+	}
+	f, err := s.CreateFlow(ctx, p, in)
+	var e *Error
+	if errors.As(err, &e) && errors.Is(err, ErrInvalid) && definitionField(e.Message) {
+		// Definition fields are nested under "definition" in the document.
+		return Flow{}, &Error{Kind: e.Kind, Code: e.Code, Message: "definition." + e.Message}
+	}
+	return f, err
+}
+
+// checkDocument checks a document's envelope.
+func checkDocument(doc FlowDocument) error {
+	if doc.APIVersion != DocumentAPIVersion {
+		return Invalid("apiVersion %q: the document version this service reads is %q", ClipID(doc.APIVersion), DocumentAPIVersion)
+	}
+	if doc.Kind != DocumentKind {
+		return Invalid("kind %q: want %q", ClipID(doc.Kind), DocumentKind)
+	}
+	return nil
+}
+
+// definitionField reports whether a validation message names a field of
+// the definition, which the document nests under "definition".
+func definitionField(msg string) bool {
+	for _, f := range []string{"trigger", "steps", "onError"} {
+		if strings.HasPrefix(msg, f+".") || strings.HasPrefix(msg, f+"[") || strings.HasPrefix(msg, f+" ") || strings.HasPrefix(msg, f+":") {
+			return true
+		}
+	}
+	return false
+}
+
+// setManagedBy applies a ManagedBy of a create or update, when given.
+func setManagedBy(f *Flow, v *string) error {
+	if v == nil {
+		return nil
+	}
+	if *v != "" && *v != ManagedByApply {
+		return Invalid("managedBy %q: allowed values are %q and \"\"", ClipID(*v), ManagedByApply)
+	}
+	f.ManagedBy = *v
+	return nil
+}

@@ -1,0 +1,74 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"flowservice/pkg/automation"
+)
+
+// schemaVariables: each project's variables, one JSON document per project
+// (name -> variable), read whole by every run; secret values are in the
+// secret blobs.
+const schemaVariables = `
+CREATE TABLE project_variables (
+	project TEXT PRIMARY KEY,
+	doc     TEXT NOT NULL
+);
+`
+
+var _ automation.VariableStore = (*Store)(nil)
+
+// Variables reads the project's variables from the read pool.
+func (s *Store) Variables(ctx context.Context, project string) (map[string]automation.Variable, error) {
+	var doc string
+	err := s.readRow(ctx, `SELECT doc FROM project_variables WHERE project = ?`, project).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return map[string]automation.Variable{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: read variables of %s: %w", project, err)
+	}
+	return decodeVariables(project, doc)
+}
+
+// UpdateVariables reads, changes and writes the variables in one write
+// transaction: writes are serialised, so change runs once.
+func (s *Store) UpdateVariables(ctx context.Context, project string, change func(map[string]automation.Variable) (map[string]automation.Variable, error)) error {
+	return s.write(ctx, "update variables of "+project, func(tx *sql.Tx) error {
+		cur := map[string]automation.Variable{}
+		var doc string
+		err := tx.QueryRowContext(ctx, `SELECT doc FROM project_variables WHERE project = ?`, project).Scan(&doc)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			if cur, err = decodeVariables(project, doc); err != nil {
+				return err
+			}
+		}
+		next, err := change(cur)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(next)
+		if err != nil {
+			return fmt.Errorf("encode variables: %w", err)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO project_variables (project, doc) VALUES (?, ?)
+			ON CONFLICT (project) DO UPDATE SET doc = excluded.doc`, project, string(b))
+		return err
+	})
+}
+
+func decodeVariables(project, doc string) (map[string]automation.Variable, error) {
+	m := map[string]automation.Variable{}
+	if err := json.Unmarshal([]byte(doc), &m); err != nil {
+		return nil, fmt.Errorf("sqlitestore: variables of %s: %w", project, err)
+	}
+	return m, nil
+}
