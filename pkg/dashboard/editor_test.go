@@ -151,13 +151,13 @@ func TestRetryRunAndStepSettings(t *testing.T) {
 	if err != nil || len(l.Data) != 2 {
 		t.Fatalf("runs after retry: %d, %v", len(l.Data), err)
 	}
-	wantPage(t, b.get("/ui/flows/"+f.ID), http.StatusOK, `1. pick`, html.EscapeString(`"type": "SET"`))
+	wantPage(t, b.get("/ui/flows/"+f.ID), http.StatusOK, `<details id="step-1" class="panel">`, `pick <small>SET</small>`, html.EscapeString(`"type": "SET"`))
 
 	// A step's secret shows as the mask in its settings, never itself.
 	signed := e.flow(t, e.p, "Signed", automation.Step{Name: "check", Type: automation.StepVerifySignature,
 		Signature: &automation.Signature{Header: "X-Sig", Prefix: "sha256=", Secret: "step-secret-never-shown"}})
 	page := b.get("/ui/flows/" + signed.ID)
-	wantPage(t, page, http.StatusOK, "1. check", html.EscapeString(`"secret": "`+automation.SecretMask+`"`))
+	wantPage(t, page, http.StatusOK, `check <small>VERIFY_SIGNATURE</small>`, html.EscapeString(`"secret": "`+automation.SecretMask+`"`))
 	if strings.Contains(page.body, "step-secret-never-shown") {
 		t.Error("the flow page shows a step's secret")
 	}

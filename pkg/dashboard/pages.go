@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
@@ -76,6 +77,8 @@ type flowData struct {
 	Sample     *automation.WebhookSample
 	SampleNote string
 	Schema     []schemaRow
+	Picture    template.HTML // the definition drawn (picture.go)
+	Steps      []stepEntry   // every step, nested ones too, with its anchor
 }
 
 // flow shows one flow; it is also what the flow's forms render after a
@@ -92,7 +95,8 @@ func (d *Dashboard) renderFlow(w http.ResponseWriter, r *http.Request, status in
 		d.fail(w, r, err)
 		return
 	}
-	data := flowData{Flow: f, Enterprise: p.Plan == automation.PlanEnterprise, Test: test}
+	data := flowData{Flow: f, Enterprise: p.Plan == automation.PlanEnterprise, Test: test,
+		Picture: flowPicture(f, nil), Steps: stepEntries(f)}
 	if f.Trigger.Type == automation.TriggerWebhook {
 		wh, err := d.svc.Webhook(ctx, p, id)
 		if err != nil {
@@ -215,7 +219,8 @@ func (d *Dashboard) run(w http.ResponseWriter, r *http.Request) {
 		Flow    automation.Flow
 		Run     automation.Run
 		Trigger json.RawMessage
-	}{f, run, trigger}})
+		View    runView
+	}{f, run, trigger, newRunView(f, run)}})
 }
 
 // connectionForm is what the create form keeps after a failure: never the

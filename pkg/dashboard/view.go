@@ -27,7 +27,7 @@ type view struct {
 }
 
 // pageNames are the templates under templates/, each rendered inside
-// layout.html.
+// layout.html, with the parts_*.html that pages share.
 var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error", "oauth_done", "flow_edit"}
 
 var funcs = template.FuncMap{
@@ -83,7 +83,7 @@ func toString(v any) string {
 }
 
 func parsePages() map[string]*template.Template {
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts_*.html"))
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
 		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
