@@ -30,11 +30,11 @@ func TestCreateEditDeleteFlow(t *testing.T) {
 		name, definition, wantField, wantText string
 	}{
 		{"cut short", `{"name": "x",`, "", "not valid JSON: it ends before"},
-		{"bad JSON", "{\n\"name\": x}", "", "not valid JSON (line 2)"},
+		{"bad JSON", "{\n\"name\": x}", "", "not valid JSON at line 2, column 9"},
 		{"unknown field", `{"name": "x", "engine": "FLOW_BUILDER", "stepz": []}`, "stepz", `unknown field "stepz"`},
 		{"unknown step type", `{"name": "x", "engine": "FLOW_BUILDER", "steps": [{"name": "a", "type": "EMAIL"}]}`, "steps[0].type", "HTTP"},
 		{"wrong type", `{"name": 7, "engine": "FLOW_BUILDER"}`, "name", "want a JSON string"},
-		{"no engine", `{"name": "x"}`, "engine", "engine is required"},
+		{"no engine", `{"name": "x"}`, "engine", "is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestCreateEditDeleteFlow(t *testing.T) {
 	wantPage(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {bad}}), http.StatusBadRequest,
 		"<strong>steps[0].type</strong>", `class="field-error">steps[].type</dt>`)
 	wantPage(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {`{"engine": "FLOW_BUILDER"}`}}), http.StatusBadRequest,
-		"engine cannot be changed")
+		"<strong>engine</strong> cannot be changed")
 
 	// Every form needs the session's CSRF token.
 	for _, post := range []string{"/ui/flows", path + "/edit", path + "/delete"} {
@@ -160,5 +160,53 @@ func TestRetryRunAndStepSettings(t *testing.T) {
 	wantPage(t, page, http.StatusOK, `check <small>VERIFY_SIGNATURE</small>`, html.EscapeString(`"secret": "`+automation.SecretMask+`"`))
 	if strings.Contains(page.body, "step-secret-never-shown") {
 		t.Error("the flow page shows a step's secret")
+	}
+}
+
+// TestEditorErrorsSayWhere: the editor's message names a field once, and
+// says at which line and column of the definition it is.
+func TestEditorErrorsSayWhere(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser(t)
+	wantRedirect(t, b.signin(e.key), "/ui/flows")
+	tests := []struct {
+		name, definition string
+		want             []string
+	}{
+		{"syntax", "{\n  \"name\": \"x\",\n  \"engine\": FLOW_BUILDER\n}",
+			[]string{`data-line="3" data-col="13"`, "Line 3, column 13:", "not valid JSON at line 3, column 13"}},
+		{"unknown step type", "{\"name\": \"x\", \"engine\": \"FLOW_BUILDER\",\n \"steps\": [\n  {\"name\": \"a\", \"type\": \"EMAIL\"}]}",
+			[]string{`data-line="3" data-col="17"`, "<strong>steps[0].type</strong>"}},
+		{"unknown nested field", "{\"name\": \"x\", \"engine\": \"FLOW_BUILDER\", \"steps\": [\n {\"name\": \"r\", \"type\": \"SWITCH\", \"cases\": [\n  {\"when\": \"true\", \"steps\": [{\"name\": \"n\", \"type\": \"HTTP\", \"ulr\": \"https://example.com\"}]}]}]}",
+			[]string{`data-line="3" data-col="60"`, "<strong>steps[0].cases[0].steps[0].ulr</strong>", html.EscapeString(`unknown field "ulr" in steps[0].cases[0].steps[0]`)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := b.post("/ui/flows/new", "/ui/flows", url.Values{"definition": {tt.definition}})
+			wantPage(t, p, http.StatusBadRequest, tt.want...)
+			msg := regexp.MustCompile(`(?s)<p class="field-error" id="definition-error".*?</p>`).FindString(p.body)
+			if f, _ := fieldOf(html.UnescapeString(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(msg, ""))); f != "" &&
+				strings.Count(msg, f) > 1 && !strings.Contains(msg, "unknown field") {
+				t.Errorf("the message repeats its field %s: %s", f, msg)
+			}
+		})
+	}
+}
+
+func TestLocateField(t *testing.T) {
+	text := "{\n  \"steps\": [\n    {\"name\": \"a\"},\n    {\"name\": \"b\", \"url\": 1}\n  ],\n  \"trigger\": {\"webhook\": {\"path\": \"x\"}}\n}"
+	for field, want := range map[string][2]int{
+		"steps[1].url": {4, 19}, "steps[1]": {4, 5}, "trigger.webhook.path": {6, 27}, "steps": {2, 3},
+	} {
+		line, col, ok := locateField(text, field)
+		if !ok || line != want[0] || col != want[1] {
+			t.Errorf("locateField(%s) = %d:%d %v, want %d:%d", field, line, col, ok, want[0], want[1])
+		}
+	}
+	if _, _, ok := locateField(text, "steps[2]"); ok {
+		t.Error("found steps[2], which is not there")
+	}
+	if got := keyPath(text, "path"); got != "trigger.webhook.path" {
+		t.Errorf("keyPath(path) = %q", got)
 	}
 }
