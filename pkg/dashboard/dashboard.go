@@ -59,6 +59,9 @@ type Options struct {
 	// OpenAPI is the management API's OpenAPI document; the flow editor
 	// shows its field descriptions as help. Nil: no help.
 	OpenAPI []byte
+	// TestClient sends the flow page's test events to the flow's test
+	// URL; nil means a client with a 30-second timeout.
+	TestClient *http.Client
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.
@@ -89,6 +92,9 @@ func New(svc *automation.Service, opts Options) http.Handler {
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
+	}
+	if opts.TestClient == nil {
+		opts.TestClient = &http.Client{Timeout: testTimeout}
 	}
 	if opts.Prefix == nil {
 		opts.Prefix = func(*http.Request) string { return "" }
@@ -134,6 +140,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("POST /ui/flows/{flowId}/disable", d.auth(d.disable))
 	d.mux.Handle("POST /ui/flows/{flowId}/allowlist", d.auth(d.setAllowlist))
 	d.mux.Handle("POST /ui/flows/{flowId}/test", d.auth(d.armTest))
+	d.mux.Handle("POST /ui/flows/{flowId}/send-test", d.auth(d.sendTest))
 	d.mux.Handle("GET /ui/flows/{flowId}/runs", d.auth(d.runs))
 	d.mux.Handle("GET /ui/flows/{flowId}/runs/{runId}", d.auth(d.run))
 

@@ -23,6 +23,7 @@ type view struct {
 	Notice  string // a confirmation ("Flow enabled.")
 	Error   string // a message the user may see
 	Refresh string // a page to go on to at once (same-site navigation)
+	Reload  int    // seconds after which the page reloads itself (0: never)
 	Data    any
 }
 
