@@ -1,0 +1,111 @@
+package main
+
+import (
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// builderFlow nests a FOR_EACH in a SWITCH case and ends with a CODE step
+// that fails when the event asks it to.
+const builderFlow = `{"name": "Orders", "engine": "FLOW_BUILDER", "steps": [
+  {"name": "route", "type": "SWITCH", "cases": [
+    {"when": "trigger.body.kind == 'order'", "steps": [
+      {"name": "each_line", "type": "FOR_EACH", "items": "trigger.body.lines", "steps": [
+        {"name": "price", "type": "SET", "values": {"total": "{{ item.qty * 2 }}"}}]}]}],
+   "default": [{"name": "ignore", "type": "SET", "values": {"ignored": true}}]},
+  {"name": "check", "type": "CODE", "code": "if (trigger.body.fail) { throw new Error('check failed: ' + trigger.body.kind) } return 1"}
+]}`
+
+// TestDashboardBuilderInABrowser builds a flow the way a newcomer does,
+// in a real browser against a running flowd: the flow page draws it as a
+// picture with its nested steps, and a box opens the step's settings; "Send
+// test event" runs it without curl and lands on the run, whose picture
+// colours each step by its result, with a timeline, and a box opens the
+// failed step's error in place.
+func TestDashboardBuilderInABrowser(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_WORKERS=2", "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+	ctx := newBrowser(t)
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			loc, _ := chromedp.Run(ctx, chromedp.Location())
+			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\nat %s:\n%s\nflowd stderr:\n%s", what, err, loc, body, p.stderr)
+		}
+	}
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", js, err)
+		}
+		return s
+	}
+
+	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
+		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+	do("create the flow in the editor", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitVisible(chromedp.ID("definition")),
+		chromedp.SetValue(chromedp.ID("definition"), builderFlow), chromedp.Submit(chromedp.ID("definition")),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
+
+	// 1. The picture: every step, nested ones too, the case's condition
+	// and the loop's frame, drawn by the server.
+	steps := strings.Split(eval(`[...document.querySelectorAll("svg.flow-picture g[data-step]")].map(g => g.dataset.step).filter(Boolean).join(",")`), ",")
+	for _, name := range []string{"route", "each_line", "price", "ignore", "check"} {
+		if !slices.Contains(steps, name) {
+			t.Errorf("the picture lacks step %s: %v", name, steps)
+		}
+	}
+	if text := eval(`document.querySelector("svg.flow-picture").textContent`); !strings.Contains(text, "case 1: trigger.body.kind == 'order'") ||
+		!strings.Contains(text, "for each item of") || !strings.Contains(text, "default") {
+		t.Errorf("the picture lacks the case condition, the loop or the default:\n%s", text)
+	}
+	do("open a nested step's settings from its box",
+		chromedp.Click(chromedp.CSS(`svg.flow-picture g[data-step="price"] a`)),
+		chromedp.WaitVisible(chromedp.Search(`//details[@open]//pre[contains(., "item.qty * 2")]`)))
+
+	// 4. A test event, sent from the flow page, lands on its run.
+	do("send a test event", chromedp.SetValue(chromedp.ID("test-body"), `{"kind": "order", "lines": [{"qty": 1}, {"qty": 2}], "fail": true}`),
+		chromedp.Click(chromedp.Search(`//button[text()="Send test event"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Test event sent through the test URL")]`)))
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`/ui/flows/(flw_[A-Za-z0-9_-]+)/runs/(run_[A-Za-z0-9_-]+)`).FindStringSubmatch(loc)
+	if m == nil {
+		t.Fatalf("the test event did not open a run: %s", loc)
+	}
+	if st := waitRun(t, p, key, m[1], m[2]); st != "FAILED" {
+		t.Fatalf("the test run ended %s, want FAILED", st)
+	}
+
+	// 2. The run on the picture: colours by result, a timeline, and the
+	// failed step's error opened in place.
+	do("the finished run", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`svg.flow-picture`)))
+	for step, want := range map[string]string{
+		"route": "st-succeeded", "each_line": "st-succeeded", "price": "st-succeeded", "ignore": "st-unreached", "check": "st-failed",
+	} {
+		if got := eval(`document.querySelector('svg.flow-picture g[data-step="` + step + `"]').getAttribute("class")`); !strings.Contains(got, want) {
+			t.Errorf("step %s has class %q, want %s", step, got, want)
+		}
+	}
+	if fill := eval(`getComputedStyle(document.querySelector('svg.flow-picture g[data-step="check"] rect.box')).fill`); fill != "rgb(253, 236, 234)" {
+		t.Errorf("the failed step is filled %s, want the failure colour", fill)
+	}
+	if fill := eval(`getComputedStyle(document.querySelector('svg.flow-picture g[data-step="price"] rect.box')).fill`); fill != "rgb(227, 243, 233)" {
+		t.Errorf("a succeeded step is filled %s, want the success colour", fill)
+	}
+	if bars := eval(`String(document.querySelectorAll("svg.timeline g.bar").length)`); bars == "0" || bars == "" {
+		t.Error("the run has no timeline bars")
+	}
+	do("open the failed step in place", chromedp.Click(chromedp.CSS(`svg.flow-picture g[data-step="check"] a`)),
+		chromedp.WaitVisible(chromedp.Search(`//details[@open]//p[contains(., "check failed: order")]`)))
+}
