@@ -77,6 +77,7 @@ type Dashboard struct {
 	mux        *http.ServeMux
 	pages      map[string]*template.Template
 	help       []fieldHelp // of the flow editor, from Options.OpenAPI
+	schema     []byte      // GET /ui/flow-schema.json, from Options.OpenAPI
 	log        *slog.Logger
 }
 
@@ -108,6 +109,7 @@ func New(svc *automation.Service, opts Options) http.Handler {
 		mux:        http.NewServeMux(),
 		pages:      parsePages(),
 		help:       fieldHelpFrom(opts.OpenAPI),
+		schema:     flowSchemaJSON(opts.OpenAPI),
 		log:        opts.Log,
 	}
 	if d.log == nil {
@@ -132,6 +134,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("POST /ui/flows", d.auth(d.createFlow))
 	d.mux.Handle("GET /ui/flows/{flowId}", d.auth(d.flow))
 	d.mux.Handle("GET /ui/flows/{flowId}/edit", d.auth(d.editFlow))
+	d.mux.Handle("GET /ui/flow-schema.json", d.auth(d.flowSchema))
 	d.mux.Handle("POST /ui/flows/{flowId}/edit", d.auth(d.updateFlow))
 	d.mux.Handle("GET /ui/flows/{flowId}/delete", d.auth(d.confirmDeleteFlow))
 	d.mux.Handle("POST /ui/flows/{flowId}/delete", d.auth(d.deleteFlow))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,9 @@ type editorData struct {
 	ErrorCol   int
 	HelpField  string // ErrorField as the help lists it: steps[].url
 	Help       []fieldHelp
+	// Expressions are what steps may read (the sample's fields, the last
+	// run's outputs), offered for insertion as {{ … }}.
+	Expressions []string
 }
 
 // fieldHelp is one field of a flow definition with its description from the
@@ -103,6 +107,11 @@ func fieldHelpFrom(doc []byte) []fieldHelp {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		if path == "" {
+			// A definition's fields in the order one writes them, not
+			// alphabetically: steps and trigger before the rest.
+			sort.SliceStable(names, func(i, j int) bool { return topOrder(names[i]) < topOrder(names[j]) })
+		}
 		for _, n := range names {
 			p := n
 			if path != "" {
@@ -113,6 +122,14 @@ func fieldHelpFrom(doc []byte) []fieldHelp {
 	}
 	walk("", &schema{Ref: "#/components/schemas/FlowCreate"}, 0)
 	return out
+}
+
+// topOrder ranks a definition's top-level fields for the help.
+func topOrder(name string) int {
+	if i := slices.Index([]string{"name", "engine", "trigger", "steps", "onError", "description"}, name); i >= 0 {
+		return i
+	}
+	return 99
 }
 
 // fieldOf is the field a validation message names: its leading path such
@@ -216,6 +233,7 @@ func (d *Dashboard) renderEditor(w http.ResponseWriter, r *http.Request, status 
 	title := "New flow"
 	if data.Flow != nil {
 		title = "Edit " + data.Flow.Name
+		data.Expressions = d.expressions(r.Context(), project(r), *data.Flow)
 	}
 	d.render(w, r, status, "flow_edit", view{Title: title, Nav: "flows", Error: errMsg, Data: data})
 }
