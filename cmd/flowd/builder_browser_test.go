@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,4 +109,79 @@ func TestDashboardBuilderInABrowser(t *testing.T) {
 	}
 	do("open the failed step in place", chromedp.Click(chromedp.CSS(`svg.flow-picture g[data-step="check"] a`)),
 		chromedp.WaitVisible(chromedp.Search(`//details[@open]//p[contains(., "check failed: order")]`)))
+}
+
+// TestDashboardEditorInABrowser: the flow editor checks the definition as
+// it is typed against the API document's schema, saying where the problem
+// is (line and column) before anything is saved; it completes field names
+// and step types, and formats.
+func TestDashboardEditorInABrowser(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+	ctx := newBrowser(t)
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\n%s", what, err, body)
+		}
+	}
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", js, err)
+		}
+		return s
+	}
+	// typed replaces the definition and tells the editor, as typing does.
+	typed := func(text string) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("definition");
+			ta.value = ` + strconv.Quote(text) + `; ta.focus(); ta.setSelectionRange(ta.value.length, ta.value.length);
+			ta.dispatchEvent(new Event("input")); })()`)
+	}
+	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
+		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+	do("open the editor", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitReady(chromedp.CSS(`#definition[data-ready]`)))
+
+	// A misspelt field: named with its step, at its line and column, with
+	// the name it probably means.
+	do("a misspelt field", typed("{\"name\": \"x\", \"engine\": \"FLOW_BUILDER\",\n \"steps\": [\n  {\"name\": \"a\", \"type\": \"SET\", \"valeus\": {}}]}"),
+		chromedp.WaitVisible(chromedp.CSS(`#editor-status[data-line="3"]`)))
+	if got := eval(`document.getElementById("editor-status").textContent`); !strings.Contains(got,
+		`Line 3, column 32: steps[0].valeus: unknown field "valeus" in steps[0]: did you mean "values"?`) {
+		t.Errorf("status for a misspelt field: %q", got)
+	}
+	// A syntax error, at its place.
+	do("a syntax error", typed("{\"name\": \"x\",\n \"engine\": FLOW_BUILDER}"),
+		chromedp.WaitVisible(chromedp.CSS(`#editor-status[data-line="2"][data-col="12"]`)))
+	if got := eval(`document.getElementById("editor-status").textContent`); !strings.Contains(got, "Line 2, column 12: not valid JSON") {
+		t.Errorf("status for a syntax error: %q", got)
+	}
+	if got := eval(`document.getElementById("editor-gutter").textContent`); got != "1\n2" {
+		t.Errorf("line numbers = %q", got)
+	}
+
+	// Completion: a field name in a step, then a step type.
+	do("start a field name", typed(`{"name": "x", "engine": "FLOW_BUILDER", "steps": [{"name": "a", `),
+		chromedp.SendKeys(chromedp.ID("definition"), `"ty`),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="type"]`)),
+		chromedp.KeyEvent("\t"))
+	if got := eval(`document.getElementById("definition").value`); !strings.HasSuffix(got, `{"name": "a", "type": `) {
+		t.Errorf("after Tab on the field name: %q", got)
+	}
+	do("start a step type", chromedp.SendKeys(chromedp.ID("definition"), `"S`),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="SWITCH"]`)))
+	if got := eval(`[...document.querySelectorAll("#editor-suggestions button")].map(b => b.textContent).join(",")`); got != "SET,SWITCH,STORE" {
+		t.Errorf("step types offered after \"S: %q", got)
+	}
+	do("take one", chromedp.Click(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="SET"]`)),
+		chromedp.SendKeys(chromedp.ID("definition"), `, "values": {}}]}`))
+	do("format it", chromedp.Click(chromedp.ID("editor-format")),
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][contains(., "No problems found.")]`)))
+	if got := eval(`document.getElementById("definition").value`); !strings.Contains(got, "\n  \"steps\": [\n    {\n      \"name\": \"a\",\n      \"type\": \"SET\"") {
+		t.Errorf("formatted definition: %q", got)
+	}
+	do("save it", chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
 }
