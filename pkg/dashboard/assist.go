@@ -64,9 +64,16 @@ func (d *Dashboard) expressions(ctx context.Context, p automation.Project, f aut
 	}
 	if l, err := d.svc.ListRuns(ctx, p, f.ID, automation.PageRequest{}); err == nil && len(l.Data) > 0 {
 		if run, err := d.svc.Run(ctx, p, f.ID, l.Data[0].ID); err == nil {
-			for _, s := range run.Steps {
-				out = append(out, outputPaths("steps."+s.Name, s.Output, 3)...)
+			// Steps in a SWITCH branch are read as steps.<name> too; a
+			// loop body's are per item, not after the loop.
+			var walk func(rs []automation.StepResult)
+			walk = func(rs []automation.StepResult) {
+				for _, s := range rs {
+					out = append(out, outputPaths("steps."+s.Name, s.Output, 3)...)
+					walk(s.Steps)
+				}
 			}
+			walk(run.Steps)
 		}
 	}
 	out = slices.Compact(out)

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"fmt"
 	"html"
 	"html/template"
@@ -142,6 +143,10 @@ func buildSeq(steps []automation.Step, anchors map[string]string) *pseq {
 		case automation.StepForEach:
 			n.body = buildSeq(st.Steps, anchors)
 			n.bodyOf = strings.TrimSpace(string(st.Items))
+			var expr string
+			if json.Unmarshal(st.Items, &expr) == nil {
+				n.bodyOf = expr // an expression, shown without its JSON quotes
+			}
 		}
 		s.nodes = append(s.nodes, n)
 	}
@@ -206,6 +211,7 @@ func drawSeq(b *strings.Builder, s *pseq, cx, y int, status pictureStatus) {
 }
 
 func drawNode(b *strings.Builder, n *pnode, cx, y int, status pictureStatus) {
+	bottom := y + n.h
 	cls := "node"
 	name := ""
 	if n.step != nil {
@@ -248,8 +254,10 @@ func drawNode(b *strings.Builder, n *pnode, cx, y int, status pictureStatus) {
 				cx, y+boxH, y+boxH+gapY/2, ccx, below-2)
 			fmt.Fprintf(b, `<rect class="frame case" x="%d" y="%d" width="%d" height="%d" rx="8"/>`, x, below, c.w, c.h)
 			fmt.Fprintf(b, `<text class="frame-label" x="%d" y="%d" text-anchor="middle"><title>%s</title>%s</text>`,
-				ccx, below+labelH-4, esc(c.label), esc(fitText(c.label)))
+				ccx, below+labelH-4, esc(c.label), esc(fitWidth(c.label, c.w)))
 			drawSeq(b, c.seq, ccx, below+labelH+pad, status)
+			// The branches join again under the SWITCH.
+			fmt.Fprintf(b, `<path class="edge" d="M%d,%d V%d H%d" fill="none"/>`, ccx, below+c.h, bottom, cx)
 			x += c.w + colGap
 		}
 	case n.body != nil:
@@ -259,7 +267,7 @@ func drawNode(b *strings.Builder, n *pnode, cx, y int, status pictureStatus) {
 			cx-fw/2, below, fw, labelH+n.body.h+2*pad)
 		label := "for each item of " + n.bodyOf
 		fmt.Fprintf(b, `<text class="frame-label" x="%d" y="%d"><title>%s</title>%s</text>`,
-			cx-fw/2+pad, below+labelH-4, esc(label), esc(fitText(label)))
+			cx-fw/2+pad, below+labelH-4, esc(label), esc(fitWidth(label, fw)))
 		drawSeq(b, n.body, cx, below+labelH+pad, status)
 	}
 	b.WriteString(`</g>`)
@@ -269,11 +277,16 @@ func esc(s string) string { return html.EscapeString(s) }
 
 // fitText shortens s to maxText runes; the whole text is in the box's
 // <title>.
-func fitText(s string) string {
+func fitText(s string) string { return fitRunes(s, maxText) }
+
+// fitWidth shortens a small label to what a frame w pixels wide holds.
+func fitWidth(s string, w int) string { return fitRunes(s, max((w-2*pad)/6, maxText)) }
+
+func fitRunes(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= maxText {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
 	r := []rune(s)
-	return string(r[:maxText-1]) + "…"
+	return string(r[:n-1]) + "…"
 }
