@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -183,5 +184,25 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 	if got := eval(`document.getElementById("definition").value`); !strings.Contains(got, "\n  \"steps\": [\n    {\n      \"name\": \"a\",\n      \"type\": \"SET\"") {
 		t.Errorf("formatted definition: %q", got)
 	}
+
+	// A step added from its template lands after the one under the cursor;
+	// its form edits it.
+	do("add an HTTP step", chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("definition");
+			const at = ta.value.indexOf('"type": "SET"'); ta.focus(); ta.setSelectionRange(at, at); })()`),
+		chromedp.Click(chromedp.Search(`//div[@id="step-tools"]/button[text()="HTTP"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//fieldset[@id="step-form"]/legend[text()="Step steps[1] (HTTP)"]`)),
+		chromedp.SetValue(chromedp.ID("step-field-url"), "https://hooks.example.com/deploys"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("step-field-url").dispatchEvent(new Event("change"))`),
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][contains(., "No problems found.")]`)))
+	var def struct {
+		Steps []struct{ Name, Type, URL string } `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(eval(`document.getElementById("definition").value`)), &def); err != nil ||
+		len(def.Steps) != 2 || def.Steps[1].Name != "call" || def.Steps[1].Type != "HTTP" || def.Steps[1].URL != "https://hooks.example.com/deploys" {
+		t.Errorf("after adding an HTTP step and setting its url: %+v, %v", def, err)
+	}
 	do("save it", chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
+	if got := eval(`[...document.querySelectorAll("svg.flow-picture g[data-step]")].map(g => g.dataset.step).join(",")`); got != ",a,call" {
+		t.Errorf("the saved flow's picture shows %q", got)
+	}
 }

@@ -279,7 +279,7 @@
       }
       i++;
     }
-    return { inString: false };
+    return { inString: false, path: pathOf(stack, false) };
   }
   function pathOf(stack, isKey) {
     var out = [];
@@ -325,6 +325,143 @@
     var caret = ctx.from + insert.length;
     ta.setSelectionRange(caret, caret);
     changed();
+  }
+
+  // --- steps: add one from a template, edit the one under the cursor --
+  var tools = document.getElementById("step-tools");
+  var stepForm = document.getElementById("step-form");
+  var templates = {
+    HTTP: { name: "call", type: "HTTP", method: "POST", url: "https://api.example.com/", body: {} },
+    SET: { name: "set", type: "SET", values: { key: "{{ trigger.body }}" } },
+    FILTER: { name: "only_if", type: "FILTER", condition: "trigger.body != nil" },
+    RESPOND: { name: "reply", type: "RESPOND", statusCode: 200, body: { status: "ok" } },
+    CODE: { name: "code", type: "CODE", code: "return {ok: true}" },
+    SWITCH: { name: "route", type: "SWITCH", cases: [{ when: "trigger.body.type == 'a'", steps: [] }], "default": [] },
+    FOR_EACH: { name: "each", type: "FOR_EACH", items: "trigger.body.items", steps: [] },
+    WAIT: { name: "later", type: "WAIT", duration: "10m" },
+    STORE: { name: "remember", type: "STORE", set: { last: "{{ trigger.body.id }}" } }
+  };
+  // The fields the form offers, beyond name and when.
+  var formFields = {
+    HTTP: ["method", "url", "connectionId"], FILTER: ["condition"], RESPOND: ["statusCode", "contentType"],
+    CODE: ["code", "timeout"], WAIT: ["duration"], FOR_EACH: ["items"], SET: [], SWITCH: [], STORE: [], VERIFY_SIGNATURE: []
+  };
+  // stepPathOf cuts path to the innermost step it is in: [..., "steps", 2].
+  function stepPathOf(path) {
+    for (var n = path.length; n >= 2; n--) {
+      if (typeof path[n - 1] === "number" && ["steps", "default", "onError"].indexOf(path[n - 2]) >= 0) return path.slice(0, n);
+    }
+    return null;
+  }
+  function get(doc, path) {
+    var v = doc;
+    for (var i = 0; i < path.length && v != null; i++) v = v[path[i]];
+    return v;
+  }
+  function names(doc) {
+    var out = {};
+    (function walk(v) {
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (v && typeof v === "object") {
+        if (typeof v.name === "string" && typeof v.type === "string") out[v.name] = true;
+        Object.keys(v).forEach(function (k) { walk(v[k]); });
+      }
+    })(doc);
+    return out;
+  }
+  // rewrite replaces the text by doc, formatted, with the cursor at the
+  // start of the value at path.
+  function rewrite(doc, path) {
+    var text = JSON.stringify(doc, null, 2), at = 0;
+    try {
+      var node = parse(text);
+      path.forEach(function (p) {
+        node = typeof p === "number" ? node.items[p] : node.keys.filter(function (k) { return k.key === p; })[0].value;
+      });
+      at = node.start;
+    } catch (e) { at = 0; }
+    ta.value = text;
+    ta.focus();
+    ta.setSelectionRange(at, at);
+    changed();
+    formFor();
+  }
+  function addStep(type) {
+    var doc;
+    try { doc = JSON.parse(ta.value); } catch (e) { validate(); status.insertBefore(document.createTextNode("Fix the JSON to add a step. "), status.firstChild); return; }
+    var step = JSON.parse(JSON.stringify(templates[type])), taken = names(doc), base = step.name;
+    for (var n = 2; taken[step.name]; n++) step.name = base + "_" + n;
+    var at = stepPathOf(context(ta.value, ta.selectionStart).path || []), list, index;
+    if (at && Array.isArray(get(doc, at.slice(0, -1)))) {
+      list = at.slice(0, -1); index = at[at.length - 1] + 1;
+    } else {
+      if (!Array.isArray(doc.steps)) doc.steps = [];
+      list = ["steps"]; index = doc.steps.length;
+    }
+    get(doc, list).splice(index, 0, step);
+    rewrite(doc, list.concat([index]));
+  }
+  var formPath = "";
+  function formFor() {
+    var ctx = context(ta.value, ta.selectionStart), at = stepPathOf(ctx.path || []), doc = null, step = null;
+    try { doc = JSON.parse(ta.value); step = at && get(doc, at); } catch (e) { step = null; }
+    if (!step || typeof step !== "object") { stepForm.hidden = true; formPath = ""; return; }
+    var key = JSON.stringify(at) + step.type;
+    if (key === formPath && !stepForm.hidden) return; // keep what is being typed there
+    formPath = key;
+    stepForm.textContent = "";
+    var legend = document.createElement("legend");
+    legend.textContent = "Step " + pathText(at) + (step.type ? " (" + step.type + ")" : "");
+    stepForm.appendChild(legend);
+    ["name", "when"].concat(formFields[step.type] || []).forEach(function (f) {
+      var label = document.createElement("label"), id = "step-field-" + f, input;
+      label.textContent = f;
+      label.htmlFor = id;
+      var values = enumOf(schemaAt(at.concat([f])));
+      if (values.length) {
+        input = document.createElement("select");
+        [""].concat(values).forEach(function (v) { var o = document.createElement("option"); o.value = o.textContent = v; input.appendChild(o); });
+      } else if (f === "code") {
+        input = document.createElement("textarea"); input.rows = 4;
+      } else {
+        input = document.createElement("input"); input.type = f === "statusCode" ? "number" : "text";
+      }
+      input.id = id;
+      input.value = step[f] == null ? "" : (typeof step[f] === "object" ? JSON.stringify(step[f]) : String(step[f]));
+      input.addEventListener("change", function () {
+        var d;
+        try { d = JSON.parse(ta.value); } catch (e) { validate(); return; }
+        var st = get(d, at);
+        if (!st) return;
+        var v = input.value;
+        if (v === "") delete st[f];
+        else if (f === "statusCode") st[f] = Number(v);
+        else st[f] = v;
+        formPath = "";
+        rewrite(d, at);
+      });
+      stepForm.appendChild(label);
+      stepForm.appendChild(input);
+    });
+    stepForm.hidden = false;
+  }
+  if (tools && stepForm) {
+    var label = document.createElement("span");
+    label.className = "hint";
+    label.textContent = "Add a step:";
+    tools.appendChild(label);
+    Object.keys(templates).forEach(function (type) {
+      var b = document.createElement("button");
+      b.type = "button";
+      b.className = "secondary";
+      b.textContent = type;
+      b.setAttribute("data-add-step", type);
+      b.addEventListener("click", function () { addStep(type); });
+      tools.appendChild(b);
+    });
+    tools.hidden = false;
+    ta.addEventListener("click", formFor);
+    ta.addEventListener("keyup", formFor);
   }
 
   // --- the rest: gutter, format, insert --------------------------------
