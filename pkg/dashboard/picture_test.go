@@ -17,7 +17,6 @@ import (
 type svgBox struct {
 	class string
 	x, y  float64
-	text  []string
 }
 
 // parseSVG reads a picture as XML (so it must be well-formed) and returns
