@@ -226,7 +226,12 @@ func (d *Dashboard) run(w http.ResponseWriter, r *http.Request) {
 	trigger, _ := json.Marshal(run.Trigger)
 	v := view{Title: "Run " + run.ID, Nav: "flows", Notice: notice(r)}
 	if run.Status == automation.RunRunning {
-		v.Reload = 2 // watch it go on, step by step
+		// Watch it go on step by step; a run waiting for a later attempt
+		// or a WAIT is looked at again when it is due (at most a minute).
+		v.Reload = 2
+		if run.NextAttemptAt != nil {
+			v.Reload = int(min(max(run.NextAttemptAt.Sub(d.opts.Clock()).Seconds(), 2), 60))
+		}
 	}
 	v.Data = struct {
 		Flow    automation.Flow

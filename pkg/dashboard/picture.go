@@ -98,7 +98,7 @@ func flowPicture(f automation.Flow, status pictureStatus) template.HTML {
 		height = max(height, onErr.h+labelH+3*pad)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="flow-picture" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="%s">`,
+	fmt.Fprintf(&b, `<svg class="flow-picture" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" aria-label="%s">`,
 		width, height, width, height, esc("Steps of "+f.Name))
 	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" class="arrowhead"/></marker></defs>`)
 	drawSeq(&b, main, pad+main.w/2, pad, status)
