@@ -240,9 +240,17 @@ func TestFlowAndRunPagesDrawPictures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Queued, it is RUNNING: the page reloads itself, the first step is
+	// where the run stands.
+	wantPage(t, b.get("/ui/flows/"+f.ID+"/runs/"+run.ID), http.StatusOK, `<meta http-equiv="refresh" content="2">`,
+		`<g class="node type-switch st-running" data-step="route">`, `<g class="node type-set st-unreached" data-step="inner">`)
 	if _, err := e.svc.ExecuteRun(ctx, e.p.ID, run.ID); err != nil {
 		t.Fatal(err)
 	}
-	wantPage(t, b.get("/ui/flows/"+f.ID+"/runs/"+run.ID), http.StatusOK, `<g class="node type-set st-succeeded" data-step="inner">`,
+	done := b.get("/ui/flows/" + f.ID + "/runs/" + run.ID)
+	wantPage(t, done, http.StatusOK, `<g class="node type-set st-succeeded" data-step="inner">`,
 		`<svg class="timeline"`, `<details id="step-2" class="panel st-succeeded">`, "Output")
+	if strings.Contains(done.body, `http-equiv="refresh"`) {
+		t.Error("a finished run's page reloads itself")
+	}
 }
