@@ -216,7 +216,8 @@ func definitionOf(f automation.Flow) string {
 		Description string             `json:"description"`
 		Trigger     automation.Trigger `json:"trigger"`
 		Steps       []automation.Step  `json:"steps"`
-	}{f.Name, f.Description, f.Trigger, f.Steps}, "", "  ")
+		OnError     []automation.Step  `json:"onError,omitempty"`
+	}{f.Name, f.Description, f.Trigger, f.Steps, f.OnError}, "", "  ")
 	if err != nil {
 		return "{}"
 	}

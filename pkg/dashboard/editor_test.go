@@ -210,3 +210,27 @@ func TestLocateField(t *testing.T) {
 		t.Errorf("keyPath(path) = %q", got)
 	}
 }
+
+// TestEditorShowsOnError: a flow's onError steps are in the editor, and
+// saving the text as shown keeps them.
+func TestEditorShowsOnError(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	b := e.browser(t)
+	wantRedirect(t, b.signin(e.key), "/ui/flows")
+	name, eng := "Alerting", automation.FlowBuilder
+	steps := []automation.Step{{Name: "a", Type: automation.StepSet, Values: json.RawMessage(`{}`)}}
+	onErr := []automation.Step{{Name: "alert", Type: automation.StepSet, Values: json.RawMessage(`{"why":"{{ error.message }}"}`)}}
+	f, err := e.svc.CreateFlow(ctx, e.p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps, OnError: &onErr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/ui/flows/" + f.ID
+	edit := b.get(path + "/edit")
+	wantPage(t, edit, http.StatusOK, html.EscapeString(`"onError": [`), html.EscapeString(`"name": "alert"`))
+	text := html.UnescapeString(regexp.MustCompile(`(?s)<textarea id="definition"[^>]*>(.*?)</textarea>`).FindStringSubmatch(edit.body)[1])
+	wantRedirect(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {text}}), path+"?done=flowsaved")
+	if got, err := e.svc.Flow(ctx, e.p, f.ID); err != nil || len(got.OnError) != 1 || got.OnError[0].Name != "alert" {
+		t.Errorf("onError after saving the editor's text: %+v, %v", got.OnError, err)
+	}
+}
