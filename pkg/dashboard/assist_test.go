@@ -49,6 +49,16 @@ func TestEditorAssist(t *testing.T) {
 	wantPage(t, b.get("/ui/flows/"+f.ID+"/edit"), http.StatusOK, `data-schema-root="FlowUpdate"`, "Insert a field",
 		`data-insert="{{ trigger.body.ref }}"`, `data-insert="{{ trigger.body.repo.name }}"`, `data-insert="{{ steps.pick.ref }}"`,
 		`data-insert="{{ steps.pick.n }}"`)
+	// The project's connections are offered for connectionId.
+	if _, err := e.svc.CreateConnection(ctx, e.p, automation.ConnectionInput{Name: "Chat bot", App: "chat",
+		Type: automation.ConnectionAPIKey, Value: json.RawMessage(`{"apiKey":"k-never-shown"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.get("/ui/flows/" + f.ID + "/edit")
+	wantPage(t, page, http.StatusOK, `<datalist id="connection-ids">`, `label="Chat bot (chat)"`)
+	if strings.Contains(page.body, "k-never-shown") {
+		t.Error("the editor shows a connection's key")
+	}
 	// A new flow has neither: no section to insert from.
 	if p := b.get("/ui/flows/new"); p.status != http.StatusOK || strings.Contains(p.body, "Insert a field") {
 		t.Errorf("the new flow editor offers expressions: %d", p.status)

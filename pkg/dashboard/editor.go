@@ -44,6 +44,8 @@ type editorData struct {
 	// Expressions are what steps may read (the sample's fields, the last
 	// run's outputs), offered for insertion as {{ … }}.
 	Expressions []string
+	// Connections are offered for an HTTP step's connectionId.
+	Connections []automation.Connection
 }
 
 // fieldHelp is one field of a flow definition with its description from the
@@ -226,6 +228,9 @@ func definitionOf(f automation.Flow) string {
 
 func (d *Dashboard) renderEditor(w http.ResponseWriter, r *http.Request, status int, data editorData, errMsg string) {
 	data.Help = d.help
+	if l, err := d.svc.ListConnections(r.Context(), project(r), automation.PageRequest{Limit: "100"}); err == nil {
+		data.Connections = l.Data // a help: without it the ID is typed
+	}
 	if data.Error != "" {
 		data.ErrorField, data.ErrorRest = fieldOf(data.Error)
 		data.HelpField = indexRE.ReplaceAllString(data.ErrorField, "[]")

@@ -425,6 +425,7 @@
         input = document.createElement("textarea"); input.rows = 4;
       } else {
         input = document.createElement("input"); input.type = f === "statusCode" ? "number" : "text";
+        if (f === "connectionId" && document.getElementById("connection-ids")) input.setAttribute("list", "connection-ids");
       }
       input.id = id;
       input.value = step[f] == null ? "" : (typeof step[f] === "object" ? JSON.stringify(step[f]) : String(step[f]));
