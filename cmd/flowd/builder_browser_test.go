@@ -206,3 +206,85 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 		t.Errorf("the saved flow's picture shows %q", got)
 	}
 }
+
+// TestDashboardReadmeFlowInABrowser builds the README's first example flow
+// the way a newcomer would, without writing its steps' JSON: the trigger
+// typed, then each step added from its template and filled in its form
+// (the connection picked from the project's), saved, sent a test event
+// from the flow page, and shown failing at the step that failed.
+func TestDashboardReadmeFlowInABrowser(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_WORKERS=2", "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+	ctx := newBrowser(t)
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\n%s\nflowd stderr:\n%s", what, err, body, p.stderr)
+		}
+	}
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", js, err)
+		}
+		return s
+	}
+	// fill sets a field of the step form as a person does: type, then
+	// leave the field.
+	fill := func(field, value string) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](`(() => { const f = document.getElementById("step-field-` + field + `");
+			f.value = ` + strconv.Quote(value) + `; f.dispatchEvent(new Event("change")); })()`)
+	}
+	addStep := func(typ string, fields ...string) {
+		t.Helper()
+		do("add a "+typ+" step", chromedp.Click(chromedp.Search(`//div[@id="step-tools"]/button[text()="`+typ+`"]`)),
+			chromedp.WaitVisible(chromedp.Search(`//fieldset[@id="step-form"]/legend[contains(., "(`+typ+`)")]`)))
+		for i := 0; i+1 < len(fields); i += 2 {
+			do("set "+fields[i], fill(fields[i], fields[i+1]),
+				chromedp.WaitVisible(chromedp.Search(`//fieldset[@id="step-form"]/legend[contains(., "(`+typ+`)")]`)))
+		}
+	}
+
+	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
+		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+	do("a connection for the chat service", chromedp.Navigate(p.base+"/ui/connections"),
+		chromedp.SendKeys(chromedp.ID("name"), "Chat bot"), chromedp.SendKeys(chromedp.ID("app"), "chat"),
+		chromedp.SendKeys(chromedp.ID("apiKey"), "chat-key"), chromedp.Submit(chromedp.ID("apiKey")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+
+	do("the trigger", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitReady(chromedp.CSS(`#definition[data-ready]`)),
+		chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("definition");
+			ta.value = JSON.stringify({name: "Deploy notifier", engine: "WORKFLOW_BUILDER", trigger: {type: "WEBHOOK", webhook: {
+				httpMethod: "POST", path: "deploys/github", responseMode: "ON_COMPLETION",
+				authentication: {type: "HEADER", name: "X-Webhook-Secret", value: "s3cret-header-value"}}}, steps: []}, null, 2);
+			ta.focus(); ta.setSelectionRange(0, 0); ta.dispatchEvent(new Event("input")); })()`))
+	conn := eval(`document.querySelector("#connection-ids option").value`)
+	addStep("FILTER", "name", "only_pushes", "condition", `trigger.body.event == "push"`)
+	// Private addresses are refused by the SSRF guard: this chat service
+	// fails at once, as an unreachable one would.
+	addStep("HTTP", "name", "notify", "connectionId", conn, "url", "http://10.255.255.1/messages")
+	addStep("RESPOND", "name", "reply")
+	do("save", chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][contains(., "No problems found.")]`)),
+		chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
+	if got := eval(`[...document.querySelectorAll("svg.flow-picture g[data-step]")].map(g => g.dataset.step).join(",")`); got != ",only_pushes,notify,reply" {
+		t.Fatalf("the saved flow's picture shows %q", got)
+	}
+
+	do("send a test event", chromedp.SetValue(chromedp.ID("test-body"), `{"event": "push", "data": {"ref": "refs/heads/main"}}`),
+		chromedp.Click(chromedp.Search(`//button[text()="Send test event"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Test event sent through the test URL")]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg.flow-picture g.st-failed[data-step="notify"]`)))
+	for step, want := range map[string]string{"only_pushes": "st-succeeded", "notify": "st-failed", "reply": "st-skipped"} {
+		if got := eval(`document.querySelector('svg.flow-picture g[data-step="` + step + `"]').getAttribute("class")`); !strings.Contains(got, want) {
+			t.Errorf("step %s has class %q, want %s", step, got, want)
+		}
+	}
+	do("see why it failed", chromedp.Click(chromedp.CSS(`svg.flow-picture g[data-step="notify"] a`)),
+		chromedp.WaitVisible(chromedp.Search(`//details[@open]//p[@class="error-text"]`)))
+	if got := eval(`document.querySelector("details[open] p.error-text").textContent`); !strings.Contains(got, "10.255.255.1") {
+		t.Errorf("the failed step's error does not say what it could not reach: %q", got)
+	}
+}
