@@ -69,7 +69,7 @@ func (d *Dashboard) sendTest(w http.ResponseWriter, r *http.Request) {
 		d.renderFlow(w, r, http.StatusBadGateway, "",
 			"The test event could not be sent to the test URL ("+armed.TestURL+"): is the webhook address reachable from the dashboard?", nil, nil, keep)
 	case runID == "":
-		d.renderFlow(w, r, http.StatusOK, "", "The webhook refused the test event: "+refusal, nil, nil, keep)
+		d.renderFlow(w, r, http.StatusUnprocessableEntity, "", "The webhook refused the test event: "+refusal, nil, nil, keep)
 	default:
 		d.redirect(w, r, "/ui/flows/"+url.PathEscape(f.ID)+"/runs/"+url.PathEscape(runID)+"?done=testsent")
 	}

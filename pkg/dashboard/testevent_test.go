@@ -95,7 +95,7 @@ func TestSendTestEvent(t *testing.T) {
 	if _, err := e.svc.SetWebhookSecurity(ctx, e.p, signed.ID, []string{"203.0.113.0/24"}); err != nil {
 		t.Fatal(err)
 	}
-	wantPage(t, b.post(path, path+"/send-test", url.Values{"body": {`{}`}}), http.StatusOK, "The webhook refused the test event: 403")
+	wantPage(t, b.post(path, path+"/send-test", url.Values{"body": {`{}`}}), http.StatusUnprocessableEntity, "The webhook refused the test event: 403 IP_NOT_ALLOWED")
 }
 
 func quoteHTML(s string) string { return strings.ReplaceAll(s, `"`, "&#34;") }
