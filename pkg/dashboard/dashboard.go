@@ -172,6 +172,9 @@ func (d *Dashboard) routes() {
 	})
 }
 
+// maxFormBytes bounds what the dashboard reads of a form.
+const maxFormBytes = 64 << 10
+
 // ServeHTTP sets the headers every answer shares, then routes.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -184,7 +187,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
 			"form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
 	if r.Method == http.MethodPost {
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	}
 	d.mux.ServeHTTP(w, r)
 }

@@ -126,7 +126,7 @@ func (d *Dashboard) renderFlow(w http.ResponseWriter, r *http.Request, status in
 			data.Schema = flattenSchema("trigger.body", s.Schema)
 			data.TestBody = prettyJSON(s.Trigger.Body)
 		}
-		if data.TestBody == "" {
+		if data.TestBody == "" || len(data.TestBody) > maxTestBody {
 			data.TestBody = "{}"
 		}
 	}

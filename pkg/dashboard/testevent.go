@@ -29,6 +29,10 @@ import (
 // its run ends.
 const testTimeout = 30 * time.Second
 
+// maxTestBody is the largest sample the form is prefilled with, leaving
+// room in maxFormBytes for the rest of the form.
+const maxTestBody = maxFormBytes - 16<<10
+
 func (d *Dashboard) sendTest(w http.ResponseWriter, r *http.Request) {
 	ctx, p, id := r.Context(), project(r), r.PathValue("flowId")
 	body := strings.TrimSpace(r.PostFormValue("body"))

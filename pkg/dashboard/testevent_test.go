@@ -99,3 +99,18 @@ func TestSendTestEvent(t *testing.T) {
 }
 
 func quoteHTML(s string) string { return strings.ReplaceAll(s, `"`, "&#34;") }
+
+// TestSendTestEventTooLarge: a body over the form's limit is refused as
+// such, never sent as {}.
+func TestSendTestEventTooLarge(t *testing.T) {
+	e := hookEnv(t)
+	b := e.browser(t)
+	wantRedirect(t, b.signin(e.key), "/ui/flows")
+	f := e.flow(t, e.p, "Big")
+	path := "/ui/flows/" + f.ID
+	big := `{"pad": "` + strings.Repeat("x", 70<<10) + `"}`
+	wantPage(t, b.post(path, path+"/send-test", url.Values{"body": {big}}), http.StatusRequestEntityTooLarge, "more than the dashboard reads (64 KiB)")
+	if l, err := e.svc.ListRuns(context.Background(), e.p, f.ID, automation.PageRequest{}); err != nil || len(l.Data) != 0 {
+		t.Errorf("runs after a refused test event: %d, %v", len(l.Data), err)
+	}
+}
