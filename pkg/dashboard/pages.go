@@ -80,7 +80,7 @@ type flowData struct {
 	Schema     []schemaRow
 	TestBody   string        // the test event's JSON, prefilled from the sample
 	Picture    template.HTML // the definition drawn (picture.go)
-	Steps      []stepEntry   // every step, nested ones too, with its anchor
+	Panels     panels        // what the picture's boxes open
 }
 
 // flow shows one flow; it is also what the flow's forms render after a
@@ -98,7 +98,7 @@ func (d *Dashboard) renderFlow(w http.ResponseWriter, r *http.Request, status in
 		return
 	}
 	data := flowData{Flow: f, Enterprise: p.Plan == automation.PlanEnterprise, Test: test,
-		Picture: flowPicture(f, nil), Steps: stepEntries(f)}
+		Picture: flowPicture(f, nil), Panels: flowPanels(f)}
 	if f.Trigger.Type == automation.TriggerWebhook {
 		wh, err := d.svc.Webhook(ctx, p, id)
 		if err != nil {

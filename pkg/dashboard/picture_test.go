@@ -169,7 +169,7 @@ func TestRunPictureColoursSteps(t *testing.T) {
 			t.Errorf("box %s has class %q, want %s", name, boxes[name].class, want)
 		}
 	}
-	for _, e := range v.Entries {
+	for _, e := range v.Panels.Entries {
 		if e.Step.Name == "line" && (len(e.Results) != 2 || e.Results[1].Item != "item 1" || e.Status != "failed") {
 			t.Errorf("the line step's panel: %+v", e)
 		}
@@ -226,6 +226,7 @@ func TestFlowAndRunPagesDrawPictures(t *testing.T) {
 	b := e.browser(t)
 	wantRedirect(t, b.signin(e.key), "/ui/flows")
 	wantPage(t, b.get("/ui/flows/"+f.ID), http.StatusOK, `<svg class="flow-picture"`, `data-step="inner"`,
+		`<a href="#trigger">`, `<details id="trigger" class="panel">`,
 		`case 1: trigger.body.kind == &#39;a&#39;`, `<details id="step-2" class="panel">`, "route › case 1 › ")
 
 	ctx := context.Background()

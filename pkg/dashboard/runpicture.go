@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"strings"
@@ -66,11 +67,26 @@ func shallow(s automation.Step) automation.Step {
 	return s
 }
 
+// panels are what the boxes of a picture open: the trigger's (its
+// settings on the flow page, the data that started the run on a run page)
+// and each step's.
+type panels struct {
+	TriggerLabel string // what Trigger shows
+	Trigger      string // JSON
+	Entries      []stepEntry
+}
+
+// flowPanels are the flow page's panels: settings, secrets masked.
+func flowPanels(f automation.Flow) panels {
+	b, _ := json.MarshalIndent(f.Trigger, "", "  ") // a Trigger always marshals
+	return panels{TriggerLabel: "settings", Trigger: string(b), Entries: stepEntries(f)}
+}
+
 // runView is what the run page draws from a run and its flow.
 type runView struct {
 	Picture  template.HTML
 	Timeline template.HTML
-	Entries  []stepEntry
+	Panels   panels
 }
 
 // occurrences gathers every result of every step of r by name, in the
@@ -135,7 +151,9 @@ func newRunView(f automation.Flow, r automation.Run) runView {
 		entries[i].Status = status(entries[i].Step.Name)
 		entries[i].Results = occ[entries[i].Step.Name]
 	}
-	return runView{Picture: flowPicture(f, status), Timeline: timeline(r), Entries: entries}
+	trigger, _ := json.MarshalIndent(r.Trigger, "", "  ") // TriggerData always marshals
+	return runView{Picture: flowPicture(f, status), Timeline: timeline(r),
+		Panels: panels{TriggerLabel: "the data that started this run", Trigger: string(trigger), Entries: entries}}
 }
 
 // timeline draws a run's step results as bars on one time axis, from the
