@@ -8,6 +8,6 @@ import "fmt"
 func InactiveFlow(id string) *Error {
 	id = ClipID(id)
 	return &Error{Kind: ErrNotFound, Code: "FLOW_INACTIVE", Message: fmt.Sprintf(
-		"flow %q is INACTIVE: enable it (POST /api/v1/flows/%s/enable, flowctl enable %s, or Enable in the dashboard) "+
+		"flow %q is INACTIVE: enable it (POST /api/v1/flows/%s/enable, flowctl flows enable %s, or Enable in the dashboard) "+
 			"to receive webhooks, or arm its Test trigger to let one delivery through", id, id, id)}
 }
