@@ -148,10 +148,12 @@ var (
 
 func fieldOf(msg string) (field, rest string) {
 	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
+		// The path names the field: the rest need not name it again.
+		rest = ": " + strings.Replace(msg, m[0], "unknown field", 1)
 		if m[2] != "" {
-			return m[2] + "." + m[1], ""
+			return m[2] + "." + m[1], rest
 		}
-		return m[1], ""
+		return m[1], rest
 	}
 	if m := fieldRE.FindStringSubmatch(msg); m != nil {
 		return stepNameRE.ReplaceAllString(m[1], ""), strings.TrimPrefix(msg[len(m[0]):], `"`)
