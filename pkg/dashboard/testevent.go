@@ -93,6 +93,8 @@ func (d *Dashboard) deliverTest(ctx context.Context, f automation.Flow, testURL 
 	if method != http.MethodGet && method != http.MethodHead {
 		rd = bytes.NewReader(body)
 	} else {
+		// A GET carries no body: an object's fields become the query.
+		testURL = withQuery(testURL, body)
 		body = nil
 	}
 	req, err := http.NewRequestWithContext(ctx, method, testURL, rd)
@@ -160,4 +162,24 @@ func signTest(req *http.Request, wh *automation.Webhook, body []byte, now time.T
 			req.Header.Set(sig.Header, sig.Prefix+mac())
 		}
 	}
+}
+
+// withQuery adds the fields of the JSON object body to u's query: strings
+// as they are, other values as JSON. Anything but an object adds nothing.
+func withQuery(u string, body []byte) string {
+	var obj map[string]json.RawMessage
+	parsed, err := url.Parse(u)
+	if err != nil || json.Unmarshal(body, &obj) != nil || len(obj) == 0 {
+		return u
+	}
+	q := parsed.Query()
+	for k, raw := range obj {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			s = string(raw)
+		}
+		q.Set(k, s)
+	}
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
 }

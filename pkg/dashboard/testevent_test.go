@@ -86,6 +86,23 @@ func TestSendTestEvent(t *testing.T) {
 		wantPage(t, b.get(path), http.StatusOK, "(from the captured sample)", quoteHTML(`"name": "Ada"`))
 	}
 
+	// A GET webhook takes the object's fields as its query.
+	getName, getEng := "Lookup", automation.WorkflowBuilder
+	lookup, err := e.svc.CreateFlow(ctx, e.p, automation.FlowInput{Name: &getName, Engine: &getEng, Steps: &steps,
+		Trigger: &automation.Trigger{Type: automation.TriggerWebhook, Webhook: &automation.Webhook{HTTPMethod: "GET", Path: "lookup"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := "/ui/flows/" + lookup.ID
+	m := runLocationRE.FindStringSubmatch(b.post(lp, lp+"/send-test", url.Values{"body": {`{"name": "Ada", "n": 2}`}}).header.Get("Location"))
+	if m == nil {
+		t.Fatal("a GET flow's test event started no run")
+	}
+	if run, err := e.svc.Run(ctx, e.p, lookup.ID, m[1]); err != nil || run.Trigger.Method != "GET" ||
+		run.Trigger.Query["name"] != "Ada" || run.Trigger.Query["n"] != "2" {
+		t.Errorf("the GET test event's trigger: %+v, %v", run.Trigger, err)
+	}
+
 	// Not JSON: refused where it is, the text kept.
 	path := "/ui/flows/" + signed.ID
 	wantPage(t, b.post(path, path+"/send-test", url.Values{"body": {"{\n  \"name\": Ada\n}"}}), http.StatusBadRequest,
