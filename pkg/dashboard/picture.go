@@ -34,8 +34,8 @@ const (
 	maxText = 28 // runes shown of a name or condition; the rest is in <title>
 )
 
-// pictureStatus is how a step looks: "" on the flow page; on a run page
-// succeeded, failed, skipped, waiting, running or unreached.
+// pictureStatus says how a run left a step, by name: succeeded, failed,
+// skipped, waiting, running or unreached (the flow page passes none).
 type pictureStatus func(name string) string
 
 // pnode is one box of the picture with what nests in it.
@@ -81,8 +81,8 @@ func stepAnchors(f automation.Flow) map[string]string {
 	return ids
 }
 
-// flowPicture draws f; status colours the steps (nil: no colours), prefix
-// goes in front of each anchor ("#" for links within the page).
+// flowPicture draws f; status colours the steps (nil: no colours). Each
+// box links to #its-anchor on the same page.
 func flowPicture(f automation.Flow, status pictureStatus) template.HTML {
 	anchors := stepAnchors(f)
 	main := &pseq{nodes: append([]*pnode{triggerNode(f.Trigger)}, buildSeq(f.Steps, anchors).nodes...)}
