@@ -110,6 +110,18 @@ func TestDashboardBuilderInABrowser(t *testing.T) {
 	}
 	do("open the failed step in place", chromedp.Click(chromedp.CSS(`svg.flow-picture g[data-step="check"] a`)),
 		chromedp.WaitVisible(chromedp.Search(`//details[@open]//p[contains(., "check failed: order")]`)))
+
+	// On a phone the run page and the run list fit the screen: pictures
+	// scroll inside their frame, runs are cards.
+	for _, page := range []string{loc, p.base + "/ui/flows/" + m[1] + "/runs"} {
+		do("a phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("main")))
+		if over := eval(`String(document.documentElement.scrollWidth > window.innerWidth + 1)`); over != "false" {
+			t.Errorf("%s scrolls sideways on a phone", page)
+		}
+	}
+	if shown := eval(`getComputedStyle(document.querySelector("table.cards thead")).display`); shown != "none" {
+		t.Errorf("the run list on a phone shows its table header (%s), not cards", shown)
+	}
 }
 
 // TestDashboardEditorInABrowser: the flow editor checks the definition as
