@@ -115,7 +115,14 @@ func (c *cli) readDefinition(file string) ([]byte, error) {
 		return nil, fmt.Errorf("reading the definition: %w", err)
 	}
 	if !json.Valid(raw) {
-		return nil, fmt.Errorf("the definition in %s is not valid JSON", map[bool]string{true: "stdin", false: file}[file == "-"])
+		where := map[bool]string{true: "stdin", false: file}[file == "-"]
+		var v any
+		var syn *json.SyntaxError
+		if err := json.Unmarshal(raw, &v); errors.As(err, &syn) {
+			line, col := automation.JSONPosition(raw, syn.Offset)
+			return nil, fmt.Errorf("the definition in %s is not valid JSON: %s:%d:%d: %s", where, where, line, col, syn.Error())
+		}
+		return nil, fmt.Errorf("the definition in %s is not valid JSON: it ends before its value does (a missing } or ]?)", where)
 	}
 	return raw, nil
 }

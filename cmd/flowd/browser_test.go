@@ -171,7 +171,10 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.ID("definition-error")))
 	wantText("#definition-error", "steps[0].type", "allowed values")
 	do("create the flow", chromedp.SetValue(chromedp.ID("definition"), `{"name": "Greeter", "engine": "FLOW_BUILDER",
-		"steps": [{"name": "greet", "type": "SET", "values": {"message": "Hello {{ trigger.body.name }}"}}]}`),
+		"steps": [{"name": "greet", "type": "SET", "values": {"message": "Hello {{ trigger.body.name }}"}},
+		  {"name": "route", "type": "SWITCH", "cases": [{"when": "trigger.body.name == 'Ada'",
+		    "steps": [{"name": "welcome", "type": "SET", "values": {"vip": true}}]}],
+		   "default": [{"name": "guest", "type": "SET", "values": {"vip": false}}]}]}`),
 		chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)),
 		chromedp.Click(chromedp.Search(`//button[text()="Enable"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow enabled")]`)))

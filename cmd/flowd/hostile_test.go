@@ -270,7 +270,7 @@ func TestHostileRequests(t *testing.T) {
 		{name: "webhook PUT", method: "PUT", target: "/api/v1/webhooks/" + fb, header: []string{js}, body: `{}`, wantStatus: 405, wantCode: "METHOD_NOT_ALLOWED"},
 		{name: "webhook no ID", method: "POST", target: "/api/v1/webhooks/", header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "FLOW_NOT_FOUND|NOT_FOUND"},
 		{name: "webhook nested ID", method: "POST", target: "/api/v1/webhooks/" + fb + "/x", header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "NOT_FOUND"},
-		{name: "webhook inactive flow", method: "POST", target: "/api/v1/webhooks/" + fbOff, header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "FLOW_NOT_FOUND"},
+		{name: "webhook inactive flow", method: "POST", target: "/api/v1/webhooks/" + fbOff, header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "FLOW_INACTIVE"},
 		{name: "webhook workflow flow's ID", method: "POST", target: "/api/v1/webhooks/" + wfHeader, header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "FLOW_NOT_FOUND"},
 		{name: "webhook empty body", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, wantStatus: 400, wantCode: "INVALID_JSON"},
 		{name: "webhook not JSON", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{"Content-Type: text/plain"}, body: `hello`, wantStatus: 415, wantCode: "UNSUPPORTED_MEDIA_TYPE"},
@@ -390,6 +390,11 @@ func TestHostileRequests(t *testing.T) {
 		} {
 			h := hostile{name: ep.method + " " + ep.path + " with " + id.name, method: ep.method,
 				target: fmt.Sprintf(ep.path, id.id), wantStatus: 404, wantCode: ep.code + id.code}
+			if id.id == foreign && !ep.withKey {
+				// A webhook URL belongs to no project: the foreign flow is
+				// there, and INACTIVE.
+				h.wantCode = "FLOW_INACTIVE"
+			}
 			if ep.withKey {
 				h.header = []string{auth}
 			} else {

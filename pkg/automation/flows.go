@@ -100,7 +100,7 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 	}
 	if err := s.store.CreateFlow(ctx, f); err != nil {
 		s.dropFlowSecrets(ctx, f)
-		return Flow{}, wrap("create flow", err)
+		return Flow{}, wrap("create flow", s.nameRouteHolder(ctx, f, err))
 	}
 	return f.WithStats(), nil
 }
@@ -273,7 +273,7 @@ func (s *Service) modifyFlow(ctx context.Context, p Project, id string, change f
 			continue
 		}
 		if err != nil {
-			return Flow{}, wrap("update flow", err)
+			return Flow{}, wrap("update flow", s.nameRouteHolder(ctx, f, err))
 		}
 		if s.scheduler != nil {
 			if err := s.scheduler.SyncSchedule(ctx, f); err != nil {

@@ -83,8 +83,8 @@ func (s *Service) runtime() (*RunRuntime, error) {
 // WebhookFlow returns the flow builder flow a webhook addresses by ID, with
 // its secrets revealed for the receiver's checks: an ACTIVE flow, or an
 // INACTIVE one whose Test Trigger is armed (ReceiveWebhook then lets one
-// delivery through). Unknown, other inactive and workflow builder flows are
-// all the same 404.
+// delivery through). Unknown and workflow builder flows are the same 404;
+// another inactive flow is a 404 FLOW_INACTIVE that says how to enable it.
 func (s *Service) WebhookFlow(ctx context.Context, flowID string) (Flow, error) {
 	f, err := s.store.FlowByID(ctx, flowID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -99,18 +99,22 @@ func (s *Service) WebhookFlow(ctx context.Context, flowID string) (Flow, error) 
 			return Flow{}, err
 		}
 		if !armed {
-			return Flow{}, NotFound("flow", flowID)
+			return Flow{}, InactiveFlow(flowID)
 		}
 	}
 	return s.RevealFlow(ctx, f)
 }
 
 // RouteFlow returns the ACTIVE workflow builder flow registered on path for
-// method, secrets revealed. A path no active flow serves is a 404; a path
-// served for other methods only is a *MethodError (405).
+// method, secrets revealed. A path no flow serves is a 404, one an
+// INACTIVE flow holds a 404 FLOW_INACTIVE; a path served for other methods
+// only is a *MethodError (405).
 func (s *Service) RouteFlow(ctx context.Context, path, method string) (Flow, error) {
 	return s.routeFlow(ctx, path, method, func(_ context.Context, f Flow) (bool, error) {
-		return f.Status == FlowActive, nil
+		if f.Status != FlowActive {
+			return false, InactiveFlow(f.ID)
+		}
+		return true, nil
 	})
 }
 

@@ -156,7 +156,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (R
 			s.log.WarnContext(ctx, "capture webhook sample", "flow", f.ID, "err", err)
 		case !taken && f.Status != FlowActive:
 			// Another delivery took the capture, or it expired since.
-			return Run{}, NotFound("flow", f.ID)
+			return Run{}, InactiveFlow(f.ID)
 		}
 	} else if f.Status != FlowActive {
 		return Run{}, NotFound("flow", f.ID)

@@ -59,6 +59,9 @@ type Options struct {
 	// OpenAPI is the management API's OpenAPI document; the flow editor
 	// shows its field descriptions as help. Nil: no help.
 	OpenAPI []byte
+	// TestClient sends the flow page's test events to the flow's test
+	// URL; nil means a client with a 30-second timeout.
+	TestClient *http.Client
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.
@@ -74,6 +77,7 @@ type Dashboard struct {
 	mux        *http.ServeMux
 	pages      map[string]*template.Template
 	help       []fieldHelp // of the flow editor, from Options.OpenAPI
+	schema     []byte      // GET /ui/flow-schema.json, from Options.OpenAPI
 	log        *slog.Logger
 }
 
@@ -90,6 +94,9 @@ func New(svc *automation.Service, opts Options) http.Handler {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
+	if opts.TestClient == nil {
+		opts.TestClient = &http.Client{Timeout: testTimeout}
+	}
 	if opts.Prefix == nil {
 		opts.Prefix = func(*http.Request) string { return "" }
 	}
@@ -102,6 +109,7 @@ func New(svc *automation.Service, opts Options) http.Handler {
 		mux:        http.NewServeMux(),
 		pages:      parsePages(),
 		help:       fieldHelpFrom(opts.OpenAPI),
+		schema:     flowSchemaJSON(opts.OpenAPI),
 		log:        opts.Log,
 	}
 	if d.log == nil {
@@ -126,6 +134,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("POST /ui/flows", d.auth(d.createFlow))
 	d.mux.Handle("GET /ui/flows/{flowId}", d.auth(d.flow))
 	d.mux.Handle("GET /ui/flows/{flowId}/edit", d.auth(d.editFlow))
+	d.mux.Handle("GET /ui/flow-schema.json", d.auth(d.flowSchema))
 	d.mux.Handle("POST /ui/flows/{flowId}/edit", d.auth(d.updateFlow))
 	d.mux.Handle("GET /ui/flows/{flowId}/delete", d.auth(d.confirmDeleteFlow))
 	d.mux.Handle("POST /ui/flows/{flowId}/delete", d.auth(d.deleteFlow))
@@ -134,6 +143,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("POST /ui/flows/{flowId}/disable", d.auth(d.disable))
 	d.mux.Handle("POST /ui/flows/{flowId}/allowlist", d.auth(d.setAllowlist))
 	d.mux.Handle("POST /ui/flows/{flowId}/test", d.auth(d.armTest))
+	d.mux.Handle("POST /ui/flows/{flowId}/send-test", d.auth(d.sendTest))
 	d.mux.Handle("GET /ui/flows/{flowId}/runs", d.auth(d.runs))
 	d.mux.Handle("GET /ui/flows/{flowId}/runs/{runId}", d.auth(d.run))
 
@@ -165,6 +175,9 @@ func (d *Dashboard) routes() {
 	})
 }
 
+// maxFormBytes bounds what the dashboard reads of a form.
+const maxFormBytes = 64 << 10
+
 // ServeHTTP sets the headers every answer shares, then routes.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
@@ -177,7 +190,7 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
 			"form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
 	if r.Method == http.MethodPost {
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	}
 	d.mux.ServeHTTP(w, r)
 }

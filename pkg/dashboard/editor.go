@@ -1,14 +1,15 @@
 package dashboard
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"flowservice/pkg/automation"
@@ -35,8 +36,16 @@ type editorData struct {
 	Definition string
 	Error      string // the Service's message
 	ErrorField string // the field it names, when it names one
+	ErrorRest  string // the message after the field it starts with ("" if it does not)
+	ErrorLine  int    // where the error is in Definition (0: unknown)
+	ErrorCol   int
 	HelpField  string // ErrorField as the help lists it: steps[].url
 	Help       []fieldHelp
+	// Expressions are what steps may read (the sample's fields, the last
+	// run's outputs), offered for insertion as {{ … }}.
+	Expressions []string
+	// Connections are offered for an HTTP step's connectionId.
+	Connections []automation.Connection
 }
 
 // fieldHelp is one field of a flow definition with its description from the
@@ -100,6 +109,11 @@ func fieldHelpFrom(doc []byte) []fieldHelp {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		if path == "" {
+			// A definition's fields in the order one writes them, not
+			// alphabetically: steps and trigger before the rest.
+			sort.SliceStable(names, func(i, j int) bool { return topOrder(names[i]) < topOrder(names[j]) })
+		}
 		for _, n := range names {
 			p := n
 			if path != "" {
@@ -112,24 +126,39 @@ func fieldHelpFrom(doc []byte) []fieldHelp {
 	return out
 }
 
+// topOrder ranks a definition's top-level fields for the help.
+func topOrder(name string) int {
+	if i := slices.Index([]string{"name", "engine", "trigger", "steps", "onError", "description"}, name); i >= 0 {
+		return i
+	}
+	return 99
+}
+
 // fieldOf is the field a validation message names: its leading path such
 // as "steps[1].url" or "trigger.webhook.path", when it starts with a field
-// of a definition.
-// The Service names a step by index and name: "steps[0] (notify).url".
+// of a definition, and the rest of the message after that path. The
+// Service names a step by index and name: "steps[0] (notify).url"; an
+// unknown field is named with where it is: `unknown field "ulr" in steps[1]`.
 var (
-	fieldRE    = regexp.MustCompile(`^"?((?:name|engine|description|trigger|steps)(?:\[\d+\](?: \([^)]{0,200}\))?)?(?:\.[A-Za-z]+(?:\[\d+\])?)*)`)
-	stepNameRE = regexp.MustCompile(` \([^)]*\)`)
-	indexRE    = regexp.MustCompile(`\[\d+\]`)
+	fieldRE        = regexp.MustCompile(`^"?((?:name|engine|description|trigger|steps|onError)(?:\[\d+\](?: \([^)]{0,200}\))?)?(?:\.[A-Za-z]+(?:\[\d+\](?: \([^)]{0,200}\))?)?)*)`)
+	unknownFieldRE = regexp.MustCompile(`unknown field "([^"]{1,100})"(?: in ([^\s:]{1,300}))?`)
+	stepNameRE     = regexp.MustCompile(` \([^)]*\)`)
+	indexRE        = regexp.MustCompile(`\[\d+\]`)
 )
 
-func fieldOf(msg string) string {
+func fieldOf(msg string) (field, rest string) {
+	if m := unknownFieldRE.FindStringSubmatch(msg); m != nil {
+		// The path names the field: the rest need not name it again.
+		rest = ": " + strings.Replace(msg, m[0], "unknown field", 1)
+		if m[2] != "" {
+			return m[2] + "." + m[1], rest
+		}
+		return m[1], rest
+	}
 	if m := fieldRE.FindStringSubmatch(msg); m != nil {
-		return stepNameRE.ReplaceAllString(m[1], "")
+		return stepNameRE.ReplaceAllString(m[1], ""), strings.TrimPrefix(msg[len(m[0]):], `"`)
 	}
-	if m := regexp.MustCompile(`unknown field "([^"]{1,100})"`).FindStringSubmatch(msg); m != nil {
-		return m[1]
-	}
-	return ""
+	return "", ""
 }
 
 // decodeDefinition reads the editor's JSON strictly, as the API does: one
@@ -148,18 +177,39 @@ func decodeDefinition(text string) (automation.FlowInput, error) {
 		}
 		return in, nil
 	case errors.As(err, &syn):
-		line := 1 + bytes.Count([]byte(text[:min(int(syn.Offset), len(text))]), []byte("\n"))
-		return in, automation.Invalid("the definition is not valid JSON (line %d): %s", line, syn.Error())
+		line, col := automation.JSONPosition([]byte(text), syn.Offset)
+		return in, automation.Invalid("the definition is not valid JSON at line %d, column %d: %s", line, col, syn.Error())
 	case errors.As(err, &typ):
 		return in, automation.Invalid("%s: want a JSON %s here", typ.Field, typ.Type.Kind())
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return in, automation.Invalid("unknown field %s: check its spelling against the field help", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		quoted := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		key, _ := strconv.Unquote(quoted)
+		if at := keyPath(text, key); strings.Contains(at, ".") {
+			return in, automation.Invalid("unknown field %s in %s: check its spelling against the field help",
+				quoted, at[:strings.LastIndex(at, ".")])
+		}
+		return in, automation.Invalid("unknown field %s: check its spelling against the field help", quoted)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return in, automation.Invalid("the definition is not valid JSON: it ends before its object does (a missing } or ]?)")
 	case errors.Is(err, io.EOF):
 		return in, automation.Invalid("the definition is empty: write a JSON object")
 	}
 	return in, automation.Invalid("the definition is not a JSON object")
+}
+
+// errorPosition is where an editor message points in text: the syntax
+// error when text is not JSON, else the field the message names.
+func errorPosition(text, field string) (line, col int) {
+	var v any
+	var syn *json.SyntaxError
+	if err := json.Unmarshal([]byte(text), &v); errors.As(err, &syn) {
+		return automation.JSONPosition([]byte(text), syn.Offset)
+	}
+	if field == "" {
+		return 0, 0
+	}
+	line, col, _ = locateField(text, field)
+	return line, col
 }
 
 // definitionOf is a flow's definition as the editor shows it: the fields
@@ -170,7 +220,8 @@ func definitionOf(f automation.Flow) string {
 		Description string             `json:"description"`
 		Trigger     automation.Trigger `json:"trigger"`
 		Steps       []automation.Step  `json:"steps"`
-	}{f.Name, f.Description, f.Trigger, f.Steps}, "", "  ")
+		OnError     []automation.Step  `json:"onError,omitempty"`
+	}{f.Name, f.Description, f.Trigger, f.Steps, f.OnError}, "", "  ")
 	if err != nil {
 		return "{}"
 	}
@@ -179,13 +230,18 @@ func definitionOf(f automation.Flow) string {
 
 func (d *Dashboard) renderEditor(w http.ResponseWriter, r *http.Request, status int, data editorData, errMsg string) {
 	data.Help = d.help
+	if l, err := d.svc.ListConnections(r.Context(), project(r), automation.PageRequest{Limit: "100"}); err == nil {
+		data.Connections = l.Data // a help: without it the ID is typed
+	}
 	if data.Error != "" {
-		data.ErrorField = fieldOf(data.Error)
+		data.ErrorField, data.ErrorRest = fieldOf(data.Error)
 		data.HelpField = indexRE.ReplaceAllString(data.ErrorField, "[]")
+		data.ErrorLine, data.ErrorCol = errorPosition(data.Definition, data.ErrorField)
 	}
 	title := "New flow"
 	if data.Flow != nil {
 		title = "Edit " + data.Flow.Name
+		data.Expressions = d.expressions(r.Context(), project(r), *data.Flow)
 	}
 	d.render(w, r, status, "flow_edit", view{Title: title, Nav: "flows", Error: errMsg, Data: data})
 }

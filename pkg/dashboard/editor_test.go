@@ -30,11 +30,11 @@ func TestCreateEditDeleteFlow(t *testing.T) {
 		name, definition, wantField, wantText string
 	}{
 		{"cut short", `{"name": "x",`, "", "not valid JSON: it ends before"},
-		{"bad JSON", "{\n\"name\": x}", "", "not valid JSON (line 2)"},
-		{"unknown field", `{"name": "x", "engine": "FLOW_BUILDER", "stepz": []}`, "stepz", `unknown field "stepz"`},
+		{"bad JSON", "{\n\"name\": x}", "", "not valid JSON at line 2, column 9"},
+		{"unknown field", `{"name": "x", "engine": "FLOW_BUILDER", "stepz": []}`, "stepz", `unknown field: check its spelling`},
 		{"unknown step type", `{"name": "x", "engine": "FLOW_BUILDER", "steps": [{"name": "a", "type": "EMAIL"}]}`, "steps[0].type", "HTTP"},
 		{"wrong type", `{"name": 7, "engine": "FLOW_BUILDER"}`, "name", "want a JSON string"},
-		{"no engine", `{"name": "x"}`, "engine", "engine is required"},
+		{"no engine", `{"name": "x"}`, "engine", "is required"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestCreateEditDeleteFlow(t *testing.T) {
 	wantPage(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {bad}}), http.StatusBadRequest,
 		"<strong>steps[0].type</strong>", `class="field-error">steps[].type</dt>`)
 	wantPage(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {`{"engine": "FLOW_BUILDER"}`}}), http.StatusBadRequest,
-		"engine cannot be changed")
+		"<strong>engine</strong> cannot be changed")
 
 	// Every form needs the session's CSRF token.
 	for _, post := range []string{"/ui/flows", path + "/edit", path + "/delete"} {
@@ -151,14 +151,87 @@ func TestRetryRunAndStepSettings(t *testing.T) {
 	if err != nil || len(l.Data) != 2 {
 		t.Fatalf("runs after retry: %d, %v", len(l.Data), err)
 	}
-	wantPage(t, b.get("/ui/flows/"+f.ID), http.StatusOK, `1. pick`, html.EscapeString(`"type": "SET"`))
+	wantPage(t, b.get("/ui/flows/"+f.ID), http.StatusOK, `<details id="step-1" class="panel">`, `pick <small>SET</small>`, html.EscapeString(`"type": "SET"`))
 
 	// A step's secret shows as the mask in its settings, never itself.
 	signed := e.flow(t, e.p, "Signed", automation.Step{Name: "check", Type: automation.StepVerifySignature,
 		Signature: &automation.Signature{Header: "X-Sig", Prefix: "sha256=", Secret: "step-secret-never-shown"}})
 	page := b.get("/ui/flows/" + signed.ID)
-	wantPage(t, page, http.StatusOK, "1. check", html.EscapeString(`"secret": "`+automation.SecretMask+`"`))
+	wantPage(t, page, http.StatusOK, `check <small>VERIFY_SIGNATURE</small>`, html.EscapeString(`"secret": "`+automation.SecretMask+`"`))
 	if strings.Contains(page.body, "step-secret-never-shown") {
 		t.Error("the flow page shows a step's secret")
+	}
+}
+
+// TestEditorErrorsSayWhere: the editor's message names a field once, and
+// says at which line and column of the definition it is.
+func TestEditorErrorsSayWhere(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser(t)
+	wantRedirect(t, b.signin(e.key), "/ui/flows")
+	tests := []struct {
+		name, definition string
+		want             []string
+	}{
+		{"syntax", "{\n  \"name\": \"x\",\n  \"engine\": FLOW_BUILDER\n}",
+			[]string{`data-line="3" data-col="13"`, "Line 3, column 13:", "not valid JSON at line 3, column 13"}},
+		{"unknown step type", "{\"name\": \"x\", \"engine\": \"FLOW_BUILDER\",\n \"steps\": [\n  {\"name\": \"a\", \"type\": \"EMAIL\"}]}",
+			[]string{`data-line="3" data-col="17"`, "<strong>steps[0].type</strong>"}},
+		{"unknown nested field", "{\"name\": \"x\", \"engine\": \"FLOW_BUILDER\", \"steps\": [\n {\"name\": \"r\", \"type\": \"SWITCH\", \"cases\": [\n  {\"when\": \"true\", \"steps\": [{\"name\": \"n\", \"type\": \"HTTP\", \"ulr\": \"https://example.com\"}]}]}]}",
+			[]string{`data-line="3" data-col="60"`, "<strong>steps[0].cases[0].steps[0].ulr</strong>: unknown field: check its spelling"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := b.post("/ui/flows/new", "/ui/flows", url.Values{"definition": {tt.definition}})
+			wantPage(t, p, http.StatusBadRequest, tt.want...)
+			msg := regexp.MustCompile(`(?s)<p class="field-error" id="definition-error".*?</p>`).FindString(p.body)
+			text := regexp.MustCompile(`<span class="where">.*?</span> `).ReplaceAllString(msg, "")
+			text = strings.TrimSpace(html.UnescapeString(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(text, "")))
+			if f, _ := fieldOf(text); f != "" && strings.Count(text, f) != 1 {
+				t.Errorf("the message names its field %s other than once: %s", f, text)
+			}
+		})
+	}
+}
+
+func TestLocateField(t *testing.T) {
+	text := "{\n  \"steps\": [\n    {\"name\": \"a\"},\n    {\"name\": \"b\", \"url\": 1}\n  ],\n  \"trigger\": {\"webhook\": {\"path\": \"x\"}}\n}"
+	for field, want := range map[string][2]int{
+		"steps[1].url": {4, 19}, "steps[1]": {4, 5}, "trigger.webhook.path": {6, 27}, "steps": {2, 3},
+	} {
+		line, col, ok := locateField(text, field)
+		if !ok || line != want[0] || col != want[1] {
+			t.Errorf("locateField(%s) = %d:%d %v, want %d:%d", field, line, col, ok, want[0], want[1])
+		}
+	}
+	if _, _, ok := locateField(text, "steps[2]"); ok {
+		t.Error("found steps[2], which is not there")
+	}
+	if got := keyPath(text, "path"); got != "trigger.webhook.path" {
+		t.Errorf("keyPath(path) = %q", got)
+	}
+}
+
+// TestEditorShowsOnError: a flow's onError steps are in the editor, and
+// saving the text as shown keeps them.
+func TestEditorShowsOnError(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	b := e.browser(t)
+	wantRedirect(t, b.signin(e.key), "/ui/flows")
+	name, eng := "Alerting", automation.FlowBuilder
+	steps := []automation.Step{{Name: "a", Type: automation.StepSet, Values: json.RawMessage(`{}`)}}
+	onErr := []automation.Step{{Name: "alert", Type: automation.StepSet, Values: json.RawMessage(`{"why":"{{ error.message }}"}`)}}
+	f, err := e.svc.CreateFlow(ctx, e.p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps, OnError: &onErr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := "/ui/flows/" + f.ID
+	edit := b.get(path + "/edit")
+	wantPage(t, edit, http.StatusOK, html.EscapeString(`"onError": [`), html.EscapeString(`"name": "alert"`))
+	text := html.UnescapeString(regexp.MustCompile(`(?s)<textarea id="definition"[^>]*>(.*?)</textarea>`).FindStringSubmatch(edit.body)[1])
+	wantRedirect(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {text}}), path+"?done=flowsaved")
+	if got, err := e.svc.Flow(ctx, e.p, f.ID); err != nil || len(got.OnError) != 1 || got.OnError[0].Name != "alert" {
+		t.Errorf("onError after saving the editor's text: %+v, %v", got.OnError, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,6 +26,7 @@ var notices = map[string]string{
 	"flowdeleted": "Flow deleted, with its run history.",
 	"retried":     "Retry started: a new run with the same trigger data, from the first step.",
 	"resumed":     "Retry started: a new run that reuses the steps that succeeded and starts at the one that failed.",
+	"testsent":    "Test event sent through the test URL: this is the run it started.",
 }
 
 func notice(r *http.Request) string { return notices[r.URL.Query().Get("done")] }
@@ -76,6 +78,9 @@ type flowData struct {
 	Sample     *automation.WebhookSample
 	SampleNote string
 	Schema     []schemaRow
+	TestBody   string        // the test event's JSON, prefilled from the sample
+	Picture    template.HTML // the definition drawn (picture.go)
+	Panels     panels        // what the picture's boxes open
 }
 
 // flow shows one flow; it is also what the flow's forms render after a
@@ -85,14 +90,15 @@ func (d *Dashboard) flow(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) renderFlow(w http.ResponseWriter, r *http.Request, status int, note, errMsg string,
-	allowlist *string, test *automation.WebhookTest) {
+	allowlist *string, test *automation.WebhookTest, keep ...func(*flowData)) {
 	ctx, p, id := r.Context(), project(r), r.PathValue("flowId")
 	f, err := d.svc.Flow(ctx, p, id)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	data := flowData{Flow: f, Enterprise: p.Plan == automation.PlanEnterprise, Test: test}
+	data := flowData{Flow: f, Enterprise: p.Plan == automation.PlanEnterprise, Test: test,
+		Picture: flowPicture(f, nil), Panels: flowPanels(f)}
 	if f.Trigger.Type == automation.TriggerWebhook {
 		wh, err := d.svc.Webhook(ctx, p, id)
 		if err != nil {
@@ -118,7 +124,14 @@ func (d *Dashboard) renderFlow(w http.ResponseWriter, r *http.Request, status in
 		default:
 			data.Sample = &s
 			data.Schema = flattenSchema("trigger.body", s.Schema)
+			data.TestBody = prettyJSON(s.Trigger.Body)
 		}
+		if data.TestBody == "" || len(data.TestBody) > maxTestBody {
+			data.TestBody = "{}"
+		}
+	}
+	for _, k := range keep {
+		k(&data)
 	}
 	d.render(w, r, status, "flow", view{Title: f.Name, Nav: "flows", Notice: note, Error: errMsg, Data: data})
 }
@@ -211,11 +224,22 @@ func (d *Dashboard) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	trigger, _ := json.Marshal(run.Trigger)
-	d.render(w, r, http.StatusOK, "run", view{Title: "Run " + run.ID, Nav: "flows", Notice: notice(r), Data: struct {
+	v := view{Title: "Run " + run.ID, Nav: "flows", Notice: notice(r)}
+	if run.Status == automation.RunRunning {
+		// Watch it go on step by step; a run waiting for a later attempt
+		// or a WAIT is looked at again when it is due (at most a minute).
+		v.Reload = 2
+		if run.NextAttemptAt != nil {
+			v.Reload = int(min(max(run.NextAttemptAt.Sub(d.opts.Clock()).Seconds(), 2), 60))
+		}
+	}
+	v.Data = struct {
 		Flow    automation.Flow
 		Run     automation.Run
 		Trigger json.RawMessage
-	}{f, run, trigger}})
+		View    runView
+	}{f, run, trigger, newRunView(f, run)}
+	d.render(w, r, http.StatusOK, "run", v)
 }
 
 // connectionForm is what the create form keeps after a failure: never the

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -114,6 +115,12 @@ func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
 			return
 		}
 		s := &session{project: p, csrf: d.csrfFor("session", c.Value), keyHash: hash}
+		var tooLarge *http.MaxBytesError
+		if r.Method == http.MethodPost && errors.As(r.ParseForm(), &tooLarge) {
+			d.render(w, r, http.StatusRequestEntityTooLarge, "error", view{Title: "Too large",
+				Error: fmt.Sprintf("This form holds more than the dashboard reads (%d KiB). Use the API or flowctl for larger definitions and events.", maxFormBytes>>10)})
+			return
+		}
 		if r.Method == http.MethodPost && !validCSRF(r, s.csrf) {
 			d.render(w, r, http.StatusForbidden, "error", view{Title: "Forbidden",
 				Error: "This form has expired or did not come from the dashboard. Reload the page and try again."})

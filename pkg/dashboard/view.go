@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"html/template"
+	"io/fs"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,12 +25,9 @@ type view struct {
 	Notice  string // a confirmation ("Flow enabled.")
 	Error   string // a message the user may see
 	Refresh string // a page to go on to at once (same-site navigation)
+	Reload  int    // seconds after which the page reloads itself (0: never)
 	Data    any
 }
-
-// pageNames are the templates under templates/, each rendered inside
-// layout.html.
-var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error", "oauth_done", "flow_edit", "variables"}
 
 var funcs = template.FuncMap{
 	"time": func(t any) string {
@@ -82,11 +81,22 @@ func toString(v any) string {
 	return ""
 }
 
+// parsePages reads every page under templates/: each NAME.html defines
+// "content" and is rendered inside layout.html as page NAME, with the
+// parts_*.html that pages share. A new page is a new file, listed nowhere.
 func parsePages() map[string]*template.Template {
-	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/parts_*.html"))
+	files, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err) // the pattern is constant and valid
+	}
 	out := map[string]*template.Template{}
-	for _, name := range pageNames {
-		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html"))
+	for _, file := range files {
+		name := strings.TrimSuffix(path.Base(file), ".html")
+		if name == "layout" || strings.HasPrefix(name, "parts_") {
+			continue
+		}
+		out[name] = template.Must(template.Must(layout.Clone()).ParseFS(templateFS, file))
 	}
 	return out
 }

@@ -145,8 +145,18 @@ func (a *API) dispatch(w http.ResponseWriter, r *http.Request) {
 			clip(r.Method)+" is not allowed on "+clip(r.URL.Path)+"; allowed: "+probe.header.Get("Allow"))
 		return
 	}
+	if r.URL.Path == "/" {
+		// A script or curl opening the bare address learns where things are
+		// (a browser is sent to the dashboard before it gets here).
+		writeError(w, r, http.StatusNotFound, "NOT_FOUND", rootHint)
+		return
+	}
 	writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route: "+clip(r.Method)+" "+clip(r.URL.Path))
 }
+
+// rootHint is the answer to GET /: what this address serves.
+const rootHint = "this is the flow service's management API: its routes are under /api/v1/ " +
+	"(document: GET /api/v1/openapi.json, health: GET /healthz), the dashboard is at /ui/"
 
 // probeWriter captures what ServeMux would answer to an unmatched request.
 type probeWriter struct {

@@ -37,7 +37,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
-		return decodeError(err)
+		return decodeError(err, nil, v)
 	}
 	if err := checkDepth(body); err != nil {
 		return err
@@ -45,7 +45,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return decodeError(err, body, v)
 	}
 	// Anything but white space after the value is an error: "{}{}" or "{} x"
 	// are not one JSON value.
@@ -58,8 +58,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return invalidJSON("request body is not valid JSON")
 	}
-	if name := inexactKey(doc, reflect.TypeOf(v)); name != "" {
-		return automation.InvalidCode("UNKNOWN_FIELD", "unknown field %q: check its spelling against the API document (names are case-sensitive)", clip(name))
+	if name, at := inexactKey(doc, reflect.TypeOf(v), ""); name != "" {
+		return automation.InvalidCode("UNKNOWN_FIELD", "%sunknown field %q: check its spelling against the API document (names are case-sensitive)", at, clip(name))
 	}
 	return nil
 }
@@ -67,46 +67,61 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
 
 // inexactKey returns the first object key in doc that names no field of t
-// exactly, or "". Raw JSON values (definitions' bodies, credentials) are
+// exactly, or "", and where it is: "steps[1] (notify).headers: " (empty
+// at the top level), naming a step by its index and name as the Service's
+// messages do. Raw JSON values (definitions' bodies, credentials) are
 // free-form and not walked.
-func inexactKey(doc any, t reflect.Type) string {
+func inexactKey(doc any, t reflect.Type, path string) (name, at string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t == rawMessageType {
-		return ""
+		return "", ""
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		obj, ok := doc.(map[string]any)
 		if !ok {
-			return ""
+			return "", ""
+		}
+		if n, ok := obj["name"].(string); ok && strings.HasSuffix(path, "]") {
+			path += " (" + clip(n) + ")"
 		}
 		for k, val := range obj {
 			f, ok := fieldByTag(t, k)
 			if !ok {
-				return k
+				if path != "" {
+					return k, path + ": "
+				}
+				return k, ""
 			}
-			if name := inexactKey(val, f.Type); name != "" {
-				return name
+			if name, at := inexactKey(val, f.Type, joinPath(path, clip(k))); name != "" {
+				return name, at
 			}
 		}
 	case reflect.Slice, reflect.Array:
 		arr, _ := doc.([]any)
-		for _, el := range arr {
-			if name := inexactKey(el, t.Elem()); name != "" {
-				return name
+		for i, el := range arr {
+			if name, at := inexactKey(el, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); name != "" {
+				return name, at
 			}
 		}
 	case reflect.Map:
 		obj, _ := doc.(map[string]any)
-		for _, val := range obj {
-			if name := inexactKey(val, t.Elem()); name != "" {
-				return name
+		for k, val := range obj {
+			if name, at := inexactKey(val, t.Elem(), joinPath(path, clip(k))); name != "" {
+				return name, at
 			}
 		}
 	}
-	return ""
+	return "", ""
+}
+
+func joinPath(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
 }
 
 // fieldByTag finds the exported field of t whose JSON name is exactly name.
@@ -131,8 +146,10 @@ func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
 }
 
 // decodeError turns a decoder error into a client error that names the
-// position or field but quotes no value.
-func decodeError(err error) error {
+// position or field but quotes no value. body (nil when unread) gives a
+// syntax error its line and column and an unknown field its path; v is
+// what the body was decoded into.
+func decodeError(err error, body []byte, v any) error {
 	var (
 		tooLarge *http.MaxBytesError
 		syntax   *json.SyntaxError
@@ -146,9 +163,11 @@ func decodeError(err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return invalidJSON("request body is not valid JSON: it ends before the value is complete")
 	case errors.As(err, &syntax):
-		// SyntaxError's text quotes the offending character; the offset
+		// SyntaxError's text quotes the offending character; the position
 		// says where without echoing the input.
-		return invalidJSON(fmt.Sprintf("request body is not valid JSON: syntax error at byte offset %d", syntax.Offset))
+		line, col := automation.JSONPosition(body, syntax.Offset)
+		return invalidJSON(fmt.Sprintf("request body is not valid JSON: syntax error at line %d, column %d (byte offset %d)",
+			line, col, syntax.Offset))
 	case errors.As(err, &typ):
 		if typ.Field == "" {
 			return invalidJSON(fmt.Sprintf("request body must be a JSON object, got %s", jsonKind(typ.Value)))
@@ -157,9 +176,15 @@ func decodeError(err error) error {
 			clip(typ.Field), jsonType(typ.Type), jsonKind(typ.Value))
 	}
 	// encoding/json has no type for unknown fields; its message is
-	// `json: unknown field "name"`, quoting only the field's name.
+	// `json: unknown field "name"`, quoting only the field's name. The walk
+	// over the body says where it is.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return automation.InvalidCode("UNKNOWN_FIELD", "unknown field %s: check its spelling against the API document", clip(name))
+		at := ""
+		var doc any
+		if body != nil && json.Unmarshal(body, &doc) == nil {
+			_, at = inexactKey(doc, reflect.TypeOf(v), "")
+		}
+		return automation.InvalidCode("UNKNOWN_FIELD", "%sunknown field %s: check its spelling against the API document", at, clip(name))
 	}
 	return invalidJSON("request body is not valid JSON")
 }

@@ -152,7 +152,7 @@ func TestFlowBuilderWebhook(t *testing.T) {
 		wantCode                 string
 	}{
 		{"unknown flow", "POST", "/api/v1/webhooks/flw_unknown", `{}`, nil, 404, "FLOW_NOT_FOUND"},
-		{"inactive flow", "POST", "/api/v1/webhooks/" + inactive, `{}`, nil, 404, "FLOW_NOT_FOUND"},
+		{"inactive flow", "POST", "/api/v1/webhooks/" + inactive, `{}`, nil, 404, "FLOW_INACTIVE"},
 		{"workflow builder flow", "POST", "/api/v1/webhooks/" + wf, `{}`, nil, 404, "FLOW_NOT_FOUND"},
 		{"GET", "GET", url, "", nil, 405, "METHOD_NOT_ALLOWED"},
 		{"PUT", "PUT", url, `{}`, nil, 405, "METHOD_NOT_ALLOWED"},
@@ -332,7 +332,7 @@ func TestWorkflowHookRouting(t *testing.T) {
 		wantAllow          string
 	}{
 		{"unknown path", "POST", "/webhook/nothing", 404, "WEBHOOK_NOT_FOUND", ""},
-		{"inactive flow", "POST", "/webhook/sleeping", 404, "WEBHOOK_NOT_FOUND", ""},
+		{"inactive flow", "POST", "/webhook/sleeping", 404, "FLOW_INACTIVE", ""},
 		{"other method", "GET", "/webhook/orders", 405, "METHOD_NOT_ALLOWED", "POST"},
 		{"DELETE", "DELETE", "/webhook/orders", 405, "METHOD_NOT_ALLOWED", "POST"},
 		{"bad path", "POST", "/webhook/a..b%20c", 404, "WEBHOOK_NOT_FOUND", ""},

@@ -162,12 +162,15 @@ func TestTestTriggerFlowBuilder(t *testing.T) {
 func TestTestTriggerInactiveFlowBuilder(t *testing.T) {
 	h := newHookEnv(t, HookConfig{})
 	id := createFlow(t, h.api, h.key, `{"name":"fb","engine":"FLOW_BUILDER","steps":[{"name":"s","type":"SET","values":{"e":"{{ trigger.body.event }}"}}]}`).ID
-	call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{}`).wantError(t, 404, "FLOW_NOT_FOUND")
+	e := call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{}`).wantError(t, 404, "FLOW_INACTIVE")
+	if !strings.Contains(e.Message, "is INACTIVE: enable it (POST /api/v1/flows/"+id+"/enable") {
+		t.Errorf("an inactive flow's webhook does not say how to enable it: %q", e.Message)
+	}
 
 	h.arm(t, id)
 	runID := call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{"event":"first"}`).started(t)
 	r := call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{"event":"second"}`)
-	r.wantError(t, 404, "FLOW_NOT_FOUND")
+	r.wantError(t, 404, "FLOW_INACTIVE")
 	drain(t, h.svc, h.runs)
 	if run := h.run(t, id, runID); run.Status != automation.RunSucceeded || string(run.Steps[0].Output) != `{"e":"first"}` {
 		t.Errorf("run: %s %s", run.Status, run.Steps[0].Output)
@@ -201,7 +204,7 @@ func TestTestTriggerExpiry(t *testing.T) {
 	h.arm(t, active)
 	clock.advance(automation.CaptureWindow + time.Second)
 
-	call(t, h.engine, "POST", "/api/v1/webhooks/"+inactive, "", `{}`).wantError(t, 404, "FLOW_NOT_FOUND")
+	call(t, h.engine, "POST", "/api/v1/webhooks/"+inactive, "", `{}`).wantError(t, 404, "FLOW_INACTIVE")
 	call(t, h.engine, "POST", "/api/v1/webhooks/"+active, "", `{"late":true}`).started(t)
 	h.wantNoSample(t, inactive)
 	h.wantNoSample(t, active)
@@ -291,7 +294,7 @@ func TestTestTriggerScope(t *testing.T) {
 		})
 	}
 	// Another project's key neither armed the flow nor sees its sample.
-	call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{}`).wantError(t, 404, "FLOW_NOT_FOUND")
+	call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{}`).wantError(t, 404, "FLOW_INACTIVE")
 	h.arm(t, id)
 	call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{"mine":true}`).started(t)
 	call(t, h.api, "GET", "/api/v1/flows/"+id+"/webhook/sample", other, "").wantError(t, 404, "FLOW_NOT_FOUND")
