@@ -195,6 +195,12 @@ type Checker interface {
 	TriggerKey(ctx context.Context, expr string, td TriggerData) (string, error)
 }
 
+// CodeChecker is a Checker that can also compile a CODE step's script, so
+// that a script with a syntax error is refused when the flow is saved.
+type CodeChecker interface {
+	Code(src string) error
+}
+
 // RunStore persists runs. Runs belong to a flow; deleting the flow deletes
 // them (FlowStore.DeleteFlow).
 type RunStore interface {

@@ -355,7 +355,7 @@ func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string
 	case StepRespond:
 		return s.validateRespond(st, at)
 	case StepCode:
-		return validateCode(st, at)
+		return s.validateCode(st, at)
 	case StepForEach:
 		return s.validateForEach(st, at)
 	case StepStore:
@@ -434,7 +434,7 @@ func (s *Service) validateStore(st *Step, at string) error {
 // which the management API does not carry: the code is there and not too
 // long, and the timeout is in range. Syntax errors show at run time, as the
 // step's error ("SyntaxError: … line N").
-func validateCode(st *Step, at string) error {
+func (s *Service) validateCode(st *Step, at string) error {
 	if strings.TrimSpace(st.Code) == "" {
 		return Invalid(`%s.code is required for CODE: the body of a JavaScript function, e.g. "return {total: trigger.body.items.length}"`, at)
 	}
@@ -443,6 +443,12 @@ func validateCode(st *Step, at string) error {
 	}
 	if _, err := st.CodeTimeout(); err != nil {
 		return Invalid("%s.%v", at, err)
+	}
+	// A script that does not compile would fail every run; say so now.
+	if cc, ok := s.checker.(CodeChecker); ok {
+		if err := cc.Code(st.Code); err != nil {
+			return Invalid("%s.code: %v", at, err)
+		}
 	}
 	return nil
 }

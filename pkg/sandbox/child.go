@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+
+	"flowservice/pkg/jscode"
 )
 
 // envMarker, set to "1" in a child's environment, makes MaybeServe serve.
@@ -188,22 +190,17 @@ func runScript(programs map[string]*goja.Program, req request) (res response) {
 }
 
 // scopeNames are the parameters of the function a script is the body of.
-var scopeNames = []string{"trigger", "steps", "flow", "run", "state", "item", "index", "vars"}
+var scopeNames = jscode.ScopeNames
 
-// compile wraps code as a function body and caches the program. The wrapper
-// keeps the body on line 1, so error lines match the user's lines.
+// compile wraps code as a function body (jscode.Wrap) and caches the
+// program.
 func compile(cache map[string]*goja.Program, code string) (*goja.Program, error) {
 	if p, ok := cache[code]; ok {
 		return p, nil
 	}
-	src := "(function (" + strings.Join(scopeNames, ", ") + ") {" + code + "\n})"
-	p, err := goja.Compile("code", src, false)
+	p, err := jscode.Compile(code)
 	if err != nil {
-		var se *goja.CompilerSyntaxError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("SyntaxError: %s", strings.TrimPrefix(se.Error(), "SyntaxError: "))
-		}
-		return nil, fmt.Errorf("the code does not compile: %v", err)
+		return nil, err
 	}
 	if len(cache) >= programCache {
 		clear(cache)
