@@ -13,6 +13,7 @@ import (
 	"path"
 	"time"
 
+	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
 )
 
@@ -31,6 +32,8 @@ type API struct {
 	ping func(context.Context) error
 	// metrics serves GET /metrics; nil: 404.
 	metrics http.Handler
+	// alerts serves the subscription routes (subscriptions.go); nil: none.
+	alerts *alerts.Service
 }
 
 // route is one entry of the routing table. Public routes skip
@@ -83,7 +86,7 @@ func NewAPI(svc *automation.Service, log *slog.Logger, opts ...APIOption) http.H
 	for _, o := range opts {
 		o(a)
 	}
-	for _, rt := range a.routes() {
+	for _, rt := range append(a.routes(), a.alertRoutes()...) {
 		h := http.Handler(rt.handler)
 		if !rt.public {
 			h = a.authenticate(a.limit(h))

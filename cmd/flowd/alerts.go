@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"flowservice/pkg/alerts"
+	"flowservice/pkg/engine"
+	"flowservice/pkg/sqlitestore"
+)
+
+// alertsPoll is how often the sender looks for due retries when no event
+// woke it.
+const alertsPoll = time.Second
+
+// alertsBatch is how many deliveries the sender makes at once.
+const alertsBatch = 16
+
+// newAlerts is the event subscription service over the embedded store:
+// deliveries go through the HTTP step's SSRF-guarded transport.
+func newAlerts(store *sqlitestore.Store, allowPrivate bool, log *slog.Logger) (*alerts.Service, error) {
+	return alerts.NewService(alerts.Config{
+		Store: store, Flows: store, Log: log, UserAgent: "flowd-alerts",
+		Client: &http.Client{
+			Transport: engine.GuardedTransport(allowPrivate),
+			// A redirect is not followed: the receiver is the subscription's URL.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	})
+}
+
+// sendAlerts delivers due events until ctx ends: woken at once by a new
+// event, and every alertsPoll for retries. At start every claim is a dead
+// process's (one flowd holds the data directory), so those deliveries are
+// made again: at least once, with the same webhook-id.
+func sendAlerts(ctx context.Context, svc *alerts.Service, store *sqlitestore.Store, log *slog.Logger) {
+	if n, err := store.ReleaseAlertClaims(ctx); err != nil {
+		log.Error("release alert claims", "err", err)
+	} else if n > 0 {
+		log.Info("resending alerts left by a previous process", "count", n)
+	}
+	wake := store.AlertsWritten()
+	tick := time.NewTicker(alertsPoll)
+	defer tick.Stop()
+	for {
+		n, err := svc.DeliverDue(ctx, alertsBatch)
+		if err != nil && ctx.Err() == nil {
+			log.Error("deliver alerts", "err", err)
+		}
+		if n == alertsBatch {
+			continue // more may be due
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package alerts
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+// envelope is the body of every delivery.
+type envelope struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      any       `json:"data"`
+}
+
+// RunSummary is the data of a run event: the run without its trigger and
+// step outputs (which may be large and hold personal data), with the
+// flow's name and the error's step.
+type RunSummary struct {
+	ID         string     `json:"id"`
+	FlowID     string     `json:"flowId"`
+	FlowName   string     `json:"flowName"`
+	Status     string     `json:"status"`
+	Error      *RunError  `json:"error"`
+	Created    time.Time  `json:"created"`
+	Started    *time.Time `json:"started"`
+	Finished   *time.Time `json:"finished"`
+	DurationMs *int64     `json:"durationMs"`
+	Attempts   int        `json:"attempts"`
+}
+
+// RunError says where and why a run failed.
+type RunError struct {
+	Step    *string `json:"step"`
+	Message string  `json:"message"`
+}
+
+// RunEventType is the event of a run that ended with status, or "" for a
+// status that is not final.
+func RunEventType(status automation.RunStatus) string {
+	switch status {
+	case automation.RunSucceeded:
+		return EventRunSucceeded
+	case automation.RunFailed:
+		return EventRunFailed
+	case automation.RunTimeout:
+		return EventRunTimeout
+	}
+	return ""
+}
+
+// NewRunEvent is the event of a finished run.
+func NewRunEvent(r automation.Run, flowName string, now time.Time) (Event, error) {
+	typ := RunEventType(r.Status)
+	if typ == "" {
+		return Event{}, fmt.Errorf("alerts: run %s is %s, not finished", r.ID, r.Status)
+	}
+	sum := RunSummary{
+		ID: r.ID, FlowID: r.FlowID, FlowName: flowName, Status: string(r.Status),
+		Created: r.Created, Started: r.Started, Finished: r.Finished, DurationMs: r.DurationMs,
+		Attempts: r.Attempts,
+	}
+	if r.Status != automation.RunSucceeded {
+		sum.Error = &RunError{Message: r.Error, Step: failedStep(r.Steps)}
+		if sum.Error.Message == "" {
+			sum.Error.Message = "run ended " + string(r.Status)
+		}
+	}
+	return NewEvent(r.Project, typ, r.FlowID, sum, now)
+}
+
+// failedStep names the last step that did not succeed, if any.
+func failedStep(steps []automation.StepResult) *string {
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].Status == automation.StepFailed {
+			name := steps[i].Name
+			return &name
+		}
+	}
+	return nil
+}
+
+// FlowData is the data of a flow event.
+type FlowData struct {
+	FlowID  string `json:"flowId"`
+	Name    string `json:"name"`
+	Status  string `json:"status,omitempty"`
+	Version int    `json:"version,omitempty"`
+}
+
+// ConnectionData is the data of connection.state_changed.
+type ConnectionData struct {
+	ConnectionID string `json:"connectionId"`
+	Name         string `json:"name"`
+	From         string `json:"from"`
+	To           string `json:"to"`
+}
+
+// NewEvent makes an event with a fresh ID and its payload.
+func NewEvent(project, typ, flowID string, data any, now time.Time) (Event, error) {
+	now = now.UTC().Truncate(time.Millisecond)
+	body, err := json.Marshal(envelope{Type: typ, Timestamp: now, Data: data})
+	if err != nil {
+		return Event{}, fmt.Errorf("alerts: encode %s event: %w", typ, err)
+	}
+	return Event{
+		ID: automation.NewID(PrefixEvent), Project: project, Type: typ, FlowID: flowID,
+		Created: now, Payload: body,
+	}, nil
+}
+
+// Fanout is the deliveries of e to those of subs that want it.
+func Fanout(e Event, subs []Subscription) []Delivery {
+	var ds []Delivery
+	for _, s := range subs {
+		if s.Project == e.Project && s.Wants(e.Type, e.FlowID) {
+			ds = append(ds, NewDelivery(e, s.ID))
+		}
+	}
+	return ds
+}
+
+// NewDelivery is a PENDING delivery of e to a subscription, due at once.
+func NewDelivery(e Event, subscriptionID string) Delivery {
+	due := e.Created
+	return Delivery{
+		ID: automation.NewID(PrefixDelivery), Project: e.Project, SubscriptionID: subscriptionID,
+		EventID: e.ID, EventType: e.Type, Status: DeliveryPending, NextAttemptAt: &due,
+		Created: e.Created, Updated: e.Created, History: []Attempt{},
+	}
+}
