@@ -84,10 +84,9 @@ func failedStep(steps []automation.StepResult) *string {
 
 // FlowData is the data of a flow event.
 type FlowData struct {
-	FlowID  string `json:"flowId"`
-	Name    string `json:"name"`
-	Status  string `json:"status,omitempty"`
-	Version int    `json:"version,omitempty"`
+	FlowID string `json:"flowId"`
+	Name   string `json:"name"`
+	Status string `json:"status,omitempty"`
 }
 
 // ConnectionData is the data of connection.state_changed.
@@ -130,4 +129,66 @@ func NewDelivery(e Event, subscriptionID string) Delivery {
 		EventID: e.ID, EventType: e.Type, Status: DeliveryPending, NextAttemptAt: &due,
 		Created: e.Created, Updated: e.Created, History: []Attempt{},
 	}
+}
+
+// FlowEventType is the event of a flow write: old is the flow before (nil
+// when created), next after (nil when deleted). A change of status is
+// flow.enabled or flow.disabled; a change of definition (trigger, steps,
+// onError) is flow.published; a metadata-only change is no event ("").
+func FlowEventType(old, next *automation.Flow) string {
+	switch {
+	case next == nil:
+		return EventFlowDeleted
+	case old == nil:
+		return EventFlowPublished
+	case old.Status != next.Status && next.Status == automation.FlowActive:
+		return EventFlowEnabled
+	case old.Status != next.Status:
+		return EventFlowDisabled
+	case !sameDefinition(*old, *next):
+		return EventFlowPublished
+	}
+	return ""
+}
+
+func sameDefinition(a, b automation.Flow) bool {
+	def := func(f automation.Flow) string {
+		doc, _ := json.Marshal(struct {
+			Trigger automation.Trigger `json:"trigger"`
+			Steps   []automation.Step  `json:"steps"`
+			OnError []automation.Step  `json:"onError"`
+		}{f.Trigger, f.Steps, f.OnError})
+		return string(doc)
+	}
+	return def(a) == def(b)
+}
+
+// NewFlowEvent is the event of a flow write (FlowEventType), or ok false
+// when the write is no event.
+func NewFlowEvent(old, next *automation.Flow, now time.Time) (e Event, ok bool, err error) {
+	typ := FlowEventType(old, next)
+	if typ == "" {
+		return Event{}, false, nil
+	}
+	f := next
+	if f == nil {
+		f = old
+	}
+	data := FlowData{FlowID: f.ID, Name: f.Name, Status: string(f.Status)}
+	if next == nil {
+		data.Status = ""
+	}
+	e, err = NewEvent(f.Project, typ, f.ID, data, now)
+	return e, err == nil, err
+}
+
+// NewConnectionEvent is connection.state_changed for a connection moving
+// from one status to another, or ok false when the status stays.
+func NewConnectionEvent(c automation.Connection, to automation.ConnectionStatus, now time.Time) (e Event, ok bool, err error) {
+	if c.Status == to {
+		return Event{}, false, nil
+	}
+	e, err = NewEvent(c.Project, EventConnectionStateChanged, "",
+		ConnectionData{ConnectionID: c.ID, Name: c.Name, From: string(c.Status), To: string(to)}, now)
+	return e, err == nil, err
 }

@@ -404,3 +404,51 @@ func (s *Store) Delivery(ctx context.Context, project, subscriptionID, id string
 	d.Project = project
 	return d, nil
 }
+
+// outboxFlow writes the event of a flow write in its transaction tx, when
+// a subscription of the project wants it: call it before the write, with
+// next the flow after it (nil for a delete). It reads the flow as stored
+// only then, so that a project without subscriptions pays nothing.
+func (s *Store) outboxFlow(ctx context.Context, tx *sql.Tx, project, id string, next *automation.Flow) error {
+	subs, err := s.activeSubscriptions(ctx, project)
+	if err != nil || len(subs) == 0 {
+		return err
+	}
+	var old *automation.Flow
+	f, _, err := scanFlow(tx.QueryRowContext(ctx, `SELECT `+flowColumns+` FROM flows WHERE project = ? AND id = ?`, project, id))
+	switch {
+	case err == nil:
+		old = &f
+	case errors.Is(err, sql.ErrNoRows):
+		if next == nil {
+			return nil // nothing deleted: the write answers not found
+		}
+	default:
+		return fmt.Errorf("flow before its event: %w", err)
+	}
+	e, ok, err := alerts.NewFlowEvent(old, next, time.Now())
+	if err != nil || !ok {
+		return err
+	}
+	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
+}
+
+// outboxConnection writes connection.state_changed in the transaction of
+// a status change, before it, when a subscription wants it.
+func (s *Store) outboxConnection(ctx context.Context, tx *sql.Tx, project, id string, to automation.ConnectionStatus) error {
+	subs, err := s.activeSubscriptions(ctx, project)
+	if err != nil || len(subs) == 0 {
+		return err
+	}
+	c, _, err := scanConnection(tx.QueryRowContext(ctx, `SELECT `+connectionColumns+` FROM connections WHERE project = ? AND id = ?`, project, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // the write answers not found
+	} else if err != nil {
+		return fmt.Errorf("connection before its event: %w", err)
+	}
+	e, ok, err := alerts.NewConnectionEvent(c, to, time.Now())
+	if err != nil || !ok {
+		return err
+	}
+	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
+}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +26,66 @@ func RunAlerts(t *testing.T, open func(t *testing.T) AlertsEnv) {
 	t.Run("Subscriptions", func(t *testing.T) { testSubscriptions(t, open(t)) })
 	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open(t)) })
 	t.Run("RunFinishWritesEvent", func(t *testing.T) { testRunFinishWritesEvent(t, open(t)) })
+	t.Run("FlowAndConnectionEvents", func(t *testing.T) { testFlowAndConnectionEvents(t, open(t)) })
+}
+
+// testFlowAndConnectionEvents: creating, enabling, disabling, changing the
+// definition of and deleting a flow, and a connection's status change,
+// each write their event with the change; a metadata-only edit does not.
+func testFlowAndConnectionEvents(t *testing.T, env AlertsEnv) {
+	ctx := context.Background()
+	p := newProject("events", now())
+	must(t, "create project", env.Store.CreateProject(ctx, p))
+	sub := newSubscription(p.ID, alerts.EventFlowPublished, alerts.EventFlowEnabled, alerts.EventFlowDisabled,
+		alerts.EventFlowDeleted, alerts.EventConnectionStateChanged)
+	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, sub))
+	events := func(what string, want ...string) {
+		t.Helper()
+		got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100)
+		must(t, "claim deliveries", err)
+		var types []string
+		for _, d := range got {
+			types = append(types, d.Event.Type)
+		}
+		if diff := cmp.Diff(want, types); diff != "" {
+			t.Fatalf("events after %s (-want +got):\n%s", what, diff)
+		}
+	}
+	f := flowBuilderWebhook(p.ID, "hook", now())
+	must(t, "create flow", env.Store.CreateFlow(ctx, f))
+	events("create", alerts.EventFlowPublished)
+	put := func(change func(*automation.Flow)) {
+		t.Helper()
+		cur, err := env.Store.Flow(ctx, p.ID, f.ID)
+		must(t, "get flow", err)
+		change(&cur)
+		cur.Version++
+		must(t, "put flow", env.Store.PutFlow(ctx, cur))
+	}
+	put(func(f *automation.Flow) { f.Status = automation.FlowActive })
+	events("enable", alerts.EventFlowEnabled)
+	put(func(f *automation.Flow) { f.Name = "renamed" })
+	events("a rename")
+	put(func(f *automation.Flow) {
+		f.Steps = append(f.Steps, automation.Step{Name: "extra", Type: automation.StepSet, Set: json.RawMessage(`{"a":1}`)})
+	})
+	events("a definition change", alerts.EventFlowPublished)
+	put(func(f *automation.Flow) { f.Status = automation.FlowInactive })
+	events("disable", alerts.EventFlowDisabled)
+	must(t, "delete flow", env.Store.DeleteFlow(ctx, p.ID, f.ID))
+	events("delete", alerts.EventFlowDeleted)
+
+	c := newConnection(p.ID, "gh", now())
+	must(t, "create connection", env.Store.CreateConnection(ctx, c))
+	must(t, "set status", env.Store.SetConnectionStatus(ctx, p.ID, c.ID, automation.ConnectionError, now()))
+	got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100)
+	must(t, "claim", err)
+	if len(got) != 1 || got[0].Event.Type != alerts.EventConnectionStateChanged ||
+		!strings.Contains(string(got[0].Event.Payload), `"from":"ACTIVE","to":"ERROR"`) {
+		t.Fatalf("after a status change: %+v", got)
+	}
+	must(t, "same status", env.Store.SetConnectionStatus(ctx, p.ID, c.ID, automation.ConnectionError, now()))
+	events("a status set to itself")
 }
 
 func newSubscription(project string, events ...string) alerts.Subscription {
