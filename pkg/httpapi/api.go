@@ -46,7 +46,7 @@ type route struct {
 
 // routes is the routing table: adding an endpoint is one line here.
 func (a *API) routes() []route {
-	return []route{
+	return append([]route{
 		{pattern: "GET /api/v1/openapi.json", handler: a.openAPI, public: true},
 		{pattern: "GET /healthz", handler: a.healthz, public: true},
 		{pattern: "GET /metrics", handler: a.serveMetrics, public: true},
@@ -73,7 +73,7 @@ func (a *API) routes() []route {
 		{pattern: "POST /api/v1/connections", handler: a.createConnection},
 		{pattern: "GET /api/v1/connections/{connectionId}", handler: a.getConnection},
 		{pattern: "DELETE /api/v1/connections/{connectionId}", handler: a.deleteConnection},
-	}
+	}, a.alertRoutes()...)
 }
 
 // NewAPI returns the management API handler. log receives one access line per
@@ -86,7 +86,7 @@ func NewAPI(svc *automation.Service, log *slog.Logger, opts ...APIOption) http.H
 	for _, o := range opts {
 		o(a)
 	}
-	for _, rt := range append(a.routes(), a.alertRoutes()...) {
+	for _, rt := range a.routes() {
 		h := http.Handler(rt.handler)
 		if !rt.public {
 			h = a.authenticate(a.limit(h))

@@ -12,20 +12,29 @@ func WithAlerts(svc *alerts.Service) APIOption {
 	return func(a *API) { a.alerts = svc }
 }
 
-// alertRoutes are the subscription routes, when alerts are wired.
+// alertRoutes are the subscription routes. Without WithAlerts they answer
+// 404 SUBSCRIPTIONS_UNAVAILABLE, so that the route table (and the OpenAPI
+// document) is the same on every deployment.
 func (a *API) alertRoutes() []route {
-	if a.alerts == nil {
-		return nil
-	}
 	return []route{
-		{pattern: "GET /api/v1/subscriptions", handler: a.listSubscriptions},
-		{pattern: "POST /api/v1/subscriptions", handler: a.createSubscription},
-		{pattern: "GET /api/v1/subscriptions/{subscriptionId}", handler: a.getSubscription},
-		{pattern: "DELETE /api/v1/subscriptions/{subscriptionId}", handler: a.deleteSubscription},
-		{pattern: "POST /api/v1/subscriptions/{subscriptionId}/test", handler: a.testSubscription},
-		{pattern: "POST /api/v1/subscriptions/{subscriptionId}/enable", handler: a.enableSubscription},
-		{pattern: "GET /api/v1/subscriptions/{subscriptionId}/deliveries", handler: a.listDeliveries},
-		{pattern: "POST /api/v1/subscriptions/{subscriptionId}/deliveries/{deliveryId}/retry", handler: a.retryDelivery},
+		{pattern: "GET /api/v1/subscriptions", handler: a.needAlerts(a.listSubscriptions)},
+		{pattern: "POST /api/v1/subscriptions", handler: a.needAlerts(a.createSubscription)},
+		{pattern: "GET /api/v1/subscriptions/{subscriptionId}", handler: a.needAlerts(a.getSubscription)},
+		{pattern: "DELETE /api/v1/subscriptions/{subscriptionId}", handler: a.needAlerts(a.deleteSubscription)},
+		{pattern: "POST /api/v1/subscriptions/{subscriptionId}/test", handler: a.needAlerts(a.testSubscription)},
+		{pattern: "POST /api/v1/subscriptions/{subscriptionId}/enable", handler: a.needAlerts(a.enableSubscription)},
+		{pattern: "GET /api/v1/subscriptions/{subscriptionId}/deliveries", handler: a.needAlerts(a.listDeliveries)},
+		{pattern: "POST /api/v1/subscriptions/{subscriptionId}/deliveries/{deliveryId}/retry", handler: a.needAlerts(a.retryDelivery)},
+	}
+}
+
+func (a *API) needAlerts(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.alerts == nil {
+			writeError(w, r, http.StatusNotFound, "SUBSCRIPTIONS_UNAVAILABLE", "event subscriptions are not available on this deployment")
+			return
+		}
+		h(w, r)
 	}
 }
 
