@@ -3,6 +3,7 @@ package alerts
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -125,7 +126,7 @@ func Fanout(e Event, subs []Subscription) []Delivery {
 func NewDelivery(e Event, subscriptionID string) Delivery {
 	due := e.Created
 	return Delivery{
-		ID: automation.NewID(PrefixDelivery), Project: e.Project, SubscriptionID: subscriptionID,
+		ID: NewDeliveryID(e.Created), Project: e.Project, SubscriptionID: subscriptionID,
 		EventID: e.ID, EventType: e.Type, Status: DeliveryPending, NextAttemptAt: &due,
 		Created: e.Created, Updated: e.Created, History: []Attempt{},
 	}
@@ -191,4 +192,11 @@ func NewConnectionEvent(c automation.Connection, to automation.ConnectionStatus,
 	e, err = NewEvent(c.Project, EventConnectionStateChanged, "",
 		ConnectionData{ConnectionID: c.ID, Name: c.Name, From: string(c.Status), To: string(to)}, now)
 	return e, err == nil, err
+}
+
+// NewDeliveryID is PrefixDelivery and a run ID's time-ordered body: IDs
+// made later sort after, so a store lists a subscription's deliveries
+// newest first by key alone, and they stay unguessable.
+func NewDeliveryID(t time.Time) string {
+	return PrefixDelivery + strings.TrimPrefix(automation.NewRunID(t), automation.PrefixRun)
 }

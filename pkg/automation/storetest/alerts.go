@@ -18,6 +18,10 @@ import (
 type AlertsEnv struct {
 	RunEnv
 	Alerts alerts.Store
+	// NoChangeEvents, when set, says why the adapter does not yet write
+	// flow and connection events with the change: that contract is
+	// skipped with this reason.
+	NoChangeEvents string
 }
 
 // RunAlerts runs the alerts store contract against the environment open
@@ -33,6 +37,9 @@ func RunAlerts(t *testing.T, open func(t *testing.T) AlertsEnv) {
 // definition of and deleting a flow, and a connection's status change,
 // each write their event with the change; a metadata-only edit does not.
 func testFlowAndConnectionEvents(t *testing.T, env AlertsEnv) {
+	if env.NoChangeEvents != "" {
+		t.Skip(env.NoChangeEvents)
+	}
 	ctx := context.Background()
 	p := newProject("events", now())
 	must(t, "create project", env.Store.CreateProject(ctx, p))
@@ -102,6 +109,7 @@ func testSubscriptions(t *testing.T, env AlertsEnv) {
 	flow := "flw_x"
 	s1.FlowID, s1.Description = &flow, "on call"
 	s2 := newSubscription("prj_a", alerts.EventRunSucceeded, alerts.EventFlowDeleted)
+	s2.Created = s1.Created.Add(time.Millisecond) // lists are in creation order
 	other := newSubscription("prj_b", alerts.EventRunFailed)
 	for _, s := range []alerts.Subscription{s1, s2, other} {
 		must(t, "create subscription", a.CreateSubscription(ctx, s))
