@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -53,7 +54,15 @@ const subscriptionCacheTTL = 30 * time.Second
 type alertCache struct {
 	mu       sync.Mutex
 	projects map[string]cachedSubs
+	// written is set when this process wrote deliveries (AlertsWritten).
+	written atomic.Bool
 }
+
+// AlertsWritten reports whether this Store wrote event deliveries since
+// the last call, and clears the flag: the runner sends at once after a
+// batch that wrote some, and otherwise leaves retries to the sweep, so
+// that a batch without events makes no request for alerts.
+func (s *Store) AlertsWritten() bool { return s.alerts.written.Swap(false) }
 
 type cachedSubs struct {
 	subs    []alerts.Subscription
@@ -203,6 +212,9 @@ func (s *Store) finishRun(ctx context.Context, r automation.Run) error {
 	}
 	items := append([]types.TransactWriteItem{{Update: up}}, puts...)
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		s.alerts.written.Store(true)
+	}
 	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
 		return &types.ConditionalCheckFailedException{Message: aws.String("run " + r.ID + " refused the finish")}
 	}
@@ -356,6 +368,9 @@ func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delive
 	puts, err := s.eventPuts(e, ds)
 	if err == nil && len(puts) > 0 {
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts})
+		if err == nil {
+			s.alerts.written.Store(true)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: add event %s: %w", e.ID, err)
