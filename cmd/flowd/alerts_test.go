@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,4 +298,53 @@ func TestSubscriptionsAPI(t *testing.T) {
 	}
 	api(t, p, key, "DELETE", "/api/v1/subscriptions/"+sub.ID, "", 204, nil)
 	api(t, p, key, "GET", "/api/v1/subscriptions/"+sub.ID, "", 404, nil)
+}
+
+// TestFlowctlSubscriptions drives flowctl subscriptions against a real
+// flowd: create prints the secret once, list never shows it, test sends a
+// ping the receiver verifies, deliveries lists it, delete removes it.
+func TestFlowctlSubscriptions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flowd")
+	}
+	rc := newAlertReceiver(t, false)
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn")
+	defer p.stop(t)
+	c := newCtl(t, "FLOWCTL_URL="+p.base, "FLOWCTL_API_KEY="+initialKey(t, dir))
+
+	var created subscriptionAnswer
+	c.okJSON(&created, "subscriptions", "create", "--target", rc.srv.URL, "--event", "run.failed", "--event", "ping")
+	if !strings.HasPrefix(created.Secret, "whsec_") || created.Status != "ACTIVE" {
+		t.Fatalf("created = %+v", created)
+	}
+	rc.secret.Store(created.Secret)
+	list := c.ok("", "subscriptions", "list")
+	if !tableRow(list, created.ID, "ACTIVE", "run.failed,ping", "-", rc.srv.URL) || strings.Contains(list, "whsec_") {
+		t.Fatalf("list:\n%s", list)
+	}
+	if stderr := c.fails("subscriptions", "create", "--target", rc.srv.URL, "--event", "run.nope"); !strings.Contains(stderr, `events[0] "run.nope"`) {
+		t.Errorf("bad event: %s", stderr)
+	}
+	out := c.ok("", "subscriptions", "test", created.ID)
+	if !strings.Contains(out, "msg_") {
+		t.Fatalf("test printed %q", out)
+	}
+	waitFor(t, "the ping", func() bool {
+		counts, _, _ := rc.snapshot()
+		return len(counts) == 1
+	})
+	deliveryID := regexp.MustCompile(`dlv_[a-z0-9]+`).FindString(out)
+	waitFor(t, "the ping recorded", func() bool {
+		return tableRow(c.ok("", "subscriptions", "deliveries", created.ID), deliveryID, "ping", "SUCCEEDED", "1", "204")
+	})
+	if _, _, bad := rc.snapshot(); len(bad) > 0 {
+		t.Fatalf("refused: %v", bad)
+	}
+	if out := c.ok("", "subscriptions", "delete", created.ID); !strings.Contains(out, "deleted "+created.ID) {
+		t.Fatalf("delete printed %q", out)
+	}
+	if list := c.ok("", "subscriptions", "list"); strings.Contains(list, created.ID) {
+		t.Fatalf("still listed after delete:\n%s", list)
+	}
 }
