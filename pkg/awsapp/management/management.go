@@ -130,7 +130,7 @@ func Handler(a *awsapp.App) http.Handler {
 func newDashboard(a *awsapp.App) http.Handler {
 	return dashboard.New(a.Svc, dashboard.Options{
 		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log,
-		OpenAPI: httpapi.OpenAPIDocument(),
+		OpenAPI: httpapi.OpenAPIDocument(), Alerts: a.Alerts,
 	})
 }
 
