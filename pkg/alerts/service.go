@@ -264,6 +264,13 @@ func (s *Service) DeliverDue(ctx context.Context, max int) (int, error) {
 // deliver makes one attempt of p and records it.
 func (s *Service) deliver(ctx context.Context, p Pending) error {
 	d, sub := p.Delivery, p.Subscription
+	if sub.Status != StatusActive && p.Event.Type != EventPing {
+		// Not sent: a disabled subscription receives nothing until it is
+		// enabled, and then its failed deliveries can be retried.
+		now := s.clock().UTC().Truncate(time.Millisecond)
+		d.Status, d.NextAttemptAt, d.LastError, d.Updated = DeliveryFailed, nil, "subscription disabled", now
+		return s.store.RecordAttempt(ctx, d)
+	}
 	start := s.clock()
 	a := Attempt{At: start.UTC().Truncate(time.Millisecond)}
 	code, sendErr := s.send(ctx, sub, p.Event, start)
