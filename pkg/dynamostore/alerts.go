@@ -506,3 +506,57 @@ func (s *Store) Delivery(ctx context.Context, project, subscriptionID, id string
 	}
 	return d, nil
 }
+
+// flowEventPuts are the delivery items of a flow write's event (old nil:
+// created; next nil: deleted), none when no cached subscription of the
+// project wants it. The write appends them to its own transaction, after
+// its items, so that the flow change and its event commit together.
+func (s *Store) flowEventPuts(ctx context.Context, project string, old, next *automation.Flow) ([]types.TransactWriteItem, error) {
+	subs, err := s.activeSubscriptions(ctx, project)
+	if err != nil || len(subs) == 0 {
+		return nil, err
+	}
+	e, ok, err := alerts.NewFlowEvent(old, next, time.Now())
+	if err != nil || !ok {
+		return nil, err
+	}
+	return s.eventPuts(e, alerts.Fanout(e, subs))
+}
+
+// setConnectionStatusWithEvent is SetConnectionStatus's write when a cached
+// subscription wants connection.state_changed: the status update and the
+// event's deliveries in one transaction, the update conditioned on the
+// status read, so that the event says what changed. ok false: no
+// subscription wants it, and the caller writes as usual.
+func (s *Store) setConnectionStatusWithEvent(ctx context.Context, update *types.Update, project, id string, st automation.ConnectionStatus) (ok bool, err error) {
+	subs, err := s.activeSubscriptions(ctx, project)
+	if err != nil || len(subs) == 0 {
+		return false, err
+	}
+	c, err := s.Connection(ctx, project, id)
+	if err != nil {
+		return true, err
+	}
+	e, changed, err := alerts.NewConnectionEvent(c, st, time.Now())
+	if err != nil || !changed {
+		return false, err
+	}
+	puts, err := s.eventPuts(e, alerts.Fanout(e, subs))
+	if err != nil || len(puts) == 0 {
+		return false, err
+	}
+	update.ConditionExpression = aws.String(*update.ConditionExpression + " AND #status = :was")
+	update.ExpressionAttributeValues[":was"] = str(string(c.Status))
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: append([]types.TransactWriteItem{{Update: update}}, puts...),
+	})
+	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
+		// Gone, or changed since read: the caller's plain write tells.
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("dynamostore: set status of connection %s: %w", id, err)
+	}
+	s.alerts.written.Store(true)
+	return true, nil
+}

@@ -26,8 +26,6 @@ func TestAlertsContract(t *testing.T) {
 		return storetest.AlertsEnv{
 			RunEnv: storetest.RunEnv{Store: s, Runs: s, Create: s.CreateRun},
 			Alerts: s,
-			NoChangeEvents: "dynamostore writes run events only; flow and connection events are " +
-				"written on flowd (docs/alerts.md)",
 		}
 	})
 }

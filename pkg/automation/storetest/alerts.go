@@ -18,10 +18,6 @@ import (
 type AlertsEnv struct {
 	RunEnv
 	Alerts alerts.Store
-	// NoChangeEvents, when set, says why the adapter does not yet write
-	// flow and connection events with the change: that contract is
-	// skipped with this reason.
-	NoChangeEvents string
 }
 
 // RunAlerts runs the alerts store contract against the environment open
@@ -37,9 +33,6 @@ func RunAlerts(t *testing.T, open func(t *testing.T) AlertsEnv) {
 // definition of and deleting a flow, and a connection's status change,
 // each write their event with the change; a metadata-only edit does not.
 func testFlowAndConnectionEvents(t *testing.T, env AlertsEnv) {
-	if env.NoChangeEvents != "" {
-		t.Skip(env.NoChangeEvents)
-	}
 	ctx := context.Background()
 	p := newProject("events", now())
 	must(t, "create project", env.Store.CreateProject(ctx, p))
