@@ -44,6 +44,8 @@ func sendAlerts(ctx context.Context, svc *alerts.Service, store *sqlitestore.Sto
 	wake := store.AlertsWritten()
 	tick := time.NewTicker(alertsPoll)
 	defer tick.Stop()
+	purge := time.NewTicker(time.Hour)
+	defer purge.Stop()
 	for {
 		n, err := svc.DeliverDue(ctx, alertsBatch)
 		if err != nil && ctx.Err() == nil {
@@ -57,6 +59,12 @@ func sendAlerts(ctx context.Context, svc *alerts.Service, store *sqlitestore.Sto
 			return
 		case <-wake:
 		case <-tick.C:
+		case <-purge.C:
+			if n, err := store.PurgeDeliveries(ctx, time.Now().Add(-alerts.Retention), 10_000); err != nil && ctx.Err() == nil {
+				log.Error("purge alert deliveries", "err", err)
+			} else if n > 0 {
+				log.Info("purged alert deliveries", "count", n)
+			}
 		}
 	}
 }

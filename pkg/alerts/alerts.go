@@ -77,6 +77,10 @@ const (
 	ClaimLease = time.Minute
 	// MaxAttemptsKept is how many attempts a delivery records in full.
 	MaxAttemptsKept = 10
+	// Retention is how long a delivery (and its event) is kept after the
+	// event: its retries end after about 28 hours, and the deliveries list
+	// is for finding out why an alert did not arrive.
+	Retention = 30 * 24 * time.Hour
 )
 
 // Backoff is the wait before each retry after the first attempt, made at

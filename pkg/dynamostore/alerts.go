@@ -139,6 +139,9 @@ func deliveryItem(d alerts.Delivery, payload []byte) (map[string]types.Attribute
 	item[attrProject] = str(d.Project)
 	item[attrDoc] = str(string(doc))
 	item[attrPayload] = str(string(payload))
+	// DynamoDB's TTL removes it after alerts.Retention (CreateTables turns
+	// TTL on for the alerts table); subscriptions carry no expiry.
+	item[attrExpiresAt] = num(d.Created.Add(alerts.Retention).Unix())
 	if d.Status == alerts.DeliveryPending && d.NextAttemptAt != nil {
 		item[attrDueShard] = str(dueShard)
 		item[attrDueAt] = str(dueAt(*d.NextAttemptAt, d.ID))
@@ -559,4 +562,22 @@ func (s *Store) setConnectionStatusWithEvent(ctx context.Context, update *types.
 	}
 	s.alerts.written.Store(true)
 	return true, nil
+}
+
+// enableAlertsTTL turns on TTL (expiresAt) for the alerts table, if any.
+func enableAlertsTTL(ctx context.Context, client TableAPI, t Tables) error {
+	if t.Alerts == "" {
+		return nil
+	}
+	_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(t.Alerts),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(attrExpiresAt), Enabled: aws.Bool(true),
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) && !isTTLAlreadyEnabled(err) {
+		return fmt.Errorf("dynamostore: enable TTL on %s: %w", t.Alerts, err)
+	}
+	return nil
 }

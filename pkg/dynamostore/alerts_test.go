@@ -29,3 +29,22 @@ func TestAlertsContract(t *testing.T) {
 		}
 	})
 }
+
+// TestAlertsTableExpires: CreateTables turns TTL on for the alerts table,
+// so deliveries (which carry expiresAt) go after alerts.Retention.
+func TestAlertsTableExpires(t *testing.T) {
+	client := dynamodb.NewFromConfig(awstest.Start(t))
+	prefix := awstest.UniqueName(t, "fs")
+	tables := dynamostore.TableNames(prefix)
+	tables.Alerts = prefix + "-alerts"
+	if err := dynamostore.CreateTables(t.Context(), client, tables); err != nil {
+		t.Fatal(err)
+	}
+	out, err := client.DescribeTimeToLive(t.Context(), &dynamodb.DescribeTimeToLiveInput{TableName: &tables.Alerts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := out.TimeToLiveDescription; d == nil || d.TimeToLiveStatus != "ENABLED" || d.AttributeName == nil || *d.AttributeName != "expiresAt" {
+		t.Fatalf("alerts table TTL = %+v, want ENABLED on expiresAt", d)
+	}
+}

@@ -147,7 +147,7 @@ func CreateTables(ctx context.Context, client TableAPI, t Tables) error {
 	if err != nil && !errors.As(err, &invalid) && !isTTLAlreadyEnabled(err) {
 		return fmt.Errorf("dynamostore: enable TTL on %s: %w", t.Runs, err)
 	}
-	return nil
+	return enableAlertsTTL(ctx, client, t) // alerts.go
 }
 
 // isTTLAlreadyEnabled recognizes the ValidationException DynamoDB answers

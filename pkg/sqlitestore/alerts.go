@@ -452,3 +452,28 @@ func (s *Store) outboxConnection(ctx context.Context, tx *sql.Tx, project, id st
 	}
 	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
 }
+
+// PurgeDeliveries removes up to limit deliveries that are no longer
+// PENDING and whose event is older than before (alerts.Retention), and
+// then the events no delivery needs.
+func (s *Store) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := s.write(ctx, "purge deliveries", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM alert_deliveries WHERE seq IN (
+			SELECT d.seq FROM alert_deliveries d JOIN alert_events e ON e.id = d.event
+			WHERE d.status != 'PENDING' AND e.created_ms < ? LIMIT ?)`, before.UnixMilli(), limit)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM alert_events WHERE created_ms < ?
+			AND NOT EXISTS (SELECT 1 FROM alert_deliveries d WHERE d.event = alert_events.id)`, before.UnixMilli())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: purge deliveries: %w", err)
+	}
+	return int(n), nil
+}
