@@ -54,6 +54,9 @@ const subscriptionCacheTTL = 30 * time.Second
 type alertCache struct {
 	mu       sync.Mutex
 	projects map[string]cachedSubs
+	// gen counts writes through this Store: a load that began before one
+	// is not kept, as it may have read the subscriptions before the write.
+	gen uint64
 	// written is set when this process wrote deliveries (AlertsWritten).
 	written atomic.Bool
 }
@@ -167,6 +170,7 @@ func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]aler
 	}
 	s.alerts.mu.Lock()
 	c, ok := s.alerts.projects[project]
+	gen := s.alerts.gen
 	s.alerts.mu.Unlock()
 	if ok && time.Since(c.fetched) < subscriptionCacheTTL {
 		return c.subs, nil
@@ -185,13 +189,16 @@ func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]aler
 	if s.alerts.projects == nil {
 		s.alerts.projects = map[string]cachedSubs{}
 	}
-	s.alerts.projects[project] = cachedSubs{subs: active, fetched: time.Now()}
+	if s.alerts.gen == gen {
+		s.alerts.projects[project] = cachedSubs{subs: active, fetched: time.Now()}
+	}
 	s.alerts.mu.Unlock()
 	return active, nil
 }
 
 func (s *Store) forgetSubscriptions(project string) {
 	s.alerts.mu.Lock()
+	s.alerts.gen++
 	delete(s.alerts.projects, project)
 	s.alerts.mu.Unlock()
 }

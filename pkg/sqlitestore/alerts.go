@@ -56,9 +56,21 @@ CREATE INDEX alert_deliveries_subscription ON alert_deliveries (subscription, se
 // subscription write in this process drops the cache (flowd is the one
 // process writing its store), and the next finish loads it again.
 type alertState struct {
-	subs     atomic.Pointer[map[string][]alerts.Subscription]
+	subs atomic.Pointer[map[string][]alerts.Subscription]
+	// gen counts invalidations: a load that began before one (and so may
+	// have read the old subscriptions) is not kept.
+	mu       sync.Mutex
+	gen      uint64
 	wakeOnce sync.Once
 	wake     chan struct{}
+}
+
+// forgetSubscriptions drops the cache after a subscription write commits.
+func (s *Store) forgetSubscriptions() {
+	s.alerts.mu.Lock()
+	s.alerts.gen++
+	s.alerts.subs.Store(nil)
+	s.alerts.mu.Unlock()
 }
 
 // AlertsWritten is signalled (without blocking, coalesced) whenever an
@@ -82,6 +94,9 @@ func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]aler
 	if m := s.alerts.subs.Load(); m != nil {
 		return (*m)[project], nil
 	}
+	s.alerts.mu.Lock()
+	gen := s.alerts.gen
+	s.alerts.mu.Unlock()
 	rows, err := s.r.QueryContext(ctx, `SELECT doc FROM alert_subscriptions ORDER BY seq`)
 	if err != nil {
 		return nil, fmt.Errorf("load subscriptions: %w", err)
@@ -100,7 +115,11 @@ func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]aler
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("load subscriptions: %w", err)
 	}
-	s.alerts.subs.CompareAndSwap(nil, &m)
+	s.alerts.mu.Lock()
+	if s.alerts.gen == gen {
+		s.alerts.subs.Store(&m)
+	}
+	s.alerts.mu.Unlock()
 	return m[project], nil
 }
 
@@ -185,7 +204,7 @@ func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: create subscription %s: %w", sub.ID, err)
 	}
-	defer s.alerts.subs.Store(nil)
+	defer s.forgetSubscriptions() // after the commit
 	return s.write(ctx, "create subscription "+sub.ID, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO alert_subscriptions (id, project, doc) VALUES (?, ?, ?)`, sub.ID, sub.Project, doc)
 		return err
@@ -228,7 +247,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: update subscription %s: %w", sub.ID, err)
 	}
-	defer s.alerts.subs.Store(nil)
+	defer s.forgetSubscriptions() // after the commit
 	return s.write(ctx, "update subscription "+sub.ID, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE alert_subscriptions SET doc = ? WHERE project = ? AND id = ?`, doc, sub.Project, sub.ID)
 		if err != nil {
@@ -241,7 +260,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription)
 // DeleteSubscription removes a subscription and its deliveries; events
 // no delivery needs any more go with them.
 func (s *Store) DeleteSubscription(ctx context.Context, project, id string) error {
-	defer s.alerts.subs.Store(nil)
+	defer s.forgetSubscriptions() // after the commit
 	return s.write(ctx, "delete subscription "+id, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM alert_subscriptions WHERE project = ? AND id = ?`, project, id)
 		if err != nil {
