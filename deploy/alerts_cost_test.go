@@ -27,7 +27,7 @@ const (
 	maxQuietRunCalls       = 4
 	maxQuietRunWriteUnits  = 7
 	maxAlertRunCalls       = 9
-	maxAlertRunWriteUnits  = 21
+	maxAlertRunWriteUnits  = 24
 	maxAlertRunReadUnits   = 3
 	maxQuietRunReadUnits   = 1
 	alertCostFailingStatus = http.StatusInternalServerError
