@@ -13,6 +13,7 @@ import (
 
 	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
+	"flowservice/pkg/engine"
 	"flowservice/pkg/sqlitestore"
 )
 
@@ -179,5 +180,45 @@ func TestCreateSubscriptionValidation(t *testing.T) {
 	_, err := svc.CreateSubscription(context.Background(), p, alerts.Input{URL: "https://x.example/", Events: []string{"ping"}})
 	if !automation.HasCode(err, "QUOTA_EXCEEDED") {
 		t.Fatalf("subscription %d = %v, want QUOTA_EXCEEDED", alerts.MaxSubscriptions+1, err)
+	}
+}
+
+// TestDeliveryThroughSSRFGuard: with the HTTP step's guarded transport (as
+// flowd and the runner wire it), a subscription URL on loopback is refused
+// at connect time: nothing reaches the receiver, and the attempt is
+// recorded as a retryable failure naming the rule.
+func TestDeliveryThroughSSRFGuard(t *testing.T) {
+	ctx := context.Background()
+	var received atomic.Int32
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { received.Add(1) }))
+	defer receiver.Close()
+	store, err := sqlitestore.Open(ctx, filepath.Join(t.TempDir(), "alerts.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	svc, err := alerts.NewService(alerts.Config{Store: store, Flows: store,
+		Client: &http.Client{Transport: engine.GuardedTransport(false)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := automation.Project{ID: "prj_a"}
+	sub, err := svc.CreateSubscription(ctx, p, alerts.Input{URL: receiver.URL, Events: []string{alerts.EventRunFailed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := svc.Test(ctx, p, sub.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.DeliverDue(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	d, err := store.Delivery(ctx, p.ID, sub.ID, q.DeliveryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if received.Load() != 0 || d.Status != alerts.DeliveryPending || d.Attempts != 1 || !strings.Contains(d.LastError, "private") {
+		t.Fatalf("delivery to loopback: %d received, %+v; want none, PENDING after 1 attempt naming the private address", received.Load(), d)
 	}
 }
