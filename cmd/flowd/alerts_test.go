@@ -298,6 +298,55 @@ func TestSubscriptionsAPI(t *testing.T) {
 	}
 	api(t, p, key, "DELETE", "/api/v1/subscriptions/"+sub.ID, "", 204, nil)
 	api(t, p, key, "GET", "/api/v1/subscriptions/"+sub.ID, "", 404, nil)
+
+	// A flow's life, each step an event written with the change.
+	var lifecycle subscriptionAnswer
+	api(t, p, key, "POST", "/api/v1/subscriptions", fmt.Sprintf(`{"url": %q,
+		"events": ["flow.published", "flow.enabled", "flow.disabled", "flow.deleted"]}`, rc.srv.URL), 201, &lifecycle)
+	rc.secret.Store(lifecycle.Secret)
+	var flow struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", `{"name": "life", "engine": "FLOW_BUILDER"}`, 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID, `{"description": "metadata only: no event"}`, 200, nil)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/disable", "", 200, nil)
+	api(t, p, key, "DELETE", "/api/v1/flows/"+flow.ID, "", 204, nil)
+	want := []string{"flow.published", "flow.enabled", "flow.disabled", "flow.deleted"}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		counts, bodies, _ := rc.snapshot()
+		if len(counts) == 1+len(want) { // the ping's ID, then one per event
+			break
+		}
+		if time.Now().After(deadline) {
+			var seen []string
+			for _, b := range bodies {
+				seen = append(seen, string(b))
+			}
+			t.Fatalf("events received: %v", seen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, bodies, bad = rc.snapshot()
+	if len(bad) > 0 {
+		t.Fatalf("refused: %v", bad)
+	}
+	got := map[string]bool{}
+	for _, b := range bodies {
+		var ev struct {
+			Type string
+			Data struct{ FlowID string }
+		}
+		json.Unmarshal(b, &ev)
+		if ev.Type != "ping" && ev.Data.FlowID != flow.ID {
+			t.Errorf("event %s about flow %q, want %s", ev.Type, ev.Data.FlowID, flow.ID)
+		}
+		got[ev.Type] = true
+	}
+	for _, typ := range want {
+		if !got[typ] {
+			t.Errorf("no %s event (got %v)", typ, got)
+		}
+	}
 }
 
 // TestFlowctlSubscriptions drives flowctl subscriptions against a real
