@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -181,6 +182,9 @@ func (s *Service) Enable(ctx context.Context, p automation.Project, id string) (
 	return sub, nil
 }
 
+// maxErrorLength bounds an attempt's error as recorded (ten are kept).
+const maxErrorLength = 500
+
 // Queued says which delivery carries a ping or a retry.
 type Queued struct {
 	EventID    string `json:"eventId"`
@@ -209,7 +213,8 @@ func (s *Service) Test(ctx context.Context, p automation.Project, id string) (Qu
 func (s *Service) Deliveries(ctx context.Context, p automation.Project, id, limit string) (automation.List[Delivery], error) {
 	n := 10
 	if limit != "" {
-		if _, err := fmt.Sscanf(limit, "%d", &n); err != nil || n < 1 || n > automation.MaxPageSize || fmt.Sprint(n) != limit {
+		var err error
+		if n, err = strconv.Atoi(limit); err != nil || n < 1 || n > automation.MaxPageSize {
 			return automation.List[Delivery]{}, automation.InvalidCode("INVALID_PARAMETER", "limit must be an integer from 1 to %d", automation.MaxPageSize)
 		}
 	}
@@ -277,6 +282,9 @@ func (s *Service) deliver(ctx context.Context, p Pending) error {
 	a.StatusCode = code
 	if sendErr != nil {
 		a.Error = sendErr.Error()
+		if len(a.Error) > maxErrorLength {
+			a.Error = strings.ToValidUTF8(a.Error[:maxErrorLength], "") + "…"
+		}
 	}
 	now := s.clock().UTC().Truncate(time.Millisecond)
 	d = Next(d, a, now)
@@ -366,7 +374,12 @@ func (s *Service) send(ctx context.Context, sub Subscription, e Event, at time.T
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, errors.Unwrap(err) // url.Error repeats the URL, which the delivery already names
+		// Without url.Error's method and URL: the delivery names its subscription.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return 0, err
 	}
 	defer resp.Body.Close()
 	// Read a little, so the connection can be reused; the body is ignored.
