@@ -68,3 +68,20 @@ func sendAlerts(ctx context.Context, svc *alerts.Service, store *sqlitestore.Sto
 		}
 	}
 }
+
+// sweepAlerts sends due deliveries every alertsPoll until ctx ends: flowd's
+// aws backend in place of the stage's sweep schedule.
+func sweepAlerts(ctx context.Context, svc *alerts.Service, log *slog.Logger) {
+	tick := time.NewTicker(alertsPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := svc.DeliverDue(ctx, alertsBatch); err != nil && ctx.Err() == nil {
+			log.Error("deliver alerts", "err", err)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"flowservice/pkg/awstest"
 )
 
 // alertReceiver is a subscriber: it verifies each delivery with the
@@ -395,5 +397,56 @@ func TestFlowctlSubscriptions(t *testing.T) {
 	}
 	if list := c.ok("", "subscriptions", "list"); strings.Contains(list, created.ID) {
 		t.Fatalf("still listed after delete:\n%s", list)
+	}
+}
+
+// TestAlertsOnAWSBackend: flowd with FLOWD_BACKEND=aws on moto (the Lambda
+// wiring in one process) sends a failed run's alert, written with the
+// finish in DynamoDB, verifiable by the official library.
+func TestAlertsOnAWSBackend(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flowd and moto_server")
+	}
+	moto, err := awstest.StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { moto.Stop() })
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
+	defer broken.Close()
+	rc := newAlertReceiver(t, false)
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "AWS_ENDPOINT_URL="+moto.URL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=testing",
+		"AWS_SECRET_ACCESS_KEY=testing", "AWS_EC2_METADATA_DISABLED=true", "AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null", "FLOWD_BACKEND=aws", "FLOWD_AWS_PROVISION=true",
+		"FLOWD_AWS_PREFIX=alerts", "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_WORKERS=1", "FLOWD_RUN_ATTEMPTS=1",
+		"FLOWD_LOG_LEVEL=warn")
+	defer p.stop(t)
+	key := initialKey(t, dir)
+	var flow struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "charge", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "call", "type": "HTTP", "method": "POST", "url": %q}]}`, broken.URL), 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+	var sub subscriptionAnswer
+	api(t, p, key, "POST", "/api/v1/subscriptions", fmt.Sprintf(`{"url": %q, "events": ["run.failed"]}`, rc.srv.URL), 201, &sub)
+	rc.secret.Store(sub.Secret)
+	resp, err := http.Post(p.base+"/api/v1/webhooks/"+flow.ID, "application/json", strings.NewReader(`{}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("webhook: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	runID := resp.Header.Get("X-Run-Id")
+	waitFor(t, "the run's alert", func() bool {
+		counts, _, _ := rc.snapshot()
+		return len(counts) == 1
+	})
+	_, bodies, bad := rc.snapshot()
+	if len(bad) > 0 {
+		t.Fatalf("refused: %v", bad)
+	}
+	for _, b := range bodies {
+		if !strings.Contains(string(b), `"type":"run.failed"`) || !strings.Contains(string(b), runID) {
+			t.Fatalf("alert = %s, want run.failed of %s", b, runID)
+		}
 	}
 }

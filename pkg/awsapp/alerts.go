@@ -75,3 +75,9 @@ func WithAlerts(next SQSHandler, svc *alerts.Service, written func() bool, log *
 		return resp, err
 	}
 }
+
+// WithAlerts is the package's WithAlerts with this App's alerts: the
+// runner function's wrapping, and flowd's aws backend's.
+func (a *App) WithAlerts(h SQSHandler) SQSHandler {
+	return WithAlerts(h, a.Alerts, a.alertsWritten, a.Log)
+}

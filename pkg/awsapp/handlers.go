@@ -122,7 +122,7 @@ func NewRunnerHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (SQSHa
 	}
 	sqsc := newSqsClient(sqs.NewFromConfig(ClientConfig(awsCfg, cfg)))
 	runner := Runner(a.Svc, Backoff{Client: sqsc, QueueURL: cfg.QueueURL}, a.Log)
-	return a.SQS("runner", WithAlerts(runner, a.Alerts, a.alertsWritten, a.Log)), nil
+	return a.SQS("runner", a.WithAlerts(runner)), nil
 }
 
 // Visibility is the SQS calls a runner backs off with: it changes a
