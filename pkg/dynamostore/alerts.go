@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -57,8 +58,40 @@ type alertCache struct {
 	// gen counts writes through this Store: a load that began before one
 	// is not kept, as it may have read the subscriptions before the write.
 	gen uint64
-	// written is set when this process wrote deliveries (AlertsWritten).
+	// written is set when this process wrote deliveries (AlertsWritten);
+	// fresh holds their keys and due times, for ClaimDeliveries.
 	written atomic.Bool
+	fresh   []map[string]types.AttributeValue
+}
+
+// maxFresh bounds the keys of fresh deliveries a process remembers; the
+// index finds the others.
+const maxFresh = 1000
+
+// noteFresh remembers the deliveries of puts, just committed.
+func (s *Store) noteFresh(puts []types.TransactWriteItem) {
+	s.alerts.mu.Lock()
+	defer s.alerts.mu.Unlock()
+	for _, p := range puts {
+		if p.Put == nil || len(s.alerts.fresh) >= maxFresh {
+			continue
+		}
+		it := p.Put.Item
+		if at, ok := it[attrDueAt]; ok {
+			s.alerts.fresh = append(s.alerts.fresh, map[string]types.AttributeValue{attrPK: it[attrPK], attrSK: it[attrSK], attrDueAt: at})
+		}
+	}
+	s.alerts.written.Store(true)
+}
+
+// takeFresh returns up to max remembered fresh deliveries and forgets them.
+func (s *Store) takeFresh(max int) []map[string]types.AttributeValue {
+	s.alerts.mu.Lock()
+	defer s.alerts.mu.Unlock()
+	n := min(max, len(s.alerts.fresh))
+	out := slices.Clone(s.alerts.fresh[:n])
+	s.alerts.fresh = slices.Delete(s.alerts.fresh, 0, n)
+	return out
 }
 
 // AlertsWritten reports whether this Store wrote event deliveries since
@@ -223,7 +256,7 @@ func (s *Store) finishRun(ctx context.Context, r automation.Run) error {
 	items := append([]types.TransactWriteItem{{Update: up}}, puts...)
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
-		s.alerts.written.Store(true)
+		s.noteFresh(puts)
 	}
 	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
 		return &types.ConditionalCheckFailedException{Message: aws.String("run " + r.ID + " refused the finish")}
@@ -379,7 +412,7 @@ func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delive
 	if err == nil && len(puts) > 0 {
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts})
 		if err == nil {
-			s.alerts.written.Store(true)
+			s.noteFresh(puts)
 		}
 	}
 	if err != nil {
@@ -394,18 +427,24 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	if s.t.Alerts == "" {
 		return nil, nil
 	}
-	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName: &s.t.Alerts, IndexName: aws.String(indexByDue), Limit: aws.Int32(int32(max)),
-		KeyConditionExpression:    aws.String("#shard = :due AND #at <= :now"),
-		ExpressionAttributeNames:  map[string]string{"#shard": attrDueShard, "#at": attrDueAt},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":due": str(dueShard), ":now": str(dueAt(now, "~"))},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dynamostore: claim deliveries: %w", err)
+	// The deliveries this process just wrote first, by key: the index is
+	// eventually consistent, and may not list them yet.
+	keys := s.takeFresh(max)
+	if len(keys) < max {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName: &s.t.Alerts, IndexName: aws.String(indexByDue), Limit: aws.Int32(int32(max - len(keys))),
+			KeyConditionExpression:    aws.String("#shard = :due AND #at <= :now"),
+			ExpressionAttributeNames:  map[string]string{"#shard": attrDueShard, "#at": attrDueAt},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":due": str(dueShard), ":now": str(dueAt(now, "~"))},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: claim deliveries: %w", err)
+		}
+		keys = append(keys, out.Items...)
 	}
 	subs := map[string]*alerts.Subscription{}
 	var claimed []alerts.Pending
-	for _, key := range out.Items {
+	for _, key := range keys {
 		res, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: &s.t.Alerts, Key: map[string]types.AttributeValue{attrPK: key[attrPK], attrSK: key[attrSK]},
 			UpdateExpression:          aws.String("SET #at = :leased"),
@@ -567,7 +606,7 @@ func (s *Store) setConnectionStatusWithEvent(ctx context.Context, update *types.
 	if err != nil {
 		return true, fmt.Errorf("dynamostore: set status of connection %s: %w", id, err)
 	}
-	s.alerts.written.Store(true)
+	s.noteFresh(puts)
 	return true, nil
 }
 
