@@ -440,7 +440,16 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		if err != nil {
 			return nil, fmt.Errorf("dynamostore: claim deliveries: %w", err)
 		}
-		keys = append(keys, out.Items...)
+		// Skip what the fresh keys hold already: a second claim would fail.
+		seen := map[string]bool{}
+		for _, k := range keys {
+			seen[(&reader{item: k}).str(attrSK)] = true
+		}
+		for _, it := range out.Items {
+			if !seen[(&reader{item: it}).str(attrSK)] {
+				keys = append(keys, it)
+			}
+		}
 	}
 	subs := map[string]*alerts.Subscription{}
 	var claimed []alerts.Pending
