@@ -90,7 +90,8 @@ this machine only).`,
 	// No default shown: help must never print a key taken from the environment.
 	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
 	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd(),
-		c.exportCmd(), c.applyCmd(), c.variablesCmd())
+		c.exportCmd(), c.applyCmd(), c.variablesCmd(),
+		c.subscriptionsCmd()) // subscriptions.go
 	return root
 }
 

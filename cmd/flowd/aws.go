@@ -54,12 +54,18 @@ func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv
 	svc := a.Svc
 	client := sqs.NewFromConfig(awsCfg)
 	return &backend{
-		svc: svc, sessionKey: a.CursorKey,
+		svc: svc, sessionKey: a.CursorKey, alerts: a.Alerts,
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
 			for range cfg.Workers {
 				wg.Go(func() {
-					awsdev.Poll(ctx, client, acfg.QueueURL, awsapp.Runner(svc, awsapp.Backoff{Client: client, QueueURL: acfg.QueueURL}, log), log)
+					runner := a.WithAlerts(awsapp.Runner(svc, awsapp.Backoff{Client: client, QueueURL: acfg.QueueURL}, log))
+					awsdev.Poll(ctx, client, acfg.QueueURL, runner, log)
 				})
+			}
+			if a.Alerts != nil {
+				// What the stage's schedule does with its sweep message:
+				// retries, and what the api side wrote (alerts.go).
+				wg.Go(func() { sweepAlerts(ctx, a.Alerts, log) })
 			}
 		},
 		stop:  func(context.Context) {},

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/cronscheduler"
 	"flowservice/pkg/dashboard"
@@ -117,7 +118,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	servers := listen(cfg, lns, surfaces{
 		api: httpapi.NewAPI(b.svc, log,
 			httpapi.WithRateLimit(httpapi.RateLimit{PerSecond: cfg.RateLimit, Burst: int(2*cfg.RateLimit) + 1}),
-			httpapi.WithHealth(b.ping),
+			httpapi.WithHealth(b.ping), httpapi.WithAlerts(b.alerts),
 			httpapi.WithMetrics(m.Handler(metrics.HandlerOptions{
 				Token: cfg.MetricsToken, Open: metrics.IsLoopback(cfg.Addr), Ping: b.ping, Refuse: httpapi.WriteError,
 			}))),
@@ -125,7 +126,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		workflow: m.Receiver("workflow_builder", httpapi.NewWorkflowHook(b.svc, hooks)),
 		dashboard: dashboard.New(b.svc, dashboard.Options{
 			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log, InitialKeyFile: keyFile,
-			OpenAPI: httpapi.OpenAPIDocument(),
+			OpenAPI: httpapi.OpenAPIDocument(), Alerts: b.alerts,
 		}),
 	})
 	// Background work stops after the servers: a webhook accepted while
@@ -171,6 +172,8 @@ type backend struct {
 	start      func(ctx context.Context, wg *sync.WaitGroup) // until ctx ends
 	stop       func(ctx context.Context)                     // before ctx ends: drain what must finish
 	close      func()
+	// alerts serves event subscriptions; nil: none on this backend.
+	alerts *alerts.Service
 }
 
 // openEmbedded wires the SQLite store, sealed secrets, the worker pool and
@@ -244,12 +247,18 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 		// from running.
 		log.Error("load schedules", "err", err)
 	}
+	alertSvc, err := newAlerts(dir.Store, cfg.AllowPrivate, log)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
 	return &backend{
-		svc: svc, ping: dir.Store.Ping,
+		svc: svc, ping: dir.Store.Ping, alerts: alertSvc,
 		sessionKey: dir.CursorKey, // the dashboard derives its own keys from it
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
 			wg.Go(func() { pool.Run(ctx, svc) })
 			wg.Go(func() { purgeLoop(ctx, svc, log) })
+			wg.Go(func() { sendAlerts(ctx, alertSvc, dir.Store, log) })
 			sched.Start(svc)
 		},
 		stop: func(ctx context.Context) {

@@ -32,6 +32,8 @@ func VerifySignature(sig Signature, header func(name string) string, body []byte
 		ok = verifyStripe(secret, header("Stripe-Signature"), body, now)
 	case PresetSlack:
 		ok = verifySlack(secret, header("X-Slack-Signature"), header("X-Slack-Request-Timestamp"), body, now)
+	case PresetStandard:
+		ok = verifyStandard(secret, header, body, now)
 	case "":
 		ok = sig.Header != "" && verifyPrefixed(secret, header(sig.Header), sig.Prefix, body)
 	}
@@ -47,7 +49,12 @@ func errInvalidSignature() *Error {
 
 // mac is the HMAC-SHA256 of the parts, concatenated.
 func mac(secret string, parts ...[]byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
+	return macKey([]byte(secret), parts...)
+}
+
+// macKey is mac with a binary key (Standard Webhooks keys are base64).
+func macKey(key []byte, parts ...[]byte) []byte {
+	m := hmac.New(sha256.New, key)
 	for _, p := range parts {
 		m.Write(p)
 	}

@@ -28,7 +28,7 @@ var (
 	paramRE       = regexp.MustCompile(`^:[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 	httpMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
 	hookMethods   = append(slices.Clone(WebhookMethods), MethodAny)
-	presets       = []string{PresetGitHub, PresetStripe, PresetSlack}
+	presets       = []string{PresetGitHub, PresetStripe, PresetSlack, PresetStandard}
 )
 
 // validateMeta checks the fields of a flow that need no definition.
@@ -307,6 +307,11 @@ func validateSignature(at string, sg *Signature) error {
 		}
 		if sg.Header != "" || sg.Prefix != "" {
 			return Invalid("%s: a preset fixes the header and prefix; send either preset or header (with an optional prefix)", at)
+		}
+		if sg.Preset == PresetStandard && !sg.Secret.Masked() && !strings.Contains(string(sg.Secret), "{{") {
+			if _, err := StandardKey(string(sg.Secret)); err != nil {
+				return Invalid("%s.secret: %v", at, err)
+			}
 		}
 		return nil
 	}

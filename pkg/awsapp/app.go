@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/dynamostore"
 	"flowservice/pkg/engine"
@@ -31,6 +32,11 @@ type App struct {
 
 	metrics *metrics
 	cold    coldStart
+	// Alerts serves event subscriptions; nil without TABLE_ALERTS.
+	// alertsWritten reports whether this instance wrote deliveries since
+	// it last asked (dynamostore.Store.AlertsWritten).
+	Alerts        *alerts.Service
+	alertsWritten func() bool
 }
 
 // Parts are what only some functions have. Each is built by the package of
@@ -115,7 +121,11 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}
-	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m}, nil
+	alertSvc, err := newAlerts(store, cfg, log) // alerts.go
+	if err != nil {
+		return nil, fmt.Errorf("awsapp: %w", err)
+	}
+	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m, Alerts: alertSvc, alertsWritten: store.AlertsWritten}, nil
 }
 
 // ClientConfig is awsCfg for the SDK clients of a function: with

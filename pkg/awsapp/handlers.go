@@ -121,7 +121,8 @@ func NewRunnerHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (SQSHa
 		return nil, err
 	}
 	sqsc := newSqsClient(sqs.NewFromConfig(ClientConfig(awsCfg, cfg)))
-	return a.SQS("runner", Runner(a.Svc, Backoff{Client: sqsc, QueueURL: cfg.QueueURL}, a.Log)), nil
+	runner := Runner(a.Svc, Backoff{Client: sqsc, QueueURL: cfg.QueueURL}, a.Log)
+	return a.SQS("runner", a.WithAlerts(runner)), nil
 }
 
 // Visibility is the SQS calls a runner backs off with: it changes a

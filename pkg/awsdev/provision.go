@@ -37,6 +37,7 @@ import (
 // template. It returns cfg with the resource fields filled in.
 func Provision(ctx context.Context, awsCfg aws.Config, prefix string, cfg awsapp.Config) (awsapp.Config, error) {
 	cfg.Tables = dynamostore.TableNames(prefix)
+	cfg.Tables.Alerts = prefix + "-alerts" // event subscriptions (docs/alerts.md)
 	if err := dynamostore.CreateTables(ctx, dynamodb.NewFromConfig(awsCfg), cfg.Tables); err != nil {
 		return cfg, fmt.Errorf("awsdev: provision tables: %w", err)
 	}

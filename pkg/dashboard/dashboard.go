@@ -23,6 +23,7 @@ import (
 	"net/netip"
 	"time"
 
+	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
 )
 
@@ -66,6 +67,9 @@ type Options struct {
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.
 	Log *slog.Logger
+	// Alerts lists event subscriptions on the Alerts page
+	// (subscriptions.go); nil: the page says they are not available.
+	Alerts *alerts.Service
 }
 
 // Dashboard is the /ui/ handler.
@@ -147,6 +151,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /ui/flows/{flowId}/runs", d.auth(d.runs))
 	d.mux.Handle("GET /ui/flows/{flowId}/runs/{runId}", d.auth(d.run))
 
+	d.mux.Handle("GET /ui/subscriptions", d.auth(d.subscriptions)) // subscriptions.go
 	d.mux.Handle("GET /ui/connections", d.auth(d.connections))
 	d.mux.Handle("POST /ui/connections", d.auth(d.createConnection))
 	d.mux.Handle("POST /ui/connections/{connectionId}/delete", d.auth(d.deleteConnection))

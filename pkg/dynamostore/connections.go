@@ -99,14 +99,26 @@ func (s *Store) DeleteConnection(ctx context.Context, project, id string) error 
 
 // SetConnectionStatus records a state change in place.
 func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st automation.ConnectionStatus, at time.Time) error {
+	update := func() *types.Update {
+		return &types.Update{
+			TableName: &s.t.Connections, Key: connectionKey(id),
+			UpdateExpression:         aws.String("SET #status = :status, #updated = :updated"),
+			ConditionExpression:      aws.String("#project = :project"),
+			ExpressionAttributeNames: map[string]string{"#status": "status", "#updated": "updated", "#project": attrProject},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":status": str(string(st)), ":updated": timeValue(at), ":project": str(project),
+			},
+		}
+	}
+	// With the event, when a subscription wants it (alerts.go).
+	if done, err := s.setConnectionStatusWithEvent(ctx, update(), project, id, st); done || err != nil {
+		return err
+	}
+	u := update()
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.t.Connections, Key: connectionKey(id),
-		UpdateExpression:         aws.String("SET #status = :status, #updated = :updated"),
-		ConditionExpression:      aws.String("#project = :project"),
-		ExpressionAttributeNames: map[string]string{"#status": "status", "#updated": "updated", "#project": attrProject},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":status": str(string(st)), ":updated": timeValue(at), ":project": str(project),
-		},
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
+		ExpressionAttributeValues: u.ExpressionAttributeValues,
 	})
 	if _, ok := conditionFailed(err); ok {
 		return automation.NotFound("connection", id)

@@ -221,12 +221,19 @@ func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
 		}
 		tx = append(tx, *bump)
 	}
+	bumpAt := len(tx) - 1
+	// flow.published, when a subscription wants it, commits with the flow (alerts.go).
+	events, err := s.flowEventPuts(ctx, f.Project, nil, &f)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
+	}
+	tx = append(tx, events...)
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
 		if reasonCode(rs, 0) == reasonCondition {
 			return automation.Conflict("FLOW_EXISTS", "flow %s already exists", f.ID)
 		}
-		if len(routes) > 0 && reasonCode(rs, len(tx)-1) == reasonCondition {
+		if len(routes) > 0 && reasonCode(rs, bumpAt) == reasonCondition {
 			return shapesChanged()
 		}
 		if len(routes) > 0 && reasonCode(rs, len(routes)+1) == reasonCondition {
@@ -355,6 +362,12 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 			tx = append(tx, s.releasePath(f.ID, oldPath), s.unregisterShape(f.ID, oldPath))
 		}
 	}
+	// The flow's event, when a subscription wants it, commits with it (alerts.go).
+	events, err := s.flowEventPuts(ctx, f.Project, &stored, &f)
+	if err != nil {
+		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
+	tx = append(tx, events...)
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
 		switch reasonCode(rs, 0) {
@@ -472,6 +485,12 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		if d := s.stateDelete(id); d != nil {
 			tx = append(tx, *d)
 		}
+		// flow.deleted, when a subscription wants it (alerts.go).
+		events, err := s.flowEventPuts(ctx, project, &f, nil)
+		if err != nil {
+			return fmt.Errorf("dynamostore: delete flow %s: %w", id, err)
+		}
+		tx = append(tx, events...)
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 		if rs := cancelReasons(err); rs != nil && attempt < flowUpdateAttempts {
 			if c := reasonCode(rs, 0); c == reasonCondition || c == reasonTxnConflict {

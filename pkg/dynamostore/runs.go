@@ -553,7 +553,7 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("dynamostore: finish run %s: status %q is not final", r.ID, r.Status)
 	}
-	err := s.updateRun(ctx, r)
+	err := s.finishRun(ctx, r) // alerts.go: with the run's event when one is wanted
 	if _, ok := conditionFailed(err); ok {
 		return s.whyRefused(ctx, r)
 	}

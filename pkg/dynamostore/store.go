@@ -47,6 +47,10 @@ type Tables struct {
 	Runs        string // runs by ID; indexes by project+flow (and status); TTL on expiresAt
 	Samples     string // Test Trigger state and latest sample by flow ID
 	OAuthApps   string // the operator's OAuth2 apps by name (oauthapps.go)
+	// Alerts holds event subscriptions and deliveries (alerts.go); "" for
+	// none, the default of TableNames: a deployment opts in with its table
+	// (TABLE_ALERTS), and until then a finish costs no request more.
+	Alerts string
 }
 
 // TableNames returns the tables of a stage, named prefix-projects,
@@ -75,6 +79,8 @@ type Store struct {
 	log       *slog.Logger
 	// flowDeleteRuns bounds the runs DeleteFlow removes itself.
 	flowDeleteRuns int
+	// alerts caches subscriptions for the run path (alerts.go).
+	alerts alertCache
 }
 
 var _ automation.Store = (*Store)(nil)

@@ -97,7 +97,7 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 		}
 		return in
 	}
-	return []*dynamodb.CreateTableInput{
+	return append([]*dynamodb.CreateTableInput{
 		table(t.Projects, []types.AttributeDefinition{s(attrPK)}, keys(attrPK, "")),
 		table(t.Keys, []types.AttributeDefinition{s(attrPK), s(attrProject), s(attrCreatedSort)}, keys(attrPK, ""),
 			gsi("keys", indexByProject, attrProject, attrCreatedSort)),
@@ -113,7 +113,7 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 			gsi("runs", indexByProject, attrProject, attrCreatedSort)),
 		table(t.Samples, []types.AttributeDefinition{s(attrFlowID)}, keys(attrFlowID, "")),
 		table(t.OAuthApps, []types.AttributeDefinition{s(attrAppName)}, keys(attrAppName, "")),
-	}
+	}, alertsTables(t)...)
 }
 
 // CreateTables creates the tables that do not exist yet, waits until they
@@ -147,7 +147,7 @@ func CreateTables(ctx context.Context, client TableAPI, t Tables) error {
 	if err != nil && !errors.As(err, &invalid) && !isTTLAlreadyEnabled(err) {
 		return fmt.Errorf("dynamostore: enable TTL on %s: %w", t.Runs, err)
 	}
-	return nil
+	return enableAlertsTTL(ctx, client, t) // alerts.go
 }
 
 // isTTLAlreadyEnabled recognizes the ValidationException DynamoDB answers

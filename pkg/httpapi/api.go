@@ -13,6 +13,7 @@ import (
 	"path"
 	"time"
 
+	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
 )
 
@@ -31,6 +32,8 @@ type API struct {
 	ping func(context.Context) error
 	// metrics serves GET /metrics; nil: 404.
 	metrics http.Handler
+	// alerts serves the subscription routes (subscriptions.go); nil: none.
+	alerts *alerts.Service
 }
 
 // route is one entry of the routing table. Public routes skip
@@ -43,7 +46,7 @@ type route struct {
 
 // routes is the routing table: adding an endpoint is one line here.
 func (a *API) routes() []route {
-	return []route{
+	return append([]route{
 		{pattern: "GET /api/v1/openapi.json", handler: a.openAPI, public: true},
 		{pattern: "GET /healthz", handler: a.healthz, public: true},
 		{pattern: "GET /metrics", handler: a.serveMetrics, public: true},
@@ -78,7 +81,7 @@ func (a *API) routes() []route {
 		{pattern: "DELETE /api/v1/variables/{name}", handler: a.deleteVariable},
 		{pattern: "GET /api/v1/flows/{flowId}/export", handler: a.exportFlow},
 		{pattern: "POST /api/v1/flows/import", handler: a.importFlow},
-	}
+	}, a.alertRoutes()...)
 }
 
 // NewAPI returns the management API handler. log receives one access line per

@@ -66,6 +66,9 @@ func (s *Store) DeleteConnection(ctx context.Context, project, id string) error 
 // SetConnectionStatus records a new status and when it changed.
 func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st automation.ConnectionStatus, at time.Time) error {
 	return s.write(ctx, "set status of connection "+id, func(tx *sql.Tx) error {
+		if err := s.outboxConnection(ctx, tx, project, id, st); err != nil { // alerts.go
+			return err
+		}
 		res, err := tx.ExecContext(ctx,
 			`UPDATE connections SET status = ?, updated = ? WHERE project = ? AND id = ?`,
 			string(st), formatTime(at), project, id)

@@ -23,6 +23,9 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 	}
 	defer s.cache.invalidate() // after the commit: see flowCache.gen
 	return s.write(ctx, "create flow "+f.ID, func(tx *sql.Tx) error {
+		if err := s.outboxFlow(ctx, tx, f.Project, f.ID, &f); err != nil { // alerts.go
+			return err
+		}
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO flows (id, project, status, version, doc, allowed_ips) VALUES (?, ?, ?, 1, ?, ?)`,
 			f.ID, f.Project, string(f.Status), doc, ips); err != nil {
@@ -42,6 +45,9 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 	}
 	defer s.cache.invalidate()
 	return s.write(ctx, "put flow "+f.ID, func(tx *sql.Tx) error {
+		if err := s.outboxFlow(ctx, tx, f.Project, f.ID, &f); err != nil { // alerts.go
+			return err
+		}
 		res, err := tx.ExecContext(ctx,
 			`UPDATE flows SET status = ?, version = ?, doc = ?, allowed_ips = ?
 			 WHERE project = ? AND id = ? AND version = ?`,
@@ -160,6 +166,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		}
 		if n == 0 {
 			return automation.NotFound("flow", id)
+		}
+		if err := s.outboxFlow(ctx, tx, project, id, nil); err != nil { // alerts.go
+			return err
 		}
 		// What hangs off the flow goes first. Routes would also cascade
 		// on their foreign key; naming them keeps the list in one place.

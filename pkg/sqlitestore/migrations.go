@@ -19,7 +19,8 @@ var migrations = []string{
 	schemaFlowState, // state.go
 	schemaRunSummary,
 	schemaProjectLimits, // limits.go
-	schemaVariables, // variables.go
+	schemaVariables,     // variables.go
+	schemaAlerts,        // alerts.go
 }
 
 // SchemaVersion is the version Open brings a database to.

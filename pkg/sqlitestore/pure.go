@@ -61,8 +61,11 @@ func (s *Store) addFinishedToFlow(ctx context.Context, tx *sql.Tx, r automation.
 	if r.Status == automation.RunSucceeded {
 		succeeded = 1
 	}
-	_, err := s.exec(ctx, tx,
+	if _, err := s.exec(ctx, tx,
 		`UPDATE flows SET finished = finished + 1, succeeded = succeeded + ?, last_run = ? WHERE id = ?`,
-		succeeded, lastRun, r.FlowID)
-	return err
+		succeeded, lastRun, r.FlowID); err != nil {
+		return err
+	}
+	// The run's event, if a subscription wants it, commits with the finish.
+	return s.outboxRun(ctx, tx, r)
 }

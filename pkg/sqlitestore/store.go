@@ -70,6 +70,8 @@ type Store struct {
 	// cache holds flows and routes for the receivers (CacheFlows); nil
 	// when off.
 	cache *flowCache
+	// alerts caches subscriptions for the run path (alerts.go).
+	alerts alertState
 	// batchHook, when set (tests only, before any write), is told the size
 	// of each batch the writer commits.
 	batchHook func(n int)

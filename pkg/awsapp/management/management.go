@@ -120,7 +120,7 @@ func cursorKey(ctx context.Context, sm secretReader, arn string) ([]byte, error)
 func Handler(a *awsapp.App) http.Handler {
 	mux := http.NewServeMux()
 	// A browser opening the stage's root lands on the dashboard.
-	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log), stagePrefix))
+	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log, httpapi.WithAlerts(a.Alerts)), stagePrefix))
 	mux.Handle("/ui/", newDashboard(a))
 	return mux
 }
@@ -130,7 +130,7 @@ func Handler(a *awsapp.App) http.Handler {
 func newDashboard(a *awsapp.App) http.Handler {
 	return dashboard.New(a.Svc, dashboard.Options{
 		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log,
-		OpenAPI: httpapi.OpenAPIDocument(),
+		OpenAPI: httpapi.OpenAPIDocument(), Alerts: a.Alerts,
 	})
 }
 

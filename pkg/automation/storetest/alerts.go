@@ -1,0 +1,282 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"flowservice/pkg/alerts"
+	"flowservice/pkg/automation"
+)
+
+// AlertsEnv is a store with event subscriptions: the run store whose
+// finish writes run events, and the alerts store over the same data.
+type AlertsEnv struct {
+	RunEnv
+	Alerts alerts.Store
+}
+
+// RunAlerts runs the alerts store contract against the environment open
+// makes; open must return empty stores each call.
+func RunAlerts(t *testing.T, open func(t *testing.T) AlertsEnv) {
+	t.Run("Subscriptions", func(t *testing.T) { testSubscriptions(t, open(t)) })
+	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open(t)) })
+	t.Run("RunFinishWritesEvent", func(t *testing.T) { testRunFinishWritesEvent(t, open(t)) })
+	t.Run("FlowAndConnectionEvents", func(t *testing.T) { testFlowAndConnectionEvents(t, open(t)) })
+}
+
+// testFlowAndConnectionEvents: creating, enabling, disabling, changing the
+// definition of and deleting a flow, and a connection's status change,
+// each write their event with the change; a metadata-only edit does not.
+func testFlowAndConnectionEvents(t *testing.T, env AlertsEnv) {
+	ctx := context.Background()
+	p := newProject("events", now())
+	must(t, "create project", env.Store.CreateProject(ctx, p))
+	sub := newSubscription(p.ID, alerts.EventFlowPublished, alerts.EventFlowEnabled, alerts.EventFlowDisabled,
+		alerts.EventFlowDeleted, alerts.EventConnectionStateChanged)
+	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, sub))
+	events := func(what string, want ...string) {
+		t.Helper()
+		got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100)
+		must(t, "claim deliveries", err)
+		var types []string
+		for _, d := range got {
+			types = append(types, d.Event.Type)
+		}
+		if diff := cmp.Diff(want, types); diff != "" {
+			t.Fatalf("events after %s (-want +got):\n%s", what, diff)
+		}
+	}
+	f := flowBuilderWebhook(p.ID, "hook", now())
+	must(t, "create flow", env.Store.CreateFlow(ctx, f))
+	events("create", alerts.EventFlowPublished)
+	put := func(change func(*automation.Flow)) {
+		t.Helper()
+		cur, err := env.Store.Flow(ctx, p.ID, f.ID)
+		must(t, "get flow", err)
+		change(&cur)
+		cur.Version++
+		must(t, "put flow", env.Store.PutFlow(ctx, cur))
+	}
+	put(func(f *automation.Flow) { f.Status = automation.FlowActive })
+	events("enable", alerts.EventFlowEnabled)
+	put(func(f *automation.Flow) { f.Name = "renamed" })
+	events("a rename")
+	put(func(f *automation.Flow) {
+		f.Steps = append(f.Steps, automation.Step{Name: "extra", Type: automation.StepSet, Set: json.RawMessage(`{"a":1}`)})
+	})
+	events("a definition change", alerts.EventFlowPublished)
+	put(func(f *automation.Flow) { f.Status = automation.FlowInactive })
+	events("disable", alerts.EventFlowDisabled)
+	must(t, "delete flow", env.Store.DeleteFlow(ctx, p.ID, f.ID))
+	events("delete", alerts.EventFlowDeleted)
+
+	c := newConnection(p.ID, "gh", now())
+	must(t, "create connection", env.Store.CreateConnection(ctx, c))
+	must(t, "set status", env.Store.SetConnectionStatus(ctx, p.ID, c.ID, automation.ConnectionError, now()))
+	got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100)
+	must(t, "claim", err)
+	if len(got) != 1 || got[0].Event.Type != alerts.EventConnectionStateChanged ||
+		!strings.Contains(string(got[0].Event.Payload), `"from":"ACTIVE","to":"ERROR"`) {
+		t.Fatalf("after a status change: %+v", got)
+	}
+	must(t, "same status", env.Store.SetConnectionStatus(ctx, p.ID, c.ID, automation.ConnectionError, now()))
+	events("a status set to itself")
+}
+
+func newSubscription(project string, events ...string) alerts.Subscription {
+	return alerts.Subscription{
+		ID: automation.NewID(alerts.PrefixSubscription), Project: project, URL: "https://hooks.example.com/in",
+		Events: events, Status: alerts.StatusActive, Secret: alerts.NewSecret(), Created: now(),
+	}
+}
+
+func testSubscriptions(t *testing.T, env AlertsEnv) {
+	ctx := context.Background()
+	a := env.Alerts
+	s1 := newSubscription("prj_a", alerts.EventRunFailed)
+	flow := "flw_x"
+	s1.FlowID, s1.Description = &flow, "on call"
+	s2 := newSubscription("prj_a", alerts.EventRunSucceeded, alerts.EventFlowDeleted)
+	s2.Created = s1.Created.Add(time.Millisecond) // lists are in creation order
+	other := newSubscription("prj_b", alerts.EventRunFailed)
+	for _, s := range []alerts.Subscription{s1, s2, other} {
+		must(t, "create subscription", a.CreateSubscription(ctx, s))
+	}
+	got, err := a.Subscription(ctx, "prj_a", s1.ID)
+	must(t, "get subscription", err)
+	if diff := cmp.Diff(s1, got); diff != "" {
+		t.Errorf("subscription read back (-want +got):\n%s", diff)
+	}
+	_, err = a.Subscription(ctx, "prj_b", s1.ID)
+	wantKind(t, "another project's subscription", err, automation.ErrNotFound, "SUBSCRIPTION_NOT_FOUND")
+	list, err := a.Subscriptions(ctx, "prj_a")
+	must(t, "list subscriptions", err)
+	if diff := cmp.Diff([]alerts.Subscription{s1, s2}, list); diff != "" {
+		t.Errorf("list (-want +got):\n%s", diff)
+	}
+	since := now().Add(time.Hour)
+	s2.Status, s2.FailingSince = alerts.StatusDisabled, &since
+	must(t, "update subscription", a.UpdateSubscription(ctx, s2))
+	got, err = a.Subscription(ctx, "prj_a", s2.ID)
+	must(t, "get updated", err)
+	if diff := cmp.Diff(s2, got); diff != "" {
+		t.Errorf("updated subscription (-want +got):\n%s", diff)
+	}
+	ghost := newSubscription("prj_a", alerts.EventPing)
+	wantKind(t, "update a missing subscription", a.UpdateSubscription(ctx, ghost), automation.ErrNotFound, "SUBSCRIPTION_NOT_FOUND")
+	wantKind(t, "delete from another project", a.DeleteSubscription(ctx, "prj_b", s1.ID), automation.ErrNotFound, "SUBSCRIPTION_NOT_FOUND")
+	must(t, "delete subscription", a.DeleteSubscription(ctx, "prj_a", s1.ID))
+	_, err = a.Subscription(ctx, "prj_a", s1.ID)
+	wantKind(t, "deleted subscription", err, automation.ErrNotFound, "SUBSCRIPTION_NOT_FOUND")
+	wantKind(t, "delete twice", a.DeleteSubscription(ctx, "prj_a", s1.ID), automation.ErrNotFound, "SUBSCRIPTION_NOT_FOUND")
+}
+
+func testDeliveries(t *testing.T, env AlertsEnv) {
+	ctx := context.Background()
+	a := env.Alerts
+	s1, s2 := newSubscription("prj_a", alerts.EventPing), newSubscription("prj_a", alerts.EventPing)
+	must(t, "create", a.CreateSubscription(ctx, s1))
+	must(t, "create", a.CreateSubscription(ctx, s2))
+	e, err := alerts.NewEvent("prj_a", alerts.EventPing, "", map[string]string{"hello": "world"}, now())
+	must(t, "new event", err)
+	d1, d2 := alerts.NewDelivery(e, s1.ID), alerts.NewDelivery(e, s2.ID)
+	must(t, "add event", a.AddEvent(ctx, e, []alerts.Delivery{d1, d2}))
+
+	t0 := now().Add(time.Second)
+	claimed, err := a.ClaimDeliveries(ctx, t0, time.Minute, 10)
+	must(t, "claim", err)
+	if len(claimed) != 2 {
+		t.Fatalf("claimed %d deliveries, want 2", len(claimed))
+	}
+	for _, p := range claimed {
+		sub := s1
+		if p.Delivery.SubscriptionID == s2.ID {
+			sub = s2
+		}
+		if p.Event.ID != e.ID || string(p.Event.Payload) != string(e.Payload) || p.Subscription.Secret != sub.Secret ||
+			p.Subscription.URL != sub.URL || p.Delivery.Status != alerts.DeliveryPending || p.Delivery.Project != "prj_a" {
+			t.Errorf("claimed %+v, want event %s with subscription %s", p, e.ID, sub.ID)
+		}
+	}
+	again, err := a.ClaimDeliveries(ctx, t0.Add(30*time.Second), time.Minute, 10)
+	must(t, "claim within the lease", err)
+	if len(again) != 0 {
+		t.Fatalf("claimed %d deliveries within the lease, want 0", len(again))
+	}
+	// The lease of a sender that died runs out: the delivery is claimed again.
+	again, err = a.ClaimDeliveries(ctx, t0.Add(61*time.Second), time.Minute, 1)
+	must(t, "claim after the lease", err)
+	if len(again) != 1 {
+		t.Fatalf("claimed %d deliveries after the lease (max 1), want 1", len(again))
+	}
+	// An attempt that failed: due again later, not before.
+	t1 := t0.Add(62 * time.Second)
+	d := alerts.Next(again[0].Delivery, alerts.Attempt{At: t1, StatusCode: 503}, t1)
+	must(t, "record attempt", a.RecordAttempt(ctx, d))
+	got, err := a.Delivery(ctx, "prj_a", d.SubscriptionID, d.ID)
+	must(t, "get delivery", err)
+	if diff := cmp.Diff(d, got); diff != "" {
+		t.Errorf("delivery read back (-want +got):\n%s", diff)
+	}
+	early, err := a.ClaimDeliveries(ctx, t1.Add(4*time.Second), time.Minute, 10)
+	must(t, "claim before the retry is due", err)
+	for _, p := range early {
+		if p.Delivery.ID == d.ID {
+			t.Fatalf("delivery %s claimed before its next attempt", d.ID)
+		}
+	}
+	due, err := a.ClaimDeliveries(ctx, t1.Add(5*time.Second), time.Minute, 10)
+	must(t, "claim the retry", err)
+	if len(due) != 1 || due[0].Delivery.ID != d.ID || due[0].Delivery.Attempts != 1 {
+		t.Fatalf("claimed %+v at the retry, want %s after 1 attempt", due, d.ID)
+	}
+	ok := alerts.Next(due[0].Delivery, alerts.Attempt{At: t1, StatusCode: 204}, t1.Add(5*time.Second))
+	must(t, "record success", a.RecordAttempt(ctx, ok))
+	list, err := a.Deliveries(ctx, "prj_a", d.SubscriptionID, 10)
+	must(t, "list deliveries", err)
+	if len(list) != 1 || list[0].Status != alerts.DeliverySucceeded || list[0].Attempts != 2 || *list[0].LastStatusCode != 204 {
+		t.Fatalf("deliveries = %+v, want one SUCCEEDED after 2 attempts", list)
+	}
+	_, err = a.Delivery(ctx, "prj_b", d.SubscriptionID, d.ID)
+	wantKind(t, "another project's delivery", err, automation.ErrNotFound, "DELIVERY_NOT_FOUND")
+	// Deleting a subscription takes its pending deliveries with it.
+	must(t, "delete subscription", a.DeleteSubscription(ctx, "prj_a", d.SubscriptionID))
+	_, err = a.Delivery(ctx, "prj_a", d.SubscriptionID, d.ID)
+	wantKind(t, "deleted subscription's delivery", err, automation.ErrNotFound, "DELIVERY_NOT_FOUND")
+}
+
+// testRunFinishWritesEvent: a run's finish writes its event with the
+// finish, for the subscriptions that want it, and none without one.
+func testRunFinishWritesEvent(t *testing.T, env AlertsEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env.RunEnv)
+	finish := func(status automation.RunStatus) automation.Run {
+		t.Helper()
+		r := newRun(f, now())
+		must(t, "create run", env.Create(ctx, r))
+		c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+		must(t, "claim run", err)
+		fin := finishedRun(f, r.Created, status)
+		fin.ID, fin.LeaseToken = c.ID, c.LeaseToken
+		if status != automation.RunSucceeded {
+			fin.Steps[0].Status = automation.StepFailed
+			fin.Steps[0].Error = "boom"
+		}
+		must(t, "finish run", env.Runs.FinishRun(ctx, fin))
+		return fin
+	}
+	claimAll := func() []alerts.Pending {
+		t.Helper()
+		p, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100)
+		must(t, "claim deliveries", err)
+		return p
+	}
+	finish(automation.RunFailed)
+	if got := claimAll(); len(got) != 0 {
+		t.Fatalf("a project without subscriptions got %d deliveries", len(got))
+	}
+	failures := newSubscription(f.Project, alerts.EventRunFailed, alerts.EventRunTimeout)
+	otherFlow := "flw_other"
+	elsewhere := newSubscription(f.Project, alerts.EventRunFailed)
+	elsewhere.FlowID = &otherFlow
+	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, failures))
+	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, elsewhere))
+	finish(automation.RunSucceeded)
+	if got := claimAll(); len(got) != 0 {
+		t.Fatalf("a SUCCEEDED run reached a failures-only subscription: %d deliveries", len(got))
+	}
+	failed := finish(automation.RunFailed)
+	got := claimAll()
+	if len(got) != 1 || got[0].Subscription.ID != failures.ID || got[0].Event.Type != alerts.EventRunFailed {
+		t.Fatalf("deliveries after a failed run = %+v, want one run.failed to %s", got, failures.ID)
+	}
+	var payload struct {
+		Type      string
+		Timestamp time.Time
+		Data      struct {
+			ID, FlowID, FlowName, Status string
+			Error                        struct {
+				Step    *string
+				Message string
+			}
+		}
+	}
+	if err := json.Unmarshal(got[0].Event.Payload, &payload); err != nil {
+		t.Fatal(err)
+	}
+	if payload.Type != alerts.EventRunFailed || payload.Timestamp.IsZero() || payload.Data.ID != failed.ID ||
+		payload.Data.FlowID != f.ID || payload.Data.FlowName != f.Name || payload.Data.Status != "FAILED" ||
+		payload.Data.Error.Step == nil || *payload.Data.Error.Step != "shape" || payload.Data.Error.Message != failed.Error {
+		t.Fatalf("payload = %s", got[0].Event.Payload)
+	}
+	must(t, "delete subscription", env.Alerts.DeleteSubscription(ctx, f.Project, failures.ID))
+	finish(automation.RunFailed)
+	if got := claimAll(); len(got) != 0 {
+		t.Fatalf("a deleted subscription still got %d deliveries", len(got))
+	}
+}

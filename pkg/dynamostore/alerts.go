@@ -1,0 +1,638 @@
+package dynamostore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"flowservice/pkg/alerts"
+	"flowservice/pkg/automation"
+)
+
+var _ alerts.Store = (*Store)(nil)
+
+// The alerts table (Tables.Alerts) holds, under (pk, sk):
+//
+//   - a subscription at ("proj#<project>", "sub#<id>"): doc, its JSON with
+//     the secret;
+//   - a delivery at ("sub#<subscription>", "dlv#<id>"): doc, its JSON, and
+//     payload, the event's body. Delivery IDs sort by creation, so a query
+//     lists a subscription's deliveries newest first. While PENDING it
+//     carries dueShard "due" and dueAt (fixed-width time + ID), the keys of
+//     the sparse byDue index the sender queries; a claim moves dueAt past
+//     the lease with a condition on its old value, so one sender wins.
+//
+// There is no event item: the event's ID, type and payload are in each of
+// its deliveries, written in the same transaction as the run's finish.
+const (
+	attrSK       = "sk"
+	attrDoc      = "doc"
+	attrPayload  = "payload"
+	attrDueShard = "dueShard"
+	attrDueAt    = "dueAt"
+	indexByDue   = "byDue"
+	dueShard     = "due"
+)
+
+// subscriptionCacheTTL is how long a process trusts its copy of a
+// project's subscriptions on the run path: a subscription made in the API
+// function reaches warm runners within it. Writes through this Store drop
+// the copy at once.
+const subscriptionCacheTTL = 30 * time.Second
+
+// alertCache holds each project's ACTIVE subscriptions for the run path, so
+// a finish in a project without any adds no request.
+type alertCache struct {
+	mu       sync.Mutex
+	projects map[string]cachedSubs
+	// gen counts writes through this Store: a load that began before one
+	// is not kept, as it may have read the subscriptions before the write.
+	gen uint64
+	// written is set when this process wrote deliveries (AlertsWritten);
+	// fresh holds their keys and due times, for ClaimDeliveries.
+	written atomic.Bool
+	fresh   []map[string]types.AttributeValue
+}
+
+// maxFresh bounds the keys of fresh deliveries a process remembers; the
+// index finds the others.
+const maxFresh = 1000
+
+// noteFresh remembers the deliveries of puts, just committed.
+func (s *Store) noteFresh(puts []types.TransactWriteItem) {
+	s.alerts.mu.Lock()
+	defer s.alerts.mu.Unlock()
+	for _, p := range puts {
+		if p.Put == nil || len(s.alerts.fresh) >= maxFresh {
+			continue
+		}
+		it := p.Put.Item
+		if at, ok := it[attrDueAt]; ok {
+			s.alerts.fresh = append(s.alerts.fresh, map[string]types.AttributeValue{attrPK: it[attrPK], attrSK: it[attrSK], attrDueAt: at})
+		}
+	}
+	s.alerts.written.Store(true)
+}
+
+// takeFresh returns up to max remembered fresh deliveries and forgets them.
+func (s *Store) takeFresh(max int) []map[string]types.AttributeValue {
+	s.alerts.mu.Lock()
+	defer s.alerts.mu.Unlock()
+	n := min(max, len(s.alerts.fresh))
+	out := slices.Clone(s.alerts.fresh[:n])
+	s.alerts.fresh = slices.Delete(s.alerts.fresh, 0, n)
+	return out
+}
+
+// AlertsWritten reports whether this Store wrote event deliveries since
+// the last call, and clears the flag: the runner sends at once after a
+// batch that wrote some, and otherwise leaves retries to the sweep, so
+// that a batch without events makes no request for alerts.
+func (s *Store) AlertsWritten() bool { return s.alerts.written.Swap(false) }
+
+type cachedSubs struct {
+	subs    []alerts.Subscription
+	fetched time.Time
+}
+
+func alertsTables(t Tables) []*dynamodb.CreateTableInput {
+	if t.Alerts == "" {
+		return nil
+	}
+	s := func(name string) types.AttributeDefinition {
+		return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: types.ScalarAttributeTypeS}
+	}
+	key := func(name string, kt types.KeyType) types.KeySchemaElement {
+		return types.KeySchemaElement{AttributeName: aws.String(name), KeyType: kt}
+	}
+	return []*dynamodb.CreateTableInput{{
+		TableName:            aws.String(t.Alerts),
+		AttributeDefinitions: []types.AttributeDefinition{s(attrPK), s(attrSK), s(attrDueShard), s(attrDueAt)},
+		KeySchema:            []types.KeySchemaElement{key(attrPK, types.KeyTypeHash), key(attrSK, types.KeyTypeRange)},
+		BillingMode:          types.BillingModePayPerRequest,
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName:  aws.String(indexByDue),
+			KeySchema:  []types.KeySchemaElement{key(attrDueShard, types.KeyTypeHash), key(attrDueAt, types.KeyTypeRange)},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}},
+	}}
+}
+
+func subscriptionKey(project, id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str("proj#" + project), attrSK: str("sub#" + id)}
+}
+
+func deliveryKey(subscriptionID, id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str("sub#" + subscriptionID), attrSK: str("dlv#" + id)}
+}
+
+func dueAt(t time.Time, id string) string { return t.UTC().Format(sortTimeLayout) + "#" + id }
+
+// subscriptionRecord is a subscription as stored: with its secret.
+type subscriptionRecord struct {
+	alerts.Subscription
+	Project string `json:"project"`
+	Secret  string `json:"secret"`
+}
+
+func subscriptionItem(sub alerts.Subscription) (map[string]types.AttributeValue, error) {
+	doc, err := json.Marshal(subscriptionRecord{Subscription: sub, Project: sub.Project, Secret: sub.Secret.Reveal()})
+	if err != nil {
+		return nil, err
+	}
+	item := subscriptionKey(sub.Project, sub.ID)
+	item[attrDoc] = str(string(doc))
+	return item, nil
+}
+
+func decodeSubscription(item map[string]types.AttributeValue) (alerts.Subscription, error) {
+	r := reader{item: item}
+	var rec subscriptionRecord
+	if err := json.Unmarshal([]byte(r.str(attrDoc)), &rec); err != nil {
+		return alerts.Subscription{}, fmt.Errorf("decode subscription: %w", err)
+	}
+	sub := rec.Subscription
+	sub.Project, sub.Secret = rec.Project, automation.Secret(rec.Secret)
+	return sub, nil
+}
+
+func deliveryItem(d alerts.Delivery, payload []byte) (map[string]types.AttributeValue, error) {
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	item := deliveryKey(d.SubscriptionID, d.ID)
+	item[attrProject] = str(d.Project)
+	item[attrDoc] = str(string(doc))
+	item[attrPayload] = str(string(payload))
+	// DynamoDB's TTL removes it after alerts.Retention (CreateTables turns
+	// TTL on for the alerts table); subscriptions carry no expiry.
+	item[attrExpiresAt] = num(d.Created.Add(alerts.Retention).Unix())
+	if d.Status == alerts.DeliveryPending && d.NextAttemptAt != nil {
+		item[attrDueShard] = str(dueShard)
+		item[attrDueAt] = str(dueAt(*d.NextAttemptAt, d.ID))
+	}
+	return item, nil
+}
+
+func decodeDelivery(item map[string]types.AttributeValue) (alerts.Delivery, error) {
+	r := reader{item: item}
+	var d alerts.Delivery
+	if err := json.Unmarshal([]byte(r.str(attrDoc)), &d); err != nil {
+		return alerts.Delivery{}, fmt.Errorf("decode delivery: %w", err)
+	}
+	d.Project = r.str(attrProject)
+	return d, nil
+}
+
+// activeSubscriptions returns the project's ACTIVE subscriptions, from the
+// cache when it is fresh.
+func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
+	if s.t.Alerts == "" {
+		return nil, nil
+	}
+	s.alerts.mu.Lock()
+	c, ok := s.alerts.projects[project]
+	gen := s.alerts.gen
+	s.alerts.mu.Unlock()
+	if ok && time.Since(c.fetched) < subscriptionCacheTTL {
+		return c.subs, nil
+	}
+	all, err := s.Subscriptions(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	var active []alerts.Subscription
+	for _, sub := range all {
+		if sub.Status == alerts.StatusActive {
+			active = append(active, sub)
+		}
+	}
+	s.alerts.mu.Lock()
+	if s.alerts.projects == nil {
+		s.alerts.projects = map[string]cachedSubs{}
+	}
+	if s.alerts.gen == gen {
+		s.alerts.projects[project] = cachedSubs{subs: active, fetched: time.Now()}
+	}
+	s.alerts.mu.Unlock()
+	return active, nil
+}
+
+func (s *Store) forgetSubscriptions(project string) {
+	s.alerts.mu.Lock()
+	s.alerts.gen++
+	delete(s.alerts.projects, project)
+	s.alerts.mu.Unlock()
+}
+
+// finishRun is FinishRun's write of the run: one UpdateItem, or, when a
+// subscription wants the run's event, one TransactWriteItems of that
+// update and the event's deliveries, so that the finish and its event
+// commit together. A refused condition on the run comes back as a
+// ConditionalCheckFailedException, as from the UpdateItem.
+func (s *Store) finishRun(ctx context.Context, r automation.Run) error {
+	puts, err := s.runEventPuts(ctx, r)
+	if err != nil {
+		return err
+	}
+	if len(puts) == 0 {
+		return s.updateRun(ctx, r)
+	}
+	up, err := s.runUpdate(ctx, r, true)
+	if err != nil {
+		return err
+	}
+	items := append([]types.TransactWriteItem{{Update: up}}, puts...)
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		s.noteFresh(puts)
+	}
+	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
+		return &types.ConditionalCheckFailedException{Message: aws.String("run " + r.ID + " refused the finish")}
+	}
+	return err
+}
+
+// runEventPuts are the delivery items of a finished run's event, none when
+// no subscription of the project wants it.
+func (s *Store) runEventPuts(ctx context.Context, r automation.Run) ([]types.TransactWriteItem, error) {
+	subs, err := s.activeSubscriptions(ctx, r.Project)
+	if err != nil || len(subs) == 0 {
+		return nil, err
+	}
+	typ := alerts.RunEventType(r.Status)
+	wanted := false
+	for _, sub := range subs {
+		wanted = wanted || sub.Wants(typ, r.FlowID)
+	}
+	if !wanted {
+		return nil, nil
+	}
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Flows, Key: flowKey(r.FlowID),
+		ProjectionExpression: aws.String("#n"), ExpressionAttributeNames: map[string]string{"#n": "name"},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("flow name for run event: %w", err)
+	}
+	e, err := alerts.NewRunEvent(r, (&reader{item: out.Item}).str("name"), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return s.eventPuts(e, alerts.Fanout(e, subs))
+}
+
+func (s *Store) eventPuts(e alerts.Event, ds []alerts.Delivery) ([]types.TransactWriteItem, error) {
+	var puts []types.TransactWriteItem
+	for _, d := range ds {
+		item, err := deliveryItem(d, e.Payload)
+		if err != nil {
+			return nil, err
+		}
+		puts = append(puts, types.TransactWriteItem{Put: &types.Put{TableName: &s.t.Alerts, Item: item,
+			ConditionExpression: aws.String("attribute_not_exists(pk)")}})
+	}
+	return puts, nil
+}
+
+// CreateSubscription stores a new subscription.
+func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
+	item, err := subscriptionItem(sub)
+	if err == nil {
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Alerts, Item: item,
+			ConditionExpression: aws.String("attribute_not_exists(pk)")})
+	}
+	s.forgetSubscriptions(sub.Project)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
+	}
+	return nil
+}
+
+// Subscription returns one subscription of the project.
+func (s *Store) Subscription(ctx context.Context, project, id string) (alerts.Subscription, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Alerts, Key: subscriptionKey(project, id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return alerts.Subscription{}, fmt.Errorf("dynamostore: get subscription %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return alerts.Subscription{}, automation.NotFound("subscription", id)
+	}
+	return decodeSubscription(out.Item)
+}
+
+// Subscriptions lists the project's subscriptions in creation order.
+func (s *Store) Subscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
+	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		TableName: &s.t.Alerts, ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :sub)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str("proj#" + project), ":sub": str("sub#")},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: list subscriptions: %w", err)
+	}
+	subs := make([]alerts.Subscription, 0, len(items))
+	for _, it := range items {
+		sub, err := decodeSubscription(it)
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: list subscriptions: %w", err)
+		}
+		subs = append(subs, sub)
+	}
+	sort.SliceStable(subs, func(i, j int) bool {
+		if !subs[i].Created.Equal(subs[j].Created) {
+			return subs[i].Created.Before(subs[j].Created)
+		}
+		return subs[i].ID < subs[j].ID
+	})
+	return subs, nil
+}
+
+// UpdateSubscription writes a subscription's status and failure start.
+func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription) error {
+	item, err := subscriptionItem(sub)
+	if err == nil {
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Alerts, Item: item,
+			ConditionExpression: aws.String("attribute_exists(pk)")})
+	}
+	s.forgetSubscriptions(sub.Project)
+	if _, ok := conditionFailed(err); ok {
+		return automation.NotFound("subscription", sub.ID)
+	} else if err != nil {
+		return fmt.Errorf("dynamostore: update subscription %s: %w", sub.ID, err)
+	}
+	return nil
+}
+
+// DeleteSubscription removes a subscription, then its deliveries.
+func (s *Store) DeleteSubscription(ctx context.Context, project, id string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Alerts, Key: subscriptionKey(project, id),
+		ConditionExpression: aws.String("attribute_exists(pk)")})
+	s.forgetSubscriptions(project)
+	if _, ok := conditionFailed(err); ok {
+		return automation.NotFound("subscription", id)
+	} else if err != nil {
+		return fmt.Errorf("dynamostore: delete subscription %s: %w", id, err)
+	}
+	items, err := s.queryAll(ctx, &dynamodb.QueryInput{
+		TableName: &s.t.Alerts, ProjectionExpression: aws.String("#pk, #sk"),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str("sub#" + id)},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: delete deliveries of subscription %s: %w", id, err)
+	}
+	// A delivery left by a failure here is skipped by the sender, which
+	// finds no subscription for it.
+	for _, it := range items {
+		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Alerts,
+			Key: map[string]types.AttributeValue{attrPK: it[attrPK], attrSK: it[attrSK]}}); err != nil {
+			return fmt.Errorf("dynamostore: delete deliveries of subscription %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// AddEvent stores an event's deliveries in one transaction.
+func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delivery) error {
+	puts, err := s.eventPuts(e, ds)
+	if err == nil && len(puts) > 0 {
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts})
+		if err == nil {
+			s.noteFresh(puts)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("dynamostore: add event %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// ClaimDeliveries claims due deliveries: a query of the byDue index, then
+// one conditional update per delivery that moves it past the lease.
+func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int) ([]alerts.Pending, error) {
+	if s.t.Alerts == "" {
+		return nil, nil
+	}
+	// The deliveries this process just wrote first, by key: the index is
+	// eventually consistent, and may not list them yet.
+	keys := s.takeFresh(max)
+	if len(keys) < max {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName: &s.t.Alerts, IndexName: aws.String(indexByDue), Limit: aws.Int32(int32(max - len(keys))),
+			KeyConditionExpression:    aws.String("#shard = :due AND #at <= :now"),
+			ExpressionAttributeNames:  map[string]string{"#shard": attrDueShard, "#at": attrDueAt},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":due": str(dueShard), ":now": str(dueAt(now, "~"))},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: claim deliveries: %w", err)
+		}
+		// Skip what the fresh keys hold already: a second claim would fail.
+		seen := map[string]bool{}
+		for _, k := range keys {
+			seen[(&reader{item: k}).str(attrSK)] = true
+		}
+		for _, it := range out.Items {
+			if !seen[(&reader{item: it}).str(attrSK)] {
+				keys = append(keys, it)
+			}
+		}
+	}
+	subs := map[string]*alerts.Subscription{}
+	var claimed []alerts.Pending
+	for _, key := range keys {
+		res, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &s.t.Alerts, Key: map[string]types.AttributeValue{attrPK: key[attrPK], attrSK: key[attrSK]},
+			UpdateExpression:          aws.String("SET #at = :leased"),
+			ConditionExpression:       aws.String("#at = :old"),
+			ExpressionAttributeNames:  map[string]string{"#at": attrDueAt},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":old": key[attrDueAt], ":leased": str(dueAt(now.Add(lease), "claim"))},
+			ReturnValues:              types.ReturnValueAllNew,
+		})
+		if _, ok := conditionFailed(err); ok {
+			continue // another sender claimed it, or it was recorded meanwhile
+		} else if err != nil {
+			return claimed, fmt.Errorf("dynamostore: claim delivery: %w", err)
+		}
+		d, err := decodeDelivery(res.Attributes)
+		if err != nil {
+			return claimed, err
+		}
+		sub, ok := subs[d.SubscriptionID]
+		if !ok {
+			got, err := s.Subscription(ctx, d.Project, d.SubscriptionID)
+			if err != nil && !errors.Is(err, automation.ErrNotFound) {
+				return claimed, err
+			}
+			if err == nil {
+				sub = &got
+			}
+			subs[d.SubscriptionID] = sub
+		}
+		if sub == nil {
+			continue // deleted with its subscription in the meantime
+		}
+		claimed = append(claimed, alerts.Pending{Delivery: d, Subscription: *sub, Event: alerts.Event{
+			ID: d.EventID, Project: d.Project, Type: d.EventType,
+			Payload: json.RawMessage((&reader{item: res.Attributes}).str(attrPayload)),
+		}})
+	}
+	return claimed, nil
+}
+
+// RecordAttempt writes a delivery after an attempt: due again at its next
+// attempt while PENDING, out of the byDue index once final.
+func (s *Store) RecordAttempt(ctx context.Context, d alerts.Delivery) error {
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("dynamostore: record delivery %s: %w", d.ID, err)
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName: &s.t.Alerts, Key: deliveryKey(d.SubscriptionID, d.ID),
+		ConditionExpression:       aws.String("attribute_exists(#pk) AND #project = :project"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#project": attrProject, "#doc": attrDoc, "#shard": attrDueShard, "#at": attrDueAt},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(d.Project), ":doc": str(string(doc))},
+	}
+	if d.Status == alerts.DeliveryPending && d.NextAttemptAt != nil {
+		in.UpdateExpression = aws.String("SET #doc = :doc, #shard = :due, #at = :at")
+		in.ExpressionAttributeValues[":due"] = str(dueShard)
+		in.ExpressionAttributeValues[":at"] = str(dueAt(*d.NextAttemptAt, d.ID))
+	} else {
+		in.UpdateExpression = aws.String("SET #doc = :doc REMOVE #shard, #at")
+	}
+	_, err = s.db.UpdateItem(ctx, in)
+	if _, ok := conditionFailed(err); ok {
+		return automation.NotFound("delivery", d.ID)
+	} else if err != nil {
+		return fmt.Errorf("dynamostore: record delivery %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// Deliveries lists a subscription's latest deliveries, newest first.
+func (s *Store) Deliveries(ctx context.Context, project, subscriptionID string, limit int) ([]alerts.Delivery, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: &s.t.Alerts, ScanIndexForward: aws.Bool(false), Limit: aws.Int32(int32(limit)),
+		KeyConditionExpression:    aws.String("#pk = :pk AND begins_with(#sk, :dlv)"),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sk": attrSK},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str("sub#" + subscriptionID), ":dlv": str("dlv#")},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: list deliveries: %w", err)
+	}
+	var ds []alerts.Delivery
+	for _, it := range out.Items {
+		d, err := decodeDelivery(it)
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: list deliveries: %w", err)
+		}
+		if d.Project == project {
+			ds = append(ds, d)
+		}
+	}
+	return ds, nil
+}
+
+// Delivery returns one delivery of the subscription.
+func (s *Store) Delivery(ctx context.Context, project, subscriptionID, id string) (alerts.Delivery, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Alerts, Key: deliveryKey(subscriptionID, id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return alerts.Delivery{}, fmt.Errorf("dynamostore: get delivery %s: %w", id, err)
+	}
+	if len(out.Item) == 0 {
+		return alerts.Delivery{}, automation.NotFound("delivery", id)
+	}
+	d, err := decodeDelivery(out.Item)
+	if err != nil {
+		return alerts.Delivery{}, err
+	}
+	if d.Project != project {
+		return alerts.Delivery{}, automation.NotFound("delivery", id)
+	}
+	return d, nil
+}
+
+// flowEventPuts are the delivery items of a flow write's event (old nil:
+// created; next nil: deleted), none when no cached subscription of the
+// project wants it. The write appends them to its own transaction, after
+// its items, so that the flow change and its event commit together.
+func (s *Store) flowEventPuts(ctx context.Context, project string, old, next *automation.Flow) ([]types.TransactWriteItem, error) {
+	subs, err := s.activeSubscriptions(ctx, project)
+	if err != nil || len(subs) == 0 {
+		return nil, err
+	}
+	e, ok, err := alerts.NewFlowEvent(old, next, time.Now())
+	if err != nil || !ok {
+		return nil, err
+	}
+	return s.eventPuts(e, alerts.Fanout(e, subs))
+}
+
+// setConnectionStatusWithEvent is SetConnectionStatus's write when a cached
+// subscription wants connection.state_changed: the status update and the
+// event's deliveries in one transaction, the update conditioned on the
+// status read, so that the event says what changed. ok false: no
+// subscription wants it, and the caller writes as usual.
+func (s *Store) setConnectionStatusWithEvent(ctx context.Context, update *types.Update, project, id string, st automation.ConnectionStatus) (ok bool, err error) {
+	subs, err := s.activeSubscriptions(ctx, project)
+	if err != nil || len(subs) == 0 {
+		return false, err
+	}
+	c, err := s.Connection(ctx, project, id)
+	if err != nil {
+		return true, err
+	}
+	e, changed, err := alerts.NewConnectionEvent(c, st, time.Now())
+	if err != nil || !changed {
+		return false, err
+	}
+	puts, err := s.eventPuts(e, alerts.Fanout(e, subs))
+	if err != nil || len(puts) == 0 {
+		return false, err
+	}
+	update.ConditionExpression = aws.String(*update.ConditionExpression + " AND #status = :was")
+	update.ExpressionAttributeValues[":was"] = str(string(c.Status))
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: append([]types.TransactWriteItem{{Update: update}}, puts...),
+	})
+	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
+		// Gone, or changed since read: the caller's plain write tells.
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("dynamostore: set status of connection %s: %w", id, err)
+	}
+	s.noteFresh(puts)
+	return true, nil
+}
+
+// enableAlertsTTL turns on TTL (expiresAt) for the alerts table, if any.
+func enableAlertsTTL(ctx context.Context, client TableAPI, t Tables) error {
+	if t.Alerts == "" {
+		return nil
+	}
+	_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(t.Alerts),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(attrExpiresAt), Enabled: aws.Bool(true),
+		},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) && !isTTLAlreadyEnabled(err) {
+		return fmt.Errorf("dynamostore: enable TTL on %s: %w", t.Alerts, err)
+	}
+	return nil
+}

@@ -1,0 +1,498 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"flowservice/pkg/alerts"
+	"flowservice/pkg/automation"
+)
+
+var _ alerts.Store = (*Store)(nil)
+
+// schemaAlerts holds event subscriptions and their transactional outbox:
+// an event row and its delivery rows are written in the transaction of the
+// change that caused them (a run's finish), so that a crash either keeps
+// the change and its event or neither.
+const schemaAlerts = `
+CREATE TABLE alert_subscriptions (
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	id      TEXT NOT NULL UNIQUE,
+	project TEXT NOT NULL,
+	doc     TEXT NOT NULL
+);
+CREATE INDEX alert_subscriptions_project ON alert_subscriptions (project, seq);
+CREATE TABLE alert_events (
+	id         TEXT PRIMARY KEY,
+	project    TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	created_ms INTEGER NOT NULL,
+	payload    TEXT NOT NULL
+);
+CREATE TABLE alert_deliveries (
+	seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+	id             TEXT NOT NULL UNIQUE,
+	project        TEXT NOT NULL,
+	subscription   TEXT NOT NULL,
+	event          TEXT NOT NULL,
+	status         TEXT NOT NULL,
+	next_ms        INTEGER,
+	claim_until_ms INTEGER,
+	doc            TEXT NOT NULL,
+	UNIQUE (event, subscription)
+);
+CREATE INDEX alert_deliveries_due ON alert_deliveries (next_ms) WHERE status = 'PENDING';
+CREATE INDEX alert_deliveries_subscription ON alert_deliveries (subscription, seq);
+`
+
+// alertState caches the project's ACTIVE subscriptions for the run path:
+// a finish in a project without any costs a map lookup, no query. Every
+// subscription write in this process drops the cache (flowd is the one
+// process writing its store), and the next finish loads it again.
+type alertState struct {
+	subs atomic.Pointer[map[string][]alerts.Subscription]
+	// gen counts invalidations: a load that began before one (and so may
+	// have read the old subscriptions) is not kept.
+	mu       sync.Mutex
+	gen      uint64
+	wakeOnce sync.Once
+	wake     chan struct{}
+}
+
+// forgetSubscriptions drops the cache after a subscription write commits.
+func (s *Store) forgetSubscriptions() {
+	s.alerts.mu.Lock()
+	s.alerts.gen++
+	s.alerts.subs.Store(nil)
+	s.alerts.mu.Unlock()
+}
+
+// AlertsWritten is signalled (without blocking, coalesced) whenever an
+// event is written, so that the sender wakes at once instead of at its
+// next poll.
+func (s *Store) AlertsWritten() <-chan struct{} {
+	s.alerts.wakeOnce.Do(func() { s.alerts.wake = make(chan struct{}, 1) })
+	return s.alerts.wake
+}
+
+func (s *Store) wakeAlerts() {
+	s.alerts.wakeOnce.Do(func() { s.alerts.wake = make(chan struct{}, 1) })
+	select {
+	case s.alerts.wake <- struct{}{}:
+	default:
+	}
+}
+
+// activeSubscriptions returns the cached ACTIVE subscriptions of project.
+func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
+	if m := s.alerts.subs.Load(); m != nil {
+		return (*m)[project], nil
+	}
+	s.alerts.mu.Lock()
+	gen := s.alerts.gen
+	s.alerts.mu.Unlock()
+	rows, err := s.r.QueryContext(ctx, `SELECT doc FROM alert_subscriptions ORDER BY seq`)
+	if err != nil {
+		return nil, fmt.Errorf("load subscriptions: %w", err)
+	}
+	defer rows.Close()
+	m := map[string][]alerts.Subscription{}
+	for rows.Next() {
+		sub, err := scanSubscription(rows)
+		if err != nil {
+			return nil, err
+		}
+		if sub.Status == alerts.StatusActive {
+			m[sub.Project] = append(m[sub.Project], sub)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load subscriptions: %w", err)
+	}
+	s.alerts.mu.Lock()
+	if s.alerts.gen == gen {
+		s.alerts.subs.Store(&m)
+	}
+	s.alerts.mu.Unlock()
+	return m[project], nil
+}
+
+// outboxRun writes the event of a finished run and its deliveries in the
+// finish's transaction tx, when a subscription of the project wants it.
+func (s *Store) outboxRun(ctx context.Context, tx *sql.Tx, r automation.Run) error {
+	subs, err := s.activeSubscriptions(ctx, r.Project)
+	if err != nil || len(subs) == 0 {
+		return err
+	}
+	typ := alerts.RunEventType(r.Status)
+	wanted := false
+	for _, sub := range subs {
+		wanted = wanted || sub.Wants(typ, r.FlowID)
+	}
+	if !wanted {
+		return nil
+	}
+	var name string
+	if err := s.queryRow(ctx, tx, `SELECT json_extract(doc, '$.name') FROM flows WHERE id = ?`, r.FlowID).Scan(&name); err != nil {
+		return fmt.Errorf("flow name for run event: %w", err)
+	}
+	e, err := alerts.NewRunEvent(r, name, time.Now())
+	if err != nil {
+		return err
+	}
+	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
+}
+
+func (s *Store) insertEvent(ctx context.Context, tx *sql.Tx, e alerts.Event, ds []alerts.Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO alert_events (id, project, type, created_ms, payload) VALUES (?, ?, ?, ?, ?)`,
+		e.ID, e.Project, e.Type, e.Created.UnixMilli(), string(e.Payload)); err != nil {
+		return fmt.Errorf("insert event: %w", err)
+	}
+	for _, d := range ds {
+		doc, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_deliveries (id, project, subscription, event, status, next_ms, doc)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			d.ID, d.Project, d.SubscriptionID, d.EventID, d.Status, d.NextAttemptAt.UnixMilli(), string(doc)); err != nil {
+			return fmt.Errorf("insert delivery: %w", err)
+		}
+	}
+	s.wakeAlerts()
+	return nil
+}
+
+// subscriptionRecord is a subscription as stored: with its secret.
+type subscriptionRecord struct {
+	alerts.Subscription
+	Project string `json:"project"`
+	Secret  string `json:"secret"`
+}
+
+func encodeSubscription(sub alerts.Subscription) (string, error) {
+	doc, err := json.Marshal(subscriptionRecord{Subscription: sub, Project: sub.Project, Secret: sub.Secret.Reveal()})
+	return string(doc), err
+}
+
+func scanSubscription(row rowScanner) (alerts.Subscription, error) {
+	var doc string
+	if err := row.Scan(&doc); err != nil {
+		return alerts.Subscription{}, err
+	}
+	var rec subscriptionRecord
+	if err := json.Unmarshal([]byte(doc), &rec); err != nil {
+		return alerts.Subscription{}, fmt.Errorf("decode subscription: %w", err)
+	}
+	sub := rec.Subscription
+	sub.Project, sub.Secret = rec.Project, automation.Secret(rec.Secret)
+	return sub, nil
+}
+
+// CreateSubscription stores a new subscription.
+func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
+	doc, err := encodeSubscription(sub)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: create subscription %s: %w", sub.ID, err)
+	}
+	defer s.forgetSubscriptions() // after the commit
+	return s.write(ctx, "create subscription "+sub.ID, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO alert_subscriptions (id, project, doc) VALUES (?, ?, ?)`, sub.ID, sub.Project, doc)
+		return err
+	})
+}
+
+// Subscription returns one subscription of the project.
+func (s *Store) Subscription(ctx context.Context, project, id string) (alerts.Subscription, error) {
+	sub, err := scanSubscription(s.r.QueryRowContext(ctx,
+		`SELECT doc FROM alert_subscriptions WHERE project = ? AND id = ?`, project, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return alerts.Subscription{}, automation.NotFound("subscription", id)
+	} else if err != nil {
+		return alerts.Subscription{}, fmt.Errorf("sqlitestore: get subscription %s: %w", id, err)
+	}
+	return sub, nil
+}
+
+// Subscriptions lists the project's subscriptions in creation order.
+func (s *Store) Subscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT doc FROM alert_subscriptions WHERE project = ? ORDER BY seq`, project)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list subscriptions: %w", err)
+	}
+	defer rows.Close()
+	var subs []alerts.Subscription
+	for rows.Next() {
+		sub, err := scanSubscription(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: list subscriptions: %w", err)
+		}
+		subs = append(subs, sub)
+	}
+	return subs, rows.Err()
+}
+
+// UpdateSubscription writes a subscription's status and failure start.
+func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription) error {
+	doc, err := encodeSubscription(sub)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: update subscription %s: %w", sub.ID, err)
+	}
+	defer s.forgetSubscriptions() // after the commit
+	return s.write(ctx, "update subscription "+sub.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE alert_subscriptions SET doc = ? WHERE project = ? AND id = ?`, doc, sub.Project, sub.ID)
+		if err != nil {
+			return err
+		}
+		return notFoundIfNone(res, "subscription", sub.ID)
+	})
+}
+
+// DeleteSubscription removes a subscription and its deliveries; events
+// no delivery needs any more go with them.
+func (s *Store) DeleteSubscription(ctx context.Context, project, id string) error {
+	defer s.forgetSubscriptions() // after the commit
+	return s.write(ctx, "delete subscription "+id, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM alert_subscriptions WHERE project = ? AND id = ?`, project, id)
+		if err != nil {
+			return err
+		}
+		if err := notFoundIfNone(res, "subscription", id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_deliveries WHERE subscription = ?`, id); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM alert_events WHERE project = ?
+			AND NOT EXISTS (SELECT 1 FROM alert_deliveries d WHERE d.event = alert_events.id)`, project)
+		return err
+	})
+}
+
+// AddEvent stores an event and its deliveries atomically.
+func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delivery) error {
+	err := s.write(ctx, "add event "+e.ID, func(tx *sql.Tx) error { return s.insertEvent(ctx, tx, e, ds) })
+	if err != nil {
+		return fmt.Errorf("sqlitestore: add event %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// ClaimDeliveries claims due deliveries for lease.
+func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int) ([]alerts.Pending, error) {
+	var out []alerts.Pending
+	err := s.write(ctx, "claim deliveries", func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, `UPDATE alert_deliveries SET claim_until_ms = ?
+			WHERE id IN (SELECT id FROM alert_deliveries WHERE status = 'PENDING' AND next_ms <= ?
+				AND (claim_until_ms IS NULL OR claim_until_ms <= ?) ORDER BY next_ms LIMIT ?)
+			RETURNING doc, project, (SELECT payload FROM alert_events e WHERE e.id = event),
+				(SELECT doc FROM alert_subscriptions WHERE id = subscription)`,
+			now.Add(lease).UnixMilli(), now.UnixMilli(), now.UnixMilli(), max)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var doc, project string
+			var payload, subDoc sql.NullString
+			if err := rows.Scan(&doc, &project, &payload, &subDoc); err != nil {
+				return err
+			}
+			var p alerts.Pending
+			if err := json.Unmarshal([]byte(doc), &p.Delivery); err != nil {
+				return fmt.Errorf("decode delivery: %w", err)
+			}
+			if !payload.Valid || !subDoc.Valid {
+				continue // deleted with its subscription in the meantime
+			}
+			p.Delivery.Project = project
+			sub, err := scanSubscription(stringRow(subDoc.String))
+			if err != nil {
+				return err
+			}
+			p.Subscription = sub
+			p.Event = alerts.Event{ID: p.Delivery.EventID, Project: project, Type: p.Delivery.EventType, Payload: json.RawMessage(payload.String)}
+			out = append(out, p)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: claim deliveries: %w", err)
+	}
+	return out, nil
+}
+
+// stringRow scans one string column.
+type stringRow string
+
+func (r stringRow) Scan(dest ...any) error {
+	*(dest[0].(*string)) = string(r)
+	return nil
+}
+
+// RecordAttempt writes a delivery after an attempt and releases its claim.
+func (s *Store) RecordAttempt(ctx context.Context, d alerts.Delivery) error {
+	doc, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: record delivery %s: %w", d.ID, err)
+	}
+	var next sql.NullInt64
+	if d.NextAttemptAt != nil {
+		next = sql.NullInt64{Int64: d.NextAttemptAt.UnixMilli(), Valid: true}
+	}
+	err = s.write(ctx, "record delivery "+d.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE alert_deliveries SET status = ?, next_ms = ?, claim_until_ms = NULL, doc = ?
+			WHERE project = ? AND id = ?`, d.Status, next, string(doc), d.Project, d.ID)
+		if err != nil {
+			return err
+		}
+		return notFoundIfNone(res, "delivery", d.ID)
+	})
+	if err == nil && d.Status == alerts.DeliveryPending {
+		s.wakeAlerts()
+	}
+	return err
+}
+
+// ReleaseAlertClaims frees every claimed delivery: at flowd's start, any
+// claim is a dead process's, and its delivery may not have been made.
+func (s *Store) ReleaseAlertClaims(ctx context.Context) (int, error) {
+	var n int64
+	err := s.write(ctx, "release alert claims", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE alert_deliveries SET claim_until_ms = NULL WHERE claim_until_ms IS NOT NULL`)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: release alert claims: %w", err)
+	}
+	return int(n), nil
+}
+
+// Deliveries lists a subscription's latest deliveries, newest first.
+func (s *Store) Deliveries(ctx context.Context, project, subscriptionID string, limit int) ([]alerts.Delivery, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT doc FROM alert_deliveries WHERE subscription = ? AND project = ?
+		ORDER BY seq DESC LIMIT ?`, subscriptionID, project, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: list deliveries: %w", err)
+	}
+	defer rows.Close()
+	var ds []alerts.Delivery
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return nil, fmt.Errorf("sqlitestore: list deliveries: %w", err)
+		}
+		var d alerts.Delivery
+		if err := json.Unmarshal([]byte(doc), &d); err != nil {
+			return nil, fmt.Errorf("sqlitestore: decode delivery: %w", err)
+		}
+		d.Project = project
+		ds = append(ds, d)
+	}
+	return ds, rows.Err()
+}
+
+// Delivery returns one delivery of the subscription.
+func (s *Store) Delivery(ctx context.Context, project, subscriptionID, id string) (alerts.Delivery, error) {
+	var doc string
+	err := s.r.QueryRowContext(ctx, `SELECT doc FROM alert_deliveries WHERE project = ? AND subscription = ? AND id = ?`,
+		project, subscriptionID, id).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return alerts.Delivery{}, automation.NotFound("delivery", id)
+	} else if err != nil {
+		return alerts.Delivery{}, fmt.Errorf("sqlitestore: get delivery %s: %w", id, err)
+	}
+	var d alerts.Delivery
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return alerts.Delivery{}, fmt.Errorf("sqlitestore: decode delivery %s: %w", id, err)
+	}
+	d.Project = project
+	return d, nil
+}
+
+// outboxFlow writes the event of a flow write in its transaction tx, when
+// a subscription of the project wants it: call it before the write, with
+// next the flow after it (nil for a delete). It reads the flow as stored
+// only then, so that a project without subscriptions pays nothing.
+func (s *Store) outboxFlow(ctx context.Context, tx *sql.Tx, project, id string, next *automation.Flow) error {
+	subs, err := s.activeSubscriptions(ctx, project)
+	if err != nil || len(subs) == 0 {
+		return err
+	}
+	var old *automation.Flow
+	f, _, err := scanFlow(tx.QueryRowContext(ctx, `SELECT `+flowColumns+` FROM flows WHERE project = ? AND id = ?`, project, id))
+	switch {
+	case err == nil:
+		old = &f
+	case errors.Is(err, sql.ErrNoRows):
+		if next == nil {
+			return nil // nothing deleted: the write answers not found
+		}
+	default:
+		return fmt.Errorf("flow before its event: %w", err)
+	}
+	e, ok, err := alerts.NewFlowEvent(old, next, time.Now())
+	if err != nil || !ok {
+		return err
+	}
+	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
+}
+
+// outboxConnection writes connection.state_changed in the transaction of
+// a status change, before it, when a subscription wants it.
+func (s *Store) outboxConnection(ctx context.Context, tx *sql.Tx, project, id string, to automation.ConnectionStatus) error {
+	subs, err := s.activeSubscriptions(ctx, project)
+	if err != nil || len(subs) == 0 {
+		return err
+	}
+	c, _, err := scanConnection(tx.QueryRowContext(ctx, `SELECT `+connectionColumns+` FROM connections WHERE project = ? AND id = ?`, project, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // the write answers not found
+	} else if err != nil {
+		return fmt.Errorf("connection before its event: %w", err)
+	}
+	e, ok, err := alerts.NewConnectionEvent(c, to, time.Now())
+	if err != nil || !ok {
+		return err
+	}
+	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
+}
+
+// PurgeDeliveries removes up to limit deliveries that are no longer
+// PENDING and whose event is older than before (alerts.Retention), and
+// then the events no delivery needs.
+func (s *Store) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := s.write(ctx, "purge deliveries", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM alert_deliveries WHERE seq IN (
+			SELECT d.seq FROM alert_deliveries d JOIN alert_events e ON e.id = d.event
+			WHERE d.status != 'PENDING' AND e.created_ms < ? LIMIT ?)`, before.UnixMilli(), limit)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM alert_events WHERE created_ms < ?
+			AND NOT EXISTS (SELECT 1 FROM alert_deliveries d WHERE d.event = alert_events.id)`, before.UnixMilli())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: purge deliveries: %w", err)
+	}
+	return int(n), nil
+}
