@@ -86,7 +86,7 @@ func NewAPI(svc *automation.Service, log *slog.Logger, opts ...APIOption) http.H
 	for _, rt := range a.routes() {
 		h := http.Handler(rt.handler)
 		if !rt.public {
-			h = a.authenticate(a.limit(h))
+			h = a.authenticate(a.authorize(rt.pattern, a.limit(h)))
 		}
 		a.mux.Handle(rt.pattern, h)
 		a.patterns[rt.pattern] = true

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("FlowState", func(t *testing.T) { testFlowState(t, open(t)) })
 	t.Run("FlowStateRace", func(t *testing.T) { testFlowStateRace(t, open(t)) })
 	t.Run("ConcurrentWrites", func(t *testing.T) { testConcurrentWrites(t, open(t)) })
+	t.Run("KeyRoles", func(t *testing.T) { testKeyRoles(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.
@@ -126,7 +127,7 @@ func equalProject(t *testing.T, what string, got, want automation.Project) {
 func newKey(project string, created time.Time) automation.APIKey {
 	secret := automation.NewID(automation.PrefixAPIKey)
 	return automation.APIKey{ID: automation.NewID(automation.PrefixKey), Project: project,
-		Hash: automation.HashAPIKey(secret), Prefix: secret[:10], Created: created}
+		Hash: automation.HashAPIKey(secret), Prefix: secret[:10], Created: created, Role: automation.RoleAdmin}
 }
 
 func testKeys(t *testing.T, s automation.Store) {
