@@ -83,6 +83,7 @@ func (s *Service) storeConnection(ctx context.Context, p Project, name, app stri
 	if err := s.secrets.PutSecret(ctx, p.ID, ConnectionSecretName(c.ID), raw); err != nil {
 		return Connection{}, wrap("store connection credential", err)
 	}
+	auditCreated(ctx, c.ID)
 	if err := s.store.CreateConnection(ctx, c); err != nil {
 		_ = s.secrets.DeleteSecret(ctx, p.ID, ConnectionSecretName(c.ID))
 		return Connection{}, wrap("create connection", err)

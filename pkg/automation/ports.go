@@ -148,6 +148,7 @@ type Store interface {
 	ConnectionStore
 	SampleStore
 	StateStore
+	AuditStore
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of

@@ -28,10 +28,10 @@ func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) e
 	item["created"] = timeValue(c.Created)
 	item["updated"] = timeValue(c.Updated)
 	item[attrCreatedSort] = str(createdSort(c.Created, c.ID))
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{
 		TableName: &s.t.Connections, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
-	})
-	if _, ok := conditionFailed(err); ok {
+	}})
+	if failed {
 		return automation.Conflict("CONNECTION_EXISTS", "connection %s already exists", c.ID)
 	}
 	if err != nil {
@@ -82,13 +82,13 @@ func (s *Store) ListConnections(ctx context.Context, project string, q automatio
 // DeleteConnection deletes a connection of the project; the condition makes
 // a connection of another project as missing as an absent one.
 func (s *Store) DeleteConnection(ctx context.Context, project, id string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Delete: &types.Delete{
 		TableName: &s.t.Connections, Key: connectionKey(id),
 		ConditionExpression:       aws.String("#project = :project"),
 		ExpressionAttributeNames:  map[string]string{"#project": attrProject},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
-	})
-	if _, ok := conditionFailed(err); ok {
+	}})
+	if failed {
 		return automation.NotFound("connection", id)
 	}
 	if err != nil {

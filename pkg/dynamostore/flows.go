@@ -219,7 +219,11 @@ func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
 		}
 		tx = append(tx, *bump)
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+	write, err := s.audited(ctx, tx)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: write})
 	if rs := cancelReasons(err); rs != nil {
 		if reasonCode(rs, 0) == reasonCondition {
 			return automation.Conflict("FLOW_EXISTS", "flow %s already exists", f.ID)
@@ -353,6 +357,9 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 			tx = append(tx, s.releasePath(f.ID, oldPath), s.unregisterShape(f.ID, oldPath))
 		}
 	}
+	if tx, err = s.audited(ctx, tx); err != nil {
+		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
 		switch reasonCode(rs, 0) {
@@ -469,6 +476,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		// And the flow's STORE state (state.go).
 		if d := s.stateDelete(id); d != nil {
 			tx = append(tx, *d)
+		}
+		if tx, err = s.audited(ctx, tx); err != nil {
+			return fmt.Errorf("dynamostore: delete flow %s: %w", id, err)
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 		if rs := cancelReasons(err); rs != nil && attempt < flowUpdateAttempts {

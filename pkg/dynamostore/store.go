@@ -47,6 +47,7 @@ type Tables struct {
 	Runs        string // runs by ID; indexes by project+flow (and status); TTL on expiresAt
 	Samples     string // Test Trigger state and latest sample by flow ID
 	OAuthApps   string // the operator's OAuth2 apps by name (oauthapps.go)
+	Audit       string // audit log by project and time; TTL on expiresAt (audit.go)
 }
 
 // TableNames returns the tables of a stage, named prefix-projects,
@@ -61,6 +62,7 @@ func TableNames(prefix string) Tables {
 		Runs:        prefix + "-runs",
 		Samples:     prefix + "-samples",
 		OAuthApps:   prefix + "-oauth-apps",
+		Audit:       prefix + "-audit",
 	}
 }
 

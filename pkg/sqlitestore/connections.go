@@ -15,7 +15,7 @@ const connectionColumns = `seq, id, project, name, app, type, status, created, u
 // CreateConnection stores a connection's metadata; its credential lives in
 // the secret blobs.
 func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) error {
-	return s.write(ctx, "create connection "+c.ID, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "create connection "+c.ID, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO connections (id, project, name, app, type, status, created, updated)
 			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -54,7 +54,7 @@ func (s *Store) ListConnections(ctx context.Context, project string, q automatio
 
 // DeleteConnection removes a connection of the project.
 func (s *Store) DeleteConnection(ctx context.Context, project, id string) error {
-	return s.write(ctx, "delete connection "+id, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "delete connection "+id, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM connections WHERE project = ? AND id = ?`, project, id)
 		if err != nil {
 			return err

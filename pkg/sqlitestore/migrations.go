@@ -19,6 +19,7 @@ var migrations = []string{
 	schemaFlowState, // state.go
 	schemaRunSummary,
 	schemaKeyRoles, // access.go
+	schemaAudit,    // access.go
 }
 
 // SchemaVersion is the version Open brings a database to.

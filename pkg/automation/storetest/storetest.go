@@ -44,6 +44,8 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("FlowStateRace", func(t *testing.T) { testFlowStateRace(t, open(t)) })
 	t.Run("ConcurrentWrites", func(t *testing.T) { testConcurrentWrites(t, open(t)) })
 	t.Run("KeyRoles", func(t *testing.T) { testKeyRoles(t, open(t)) })
+	t.Run("AuditLog", func(t *testing.T) { testAuditLog(t, open(t)) })
+	t.Run("AuditInTheChange", func(t *testing.T) { testAuditInTheChange(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.
