@@ -54,3 +54,80 @@ func TestKeyRolesOnLambda(t *testing.T) {
 		t.Errorf("the flow after the operator's refused delete: %d, want 200", status)
 	}
 }
+
+// TestAuditLogOnLambda: the api function records each change in the audit
+// table in the change's own transaction, with the key, its role and API
+// Gateway's source IP, and lists them newest first; a refused write and a
+// write that fails leave nothing.
+func TestAuditLogOnLambda(t *testing.T) {
+	ctx := context.Background()
+	st := newStack(t)
+	api, err := management.NewHandler(ctx, st.aws, st.cfgOf("ApiFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	editor, ek, err := st.svc.CreateAPIKeyWithRole(ctx, st.project.ID, automation.RoleEditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, _, err := st.svc.CreateAPIKeyWithRole(ctx, st.project.ID, automation.RoleViewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, f := call(t, api, "POST", "/api/v1/flows", editor, `{"name": "audited", "engine": "FLOW_BUILDER"}`)
+	if status != 201 {
+		t.Fatalf("create flow = %d %v", status, f)
+	}
+	id := f["id"].(string)
+	status, c := call(t, api, "POST", "/api/v1/connections", editor, `{"name": "s", "app": "stripe", "type": "API_KEY", "value": {"apiKey": "sk_1"}}`)
+	if status != 201 {
+		t.Fatalf("create connection = %d %v", status, c)
+	}
+	if status, _ := call(t, api, "DELETE", "/api/v1/connections/"+c["id"].(string), editor, ""); status != 204 {
+		t.Fatalf("delete connection = %d", status)
+	}
+	if status, _ := call(t, api, "POST", "/api/v1/flows/"+id+"/webhook/test", editor, ""); status != 200 {
+		t.Fatalf("arm test = %d", status)
+	}
+	if status, _ := call(t, api, "DELETE", "/api/v1/flows/"+id, viewer, ""); status != 403 {
+		t.Fatalf("viewer delete = %d, want 403", status)
+	}
+	if status, _ := call(t, api, "DELETE", "/api/v1/connections/con_nosuch", editor, ""); status != 404 {
+		t.Fatalf("delete unknown connection = %d, want 404", status)
+	}
+	if status, _ := call(t, api, "DELETE", "/api/v1/flows/"+id, editor, ""); status != 204 {
+		t.Fatalf("delete flow = %d", status)
+	}
+
+	status, page := call(t, api, "GET", "/api/v1/audit?limit=2", viewer, "")
+	if status != 200 {
+		t.Fatalf("GET /api/v1/audit = %d %v", status, page)
+	}
+	var got []map[string]any
+	for i := 0; ; i++ {
+		for _, e := range page["data"].([]any) {
+			got = append(got, e.(map[string]any))
+		}
+		if page["hasMore"] != true || i > 5 {
+			break
+		}
+		if status, page = call(t, api, "GET", "/api/v1/audit?limit=2&cursor="+page["cursor"].(string), viewer, ""); status != 200 {
+			t.Fatalf("next page = %d %v", status, page)
+		}
+	}
+	want := []string{"flow.delete", "flow.arm_test", "connection.delete", "connection.create", "flow.create"}
+	if len(got) != len(want) {
+		t.Fatalf("audit log on DynamoDB = %v, want %v", got, want)
+	}
+	for i, w := range want {
+		e := got[i]
+		actor, _ := e["actor"].(map[string]any)
+		res, _ := e["resource"].(map[string]any)
+		if e["action"] != w || actor["keyId"] != ek.ID || actor["role"] != "editor" || e["sourceIp"] != "198.51.100.10" || res["id"] == "" {
+			t.Errorf("entry %d = %v, want %s by %s from 198.51.100.10", i, e, w, ek.ID)
+		}
+	}
+	if res := got[4]["resource"].(map[string]any); res["type"] != "flow" || res["id"] != id {
+		t.Errorf("flow.create resource = %v, want flow %s", res, id)
+	}
+}

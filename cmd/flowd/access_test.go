@@ -43,6 +43,6 @@ func TestKeyRolesThroughFlowd(t *testing.T) {
 		t.Errorf("viewer enables: %+v, want FORBIDDEN naming the role", refused.Error)
 	}
 	api(t, p, viewer, "DELETE", "/api/v1/flows/"+f.ID, "", 403, nil)
-	api(t, p, viewer, "POST", "/api/v1/connections", `{"name": "s", "type": "API_KEY", "value": "k"}`, 403, nil)
+	api(t, p, viewer, "POST", "/api/v1/connections", `{"name": "s", "app": "s", "type": "API_KEY", "value": {"apiKey": "k"}}`, 403, nil)
 	api(t, p, admin, "GET", "/api/v1/flows/"+f.ID, "", 200, nil)
 }

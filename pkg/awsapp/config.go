@@ -120,6 +120,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 			Runs:        getenv("TABLE_RUNS"),
 			Samples:     getenv("TABLE_SAMPLES"),
 			OAuthApps:   getenv("TABLE_OAUTH_APPS"),
+			Audit:       getenv("TABLE_AUDIT"),
 		},
 		QueueURL:              getenv("QUEUE_URL"),
 		QueueARN:              getenv("QUEUE_ARN"),

@@ -32,6 +32,7 @@ var routePermissions = map[string]automation.Permission{
 	"POST /api/v1/connections":                       automation.PermEdit,
 	"GET /api/v1/connections/{connectionId}":         automation.PermRead,
 	"DELETE /api/v1/connections/{connectionId}":      automation.PermEdit,
+	"GET /api/v1/audit":                              automation.PermRead,
 }
 
 // permissionOf is the permission a route needs. A route missing from
@@ -56,6 +57,6 @@ func (a *API) authorize(pattern string, next http.Handler) http.Handler {
 			a.fail(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, a.withAudit(r, pattern, pr))
 	})
 }

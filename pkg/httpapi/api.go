@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"time"
 
@@ -31,6 +32,8 @@ type API struct {
 	ping func(context.Context) error
 	// metrics serves GET /metrics; nil: 404.
 	metrics http.Handler
+	// clientIP finds the client address for the audit log; nil: the peer.
+	clientIP func(*http.Request) (netip.Addr, bool)
 }
 
 // route is one entry of the routing table. Public routes skip
@@ -70,6 +73,8 @@ func (a *API) routes() []route {
 		{pattern: "POST /api/v1/connections", handler: a.createConnection},
 		{pattern: "GET /api/v1/connections/{connectionId}", handler: a.getConnection},
 		{pattern: "DELETE /api/v1/connections/{connectionId}", handler: a.deleteConnection},
+
+		{pattern: "GET /api/v1/audit", handler: a.auditLog},
 	}
 }
 

@@ -67,16 +67,27 @@ func auditEnqueue(req *writeReq) {
 	}
 }
 
-// insertAudit writes an entry once: a request's later writes carry the same
-// entry and leave the first in place.
+// auditPurgeBatch bounds the expired entries one audit write removes: the
+// log's retention is kept by its own writes, a few at a time, so no sweep
+// holds the writer long.
+const auditPurgeBatch = 100
+
+// insertAudit writes an entry once (a request's later writes carry the same
+// entry and leave the first in place), and drops entries past
+// automation.AuditRetention.
 func insertAudit(ctx context.Context, tx *sql.Tx, e automation.AuditEntry) error {
 	doc, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("encode audit entry %s: %w", e.ID, err)
 	}
-	_, err = tx.ExecContext(ctx,
+	if _, err = tx.ExecContext(ctx,
 		`INSERT INTO audit_log (id, project, sort_key, time_ms, doc) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		e.ID, e.Project, automation.AuditSortKey(e), e.Time.UnixMilli(), doc)
+		e.ID, e.Project, automation.AuditSortKey(e), e.Time.UnixMilli(), doc); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx,
+		`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time_ms < ? LIMIT ?)`,
+		e.Time.Add(-automation.AuditRetention).UnixMilli(), auditPurgeBatch)
 	return err
 }
 
