@@ -103,4 +103,3 @@ func testAuditInTheChange(t *testing.T, s automation.Store) {
 	got := auditLog(t, s, p.ID, automation.AuditQuery{Limit: 10})
 	wantSame(t, "entries of the changes", got, []automation.AuditEntry{del, fe, create}, cmpopts.EquateEmpty())
 }
-
