@@ -3,6 +3,7 @@ package automation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -164,4 +165,34 @@ func (s *Service) AuditLog(ctx context.Context, p Project, in AuditSearch) (List
 // order and a page position is one string.
 func AuditSortKey(e AuditEntry) string {
 	return fmt.Sprintf("%015d#%s", e.Time.UnixMilli(), e.ID)
+}
+
+// SignIn checks a key for a dashboard sign-in and records the attempt in
+// the audit log: session.signin by the key, or session.signin_failed. A
+// failure with a key that exists (revoked) is logged in its project with
+// the key's ID; one with no such key is logged with no project (no project
+// has it to see), for the operator.
+func (s *Service) SignIn(ctx context.Context, key, requestID, sourceIP string) (Principal, error) {
+	pr, err := s.AuthenticatePrincipal(ctx, key)
+	if err == nil {
+		e := s.NewAuditEntry(pr, "session.signin", AuditResource{Type: "session", ID: pr.KeyID}, requestID, sourceIP)
+		if aerr := s.RecordAudit(ctx, e); aerr != nil {
+			return Principal{}, aerr
+		}
+		return pr, nil
+	}
+	if !errors.Is(err, ErrUnauthorized) {
+		return Principal{}, err
+	}
+	var who Principal
+	if validKeyShape(key) {
+		if k, kerr := s.store.KeyByHash(ctx, HashAPIKey(key)); kerr == nil {
+			who = Principal{Project: Project{ID: k.Project}, KeyID: k.ID, Role: k.Role}
+		}
+	}
+	e := s.NewAuditEntry(who, "session.signin_failed", AuditResource{Type: "session", ID: who.KeyID}, requestID, sourceIP)
+	if aerr := s.RecordAudit(ctx, e); aerr != nil {
+		return Principal{}, aerr
+	}
+	return Principal{}, err
 }

@@ -59,6 +59,9 @@ type Options struct {
 	// OpenAPI is the management API's OpenAPI document; the flow editor
 	// shows its field descriptions as help. Nil: no help.
 	OpenAPI []byte
+	// ClientIP finds a request's client address for the audit log (on
+	// Lambda: API Gateway's source IP); nil: the socket peer.
+	ClientIP func(*http.Request) (netip.Addr, bool)
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.
@@ -156,6 +159,7 @@ func (d *Dashboard) routes() {
 		}
 	}))
 	d.mux.HandleFunc("GET /ui/oauth/callback", d.oauthCallback) // authenticated by its own cookie
+	d.mux.Handle("GET /ui/audit", d.auth(d.auditPage))
 
 	d.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})

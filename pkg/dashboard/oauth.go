@@ -121,7 +121,7 @@ func (d *Dashboard) oauthCallback(w http.ResponseWriter, r *http.Request) {
 			Error: "This authorization did not start in this browser or has expired (10 minutes). Start again with Connect on the Connections page."})
 		return
 	}
-	project, err := d.svc.AuthenticateKeyHash(r.Context(), p.keyHash)
+	pr, err := d.svc.PrincipalByKeyHash(r.Context(), p.keyHash)
 	if errors.Is(err, automation.ErrUnauthorized) {
 		d.toSignin(w, r, "revoked")
 		return
@@ -129,6 +129,17 @@ func (d *Dashboard) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	project := pr.Project
+	if err := pr.Authorize(automation.PermEdit, "connecting "+p.app); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	action, res := "connection.create", automation.AuditResource{Type: "connection", ID: p.reconnect}
+	if p.reconnect != "" {
+		action = "connection.reconnect"
+	}
+	r = r.WithContext(automation.WithAudit(r.Context(),
+		d.svc.NewAuditEntry(pr, action, res, newRequestID(), d.sourceIP(r))))
 	if e := q.Get("error"); e != "" {
 		d.render(w, r, http.StatusBadRequest, "error", view{Title: "Connection not made",
 			Error: "The provider did not grant access to " + p.app + ": " + clipText(e+" "+q.Get("error_description"), 200)})

@@ -28,7 +28,7 @@ type view struct {
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error", "oauth_done", "flow_edit"}
+var pageNames = []string{"signin", "flows", "flow", "runs", "run", "connections", "confirm_delete", "error", "oauth_done", "flow_edit", "audit"}
 
 var funcs = template.FuncMap{
 	"time": func(t any) string {

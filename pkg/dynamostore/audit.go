@@ -53,9 +53,9 @@ func (s *Store) audited(ctx context.Context, tx []types.TransactWriteItem) ([]ty
 	return append(tx[:len(tx):len(tx)], w), nil
 }
 
-// writeOne makes one conditional Put or Delete, in a transaction with the
+// writeOne makes one conditional Put, Update or Delete, in a transaction with the
 // audit entry when ctx carries one. It reports whether w's condition
-// failed, as PutItem and DeleteItem would.
+// failed, as PutItem, UpdateItem and DeleteItem would.
 func (s *Store) writeOne(ctx context.Context, w types.TransactWriteItem) (conditionFailedOnItem bool, err error) {
 	tx, err := s.audited(ctx, []types.TransactWriteItem{w})
 	if err != nil {
@@ -79,8 +79,13 @@ func (s *Store) writeOne(ctx context.Context, w types.TransactWriteItem) (condit
 		_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: d.TableName, Key: d.Key,
 			ConditionExpression: d.ConditionExpression, ExpressionAttributeNames: d.ExpressionAttributeNames,
 			ExpressionAttributeValues: d.ExpressionAttributeValues})
+	case w.Update != nil:
+		u := w.Update
+		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: u.TableName, Key: u.Key,
+			UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues})
 	default:
-		return false, fmt.Errorf("writeOne: neither a put nor a delete")
+		return false, fmt.Errorf("writeOne: neither a put, an update nor a delete")
 	}
 	if _, ok := conditionFailed(err); ok {
 		return true, nil

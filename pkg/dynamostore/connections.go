@@ -99,7 +99,8 @@ func (s *Store) DeleteConnection(ctx context.Context, project, id string) error 
 
 // SetConnectionStatus records a state change in place.
 func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st automation.ConnectionStatus, at time.Time) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	// A re-authorization from the dashboard records its audit entry here.
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Update: &types.Update{
 		TableName: &s.t.Connections, Key: connectionKey(id),
 		UpdateExpression:         aws.String("SET #status = :status, #updated = :updated"),
 		ConditionExpression:      aws.String("#project = :project"),
@@ -107,8 +108,8 @@ func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st 
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":status": str(string(st)), ":updated": timeValue(at), ":project": str(project),
 		},
-	})
-	if _, ok := conditionFailed(err); ok {
+	}})
+	if failed {
 		return automation.NotFound("connection", id)
 	}
 	if err != nil {

@@ -65,7 +65,7 @@ func (s *Store) DeleteConnection(ctx context.Context, project, id string) error 
 
 // SetConnectionStatus records a new status and when it changed.
 func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st automation.ConnectionStatus, at time.Time) error {
-	return s.write(ctx, "set status of connection "+id, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "set status of connection "+id, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE connections SET status = ?, updated = ? WHERE project = ? AND id = ?`,
 			string(st), formatTime(at), project, id)

@@ -130,7 +130,7 @@ func Handler(a *awsapp.App) http.Handler {
 // only HTTPS, so its cookies are always Secure; links carry the stage.
 func newDashboard(a *awsapp.App) http.Handler {
 	return dashboard.New(a.Svc, dashboard.Options{
-		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log,
+		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log, ClientIP: awsapp.SourceIP,
 		OpenAPI: httpapi.OpenAPIDocument(),
 	})
 }

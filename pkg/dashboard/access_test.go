@@ -1,0 +1,121 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"flowservice/pkg/automation"
+)
+
+// TestDashboardRoutesHavePermissions: every form route the dashboard
+// registers (dashboard.go) has a permission and, when it changes
+// something, an audit action; unlisted ones are admin-only.
+func TestDashboardRoutesHavePermissions(t *testing.T) {
+	src, err := os.ReadFile("dashboard.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := regexp.MustCompile(`d\.mux\.Handle(?:Func)?\("((?:POST|PUT|DELETE|PATCH) [^"]+)", d\.auth`).FindAllStringSubmatch(string(src), -1)
+	if len(routes) < 5 {
+		t.Fatalf("found %d form routes in dashboard.go: the pattern no longer matches its route table", len(routes))
+	}
+	for _, m := range routes {
+		pattern := m[1]
+		if _, ok := pagePermissions[pattern]; !ok {
+			t.Errorf("dashboard route %s has no entry in pagePermissions", pattern)
+		}
+		if _, ok := pageAudit[pattern]; !ok && pattern != "POST /ui/signout" {
+			t.Errorf("dashboard route %s has no audit action in pageAudit", pattern)
+		}
+	}
+}
+
+func (e *env) roleKey(t *testing.T, r automation.Role) (string, automation.APIKey) {
+	t.Helper()
+	key, k, err := e.svc.CreateAPIKeyWithRole(context.Background(), e.p.ID, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, k
+}
+
+// TestDashboardViewerIsReadOnly: a viewer signs in and reads, and every form
+// that changes something is refused with 403 naming the role, with nothing
+// changed; an operator may enable.
+func TestDashboardViewerIsReadOnly(t *testing.T) {
+	e := newEnv(t)
+	f := e.flow(t, e.p, "Deploy")
+	viewer, _ := e.roleKey(t, automation.RoleViewer)
+	b := e.browser(t)
+	wantRedirect(t, b.signin(viewer), "/ui/flows")
+	path := "/ui/flows/" + f.ID
+	wantPage(t, b.get(path), http.StatusOK, "Deploy")
+	for _, post := range []struct {
+		path string
+		form url.Values
+	}{
+		{path + "/enable", nil},
+		{path + "/delete", nil},
+		{"/ui/flows", url.Values{"name": {"x"}, "engine": {"FLOW_BUILDER"}}},
+		{"/ui/connections", url.Values{"name": {"x"}, "app": {"x"}, "apiKey": {"k"}}},
+	} {
+		wantPage(t, b.post("/ui/flows", post.path, post.form), http.StatusForbidden, "viewer")
+	}
+	wantPage(t, b.get(path+"/edit"), http.StatusForbidden, "viewer")
+	if got, _ := e.svc.Flow(context.Background(), e.p, f.ID); got.Status != automation.FlowInactive || got.Name != "Deploy" {
+		t.Errorf("after the viewer's refused forms: %+v", got)
+	}
+	if l, _ := e.svc.ListFlows(context.Background(), e.p, automation.PageRequest{}); len(l.Data) != 1 {
+		t.Errorf("the viewer's create made a flow: %d flows", len(l.Data))
+	}
+
+	operator, _ := e.roleKey(t, automation.RoleOperator)
+	ob := e.browser(t)
+	wantRedirect(t, ob.signin(operator), "/ui/flows")
+	wantRedirect(t, ob.post(path, path+"/enable", nil), path+"?done=enabled")
+	wantPage(t, ob.post(path, path+"/delete", nil), http.StatusForbidden, "operator")
+}
+
+// TestDashboardAudit: sign-ins, failed sign-ins and the forms' changes are
+// in the audit log with the key and its role, and the audit page shows them.
+func TestDashboardAudit(t *testing.T) {
+	e := newEnv(t)
+	f := e.flow(t, e.p, "Deploy")
+	editor, ek := e.roleKey(t, automation.RoleEditor)
+	revoked, rk := e.roleKey(t, automation.RoleViewer)
+	if err := e.svc.RevokeAPIKey(context.Background(), rk.ID); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	wantPage(t, b.signin(revoked), http.StatusUnauthorized)
+	wantRedirect(t, b.signin(editor), "/ui/flows")
+	path := "/ui/flows/" + f.ID
+	wantRedirect(t, b.post(path, path+"/enable", nil), path+"?done=enabled")
+
+	l, err := e.svc.AuditLog(context.Background(), e.p, automation.AuditSearch{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ action, key string }{{"flow.enable", ek.ID}, {"session.signin", ek.ID}, {"session.signin_failed", rk.ID}}
+	if len(l.Data) != len(want) {
+		t.Fatalf("audit log = %+v, want %v", l.Data, want)
+	}
+	for i, w := range want {
+		if e := l.Data[i]; e.Action != w.action || e.Actor.KeyID != w.key || e.SourceIP != "127.0.0.1" || e.RequestID == "" {
+			t.Errorf("entry %d = %+v, want %s by %s from 127.0.0.1", i, e, w.action, w.key)
+		}
+	}
+	if l.Data[0].Resource.ID != f.ID || l.Data[0].Actor.Role != automation.RoleEditor {
+		t.Errorf("flow.enable entry = %+v", l.Data[0])
+	}
+	page := b.get("/ui/audit")
+	wantPage(t, page, http.StatusOK, "flow.enable", "session.signin_failed", ek.ID, f.ID, "editor")
+	if strings.Contains(page.body, editor) {
+		t.Error("the audit page shows an API key")
+	}
+}
