@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -129,5 +131,61 @@ func TestAuditLogOnLambda(t *testing.T) {
 	}
 	if res := got[4]["resource"].(map[string]any); res["type"] != "flow" || res["id"] != id {
 		t.Errorf("flow.create resource = %v, want flow %s", res, id)
+	}
+}
+
+// runOnMoto sends a webhook to flowID through the webhook function, drains
+// the queue into the runner, and returns the run as the api function shows it.
+func (e *e2e) runOnMoto(t *testing.T, flowID string) map[string]any {
+	t.Helper()
+	status, acc := call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", `{}`)
+	if status != 200 {
+		t.Fatalf("webhook = %d %v", status, acc)
+	}
+	delivered := 0
+	for i := 0; i < 5 && delivered == 0; i++ {
+		delivered = e.poll(t)
+	}
+	_, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+acc["runId"].(string), e.key, "")
+	return run
+}
+
+// TestAllowedHostsOnLambda: on the Lambda path a connection fenced to
+// localhost is refused for 127.0.0.1, with nothing sent there and the run
+// FAILED naming the host, and is sent to localhost.
+func TestAllowedHostsOnLambda(t *testing.T) {
+	e := newE2E(t, 3, automation.RunPolicy{MaxAttempts: 1})
+	ext, calls := external(t, 200)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(ext.URL, "http://"))
+	status, c := call(t, e.api, "POST", "/api/v1/connections", e.key, `{"name": "fenced", "app": "svc", "type": "API_KEY",
+		"value": {"apiKey": "sk_fenced_9"}, "allowedHosts": ["localhost"]}`)
+	if status != 201 || fmt.Sprint(c["allowedHosts"]) != "[localhost]" {
+		t.Fatalf("create connection = %d %v", status, c)
+	}
+	if status, body := call(t, e.api, "POST", "/api/v1/connections", e.key, `{"name": "bad", "app": "svc", "type": "API_KEY",
+		"value": {"apiKey": "k"}, "allowedHosts": ["*"]}`); status != 400 || !strings.Contains(fmt.Sprint(body), "allowedHosts[0]") {
+		t.Errorf("allowedHosts [*] = %d %v, want 400 naming the entry", status, body)
+	}
+	flow := func(url string) string {
+		status, f := call(t, e.api, "POST", "/api/v1/flows", e.key, fmt.Sprintf(`{"name": "fenced", "engine": "FLOW_BUILDER",
+			"steps": [{"name": "call", "type": "HTTP", "connectionId": %q, "method": "POST", "url": %q}]}`, c["id"], url))
+		if status != 201 {
+			t.Fatalf("create flow = %d %v", status, f)
+		}
+		if status, g := call(t, e.api, "POST", "/api/v1/flows/"+f["id"].(string)+"/enable", e.key, ""); status != 200 {
+			t.Fatalf("enable = %d %v", status, g)
+		}
+		return f["id"].(string)
+	}
+	run := e.runOnMoto(t, flow("http://127.0.0.1:"+port+"/x"))
+	if run["status"] != "FAILED" || !strings.Contains(fmt.Sprint(run["error"]), "refused to send it to 127.0.0.1") || calls() != 0 {
+		t.Fatalf("fenced run = %v after %d calls; want FAILED naming 127.0.0.1 after none", run, calls())
+	}
+	run = e.runOnMoto(t, flow("http://localhost:"+port+"/x"))
+	if run["status"] != "SUCCEEDED" || calls() != 1 {
+		t.Fatalf("allowed run = %v after %d calls; want SUCCEEDED after 1", run, calls())
+	}
+	if _, list := call(t, e.api, "GET", "/api/v1/connections", e.key, ""); !strings.Contains(fmt.Sprint(list["data"]), "allowedHosts:[localhost]") {
+		t.Errorf("connection list lacks allowedHosts: %v", list)
 	}
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -106,5 +110,85 @@ func TestAuditThroughFlowd(t *testing.T) {
 		if e.Action != w.action || e.Actor.Role != w.role || e.Resource.ID != w.id || e.Actor.KeyID == "" || e.SourceIP != "127.0.0.1" {
 			t.Errorf("entry %d = %+v, want %+v", i, e, w)
 		}
+	}
+}
+
+// counting is a fake external service that counts the requests it gets and
+// answers each with next(r).
+func counting(t *testing.T, next func(w http.ResponseWriter, r *http.Request)) (*httptest.Server, *atomic.Int64) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		next(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// TestAllowedHostsThroughFlowd: a connection fenced to localhost is sent
+// there, and a step that would send it to 127.0.0.1 (directly or by a
+// redirect) fails naming the host, with nothing sent there; bad patterns
+// are a 400 naming the entry.
+func TestAllowedHostsThroughFlowd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true")
+	key := initialKey(t, dir)
+	target, hits := counting(t, func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"ok":true}`)) })
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(target.URL, "http://"))
+	redirector, redirects := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/landed", http.StatusFound)
+	})
+	_, rport, _ := net.SplitHostPort(strings.TrimPrefix(redirector.URL, "http://"))
+
+	for _, bad := range []string{`["*"]`, `["https://api.stripe.com"]`, `["api.stripe.com/v1"]`, `[""]`} {
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		api(t, p, key, "POST", "/api/v1/connections", `{"name": "s", "app": "s", "type": "API_KEY", "value": {"apiKey": "k"}, "allowedHosts": `+bad+`}`, 400, &e)
+		if !strings.Contains(e.Error.Message, "allowedHosts[0]") {
+			t.Errorf("allowedHosts %s: %q, want the entry named", bad, e.Error.Message)
+		}
+	}
+	var c struct {
+		ID           string
+		AllowedHosts []string
+	}
+	api(t, p, key, "POST", "/api/v1/connections", `{"name": "fenced", "app": "svc", "type": "API_KEY",
+		"value": {"apiKey": "sk_fenced_123"}, "allowedHosts": ["LOCALHOST"]}`, 201, &c)
+	if len(c.AllowedHosts) != 1 || c.AllowedHosts[0] != "localhost" {
+		t.Fatalf("created connection allowedHosts = %v", c.AllowedHosts)
+	}
+	flow := func(url string) string {
+		var f struct{ ID string }
+		api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "fenced", "engine": "FLOW_BUILDER",
+			"steps": [{"name": "call", "type": "HTTP", "connectionId": %q, "method": "POST", "url": %q}]}`, c.ID, url), 201, &f)
+		api(t, p, key, "POST", "/api/v1/flows/"+f.ID+"/enable", "", 200, nil)
+		return f.ID
+	}
+
+	direct := flow("http://127.0.0.1:" + port + "/x")
+	if _, r := postHook(t, p, key, direct, "/api/v1/webhooks/"+direct, `{}`, nil); r.Status != "FAILED" ||
+		!strings.Contains(r.Error, "refused to send it to 127.0.0.1") || !strings.Contains(r.Error, c.ID) {
+		t.Errorf("send to 127.0.0.1 = %s %q, want FAILED naming the host and the connection", r.Status, r.Error)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the fenced step reached 127.0.0.1 %d times", hits.Load())
+	}
+
+	viaRedirect := flow("http://localhost:" + rport + "/go")
+	if _, r := postHook(t, p, key, viaRedirect, "/api/v1/webhooks/"+viaRedirect, `{}`, nil); r.Status != "FAILED" ||
+		!strings.Contains(r.Error, "redirected") || !strings.Contains(r.Error, "127.0.0.1") {
+		t.Errorf("redirect to 127.0.0.1 = %s %q, want FAILED naming the host", r.Status, r.Error)
+	}
+	if redirects.Load() != 1 || hits.Load() != 0 {
+		t.Fatalf("redirector got %d, target %d requests; want 1 and 0", redirects.Load(), hits.Load())
+	}
+
+	allowed := flow("http://localhost:" + port + "/x")
+	if _, r := postHook(t, p, key, allowed, "/api/v1/webhooks/"+allowed, `{}`, nil); r.Status != "SUCCEEDED" {
+		t.Errorf("send to localhost = %s %q, want SUCCEEDED", r.Status, r.Error)
+	}
+	if hits.Load() != 1 {
+		t.Errorf("target got %d requests, want 1", hits.Load())
 	}
 }

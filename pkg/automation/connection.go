@@ -35,6 +35,9 @@ type Connection struct {
 	Status  ConnectionStatus `json:"status"`
 	Created time.Time        `json:"created"`
 	Updated time.Time        `json:"updated"`
+	// AllowedHosts fences the credential: an HTTP step sends it only to
+	// these hosts (hosts.go), redirects included; none: any host.
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
 }
 
 // ConnectionValue is the credential of an API_KEY connection.

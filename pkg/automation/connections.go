@@ -14,6 +14,8 @@ type ConnectionInput struct {
 	App   string          `json:"app"`
 	Type  ConnectionType  `json:"type"`
 	Value json.RawMessage `json:"value"`
+	// AllowedHosts: see Connection.AllowedHosts.
+	AllowedHosts []string `json:"allowedHosts"`
 }
 
 // ListConnections returns one page of the project's connections.
@@ -69,16 +71,20 @@ func (s *Service) CreateConnection(ctx context.Context, p Project, in Connection
 	if err != nil {
 		return Connection{}, wrap("create connection", err)
 	}
-	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw)
+	hosts, err := ParseAllowedHosts("allowedHosts", in.AllowedHosts)
+	if err != nil {
+		return Connection{}, err
+	}
+	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw, hosts)
 }
 
 // storeConnection stores a new ACTIVE connection with its credential raw:
 // the credential first, so that a stored connection always has one.
-func (s *Service) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte) (Connection, error) {
+func (s *Service) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte, hosts []string) (Connection, error) {
 	now := s.clock()
 	c := Connection{
 		ID: s.newID(PrefixConnection), Project: p.ID, Name: name, App: app,
-		Type: typ, Status: ConnectionActive, Created: now, Updated: now,
+		Type: typ, Status: ConnectionActive, Created: now, Updated: now, AllowedHosts: hosts,
 	}
 	if err := s.secrets.PutSecret(ctx, p.ID, ConnectionSecretName(c.ID), raw); err != nil {
 		return Connection{}, wrap("store connection credential", err)

@@ -12,6 +12,10 @@ import (
 	"flowservice/pkg/automation"
 )
 
+// attrAllowedHosts is a connection's allowedHosts, a list of strings;
+// absent for none.
+const attrAllowedHosts = "allowedHosts"
+
 func connectionKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrID: str(id)}
 }
@@ -28,6 +32,13 @@ func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) e
 	item["created"] = timeValue(c.Created)
 	item["updated"] = timeValue(c.Updated)
 	item[attrCreatedSort] = str(createdSort(c.Created, c.ID))
+	if len(c.AllowedHosts) > 0 {
+		hosts := make([]types.AttributeValue, len(c.AllowedHosts))
+		for i, h := range c.AllowedHosts {
+			hosts[i] = str(h)
+		}
+		item[attrAllowedHosts] = &types.AttributeValueMemberL{Value: hosts}
+	}
 	failed, err := s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{
 		TableName: &s.t.Connections, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
 	}})
@@ -66,6 +77,11 @@ func (s *Store) Connection(ctx context.Context, project, id string) (automation.
 func (s *Store) ListConnections(ctx context.Context, project string, q automation.ListQuery) (automation.Page[automation.Connection], error) {
 	items, next, err := s.listPage(ctx, s.t.Connections, indexByProject, attrProject, project, q, true)
 	if err != nil {
+		return automation.Page[automation.Connection]{}, fmt.Errorf("dynamostore: list connections of %s: %w", project, err)
+	}
+	// The index projects what connections had before allowedHosts, and a
+	// GSI's projection cannot change in place: read the page's items.
+	if items, err = s.batchGet(ctx, s.t.Connections, items); err != nil {
 		return automation.Page[automation.Connection]{}, fmt.Errorf("dynamostore: list connections of %s: %w", project, err)
 	}
 	page := automation.Page[automation.Connection]{Items: make([]automation.Connection, 0, len(items)), Next: next}
@@ -127,6 +143,15 @@ func decodeConnection(item map[string]types.AttributeValue) (automation.Connecti
 	}
 	if r.err != nil {
 		return automation.Connection{}, fmt.Errorf("dynamostore: decode connection %s: %w", c.ID, r.err)
+	}
+	if l, ok := item[attrAllowedHosts].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			h, ok := v.(*types.AttributeValueMemberS)
+			if !ok {
+				return automation.Connection{}, fmt.Errorf("dynamostore: decode connection %s: allowedHosts holds a %T", c.ID, v)
+			}
+			c.AllowedHosts = append(c.AllowedHosts, h.Value)
+		}
 	}
 	return c, nil
 }

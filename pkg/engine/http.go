@@ -63,6 +63,11 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	if err != nil {
 		return nil, masked(err.Error())
 	}
+	// A fenced credential goes only to its hosts: refuse before anything
+	// is sent (docs/access.md).
+	if conn.ID != "" && !automation.HostAllowed(conn.AllowedHosts, req.URL.Hostname()) {
+		return nil, &stepError{msg: automation.HostRefused(conn, req.URL.Hostname())}
+	}
 	if keyName != "" {
 		req.Header.Set(keyName, keyVal)
 	}
@@ -97,6 +102,11 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 			if len(via) > maxRedirects {
 				return fmt.Errorf("stopped after %d redirects", maxRedirects)
 			}
+			// A redirect is a new send: to a host outside the fence, the
+			// step fails rather than follows it.
+			if conn.ID != "" && !automation.HostAllowed(conn.AllowedHosts, next.URL.Hostname()) {
+				return &hostRefusedError{host: next.URL.Hostname()}
+			}
 			// Go drops Authorization on a redirect to another host, but
 			// not a custom key header: drop it here.
 			if keyName != "" && next.URL.Host != origin {
@@ -109,7 +119,10 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	resp, err := client.Do(req)
 	if err != nil {
 		var pe *privateAddrError
+		var hr *hostRefusedError
 		switch {
+		case errors.As(err, &hr):
+			return nil, masked(where + " redirected: " + automation.HostRefused(conn, hr.host))
 		case errors.As(err, &pe):
 			return nil, masked(where + ": " + pe.Error())
 		case ctx.Err() != nil:
@@ -274,6 +287,12 @@ func (x *execution) connectionSeen(ctx context.Context, c automation.Connection,
 		x.e.log.WarnContext(ctx, "connection status not recorded", "connection", c.ID, "status", to, "err", err)
 	}
 }
+
+// hostRefusedError stops a redirect to a host outside a connection's
+// allowedHosts.
+type hostRefusedError struct{ host string }
+
+func (e *hostRefusedError) Error() string { return "redirect to " + e.host + " refused" }
 
 // validFieldValue reports whether s may be sent as an HTTP field value: no
 // control character but the tab.

@@ -30,6 +30,21 @@ CREATE INDEX audit_log_project ON audit_log (project, sort_key);
 CREATE INDEX audit_log_time ON audit_log (time_ms);
 `
 
+// schemaAllowedHosts: a connection's allowedHosts, a JSON array; "" for
+// none (no fence), as every connection made before had.
+const schemaAllowedHosts = `
+ALTER TABLE connections ADD COLUMN allowed_hosts TEXT NOT NULL DEFAULT '';
+`
+
+// encodeHosts is the allowed_hosts column of a connection.
+func encodeHosts(hosts []string) string {
+	if len(hosts) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(hosts) // a []string always encodes
+	return string(b)
+}
+
 var _ automation.AuditStore = (*Store)(nil)
 
 // writeAudited is write for the changes the audit log records: when ctx

@@ -18,8 +18,9 @@ var migrations = []string{
 	schemaOAuthApps, // oauthapps.go
 	schemaFlowState, // state.go
 	schemaRunSummary,
-	schemaKeyRoles, // access.go
-	schemaAudit,    // access.go
+	schemaKeyRoles,     // access.go
+	schemaAudit,        // access.go
+	schemaAllowedHosts, // access.go
 }
 
 // SchemaVersion is the version Open brings a database to.

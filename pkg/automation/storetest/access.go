@@ -38,3 +38,26 @@ func testKeyRoles(t *testing.T, s automation.Store) {
 	must(t, "Keys", err)
 	equalKeys(t, "Keys", ks, append(want, legacy))
 }
+
+// testConnectionHosts: a connection's allowedHosts come back from the
+// record and from the list; one without has none.
+func testConnectionHosts(t *testing.T, s automation.Store) {
+	ctx := context.Background()
+	base := now()
+	p := newProject("hosts", base)
+	must(t, "create project", s.CreateProject(ctx, p))
+	fenced := newConnection(p.ID, "stripe", base)
+	fenced.AllowedHosts = []string{"api.stripe.com", "*.slack.com"}
+	open := newConnection(p.ID, "open", base.Add(time.Millisecond))
+	must(t, "CreateConnection fenced", s.CreateConnection(ctx, fenced))
+	must(t, "CreateConnection open", s.CreateConnection(ctx, open))
+	got, err := s.Connection(ctx, p.ID, fenced.ID)
+	must(t, "Connection", err)
+	wantSame(t, "fenced connection", got, fenced)
+	got, err = s.Connection(ctx, p.ID, open.ID)
+	must(t, "Connection", err)
+	wantSame(t, "open connection", got, open)
+	page, err := s.ListConnections(ctx, p.ID, automation.ListQuery{Limit: 10})
+	must(t, "ListConnections", err)
+	wantSame(t, "listed connections", page.Items, []automation.Connection{fenced, open})
+}
