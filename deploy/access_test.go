@@ -2,8 +2,13 @@ package deploy
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -187,5 +192,59 @@ func TestAllowedHostsOnLambda(t *testing.T) {
 	}
 	if _, list := call(t, e.api, "GET", "/api/v1/connections", e.key, ""); !strings.Contains(fmt.Sprint(list["data"]), "allowedHosts:[localhost]") {
 		t.Errorf("connection list lacks allowedHosts: %v", list)
+	}
+}
+
+// TestCredentialTypesOnLambda: BASIC, HEADER and QUERY credentials kept in
+// Secrets Manager reach a fake service that echoes them back, and the run
+// record the api function shows has every echo masked.
+func TestCredentialTypesOnLambda(t *testing.T) {
+	e := newE2E(t, 3, automation.RunPolicy{MaxAttempts: 1})
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, pw, _ := r.BasicAuth()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"user": u, "password": pw, "authorization": r.Header.Get("Authorization"),
+			"token": r.Header.Get("X-Api-Token"), "apiKey": r.URL.Query().Get("api_key"), "rawQuery": r.URL.RawQuery})
+	}))
+	defer echo.Close()
+	secrets := []string{"lambda_basic_user", "lambda-basic-pass", "lambda-header-token", "lambda query/val"}
+	conn := func(typ, value string) string {
+		status, c := call(t, e.api, "POST", "/api/v1/connections", e.key, `{"name": "`+typ+`", "app": "echo", "type": "`+typ+`", "value": `+value+`}`)
+		if status != 201 {
+			t.Fatalf("create %s connection = %d %v", typ, status, c)
+		}
+		return c["id"].(string)
+	}
+	basic := conn("BASIC", `{"username": "lambda_basic_user", "password": "lambda-basic-pass"}`)
+	header := conn("HEADER", `{"name": "X-Api-Token", "value": "lambda-header-token"}`)
+	query := conn("QUERY", `{"name": "api_key", "value": "lambda query/val"}`)
+	status, f := call(t, e.api, "POST", "/api/v1/flows", e.key, fmt.Sprintf(`{"name": "typed", "engine": "FLOW_BUILDER", "steps": [
+		{"name": "basic", "type": "HTTP", "connectionId": %q, "url": %q},
+		{"name": "header", "type": "HTTP", "connectionId": %q, "url": %q},
+		{"name": "query", "type": "HTTP", "connectionId": %q, "url": %q}]}`, basic, echo.URL, header, echo.URL, query, echo.URL))
+	if status != 201 {
+		t.Fatalf("create flow = %d %v", status, f)
+	}
+	id := f["id"].(string)
+	call(t, e.api, "POST", "/api/v1/flows/"+id+"/enable", e.key, "")
+	run := e.runOnMoto(t, id)
+	if run["status"] != "SUCCEEDED" {
+		t.Fatalf("run = %v", run)
+	}
+	raw, _ := json.Marshal(run)
+	for _, s := range append(secrets, url.QueryEscape("lambda query/val"), base64.StdEncoding.EncodeToString([]byte("lambda_basic_user:lambda-basic-pass"))) {
+		if strings.Contains(string(raw), s) {
+			t.Errorf("the run record shows %q: %s", s, raw)
+		}
+	}
+	steps, _ := run["steps"].([]any)
+	if len(steps) != 3 {
+		t.Fatalf("steps = %v", run["steps"])
+	}
+	for i, field := range []string{"password", "token", "apiKey"} {
+		out := steps[i].(map[string]any)["output"].(map[string]any)["body"].(map[string]any)
+		if out[field] != automation.SecretMask {
+			t.Errorf("step %d echoed %s = %v, want it masked", i, field, out[field])
+		}
 	}
 }

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -191,4 +196,113 @@ func TestAllowedHostsThroughFlowd(t *testing.T) {
 	if hits.Load() != 1 {
 		t.Errorf("target got %d requests, want 1", hits.Load())
 	}
+}
+
+// TestCredentialTypesThroughFlowd: BASIC, HEADER and QUERY connections are
+// sent as their types say to a fake service that echoes them back; the run
+// record shows every echo masked, no answer shows a value, and a value of
+// the wrong shape is a 400 naming the field.
+func TestCredentialTypesThroughFlowd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true")
+	key := initialKey(t, dir)
+	const (
+		user, pass = "sk_live_user_4711", "p@ss w0rd!"
+		headerVal  = "tok_header_secret_1"
+		queryVal   = "q s&cret/val"
+	)
+	var mu sync.Mutex
+	var seen []string
+	echo, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		u, pw, _ := r.BasicAuth()
+		mu.Lock()
+		seen = append(seen, u+"|"+pw+"|"+r.Header.Get("X-Api-Token")+"|"+r.URL.Query().Get("api_key"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"authorization": r.Header.Get("Authorization"), "user": u, "password": pw,
+			"token": r.Header.Get("X-Api-Token"), "rawQuery": r.URL.RawQuery, "apiKey": r.URL.Query().Get("api_key")})
+	})
+
+	for _, bad := range []struct{ typ, value, field string }{
+		{"BASIC", `{"username": "u"}`, "value.password"},
+		{"BASIC", `{"username": "u", "password": "p", "extra": 1}`, "value.extra"},
+		{"HEADER", `{"name": "Bad Header", "value": "v"}`, "value.name"},
+		{"QUERY", `{"name": "k", "value": 5}`, "value.value"},
+		{"QUERY", `"just a string"`, "value must be an object"},
+	} {
+		var e struct{ Error struct{ Message string } }
+		api(t, p, key, "POST", "/api/v1/connections", fmt.Sprintf(`{"name": "x", "app": "x", "type": %q, "value": %s}`, bad.typ, bad.value), 400, &e)
+		if !strings.Contains(e.Error.Message, bad.field) {
+			t.Errorf("%s %s: %q, want %q named", bad.typ, bad.value, e.Error.Message, bad.field)
+		}
+	}
+	conn := func(typ, value string) string {
+		var c struct{ ID, Type string }
+		raw := apiRaw(t, p, key, "POST", "/api/v1/connections", fmt.Sprintf(`{"name": %q, "app": "echo", "type": %q, "value": %s}`, typ, typ, value), 201, &c)
+		for _, secret := range []string{pass, user, headerVal, queryVal} {
+			if strings.Contains(raw, secret) {
+				t.Errorf("the %s connection's answer shows a credential: %s", typ, raw)
+			}
+		}
+		if c.Type != typ {
+			t.Errorf("connection type %q, want %q", c.Type, typ)
+		}
+		return c.ID
+	}
+	basic := conn("BASIC", fmt.Sprintf(`{"username": %q, "password": %q}`, user, pass))
+	header := conn("HEADER", fmt.Sprintf(`{"name": "X-Api-Token", "value": %q}`, headerVal))
+	query := conn("QUERY", fmt.Sprintf(`{"name": "api_key", "value": %q}`, queryVal))
+
+	var f struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "typed", "engine": "FLOW_BUILDER", "steps": [
+		{"name": "basic", "type": "HTTP", "connectionId": %q, "url": %q},
+		{"name": "header", "type": "HTTP", "connectionId": %q, "url": %q},
+		{"name": "query", "type": "HTTP", "connectionId": %q, "url": %q}]}`,
+		basic, echo.URL+"/b", header, echo.URL+"/h", query, echo.URL+"/q?page=2"), 201, &f)
+	api(t, p, key, "POST", "/api/v1/flows/"+f.ID+"/enable", "", 200, nil)
+	_, r := postHook(t, p, key, f.ID, "/api/v1/webhooks/"+f.ID, `{}`, nil)
+	if r.Status != "SUCCEEDED" {
+		t.Fatalf("run = %s %q", r.Status, r.Error)
+	}
+	mu.Lock()
+	want := []string{user + "|" + pass + "||", "||" + headerVal + "|", "|||" + queryVal}
+	if strings.Join(seen, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the service saw\n%s\nwant\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
+	}
+	mu.Unlock()
+	record := apiRaw(t, p, key, "GET", "/api/v1/flows/"+f.ID+"/runs/"+r.ID, "", 200, nil)
+	for _, secret := range []string{pass, user, headerVal, queryVal, url.QueryEscape(queryVal),
+		base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))} {
+		if strings.Contains(record, secret) {
+			t.Errorf("the run record shows %q: %s", secret, record)
+		}
+	}
+	if n := strings.Count(record, "********"); n < 6 {
+		t.Errorf("the run record masks %d echoes, want every one: %s", n, record)
+	}
+}
+
+// apiRaw is api that also returns the raw answer.
+func apiRaw(t *testing.T, p *proc, key, method, path, body string, want int, out any) string {
+	t.Helper()
+	req, _ := http.NewRequest(method, p.base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, resp.StatusCode, raw, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return string(raw)
 }

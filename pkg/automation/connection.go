@@ -47,4 +47,10 @@ type ConnectionValue struct {
 	// "Authorization" with prefix "Bearer ".
 	Header string  `json:"header,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
+	// Query, when set, sends APIKey as this query parameter instead of a
+	// header (QUERY connections).
+	Query string `json:"-"`
+	// Masks are further values the HTTP step masks in its output beside
+	// APIKey (a BASIC connection's password and username).
+	Masks []Secret `json:"-"`
 }

@@ -50,26 +50,31 @@ func (s *Service) CreateConnection(ctx context.Context, p Project, in Connection
 	if err := checkText("app", in.App, 100); err != nil {
 		return Connection{}, err
 	}
+	var raw []byte
 	switch in.Type {
 	case ConnectionAPIKey:
+		v, err := decodeConnectionValue(in.Value)
+		if err != nil {
+			return Connection{}, err
+		}
+		if raw, err = json.Marshal(struct {
+			APIKey string  `json:"apiKey"`
+			Header string  `json:"header,omitempty"`
+			Prefix *string `json:"prefix,omitempty"`
+		}{v.APIKey.Reveal(), v.Header, v.Prefix}); err != nil {
+			return Connection{}, wrap("create connection", err)
+		}
+	case ConnectionBasic, ConnectionHeader, ConnectionQuery:
+		var err error
+		if raw, err = decodeTypedValue(in.Type, in.Value); err != nil {
+			return Connection{}, err
+		}
 	case ConnectionOAuth2:
 		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard (Connect on its connections page, {base_url}/ui/connections)")
 	case "":
-		return Connection{}, Invalid("type is required: allowed values are %s, %s", ConnectionAPIKey, ConnectionOAuth2)
+		return Connection{}, Invalid("type is required: allowed values are %s", join(ConnectionTypes))
 	default:
-		return Connection{}, Invalid("type %q: allowed values are %s, %s", in.Type, ConnectionAPIKey, ConnectionOAuth2)
-	}
-	v, err := decodeConnectionValue(in.Value)
-	if err != nil {
-		return Connection{}, err
-	}
-	raw, err := json.Marshal(struct {
-		APIKey string  `json:"apiKey"`
-		Header string  `json:"header,omitempty"`
-		Prefix *string `json:"prefix,omitempty"`
-	}{v.APIKey.Reveal(), v.Header, v.Prefix})
-	if err != nil {
-		return Connection{}, wrap("create connection", err)
+		return Connection{}, Invalid("type %q: allowed values are %s", ClipID(string(in.Type)), join(ConnectionTypes))
 	}
 	hosts, err := ParseAllowedHosts("allowedHosts", in.AllowedHosts)
 	if err != nil {
@@ -142,8 +147,15 @@ func (s *Service) ConnectionCredential(ctx context.Context, project, id string) 
 	} else if err != nil {
 		return c, ConnectionValue{}, wrap("read connection credential", err)
 	}
-	if c.Type == ConnectionOAuth2 {
+	switch c.Type {
+	case ConnectionOAuth2:
 		return s.oauthCredential(ctx, c, raw)
+	case ConnectionBasic, ConnectionHeader, ConnectionQuery:
+		v, err := typedCredential(c.Type, raw)
+		if err != nil {
+			return c, ConnectionValue{}, wrap("read connection credential", err)
+		}
+		return c, v, nil
 	}
 	var v struct {
 		APIKey string  `json:"apiKey"`

@@ -25,7 +25,9 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		conn    automation.Connection
 		keyName string // the header carrying the key, "" without a connection
 		keyVal  string
-		secrets []string
+		// queryName carries the key as a query parameter instead (QUERY).
+		queryName, queryVal string
+		secrets             []string
 	)
 	if s.ConnectionID != "" {
 		if x.e.creds == nil {
@@ -46,6 +48,15 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 			return nil, &stepError{msg: "connection " + s.ConnectionID + " has no API key"}
 		}
 		secrets = append(secrets, key)
+		for _, m := range v.Masks {
+			secrets = append(secrets, m.Reveal())
+		}
+		if v.Query != "" {
+			// QUERY: the value goes in the URL, where an echo may show it
+			// escaped as well.
+			queryName, queryVal = v.Query, key
+			secrets = append(secrets, url.QueryEscape(key), url.PathEscape(key))
+		}
 		keyName, keyVal = "Authorization", "Bearer "+key
 		if v.Header != "" {
 			keyName = v.Header
@@ -55,6 +66,9 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		}
 		if !validFieldValue(keyVal) {
 			return nil, &stepError{msg: "connection " + s.ConnectionID + ": its key or prefix contains a control character (CR, LF or another); store the key again"}
+		}
+		if queryName != "" {
+			keyName = ""
 		}
 	}
 	masked := func(msg string) *stepError { return &stepError{msg: mask(msg, secrets)} }
@@ -70,6 +84,11 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	}
 	if keyName != "" {
 		req.Header.Set(keyName, keyVal)
+	}
+	if queryName != "" {
+		q := req.URL.Query()
+		q.Set(queryName, queryVal)
+		req.URL.RawQuery = q.Encode()
 	}
 	// The same key on every retry and resume of this run's step, so that
 	// the service deduplicates what it already did; the step's own header

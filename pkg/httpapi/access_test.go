@@ -163,3 +163,48 @@ func TestCreateKeyBadRole(t *testing.T) {
 		t.Errorf("role owner: err = %v, want a 400 naming role and the allowed values", err)
 	}
 }
+
+// TestTypedConnectionsAgainstTheDocument: BASIC, HEADER and QUERY
+// connections and fenced ones are made through the validating client (the
+// exchange matches openapi.json), answers never carry the values, and a
+// wrong shape is a 400 naming the field.
+func TestTypedConnectionsAgainstTheDocument(t *testing.T) {
+	srv, key := newTestServer(t)
+	for _, tt := range []struct{ typ, value, secret string }{
+		{"BASIC", `{"username": "alice", "password": "s3cret-basic"}`, "s3cret-basic"},
+		{"HEADER", `{"name": "X-Token", "value": "s3cret-header"}`, "s3cret-header"},
+		{"QUERY", `{"name": "key", "value": "s3cret-query"}`, "s3cret-query"},
+	} {
+		res := call(t, srv, "POST", "/api/v1/connections", key, `{"name": "n", "app": "a", "type": "`+tt.typ+`", "value": `+tt.value+`, "allowedHosts": ["api.example.com"]}`)
+		var c struct {
+			ID, Type     string
+			AllowedHosts []string
+		}
+		res.into(t, http.StatusCreated, &c)
+		got := call(t, srv, "GET", "/api/v1/connections/"+c.ID, key, "")
+		list := call(t, srv, "GET", "/api/v1/connections", key, "")
+		for _, body := range [][]byte{res.body, got.body, list.body} {
+			if strings.Contains(string(body), tt.secret) {
+				t.Errorf("%s: an answer shows the value: %s", tt.typ, body)
+			}
+		}
+		if c.Type != tt.typ || len(c.AllowedHosts) != 1 {
+			t.Errorf("%s connection = %+v", tt.typ, c)
+		}
+	}
+	e := call(t, srv, "POST", "/api/v1/connections", key, `{"name": "n", "app": "a", "type": "BASIC", "value": {"username": "u", "pass": "p"}}`).
+		wantError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+	if !strings.Contains(e.Message, "value.pass") {
+		t.Errorf("unknown field: %q", e.Message)
+	}
+	e = call(t, srv, "POST", "/api/v1/connections", key, `{"name": "n", "app": "a", "type": "DIGEST", "value": {}}`).
+		wantError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+	if !strings.Contains(e.Message, "BASIC, HEADER, QUERY") {
+		t.Errorf("unknown type: %q", e.Message)
+	}
+	e = call(t, srv, "POST", "/api/v1/connections", key, `{"name": "n", "app": "a", "type": "HEADER", "value": {"name": "X-T", "value": "v"}, "allowedHosts": ["*"]}`).
+		wantError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+	if !strings.Contains(e.Message, "allowedHosts[0]") {
+		t.Errorf("allowedHosts [*]: %q", e.Message)
+	}
+}
