@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/oauth/oauthtest"
 )
 
 // TestDashboardRoutesHavePermissions: every form route the dashboard
@@ -54,7 +55,24 @@ func TestDashboardViewerIsReadOnly(t *testing.T) {
 	b := e.browser(t)
 	wantRedirect(t, b.signin(viewer), "/ui/flows")
 	path := "/ui/flows/" + f.ID
-	wantPage(t, b.get(path), http.StatusOK, "Deploy")
+	// The pages offer nothing the role may not do, and say the role.
+	for page, hidden := range map[string][]string{
+		path:              {`/enable"`, "Edit definition", "Delete…", `/test"`},
+		"/ui/flows":       {"New flow", "/flows/new"},
+		"/ui/connections": {"Create connection", "New API key connection"},
+	} {
+		p := b.get(page)
+		wantPage(t, p, http.StatusOK, `<span class="badge" title="the role of the API key you signed in with">viewer</span>`)
+		for _, h := range hidden {
+			if strings.Contains(p.body, h) {
+				t.Errorf("the viewer's %s offers %q", page, h)
+			}
+		}
+	}
+	admin := e.browser(t)
+	wantRedirect(t, admin.signin(e.key), "/ui/flows")
+	wantPage(t, admin.get(path), http.StatusOK, `/enable"`, "Edit definition", "Test trigger")
+	wantPage(t, admin.get("/ui/flows"), http.StatusOK, "New flow")
 	for _, post := range []struct {
 		path string
 		form url.Values
@@ -118,4 +136,42 @@ func TestDashboardAudit(t *testing.T) {
 	if strings.Contains(page.body, editor) {
 		t.Error("the audit page shows an API key")
 	}
+}
+
+// TestOAuth2ConnectWithAllowedHosts: Connect with ?allowedHosts= makes an
+// OAUTH2 connection fenced to them; a bad pattern is refused before the
+// provider is involved.
+func TestOAuth2ConnectWithAllowedHosts(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	idp := oauthtest.Start(oauthtest.Options{RedirectBase: e.srv.URL})
+	defer idp.Close()
+	if _, err := e.svc.AddOAuthApp(ctx, automation.OAuthAppInput{
+		Name: "idp", ClientID: oauthtest.ClientID, ClientSecret: oauthtest.ClientSecret,
+		AuthorizeURL: idp.AuthorizeURL, TokenURL: idp.TokenURL, Scopes: []string{"read"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser(t)
+	wantRedirect(t, b.signin(e.key), "/ui/flows")
+	wantPage(t, b.get("/ui/connections/connect/idp?allowedHosts=https://api.idp.example"), http.StatusBadRequest, "allowedHosts[0]")
+	back, cookie := b.connect(idp, "/ui/connections/connect/idp?allowedHosts=api.idp.example,*.files.idp.example")
+	wantPage(t, b.callback(back, cookie), http.StatusOK, "Connected idp")
+	list, err := e.svc.ListConnections(ctx, e.p, automation.PageRequest{})
+	if err != nil || len(list.Data) != 1 {
+		t.Fatalf("connections = %+v, %v", list.Data, err)
+	}
+	if got := strings.Join(list.Data[0].AllowedHosts, " "); got != "api.idp.example *.files.idp.example" {
+		t.Errorf("OAUTH2 connection allowedHosts = %q", got)
+	}
+	l, err := e.svc.AuditLog(ctx, e.p, automation.AuditSearch{})
+	if err != nil || len(l.Data) == 0 || l.Data[0].Action != "connection.create" || l.Data[0].Resource.ID != list.Data[0].ID {
+		t.Errorf("audit log after Connect = %+v, %v", l.Data, err)
+	}
+
+	// A viewer may not connect.
+	viewer, _ := e.roleKey(t, automation.RoleViewer)
+	vb := e.browser(t)
+	wantRedirect(t, vb.signin(viewer), "/ui/flows")
+	wantPage(t, vb.get("/ui/connections/connect/idp"), http.StatusForbidden, "viewer")
 }
