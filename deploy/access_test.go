@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -246,5 +247,54 @@ func TestCredentialTypesOnLambda(t *testing.T) {
 		if out[field] != automation.SecretMask {
 			t.Errorf("step %d echoed %s = %v, want it masked", i, field, out[field])
 		}
+	}
+}
+
+// TestDashboardOnLambda: through the api function on moto, a dashboard
+// sign-in and a failed one (a revoked key) are in the project's audit log
+// with API Gateway's source IP; a viewer's session is refused a form with
+// 403 naming the role, and its pages offer no such form.
+func TestDashboardOnLambda(t *testing.T) {
+	ctx := context.Background()
+	st := newStack(t)
+	api, err := management.NewHandler(ctx, st.aws, st.cfgOf("ApiFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer, vk, err := st.svc.CreateAPIKeyWithRole(ctx, st.project.ID, automation.RoleViewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, rk, err := st.svc.CreateAPIKeyWithRole(ctx, st.project.ID, automation.RoleEditor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.svc.RevokeAPIKey(ctx, rk.ID); err != nil {
+		t.Fatal(err)
+	}
+	form := page(t, api, "GET", "/ui/signin", "", "")
+	m := csrfField.FindStringSubmatch(form.Body)
+	if resp := page(t, api, "POST", "/ui/signin", cookie(form, "flow_signin"),
+		url.Values{"apiKey": {revoked}, "csrf": {html.UnescapeString(m[1])}}.Encode()); resp.StatusCode != 401 {
+		t.Fatalf("sign-in with a revoked key = %d", resp.StatusCode)
+	}
+	session := dashboardSession(t, api, viewer)
+	f := st.flow(t, `{"name": "Deploy", "engine": "FLOW_BUILDER"}`, false)
+	flowPage := page(t, api, "GET", "/ui/flows/"+f.ID, session, "")
+	if flowPage.StatusCode != 200 || strings.Contains(flowPage.Body, "/enable\"") {
+		t.Errorf("the viewer's flow page = %d, offering enable: %v", flowPage.StatusCode, strings.Contains(flowPage.Body, "/enable\""))
+	}
+	csrf := csrfField.FindStringSubmatch(flowPage.Body)
+	if resp := page(t, api, "POST", "/ui/flows/"+f.ID+"/enable", session, url.Values{"csrf": {html.UnescapeString(csrf[1])}}.Encode()); resp.StatusCode != 403 ||
+		!strings.Contains(resp.Body, "viewer") {
+		t.Errorf("the viewer's enable = %d %.200s", resp.StatusCode, resp.Body)
+	}
+	l, err := st.svc.AuditLog(ctx, st.project, automation.AuditSearch{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Data) != 2 || l.Data[0].Action != "session.signin" || l.Data[0].Actor.KeyID != vk.ID ||
+		l.Data[1].Action != "session.signin_failed" || l.Data[1].Actor.KeyID != rk.ID || l.Data[0].SourceIP != "198.51.100.10" {
+		t.Errorf("audit log on DynamoDB = %+v", l.Data)
 	}
 }
