@@ -84,7 +84,7 @@ this machine only).`,
 	root.PersistentFlags().StringVar(&c.url, "url", defURL, "management API of a running flowd or stage (FLOWCTL_URL)")
 	// No default shown: help must never print a key taken from the environment.
 	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
-	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd())
+	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd(), c.auditCmd())
 	return root
 }
 

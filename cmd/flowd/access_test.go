@@ -306,3 +306,44 @@ func apiRaw(t *testing.T, p *proc, key, method, path, body string, want int, out
 	}
 	return string(raw)
 }
+
+// TestFlowctlAccessCommands: flowctl makes a fenced BASIC connection on a
+// running flowd (the password from stdin), and `flowctl audit` shows the
+// change with the key's role; a viewer key's create is refused naming its
+// role.
+func TestFlowctlAccessCommands(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir)
+	admin := initialKey(t, dir)
+	out, err := flowctl(t, dir, "keys", "create", "--project", "default", "--role", "viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := strings.TrimSpace(out)
+	c := newCtl(t, "FLOWCTL_URL="+p.base, "FLOWCTL_API_KEY="+admin)
+	c.ok("pa55word-xyz\n", "connections", "create", "--name", "legacy", "--app", "erp", "--type", "BASIC",
+		"--username", "svc", "--api-key-stdin", "--allowed-hosts", "erp.example.com,*.erp.example.com")
+	var list struct {
+		Data []struct {
+			Type         string
+			AllowedHosts []string
+		}
+	}
+	if err := json.Unmarshal([]byte(c.ok("", "-o", "json", "connections", "list")), &list); err != nil || len(list.Data) != 1 ||
+		list.Data[0].Type != "BASIC" || strings.Join(list.Data[0].AllowedHosts, ",") != "erp.example.com,*.erp.example.com" {
+		t.Fatalf("connections list = %+v, %v", list, err)
+	}
+	audit := c.ok("", "audit")
+	if !strings.HasPrefix(audit, "TIME") || !strings.Contains(audit, "connection.create") || !strings.Contains(audit, "admin") {
+		t.Errorf("flowctl audit:\n%s", audit)
+	}
+	refused := newCtl(t, "FLOWCTL_URL="+p.base, "FLOWCTL_API_KEY="+viewer).run("k\n", "connections", "create", "--name", "x", "--app", "x", "--api-key-stdin")
+	if refused.code == 0 || !strings.Contains(refused.stderr, "FORBIDDEN") || !strings.Contains(refused.stderr, "viewer") {
+		t.Errorf("viewer's create: exit %d, stderr %q", refused.code, refused.stderr)
+	}
+	for _, r := range c.all {
+		if strings.Contains(r.stdout+r.stderr, "pa55word-xyz") {
+			t.Errorf("flowctl printed the password: %s %s", r.stdout, r.stderr)
+		}
+	}
+}
