@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,7 +76,10 @@ type auditKey struct{}
 
 // auditSlot holds a request's entry; the Service fills in the ID of what a
 // create makes once it has made the ID (auditCreated).
-type auditSlot struct{ e AuditEntry }
+type auditSlot struct {
+	e     AuditEntry
+	taken atomic.Bool // an audited store write has taken the entry
+}
 
 // WithAudit returns a context whose audited store writes record e in their
 // own transaction. One request makes one entry: a store writes it with
@@ -89,6 +93,19 @@ func WithAudit(ctx context.Context, e AuditEntry) context.Context {
 func AuditFrom(ctx context.Context) (AuditEntry, bool) {
 	slot, ok := ctx.Value(auditKey{}).(*auditSlot)
 	if !ok {
+		return AuditEntry{}, false
+	}
+	slot.taken.Store(true)
+	return slot.e, true
+}
+
+// AuditUntaken returns the request's entry when no audited store write
+// took it: a request that succeeded through a store method that does not
+// record entries yet. The caller writes it on its own (RecordAudit), so
+// the change is still in the log, if not in its commit.
+func AuditUntaken(ctx context.Context) (AuditEntry, bool) {
+	slot, ok := ctx.Value(auditKey{}).(*auditSlot)
+	if !ok || slot.taken.Load() {
 		return AuditEntry{}, false
 	}
 	return slot.e, true

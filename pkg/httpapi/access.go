@@ -57,6 +57,8 @@ func (a *API) authorize(pattern string, next http.Handler) http.Handler {
 			a.fail(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, a.withAudit(r, pattern, pr))
+		r = a.withAudit(r, pattern, pr)
+		next.ServeHTTP(w, r)
+		a.auditFallback(w, r)
 	})
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
@@ -69,6 +70,26 @@ func (a *API) withAudit(r *http.Request, pattern string, pr automation.Principal
 	}
 	e := a.svc.NewAuditEntry(pr, act.action, res, RequestID(r.Context()), a.sourceIP(r))
 	return r.WithContext(automation.WithAudit(r.Context(), e))
+}
+
+// auditFallback writes the entry of a write that succeeded without any
+// audited store write taking it (a store method that does not record
+// entries yet), so that no change is missing from the log; it is logged as
+// an error, since the entry is then not in the change's own commit.
+func (a *API) auditFallback(w http.ResponseWriter, r *http.Request) {
+	rec, ok := w.(*recorder)
+	if !ok || rec.status < 200 || rec.status > 299 {
+		return
+	}
+	e, ok := automation.AuditUntaken(r.Context())
+	if !ok {
+		return
+	}
+	a.log.ErrorContext(r.Context(), "audit entry written after its change: the route's store write does not record it",
+		"action", e.Action, "requestId", e.RequestID)
+	if err := a.svc.RecordAudit(context.WithoutCancel(r.Context()), e); err != nil {
+		a.log.ErrorContext(r.Context(), "audit entry not written", "action", e.Action, "requestId", e.RequestID, "err", err)
+	}
 }
 
 func (a *API) auditLog(w http.ResponseWriter, r *http.Request) {

@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/flowtest"
 )
 
 // TestEveryWriteRouteIsAudited: every route that may change something (any
@@ -166,5 +168,38 @@ func TestAuditLogRecordsWrites(t *testing.T) {
 	call(t, srv, "GET", "/api/v1/audit?until=2000-01-01T00:00:00Z", viewer, "").into(t, http.StatusOK, &none)
 	if len(none.Data) != 0 {
 		t.Errorf("entries before 2000: %+v", none.Data)
+	}
+}
+
+// unauditedStore makes connections through a store write that records no
+// audit entry, as a store method written before the audit log would.
+type unauditedStore struct{ automation.Store }
+
+func (s unauditedStore) CreateConnection(ctx context.Context, c automation.Connection) error {
+	return s.Store.CreateConnection(context.Background(), c)
+}
+
+// TestAuditFallback: a write that succeeded without an audited store write
+// taking its entry still lands in the log (written after the change, and
+// logged as an error); one that failed leaves nothing.
+func TestAuditFallback(t *testing.T) {
+	env := flowtest.New(t, flowtest.Options{Store: func(s automation.Store) automation.Store { return unauditedStore{s} }})
+	p, key := env.Project(t, "p", automation.PlanFree)
+	logs := &syncBuffer{}
+	srv := serve(t, NewAPI(env.Svc, slog.New(slog.NewJSONHandler(logs, nil))))
+	var c struct{ ID string }
+	call(t, srv, "POST", "/api/v1/connections", key, `{"name":"s","app":"s","type":"API_KEY","value":{"apiKey":"k"}}`).
+		into(t, http.StatusCreated, &c)
+	call(t, srv, "POST", "/api/v1/connections", key, `{"name":"s","app":"s","type":"API_KEY","value":{}}`).
+		wantError(t, http.StatusBadRequest, "")
+	l, err := env.Svc.AuditLog(context.Background(), p, automation.AuditSearch{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Data) != 1 || l.Data[0].Action != "connection.create" || l.Data[0].Resource.ID != c.ID {
+		t.Errorf("audit log = %+v, want the one connection.create", l.Data)
+	}
+	if !strings.Contains(logs.String(), "audit entry written after its change") {
+		t.Errorf("the fallback was not logged: %s", logs)
 	}
 }
