@@ -175,3 +175,19 @@ func TestOAuth2ConnectWithAllowedHosts(t *testing.T) {
 	wantRedirect(t, vb.signin(viewer), "/ui/flows")
 	wantPage(t, vb.get("/ui/connections/connect/idp"), http.StatusForbidden, "viewer")
 }
+
+// TestConnectionFormAllowedHosts: the API key form fences the connection
+// to the hosts given; a bad pattern keeps the form with the message.
+func TestConnectionFormAllowedHosts(t *testing.T) {
+	e := newEnv(t)
+	b := e.browser(t)
+	wantRedirect(t, b.signin(e.key), "/ui/flows")
+	wantPage(t, b.post("/ui/connections", "/ui/connections", url.Values{"name": {"s"}, "app": {"stripe"},
+		"apiKey": {"sk_1"}, "allowedHosts": {"https://api.stripe.com"}}), http.StatusBadRequest, "allowedHosts[0]", "https://api.stripe.com")
+	wantRedirect(t, b.post("/ui/connections", "/ui/connections", url.Values{"name": {"s"}, "app": {"stripe"},
+		"apiKey": {"sk_1"}, "allowedHosts": {"api.stripe.com, *.stripe.net"}}), "/ui/connections?done=created")
+	l, err := e.svc.ListConnections(context.Background(), e.p, automation.PageRequest{})
+	if err != nil || len(l.Data) != 1 || strings.Join(l.Data[0].AllowedHosts, " ") != "api.stripe.com *.stripe.net" {
+		t.Fatalf("connections = %+v, %v", l.Data, err)
+	}
+}
