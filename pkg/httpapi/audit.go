@@ -38,6 +38,16 @@ func WithClientIP(f func(*http.Request) (netip.Addr, bool)) APIOption {
 	return func(a *API) { a.clientIP = f }
 }
 
+// TrustedClientIP finds a client address as the webhook receivers do:
+// the socket peer, or, from a peer in trusted, the right-most
+// X-Forwarded-For entry that is not a trusted proxy. flowd passes it to
+// WithClientIP and the dashboard, so that the audit log names clients, not
+// the proxy in front of them.
+func TrustedClientIP(trusted []netip.Prefix) func(*http.Request) (netip.Addr, bool) {
+	rc := &receiver{cfg: HookConfig{TrustedProxies: trusted}}
+	return rc.clientIP
+}
+
 // sourceIP is the client address the audit log records, "" when unknown.
 func (a *API) sourceIP(r *http.Request) string {
 	if a.clientIP != nil {

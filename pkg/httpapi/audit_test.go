@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -201,5 +202,30 @@ func TestAuditFallback(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "audit entry written after its change") {
 		t.Errorf("the fallback was not logged: %s", logs)
+	}
+}
+
+// TestAuditSourceBehindProxy: with a trusted proxy in front, the audit log
+// names the client the proxy saw, not the proxy; a client's own
+// X-Forwarded-For is not believed from an untrusted peer.
+func TestAuditSourceBehindProxy(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		trusted []netip.Prefix
+		want    string
+	}{
+		{"trusted proxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, "203.0.113.9"},
+		{"no trusted proxy", nil, "127.0.0.1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := flowtest.New(t, flowtest.Options{})
+			p, key := env.Project(t, "p", automation.PlanFree)
+			srv := serve(t, NewAPI(env.Svc, nil, WithClientIP(TrustedClientIP(tt.trusted))))
+			call(t, srv, "POST", "/api/v1/flows", key, flowBuilderBody, "X-Forwarded-For: 203.0.113.9").into(t, http.StatusCreated, &flowView{})
+			l, err := env.Svc.AuditLog(context.Background(), p, automation.AuditSearch{})
+			if err != nil || len(l.Data) != 1 || l.Data[0].SourceIP != tt.want {
+				t.Errorf("audit log = %+v, %v; want sourceIp %s", l.Data, err, tt.want)
+			}
+		})
 	}
 }
