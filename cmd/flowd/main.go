@@ -125,8 +125,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		workflow: m.Receiver("workflow_builder", httpapi.NewWorkflowHook(b.svc, hooks)),
 		dashboard: dashboard.New(b.svc, dashboard.Options{
 			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log, InitialKeyFile: keyFile,
-			ClientIP: httpapi.TrustedClientIP(cfg.TrustedProxies),
-			OpenAPI:  httpapi.OpenAPIDocument(),
+			OpenAPI: httpapi.OpenAPIDocument(), ClientIP: httpapi.TrustedClientIP(cfg.TrustedProxies),
 		}),
 	})
 	// Background work stops after the servers: a webhook accepted while
