@@ -4,12 +4,15 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -345,5 +348,80 @@ func TestFlowctlAccessCommands(t *testing.T) {
 		if strings.Contains(r.stdout+r.stderr, "pa55word-xyz") {
 			t.Errorf("flowctl printed the password: %s %s", r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestDashboardSignInAuditThroughFlowd: on flowd, a failed dashboard
+// sign-in with a revoked key and a sign-in with a viewer key are in the
+// audit log; the viewer's session is refused a form naming its role.
+func TestDashboardSignInAuditThroughFlowd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir)
+	admin := initialKey(t, dir)
+	mk := func(role string) string {
+		out, err := flowctl(t, dir, "keys", "create", "--project", "default", "--role", role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	viewer, gone := mk("viewer"), mk("editor")
+	var keys []struct{ ID, Role, Prefix string }
+	out, err := flowctl(t, dir, "-o", "json", "keys", "list", "--project", "default")
+	if err != nil || json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 3 {
+		t.Fatalf("keys list = %s, %v", out, err)
+	}
+	if _, err := flowctl(t, dir, "keys", "revoke", keys[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	csrfRE := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	signin := func(key string) (*http.Client, int, string) {
+		jar, _ := cookiejar.New(nil)
+		c := &http.Client{Jar: jar}
+		resp, err := c.Get(p.base + "/ui/signin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := csrfRE.FindStringSubmatch(string(b))
+		if m == nil {
+			t.Fatalf("no sign-in form: %s", b)
+		}
+		resp, err = c.PostForm(p.base+"/ui/signin", url.Values{"csrf": {html.UnescapeString(m[1])}, "apiKey": {key}, "next": {"/ui/flows"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return c, resp.StatusCode, string(b)
+	}
+	if _, status, _ := signin(gone); status != http.StatusUnauthorized {
+		t.Fatalf("sign-in with a revoked key = %d", status)
+	}
+	c, status, body := signin(viewer)
+	if status != http.StatusOK || !strings.Contains(body, ">viewer</span>") || strings.Contains(body, "New flow") {
+		t.Fatalf("viewer's flows page = %d, badge %v, New flow offered %v", status, strings.Contains(body, ">viewer</span>"), strings.Contains(body, "New flow"))
+	}
+	m := csrfRE.FindStringSubmatch(body)
+	resp, err := c.PostForm(p.base+"/ui/flows", url.Values{"csrf": {html.UnescapeString(m[1])}, "name": {"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "viewer") {
+		t.Errorf("viewer's new flow form = %d", resp.StatusCode)
+	}
+	var page struct {
+		Data []struct {
+			Action string
+			Actor  struct{ KeyID, Role string }
+		}
+	}
+	api(t, p, admin, "GET", "/api/v1/audit", "", 200, &page)
+	if len(page.Data) != 2 || page.Data[0].Action != "session.signin" || page.Data[0].Actor.Role != "viewer" ||
+		page.Data[1].Action != "session.signin_failed" || page.Data[1].Actor.KeyID != keys[2].ID {
+		t.Errorf("audit log = %+v", page.Data)
 	}
 }
