@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -58,7 +59,9 @@ func TestRoleMatrix(t *testing.T) {
 			route := method + " " + path
 			raw, ok := op.Extensions["x-roles"]
 			if !ok {
-				t.Errorf("%s: no x-roles in openapi.json", route)
+				roles, _ := json.Marshal(automation.RolesWith(permissionOf(route)))
+				t.Errorf("%s: no x-roles in openapi.json; give the route its permission in routePermissions (access.go) "+
+					"and the operation \"x-roles\": %s", route, roles)
 				continue
 			}
 			var allowed []automation.Role
