@@ -138,7 +138,7 @@ func TestBootstrapBinary(t *testing.T) {
 		"TABLE_PROJECTS=" + st.cfg.Tables.Projects, "TABLE_KEYS=" + st.cfg.Tables.Keys,
 		"TABLE_FLOWS=" + st.cfg.Tables.Flows, "TABLE_ROUTES=" + st.cfg.Tables.Routes,
 		"TABLE_CONNECTIONS=" + st.cfg.Tables.Connections, "TABLE_RUNS=" + st.cfg.Tables.Runs,
-		"TABLE_SAMPLES=" + st.cfg.Tables.Samples,
+		"TABLE_SAMPLES=" + st.cfg.Tables.Samples, "TABLE_AUDIT=" + st.cfg.Tables.Audit,
 		"QUEUE_URL=" + st.cfg.QueueURL, "PAYLOAD_BUCKET=" + st.cfg.PayloadBucket,
 		"SECRET_PREFIX=" + st.cfg.SecretPrefix, "CURSOR_KEY_SECRET_ARN=" + st.cfg.CursorKeySecretARN,
 		"QUEUE_ARN=" + st.cfg.QueueARN, "SCHEDULE_GROUP=" + st.cfg.ScheduleGroup, "SCHEDULER_ROLE_ARN=" + st.cfg.SchedulerRoleARN,

@@ -446,8 +446,8 @@ func TestTablesMatchStore(t *testing.T) {
 			t.Errorf("table %s: no point-in-time recovery", kind)
 		}
 		ttl, _ := got["TimeToLiveSpecification"].(map[string]any)
-		if wantTTL := kind == "runs"; wantTTL != (ttl["Enabled"] == true && ttl["AttributeName"] == "expiresAt") {
-			t.Errorf("table %s: TimeToLiveSpecification = %v, want TTL on expiresAt only on runs", kind, ttl)
+		if wantTTL := kind == "runs" || kind == "audit"; wantTTL != (ttl["Enabled"] == true && ttl["AttributeName"] == "expiresAt") {
+			t.Errorf("table %s: TimeToLiveSpecification = %v, want TTL on expiresAt only on runs and audit", kind, ttl)
 		}
 	}
 }

@@ -49,6 +49,7 @@ func (st *stack) cfgOf(fn string) awsapp.Config {
 		cfg.Tables.Projects: "ProjectsTable", cfg.Tables.Keys: "KeysTable", cfg.Tables.Flows: "FlowsTable",
 		cfg.Tables.Routes: "RoutesTable", cfg.Tables.Connections: "ConnectionsTable", cfg.Tables.Runs: "RunsTable",
 		cfg.Tables.Samples: "SamplesTable", cfg.Tables.OAuthApps: "OAuthAppsTable",
+		cfg.Tables.Audit: "AuditTable",
 	}
 	others := map[string]string{
 		cfg.QueueURL: "RunQueue", cfg.CursorKeySecretARN: "CursorKeySecret", cfg.ScheduleGroup: "ScheduleGroup",

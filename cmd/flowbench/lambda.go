@@ -111,7 +111,7 @@ func firstPoll(ctx context.Context, bin string) (time.Duration, error) {
 		"AWS_ENDPOINT_URL=http://" + dead, "AWS_EC2_METADATA_DISABLED=true",
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
 		"STAGE=bench", "LOG_LEVEL=warn",
-		"TABLE_PROJECTS=p", "TABLE_KEYS=k", "TABLE_FLOWS=f", "TABLE_ROUTES=r", "TABLE_CONNECTIONS=c", "TABLE_RUNS=u", "TABLE_SAMPLES=s",
+		"TABLE_PROJECTS=p", "TABLE_KEYS=k", "TABLE_FLOWS=f", "TABLE_ROUTES=r", "TABLE_CONNECTIONS=c", "TABLE_RUNS=u", "TABLE_SAMPLES=s", "TABLE_AUDIT=a",
 		"QUEUE_URL=http://" + dead + "/queue/runs", "PAYLOAD_BUCKET=b", "SECRET_PREFIX=flow/bench/",
 		"CURSOR_KEY_SECRET_ARN=arn:aws:secretsmanager:us-east-1:123456789012:secret:cursor",
 		"QUEUE_ARN=arn:aws:sqs:us-east-1:123456789012:runs", "SCHEDULE_GROUP=g", "SCHEDULER_ROLE_ARN=arn:aws:iam::123456789012:role/s",

@@ -89,7 +89,7 @@ this machine only).`,
 	root.PersistentFlags().StringVar(&c.url, "url", defURL, "management API of a running flowd or stage (FLOWCTL_URL)")
 	// No default shown: help must never print a key taken from the environment.
 	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
-	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd(),
+	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd(), c.auditCmd(),
 		c.exportCmd(), c.applyCmd(), c.variablesCmd(),
 		c.subscriptionsCmd()) // subscriptions.go
 	return root
@@ -178,9 +178,9 @@ func (c *cli) projectsCmd() *cobra.Command {
 
 func (c *cli) keysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Create, list and revoke API keys"}
-	var project string
+	var project, role string
 	create := &cobra.Command{
-		Use:   "create --project NAME",
+		Use:   "create --project NAME [--role ROLE]",
 		Short: "Create an API key; prints the key alone, once",
 		Args:  positional("list"),
 		RunE: c.withService(func(ctx context.Context, svc *automation.Service, args []string) error {
@@ -188,7 +188,7 @@ func (c *cli) keysCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			key, k, err := svc.CreateAPIKey(ctx, p.ID)
+			key, k, err := svc.CreateAPIKeyWithRole(ctx, p.ID, automation.Role(role))
 			if err != nil {
 				return err
 			}
@@ -212,6 +212,8 @@ func (c *cli) keysCmd() *cobra.Command {
 	}
 	create.Flags().StringVar(&project, "project", "", "project name (required)")
 	_ = create.MarkFlagRequired("project")
+	create.Flags().StringVar(&role, "role", string(automation.RoleAdmin),
+		"what the key may do: admin, editor, operator or viewer (docs/access.md)")
 	var listProject string
 	list := &cobra.Command{
 		Use:   "list [--project NAME]",
@@ -264,13 +266,13 @@ var projectTable = table[automation.Project]{
 }
 
 var keyTable = table[automation.APIKey]{
-	header: []string{"ID", "PROJECT", "PREFIX", "CREATED", "REVOKED"},
+	header: []string{"ID", "PROJECT", "ROLE", "PREFIX", "CREATED", "REVOKED"},
 	row: func(k automation.APIKey) []string {
 		revoked := "-"
 		if k.Revoked != nil {
 			revoked = k.Revoked.Format(time.RFC3339)
 		}
-		return []string{k.ID, k.Project, k.Prefix + "…", k.Created.Format(time.RFC3339), revoked}
+		return []string{k.ID, k.Project, string(k.Role), k.Prefix + "…", k.Created.Format(time.RFC3339), revoked}
 	},
 }
 

@@ -541,16 +541,21 @@ func (c *cli) connectionsCmd() *cobra.Command {
 	lf.add(list)
 
 	var name, app, header, prefix string
+	var typ, username, queryParam, allowedHosts string
 	var fromStdin bool
 	create := &cobra.Command{
-		Use:   "create --name N --app A --api-key-stdin",
-		Short: "Create an API key connection; the external key is read from stdin",
+		Use:   "create --name N --app A [--type T] --api-key-stdin",
+		Short: "Create a connection; its secret (key, password or value) is read from stdin",
 		Long: `Create an API key connection. The external service's key is read from
 stdin (a trailing newline is dropped), so that it never lands in shell history or in ps:
 
     flowctl connections create --name "Chat bot" --app chat --api-key-stdin < chat.key
 
-It is stored encrypted and never shown again.`,
+It is stored encrypted and never shown again. Other types read their secret
+from stdin the same way: --type BASIC --username U (the password), --type HEADER
+--header NAME (the header's value), --type QUERY --query-param NAME (the
+parameter's value). --allowed-hosts api.example.com,*.example.org fences the
+credential to those hosts (docs/access.md).`,
 		Args: positional("create"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !fromStdin {
@@ -568,14 +573,12 @@ It is stored encrypted and never shown again.`,
 			if strings.TrimSpace(key) == "" {
 				return errors.New("stdin held no key: pipe the external service's key into --api-key-stdin")
 			}
-			value := map[string]string{"apiKey": key}
-			if header != "" {
-				value["header"] = header
+			value := connectionValue(typ, key, header, prefix, cmd.Flags().Changed("prefix"), username, queryParam)
+			req := map[string]any{"name": name, "app": app, "type": strings.ToUpper(typ), "value": value}
+			if hosts := splitList(allowedHosts); len(hosts) > 0 {
+				req["allowedHosts"] = hosts
 			}
-			if cmd.Flags().Changed("prefix") {
-				value["prefix"] = prefix
-			}
-			body, err := json.Marshal(map[string]any{"name": name, "app": app, "type": "API_KEY", "value": value})
+			body, err := json.Marshal(req)
 			if err != nil {
 				return err
 			}
@@ -595,6 +598,10 @@ It is stored encrypted and never shown again.`,
 	create.Flags().BoolVar(&fromStdin, "api-key-stdin", false, "read the external service's key from stdin (required)")
 	create.Flags().StringVar(&header, "header", "", "header HTTP steps send the key in (server default Authorization)")
 	create.Flags().StringVar(&prefix, "prefix", "", `text before the key in that header (server default "Bearer ")`)
+	create.Flags().StringVar(&typ, "type", string(automation.ConnectionAPIKey), "API_KEY, BASIC, HEADER or QUERY")
+	create.Flags().StringVar(&username, "username", "", "BASIC: the user name (the password comes from stdin)")
+	create.Flags().StringVar(&queryParam, "query-param", "", "QUERY: the query parameter that carries the value")
+	create.Flags().StringVar(&allowedHosts, "allowed-hosts", "", "comma-separated hosts the credential may be sent to, e.g. api.stripe.com,*.slack.com")
 	_ = create.MarkFlagRequired("name")
 	_ = create.MarkFlagRequired("app")
 

@@ -116,7 +116,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		keyFile = filepath.Join(cfg.DataDir, datadir.InitialKeyFile)
 	}
 	servers := listen(cfg, lns, surfaces{
-		api: httpapi.NewAPI(b.svc, log,
+		api: httpapi.NewAPI(b.svc, log, httpapi.WithClientIP(httpapi.TrustedClientIP(cfg.TrustedProxies)),
 			httpapi.WithRateLimit(httpapi.RateLimit{PerSecond: cfg.RateLimit, Burst: int(2*cfg.RateLimit) + 1}),
 			httpapi.WithHealth(b.ping), httpapi.WithAlerts(b.alerts),
 			httpapi.WithMetrics(m.Handler(metrics.HandlerOptions{
@@ -126,7 +126,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		workflow: m.Receiver("workflow_builder", httpapi.NewWorkflowHook(b.svc, hooks)),
 		dashboard: dashboard.New(b.svc, dashboard.Options{
 			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log, InitialKeyFile: keyFile,
-			OpenAPI: httpapi.OpenAPIDocument(), Alerts: b.alerts,
+			OpenAPI: httpapi.OpenAPIDocument(), Alerts: b.alerts, ClientIP: httpapi.TrustedClientIP(cfg.TrustedProxies),
 		}),
 	})
 	// Background work stops after the servers: a webhook accepted while

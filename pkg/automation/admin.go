@@ -45,13 +45,17 @@ func (s *Service) ProjectByName(ctx context.Context, name string) (Project, erro
 // CreateAPIKey issues a key for a project. The key is returned once and only
 // its hash is kept.
 func (s *Service) CreateAPIKey(ctx context.Context, projectID string) (string, APIKey, error) {
+	return s.createAPIKey(ctx, projectID, RoleAdmin)
+}
+
+func (s *Service) createAPIKey(ctx context.Context, projectID string, role Role) (string, APIKey, error) {
 	if _, err := s.store.Project(ctx, projectID); err != nil {
 		return "", APIKey{}, wrap("create key", err)
 	}
 	secret := newAPIKey()
 	k := APIKey{
 		ID: s.newID(PrefixKey), Project: projectID, Hash: HashAPIKey(secret),
-		Prefix: secret[:len(PrefixAPIKey)+6], Created: s.clock(),
+		Prefix: secret[:len(PrefixAPIKey)+6], Created: s.clock(), Role: role,
 	}
 	if err := s.store.CreateKey(ctx, k); err != nil {
 		return "", APIKey{}, wrap("create key", err)
@@ -73,35 +77,48 @@ func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) error {
 // Authenticate returns the project of a bearer key. Every failure is the same
 // 401, so a caller learns nothing about which keys exist.
 func (s *Service) Authenticate(ctx context.Context, key string) (Project, error) {
-	if !strings.HasPrefix(key, PrefixAPIKey) || len(key) > 128 {
+	if !validKeyShape(key) {
 		return Project{}, deniedKey()
 	}
 	return s.AuthenticateKeyHash(ctx, HashAPIKey(key))
+}
+
+// validKeyShape rejects what cannot be a key before any hashing or lookup.
+func validKeyShape(key string) bool {
+	return strings.HasPrefix(key, PrefixAPIKey) && len(key) <= 128
 }
 
 // AuthenticateKeyHash is Authenticate for a caller that keeps only the hash
 // of a key (HashAPIKey), such as a dashboard session: it checks the key
 // again on every call, so a revoked key stops working at once.
 func (s *Service) AuthenticateKeyHash(ctx context.Context, hash string) (Project, error) {
+	_, p, err := s.keyByHash(ctx, hash)
+	return p, err
+}
+
+// keyByHash finds a live key by its hash, with its project.
+func (s *Service) keyByHash(ctx context.Context, hash string) (APIKey, Project, error) {
 	if len(hash) != 64 {
-		return Project{}, deniedKey()
+		return APIKey{}, Project{}, deniedKey()
 	}
 	k, err := s.store.KeyByHash(ctx, hash)
 	if errors.Is(err, ErrNotFound) {
-		return Project{}, deniedKey()
+		return APIKey{}, Project{}, deniedKey()
 	} else if err != nil {
-		return Project{}, wrap("authenticate", err)
+		return APIKey{}, Project{}, wrap("authenticate", err)
 	}
 	// The lookup was by hash; compare again in constant time so that no
 	// store's index comparison decides alone.
 	if subtle.ConstantTimeCompare([]byte(k.Hash), []byte(hash)) != 1 || k.Revoked != nil {
-		return Project{}, deniedKey()
+		return APIKey{}, Project{}, deniedKey()
 	}
 	p, err := s.store.Project(ctx, k.Project)
 	if errors.Is(err, ErrNotFound) {
-		return Project{}, deniedKey()
+		return APIKey{}, Project{}, deniedKey()
+	} else if err != nil {
+		return APIKey{}, Project{}, wrap("authenticate", err)
 	}
-	return p, wrap("authenticate", err)
+	return k, p, nil
 }
 
 func deniedKey() *Error {

@@ -35,6 +35,9 @@ type Connection struct {
 	Status  ConnectionStatus `json:"status"`
 	Created time.Time        `json:"created"`
 	Updated time.Time        `json:"updated"`
+	// AllowedHosts fences the credential: an HTTP step sends it only to
+	// these hosts (hosts.go), redirects included; none: any host.
+	AllowedHosts []string `json:"allowedHosts,omitempty"`
 }
 
 // ConnectionValue is the credential of an API_KEY connection.
@@ -44,4 +47,10 @@ type ConnectionValue struct {
 	// "Authorization" with prefix "Bearer ".
 	Header string  `json:"header,omitempty"`
 	Prefix *string `json:"prefix,omitempty"`
+	// Query, when set, sends APIKey as this query parameter instead of a
+	// header (QUERY connections).
+	Query string `json:"-"`
+	// Masks are further values the HTTP step masks in its output beside
+	// APIKey (a BASIC connection's password and username).
+	Masks []Secret `json:"-"`
 }

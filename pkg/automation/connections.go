@@ -14,6 +14,8 @@ type ConnectionInput struct {
 	App   string          `json:"app"`
 	Type  ConnectionType  `json:"type"`
 	Value json.RawMessage `json:"value"`
+	// AllowedHosts: see Connection.AllowedHosts.
+	AllowedHosts []string `json:"allowedHosts"`
 }
 
 // ListConnections returns one page of the project's connections.
@@ -48,41 +50,51 @@ func (s *Service) CreateConnection(ctx context.Context, p Project, in Connection
 	if err := checkText("app", in.App, 100); err != nil {
 		return Connection{}, err
 	}
+	var raw []byte
 	switch in.Type {
 	case ConnectionAPIKey:
+		v, err := decodeConnectionValue(in.Value)
+		if err != nil {
+			return Connection{}, err
+		}
+		if raw, err = json.Marshal(struct {
+			APIKey string  `json:"apiKey"`
+			Header string  `json:"header,omitempty"`
+			Prefix *string `json:"prefix,omitempty"`
+		}{v.APIKey.Reveal(), v.Header, v.Prefix}); err != nil {
+			return Connection{}, wrap("create connection", err)
+		}
+	case ConnectionBasic, ConnectionHeader, ConnectionQuery:
+		var err error
+		if raw, err = decodeTypedValue(in.Type, in.Value); err != nil {
+			return Connection{}, err
+		}
 	case ConnectionOAuth2:
 		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard (Connect on its connections page, {base_url}/ui/connections)")
 	case "":
-		return Connection{}, Invalid("type is required: allowed values are %s, %s", ConnectionAPIKey, ConnectionOAuth2)
+		return Connection{}, Invalid("type is required: allowed values are %s", join(ConnectionTypes))
 	default:
-		return Connection{}, Invalid("type %q: allowed values are %s, %s", in.Type, ConnectionAPIKey, ConnectionOAuth2)
+		return Connection{}, Invalid("type %q: allowed values are %s", ClipID(string(in.Type)), join(ConnectionTypes))
 	}
-	v, err := decodeConnectionValue(in.Value)
+	hosts, err := ParseAllowedHosts("allowedHosts", in.AllowedHosts)
 	if err != nil {
 		return Connection{}, err
 	}
-	raw, err := json.Marshal(struct {
-		APIKey string  `json:"apiKey"`
-		Header string  `json:"header,omitempty"`
-		Prefix *string `json:"prefix,omitempty"`
-	}{v.APIKey.Reveal(), v.Header, v.Prefix})
-	if err != nil {
-		return Connection{}, wrap("create connection", err)
-	}
-	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw)
+	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw, hosts)
 }
 
 // storeConnection stores a new ACTIVE connection with its credential raw:
 // the credential first, so that a stored connection always has one.
-func (s *Service) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte) (Connection, error) {
+func (s *Service) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte, hosts []string) (Connection, error) {
 	now := s.clock()
 	c := Connection{
 		ID: s.newID(PrefixConnection), Project: p.ID, Name: name, App: app,
-		Type: typ, Status: ConnectionActive, Created: now, Updated: now,
+		Type: typ, Status: ConnectionActive, Created: now, Updated: now, AllowedHosts: hosts,
 	}
 	if err := s.secrets.PutSecret(ctx, p.ID, ConnectionSecretName(c.ID), raw); err != nil {
 		return Connection{}, wrap("store connection credential", err)
 	}
+	auditCreated(ctx, c.ID)
 	if err := s.store.CreateConnection(ctx, c); err != nil {
 		_ = s.secrets.DeleteSecret(ctx, p.ID, ConnectionSecretName(c.ID))
 		return Connection{}, wrap("create connection", err)
@@ -135,8 +147,15 @@ func (s *Service) ConnectionCredential(ctx context.Context, project, id string) 
 	} else if err != nil {
 		return c, ConnectionValue{}, wrap("read connection credential", err)
 	}
-	if c.Type == ConnectionOAuth2 {
+	switch c.Type {
+	case ConnectionOAuth2:
 		return s.oauthCredential(ctx, c, raw)
+	case ConnectionBasic, ConnectionHeader, ConnectionQuery:
+		v, err := typedCredential(c.Type, raw)
+		if err != nil {
+			return c, ConnectionValue{}, wrap("read connection credential", err)
+		}
+		return c, v, nil
 	}
 	var v struct {
 		APIKey string  `json:"apiKey"`

@@ -98,6 +98,7 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 	if err := s.putFlowSecrets(ctx, f, secrets); err != nil {
 		return Flow{}, err
 	}
+	auditCreated(ctx, f.ID)
 	if err := s.store.CreateFlow(ctx, f); err != nil {
 		s.dropFlowSecrets(ctx, f)
 		return Flow{}, wrap("create flow", s.nameRouteHolder(ctx, f, err))

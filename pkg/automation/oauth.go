@@ -204,12 +204,18 @@ type OAuthCompletion struct {
 	RedirectURL string // as sent in the authorization request
 	Code        string
 	Verifier    string
+	// AllowedHosts fences a new connection's tokens (Connection.AllowedHosts).
+	AllowedHosts []string
 }
 
 // CompleteOAuth exchanges the authorization code and stores the tokens: a
 // new ACTIVE OAUTH2 connection whose app is the app's name, or, for a
 // reconnect, the same connection made ACTIVE again.
 func (s *Service) CompleteOAuth(ctx context.Context, p Project, in OAuthCompletion) (Connection, error) {
+	hosts, err := ParseAllowedHosts("allowedHosts", in.AllowedHosts)
+	if err != nil {
+		return Connection{}, err
+	}
 	a, secret, err := s.appWithSecret(ctx, in.App)
 	if err != nil {
 		return Connection{}, err
@@ -251,7 +257,7 @@ func (s *Service) CompleteOAuth(ctx context.Context, p Project, in OAuthCompleti
 	if err := checkText("name", name, 200); err != nil {
 		return Connection{}, err
 	}
-	return s.storeConnection(ctx, p, name, a.Name, ConnectionOAuth2, raw)
+	return s.storeConnection(ctx, p, name, a.Name, ConnectionOAuth2, raw, hosts)
 }
 
 func (s *Service) appWithSecret(ctx context.Context, name string) (OAuthApp, string, error) {

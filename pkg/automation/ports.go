@@ -152,6 +152,7 @@ type Store interface {
 	SampleStore
 	StateStore
 	VariableStore
+	AuditStore
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of

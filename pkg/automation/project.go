@@ -36,4 +36,7 @@ type APIKey struct {
 	Prefix  string     `json:"prefix"` // the first characters, to tell keys apart
 	Created time.Time  `json:"created"`
 	Revoked *time.Time `json:"revoked,omitempty"`
+	// Role is what the key may do; stores report RoleAdmin for keys made
+	// before roles existed.
+	Role Role `json:"role"`
 }

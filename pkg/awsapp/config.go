@@ -121,6 +121,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 			Samples:     getenv("TABLE_SAMPLES"),
 			OAuthApps:   getenv("TABLE_OAUTH_APPS"),
 			Alerts:      getenv("TABLE_ALERTS"),
+			Audit:       getenv("TABLE_AUDIT"),
 		},
 		QueueURL:              getenv("QUEUE_URL"),
 		QueueARN:              getenv("QUEUE_ARN"),

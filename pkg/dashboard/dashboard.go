@@ -63,6 +63,9 @@ type Options struct {
 	// TestClient sends the flow page's test events to the flow's test
 	// URL; nil means a client with a 30-second timeout.
 	TestClient *http.Client
+	// ClientIP finds a request's client address for the audit log (on
+	// Lambda: API Gateway's source IP); nil: the socket peer.
+	ClientIP func(*http.Request) (netip.Addr, bool)
 	// Clock defaults to time.Now.
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.
@@ -171,6 +174,7 @@ func (d *Dashboard) routes() {
 		}
 	}))
 	d.mux.HandleFunc("GET /ui/oauth/callback", d.oauthCallback) // authenticated by its own cookie
+	d.mux.Handle("GET /ui/audit", d.auth(d.auditPage))
 
 	// Variables and flow export (variables.go).
 	d.environmentRoutes()

@@ -26,10 +26,11 @@ const (
 // oauthPending is the content of the oauth cookie.
 type oauthPending struct {
 	state, verifier, app, reconnect, keyHash string
+	hosts                                    string // allowedHosts of a new connection, comma-separated
 }
 
 func (d *Dashboard) sealPending(p oauthPending, exp time.Time) string {
-	parts := []string{"v1", strconv.FormatInt(exp.Unix(), 10), p.state, p.verifier, p.app, p.reconnect, p.keyHash}
+	parts := []string{"v1", strconv.FormatInt(exp.Unix(), 10), p.state, p.verifier, p.app, p.reconnect, p.keyHash, p.hosts}
 	for i, s := range parts {
 		parts[i] = base64.RawURLEncoding.EncodeToString([]byte(s))
 	}
@@ -48,7 +49,7 @@ func (d *Dashboard) openPending(v string) (oauthPending, bool) {
 		return oauthPending{}, false
 	}
 	parts := strings.Split(payload, ".")
-	if len(parts) != 7 {
+	if len(parts) != 8 {
 		return oauthPending{}, false
 	}
 	for i, p := range parts {
@@ -62,7 +63,7 @@ func (d *Dashboard) openPending(v string) (oauthPending, bool) {
 	if parts[0] != "v1" || err != nil || !d.opts.Clock().Before(time.Unix(exp, 0)) {
 		return oauthPending{}, false
 	}
-	return oauthPending{state: parts[2], verifier: parts[3], app: parts[4], reconnect: parts[5], keyHash: parts[6]}, true
+	return oauthPending{state: parts[2], verifier: parts[3], app: parts[4], reconnect: parts[5], keyHash: parts[6], hosts: parts[7]}, true
 }
 
 // callbackURL is {base_url}/ui/oauth/callback as the browser reaches us.
@@ -90,13 +91,20 @@ func (d *Dashboard) connectOAuth(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// ?allowedHosts=a.example.com,*.b.example fences the new connection
+	// (docs/access.md); checked now, before the provider is involved.
+	hosts, err := automation.ParseAllowedHosts("allowedHosts", splitHosts(r.URL.Query().Get("allowedHosts")))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	start, err := d.svc.StartOAuth(r.Context(), app, d.callbackURL(r))
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: oauthCookie, Value: d.sealPending(oauthPending{start.State, start.Verifier, app, reconnect, s.keyHash}, d.opts.Clock().Add(oauthTTL)),
+		Name: oauthCookie, Value: d.sealPending(oauthPending{start.State, start.Verifier, app, reconnect, s.keyHash, strings.Join(hosts, ",")}, d.opts.Clock().Add(oauthTTL)),
 		Path: d.base(r) + "/oauth", MaxAge: int(oauthTTL.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: d.https(r),
 	})
@@ -121,7 +129,7 @@ func (d *Dashboard) oauthCallback(w http.ResponseWriter, r *http.Request) {
 			Error: "This authorization did not start in this browser or has expired (10 minutes). Start again with Connect on the Connections page."})
 		return
 	}
-	project, err := d.svc.AuthenticateKeyHash(r.Context(), p.keyHash)
+	pr, err := d.svc.PrincipalByKeyHash(r.Context(), p.keyHash)
 	if errors.Is(err, automation.ErrUnauthorized) {
 		d.toSignin(w, r, "revoked")
 		return
@@ -129,6 +137,17 @@ func (d *Dashboard) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	project := pr.Project
+	if err := pr.Authorize(automation.PermEdit, "connecting "+p.app); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	action, res := "connection.create", automation.AuditResource{Type: "connection", ID: p.reconnect}
+	if p.reconnect != "" {
+		action = "connection.reconnect"
+	}
+	r = r.WithContext(automation.WithAudit(r.Context(),
+		d.svc.NewAuditEntry(pr, action, res, newRequestID(), d.sourceIP(r))))
 	if e := q.Get("error"); e != "" {
 		d.render(w, r, http.StatusBadRequest, "error", view{Title: "Connection not made",
 			Error: "The provider did not grant access to " + p.app + ": " + clipText(e+" "+q.Get("error_description"), 200)})
@@ -136,6 +155,7 @@ func (d *Dashboard) oauthCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	conn, err := d.svc.CompleteOAuth(r.Context(), project, automation.OAuthCompletion{
 		App: p.app, Reconnect: p.reconnect, RedirectURL: d.callbackURL(r), Code: q.Get("code"), Verifier: p.verifier,
+		AllowedHosts: splitHosts(p.hosts),
 	})
 	if err != nil {
 		d.fail(w, r, err)
@@ -149,6 +169,12 @@ func (d *Dashboard) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		Connection automation.Connection
 		Next       string
 	}{conn, next}})
+}
+
+// splitHosts reads a list of host patterns separated by commas or spaces,
+// as a form field or query parameter carries it.
+func splitHosts(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' || r == '\r' })
 }
 
 func clipText(s string, n int) string {

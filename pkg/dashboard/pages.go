@@ -244,7 +244,7 @@ func (d *Dashboard) run(w http.ResponseWriter, r *http.Request) {
 
 // connectionForm is what the create form keeps after a failure: never the
 // key.
-type connectionForm struct{ Name, App, Header, Prefix string }
+type connectionForm struct{ Name, App, Header, Prefix, AllowedHosts string }
 
 func (d *Dashboard) connections(w http.ResponseWriter, r *http.Request) {
 	d.renderConnections(w, r, http.StatusOK, notice(r), "", connectionForm{})
@@ -274,6 +274,7 @@ func (d *Dashboard) createConnection(w http.ResponseWriter, r *http.Request) {
 	form := connectionForm{
 		Name: strings.TrimSpace(r.PostFormValue("name")), App: strings.TrimSpace(r.PostFormValue("app")),
 		Header: strings.TrimSpace(r.PostFormValue("header")), Prefix: r.PostFormValue("prefix"),
+		AllowedHosts: strings.TrimSpace(r.PostFormValue("allowedHosts")),
 	}
 	value := map[string]any{"apiKey": r.PostFormValue("apiKey")}
 	if form.Header != "" {
@@ -288,6 +289,7 @@ func (d *Dashboard) createConnection(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		_, err = d.svc.CreateConnection(r.Context(), project(r), automation.ConnectionInput{
 			Name: form.Name, App: form.App, Type: automation.ConnectionAPIKey, Value: raw,
+			AllowedHosts: splitHosts(form.AllowedHosts),
 		})
 	}
 	if err != nil {

@@ -27,9 +27,10 @@ const (
 
 // session is a signed-in request's state.
 type session struct {
-	project automation.Project
-	csrf    string
-	keyHash string // of the API key signed in with; an OAuth2 start carries it to the callback
+	project   automation.Project
+	principal automation.Principal // the key's ID and role, with project
+	csrf      string
+	keyHash   string // of the API key signed in with; an OAuth2 start carries it to the callback
 }
 
 type sessionKeyType struct{}
@@ -105,7 +106,7 @@ func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
 			d.toSignin(w, r, "expired")
 			return
 		}
-		p, err := d.svc.AuthenticateKeyHash(r.Context(), hash)
+		pr, err := d.svc.PrincipalByKeyHash(r.Context(), hash)
 		if errors.Is(err, automation.ErrUnauthorized) {
 			d.clearCookie(w, r, sessionCookie)
 			d.toSignin(w, r, "revoked")
@@ -114,7 +115,7 @@ func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
 			d.fail(w, r, err)
 			return
 		}
-		s := &session{project: p, csrf: d.csrfFor("session", c.Value), keyHash: hash}
+		s := &session{project: pr.Project, principal: pr, csrf: d.csrfFor("session", c.Value), keyHash: hash}
 		var tooLarge *http.MaxBytesError
 		if r.Method == http.MethodPost && errors.As(r.ParseForm(), &tooLarge) {
 			d.render(w, r, http.StatusRequestEntityTooLarge, "error", view{Title: "Too large",
@@ -126,7 +127,12 @@ func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
 				Error: "This form has expired or did not come from the dashboard. Reload the page and try again."})
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), sessionKeyType{}, s)))
+		r = r.WithContext(context.WithValue(r.Context(), sessionKeyType{}, s))
+		r, ok = d.authorize(w, r, s)
+		if !ok {
+			return
+		}
+		next(w, r)
 	})
 }
 
@@ -202,7 +208,9 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimSpace(r.PostFormValue("apiKey"))
-	if _, err := d.svc.Authenticate(r.Context(), key); errors.Is(err, automation.ErrUnauthorized) {
+	id := newRequestID()
+	w.Header().Set("X-Request-Id", id)
+	if _, err := d.svc.SignIn(r.Context(), key, id, d.sourceIP(r)); errors.Is(err, automation.ErrUnauthorized) {
 		d.renderSignin(w, r, http.StatusUnauthorized, "That API key is not valid.")
 		return
 	} else if err != nil {

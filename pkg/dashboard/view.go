@@ -27,7 +27,14 @@ type view struct {
 	Refresh string // a page to go on to at once (same-site navigation)
 	Reload  int    // seconds after which the page reloads itself (0: never)
 	Data    any
+	// Role is the signed-in key's role: pages offer only what it may do
+	// (Can); the forms' handlers check it again (access.go).
+	Role automation.Role
 }
+
+// Can reports whether the signed-in key's role grants the permission named
+// ("read", "operate", "edit", "admin"), for templates.
+func (v view) Can(p string) bool { return v.Role.Can(automation.Permission(p)) }
 
 var funcs = template.FuncMap{
 	"time": func(t any) string {
@@ -106,7 +113,7 @@ func parsePages() map[string]*template.Template {
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
 	v.Base = d.base(r)
 	if s := sessionOf(r.Context()); s != nil {
-		v.Project, v.CSRF = &s.project, s.csrf
+		v.Project, v.CSRF, v.Role = &s.project, s.csrf, s.principal.Role
 	}
 	var buf bytes.Buffer
 	if err := d.pages[page].ExecuteTemplate(&buf, "layout.html", v); err != nil {

@@ -12,6 +12,10 @@ import (
 	"flowservice/pkg/automation"
 )
 
+// attrAllowedHosts is a connection's allowedHosts, a list of strings;
+// absent for none.
+const attrAllowedHosts = "allowedHosts"
+
 func connectionKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrID: str(id)}
 }
@@ -28,10 +32,17 @@ func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) e
 	item["created"] = timeValue(c.Created)
 	item["updated"] = timeValue(c.Updated)
 	item[attrCreatedSort] = str(createdSort(c.Created, c.ID))
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	if len(c.AllowedHosts) > 0 {
+		hosts := make([]types.AttributeValue, len(c.AllowedHosts))
+		for i, h := range c.AllowedHosts {
+			hosts[i] = str(h)
+		}
+		item[attrAllowedHosts] = &types.AttributeValueMemberL{Value: hosts}
+	}
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{
 		TableName: &s.t.Connections, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
-	})
-	if _, ok := conditionFailed(err); ok {
+	}})
+	if failed {
 		return automation.Conflict("CONNECTION_EXISTS", "connection %s already exists", c.ID)
 	}
 	if err != nil {
@@ -68,6 +79,11 @@ func (s *Store) ListConnections(ctx context.Context, project string, q automatio
 	if err != nil {
 		return automation.Page[automation.Connection]{}, fmt.Errorf("dynamostore: list connections of %s: %w", project, err)
 	}
+	// The index projects what connections had before allowedHosts, and a
+	// GSI's projection cannot change in place: read the page's items.
+	if items, err = s.batchGet(ctx, s.t.Connections, items); err != nil {
+		return automation.Page[automation.Connection]{}, fmt.Errorf("dynamostore: list connections of %s: %w", project, err)
+	}
 	page := automation.Page[automation.Connection]{Items: make([]automation.Connection, 0, len(items)), Next: next}
 	for _, it := range items {
 		c, err := decodeConnection(it)
@@ -82,13 +98,13 @@ func (s *Store) ListConnections(ctx context.Context, project string, q automatio
 // DeleteConnection deletes a connection of the project; the condition makes
 // a connection of another project as missing as an absent one.
 func (s *Store) DeleteConnection(ctx context.Context, project, id string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Delete: &types.Delete{
 		TableName: &s.t.Connections, Key: connectionKey(id),
 		ConditionExpression:       aws.String("#project = :project"),
 		ExpressionAttributeNames:  map[string]string{"#project": attrProject},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
-	})
-	if _, ok := conditionFailed(err); ok {
+	}})
+	if failed {
 		return automation.NotFound("connection", id)
 	}
 	if err != nil {
@@ -114,13 +130,9 @@ func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st 
 	if done, err := s.setConnectionStatusWithEvent(ctx, update(), project, id, st); done || err != nil {
 		return err
 	}
-	u := update()
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-		ConditionExpression: u.ConditionExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
-		ExpressionAttributeValues: u.ExpressionAttributeValues,
-	})
-	if _, ok := conditionFailed(err); ok {
+	// A re-authorization from the dashboard records its audit entry here.
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Update: update()})
+	if failed {
 		return automation.NotFound("connection", id)
 	}
 	if err != nil {
@@ -138,6 +150,15 @@ func decodeConnection(item map[string]types.AttributeValue) (automation.Connecti
 	}
 	if r.err != nil {
 		return automation.Connection{}, fmt.Errorf("dynamostore: decode connection %s: %w", c.ID, r.err)
+	}
+	if l, ok := item[attrAllowedHosts].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			h, ok := v.(*types.AttributeValueMemberS)
+			if !ok {
+				return automation.Connection{}, fmt.Errorf("dynamostore: decode connection %s: allowedHosts holds a %T", c.ID, v)
+			}
+			c.AllowedHosts = append(c.AllowedHosts, h.Value)
+		}
 	}
 	return c, nil
 }

@@ -228,6 +228,9 @@ func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
 		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
 	}
 	tx = append(tx, events...)
+	if tx, err = s.audited(ctx, tx); err != nil {
+		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
+	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
 		if reasonCode(rs, 0) == reasonCondition {
@@ -368,6 +371,9 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
 	}
 	tx = append(tx, events...)
+	if tx, err = s.audited(ctx, tx); err != nil {
+		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil {
 		switch reasonCode(rs, 0) {
@@ -491,6 +497,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 			return fmt.Errorf("dynamostore: delete flow %s: %w", id, err)
 		}
 		tx = append(tx, events...)
+		if tx, err = s.audited(ctx, tx); err != nil {
+			return fmt.Errorf("dynamostore: delete flow %s: %w", id, err)
+		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 		if rs := cancelReasons(err); rs != nil && attempt < flowUpdateAttempts {
 			if c := reasonCode(rs, 0); c == reasonCondition || c == reasonTxnConflict {

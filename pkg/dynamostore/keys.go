@@ -34,6 +34,10 @@ func (s *Store) CreateKey(ctx context.Context, k automation.APIKey) error {
 	rec["hash"] = str(k.Hash)
 	rec["prefix"] = str(k.Prefix)
 	rec["created"] = timeValue(k.Created)
+	rec["role"] = str(string(k.Role))
+	if k.Role == "" {
+		rec["role"] = str(string(automation.RoleAdmin))
+	}
 	rec[attrCreatedSort] = str(createdSort(k.Created, k.ID))
 	if k.Revoked != nil {
 		rec["revoked"] = timeValue(*k.Revoked)
@@ -89,6 +93,9 @@ func (s *Store) Keys(ctx context.Context, project string) ([]automation.APIKey, 
 			ExpressionAttributeValues: map[string]types.AttributeValue{":p": str(project)},
 		})
 	}
+	if err == nil && project != "" {
+		items, err = s.keyRecords(ctx, items)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dynamostore: list keys of %q: %w", project, err)
 	}
@@ -101,6 +108,32 @@ func (s *Store) Keys(ctx context.Context, project string) ([]automation.APIKey, 
 		ks = append(ks, k)
 	}
 	return ks, nil
+}
+
+// keyRecords reads the whole records behind byProject index entries. The
+// index projects only the attributes keys had before roles, and a GSI's
+// projection cannot change in place; a project has few keys and listing
+// them is an operator's command, so one read per key costs nothing that
+// matters.
+func (s *Store) keyRecords(ctx context.Context, entries []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+	out := make([]map[string]types.AttributeValue, 0, len(entries))
+	for _, e := range entries {
+		r := reader{item: e}
+		hash := r.str("hash")
+		if r.err != nil {
+			return nil, r.err
+		}
+		got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: &s.t.Keys, Key: keyHashKey(hash), ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(got.Item) > 0 { // deleted since the index was read
+			out = append(out, got.Item)
+		}
+	}
+	return out, nil
 }
 
 // RevokeKey follows the ID pointer and sets revoked once: a key revoked
@@ -149,7 +182,11 @@ func decodeKey(item map[string]types.AttributeValue) (automation.APIKey, error) 
 	r := reader{item: item}
 	k := automation.APIKey{
 		ID: r.str(attrID), Project: r.str(attrProject), Hash: r.str("hash"), Prefix: r.str("prefix"),
-		Created: r.time("created"), Revoked: r.timePtr("revoked"),
+		Created: r.time("created"), Revoked: r.timePtr("revoked"), Role: automation.Role(r.str("role")),
+	}
+	if k.Role == "" {
+		// Written before keys had roles: every such key could do everything.
+		k.Role = automation.RoleAdmin
 	}
 	if r.err != nil {
 		return automation.APIKey{}, fmt.Errorf("dynamostore: decode key %s: %w", k.ID, r.err)

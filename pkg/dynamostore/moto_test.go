@@ -134,9 +134,9 @@ func TestProjects(t *testing.T) {
 func TestKeys(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := t.Context()
-	k1 := automation.APIKey{ID: "key_1", Project: "prj_a", Hash: "h1", Prefix: "fsk_abcdef", Created: base}
-	k2 := automation.APIKey{ID: "key_2", Project: "prj_b", Hash: "h2", Prefix: "fsk_ghijkl", Created: base.Add(time.Second)}
-	k3 := automation.APIKey{ID: "key_3", Project: "prj_a", Hash: "h3", Prefix: "fsk_mnopqr", Created: base.Add(2 * time.Second)}
+	k1 := automation.APIKey{ID: "key_1", Project: "prj_a", Hash: "h1", Prefix: "fsk_abcdef", Created: base, Role: automation.RoleAdmin}
+	k2 := automation.APIKey{ID: "key_2", Project: "prj_b", Hash: "h2", Prefix: "fsk_ghijkl", Created: base.Add(time.Second), Role: automation.RoleAdmin}
+	k3 := automation.APIKey{ID: "key_3", Project: "prj_a", Hash: "h3", Prefix: "fsk_mnopqr", Created: base.Add(2 * time.Second), Role: automation.RoleAdmin}
 	for _, k := range []automation.APIKey{k1, k2, k3} {
 		if err := s.CreateKey(ctx, k); err != nil {
 			t.Fatal(err)

@@ -113,10 +113,11 @@ func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
 	item[attrProjectFlow] = str(r.Project + "#" + r.FlowID)
 	item[attrCreatedSort] = str(createdSort(r.Created, r.ID))
 	item[attrExpiresAt] = num(r.Created.Add(s.retention).Unix())
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	// A retry or replay records its audit entry with the run.
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{
 		TableName: &s.t.Runs, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
-	})
-	if _, ok := conditionFailed(err); ok {
+	}})
+	if failed {
 		return automation.RunExists(r.ID)
 	}
 	if err != nil {

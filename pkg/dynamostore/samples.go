@@ -44,7 +44,7 @@ func armedKey(flowID string) map[string]types.AttributeValue {
 // condition check on the flow in the project, so no item appears for a
 // missing (or just deleted) flow.
 func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until time.Time) error {
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	tx, err := s.audited(ctx, []types.TransactWriteItem{
 		{ConditionCheck: &types.ConditionCheck{
 			TableName: &s.t.Flows, Key: flowKey(flowID),
 			ConditionExpression:       aws.String("#project = :project"),
@@ -57,7 +57,11 @@ func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until ti
 			ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#armedUntil": attrArmedUntil},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project), ":until": num(until.UnixMilli())},
 		}},
-	}})
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: arm capture of flow %s: %w", flowID, err)
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
 	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
 		return automation.NotFound("flow", flowID)
 	}

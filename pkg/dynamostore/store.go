@@ -51,6 +51,7 @@ type Tables struct {
 	// none, the default of TableNames: a deployment opts in with its table
 	// (TABLE_ALERTS), and until then a finish costs no request more.
 	Alerts string
+	Audit  string // audit log by project and time; TTL on expiresAt (audit.go)
 }
 
 // TableNames returns the tables of a stage, named prefix-projects,
@@ -65,6 +66,7 @@ func TableNames(prefix string) Tables {
 		Runs:        prefix + "-runs",
 		Samples:     prefix + "-samples",
 		OAuthApps:   prefix + "-oauth-apps",
+		Audit:       prefix + "-audit",
 	}
 }
 

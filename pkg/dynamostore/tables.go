@@ -113,6 +113,7 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 			gsi("runs", indexByProject, attrProject, attrCreatedSort)),
 		table(t.Samples, []types.AttributeDefinition{s(attrFlowID)}, keys(attrFlowID, "")),
 		table(t.OAuthApps, []types.AttributeDefinition{s(attrAppName)}, keys(attrAppName, "")),
+		table(t.Audit, []types.AttributeDefinition{s(attrProject), s(attrSortKey)}, keys(attrProject, attrSortKey)),
 	}, alertsTables(t)...)
 }
 
@@ -136,16 +137,18 @@ func CreateTables(ctx context.Context, client TableAPI, t Tables) error {
 			return fmt.Errorf("dynamostore: wait for table %s: %w", *in.TableName, err)
 		}
 	}
-	_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(t.Runs),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attrExpiresAt), Enabled: aws.Bool(true),
-		},
-	})
-	// DynamoDB refuses to enable TTL that is already enabled.
-	var invalid *types.ResourceInUseException
-	if err != nil && !errors.As(err, &invalid) && !isTTLAlreadyEnabled(err) {
-		return fmt.Errorf("dynamostore: enable TTL on %s: %w", t.Runs, err)
+	for _, name := range []string{t.Runs, t.Audit} {
+		_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+			TableName: aws.String(name),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{
+				AttributeName: aws.String(attrExpiresAt), Enabled: aws.Bool(true),
+			},
+		})
+		// DynamoDB refuses to enable TTL that is already enabled.
+		var invalid *types.ResourceInUseException
+		if err != nil && !errors.As(err, &invalid) && !isTTLAlreadyEnabled(err) {
+			return fmt.Errorf("dynamostore: enable TTL on %s: %w", name, err)
+		}
 	}
 	return enableAlertsTTL(ctx, client, t) // alerts.go
 }

@@ -25,7 +25,9 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		conn    automation.Connection
 		keyName string // the header carrying the key, "" without a connection
 		keyVal  string
-		secrets []string
+		// queryName carries the key as a query parameter instead (QUERY).
+		queryName, queryVal string
+		secrets             []string
 	)
 	connID, se := x.connectionID(s)
 	if se != nil {
@@ -51,6 +53,15 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 			return nil, &stepError{msg: "connection " + s.ConnectionID + " has no API key"}
 		}
 		secrets = append(secrets, key)
+		for _, m := range v.Masks {
+			secrets = append(secrets, m.Reveal())
+		}
+		if v.Query != "" {
+			// QUERY: the value goes in the URL, where an echo may show it
+			// escaped as well.
+			queryName, queryVal = v.Query, key
+			secrets = append(secrets, url.QueryEscape(key), url.PathEscape(key))
+		}
 		keyName, keyVal = "Authorization", "Bearer "+key
 		if v.Header != "" {
 			keyName = v.Header
@@ -61,6 +72,9 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		if !validFieldValue(keyVal) {
 			return nil, &stepError{msg: "connection " + s.ConnectionID + ": its key or prefix contains a control character (CR, LF or another); store the key again"}
 		}
+		if queryName != "" {
+			keyName = ""
+		}
 	}
 	masked := func(msg string) *stepError { return &stepError{msg: mask(msg, secrets)} }
 
@@ -69,8 +83,18 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 		return nil, masked(err.Error())
 	}
 	x.identify(req)
+	// A fenced credential goes only to its hosts: refuse before anything
+	// is sent (docs/access.md).
+	if conn.ID != "" && !automation.HostAllowed(conn.AllowedHosts, req.URL.Hostname()) {
+		return nil, &stepError{msg: automation.HostRefused(conn, req.URL.Hostname())}
+	}
 	if keyName != "" {
 		req.Header.Set(keyName, keyVal)
+	}
+	if queryName != "" {
+		q := req.URL.Query()
+		q.Set(queryName, queryVal)
+		req.URL.RawQuery = q.Encode()
 	}
 	// The same key on every retry and resume of this run's step, so that
 	// the service deduplicates what it already did; the step's own header
@@ -103,6 +127,11 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 			if len(via) > maxRedirects {
 				return fmt.Errorf("stopped after %d redirects", maxRedirects)
 			}
+			// A redirect is a new send: to a host outside the fence, the
+			// step fails rather than follows it.
+			if conn.ID != "" && !automation.HostAllowed(conn.AllowedHosts, next.URL.Hostname()) {
+				return &hostRefusedError{host: next.URL.Hostname()}
+			}
 			// Go drops Authorization on a redirect to another host, but
 			// not a custom key header: drop it here.
 			if keyName != "" && next.URL.Host != origin {
@@ -115,7 +144,10 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	resp, err := client.Do(req)
 	if err != nil {
 		var pe *privateAddrError
+		var hr *hostRefusedError
 		switch {
+		case errors.As(err, &hr):
+			return nil, masked(where + " redirected: " + automation.HostRefused(conn, hr.host))
 		case errors.As(err, &pe):
 			return nil, masked(where + ": " + pe.Error())
 		case ctx.Err() != nil:
@@ -280,6 +312,12 @@ func (x *execution) connectionSeen(ctx context.Context, c automation.Connection,
 		x.e.log.WarnContext(ctx, "connection status not recorded", "connection", c.ID, "status", to, "err", err)
 	}
 }
+
+// hostRefusedError stops a redirect to a host outside a connection's
+// allowedHosts.
+type hostRefusedError struct{ host string }
+
+func (e *hostRefusedError) Error() string { return "redirect to " + e.host + " refused" }
 
 // validFieldValue reports whether s may be sent as an HTTP field value: no
 // control character but the tab.

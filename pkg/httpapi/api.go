@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"time"
 
@@ -34,6 +35,8 @@ type API struct {
 	metrics http.Handler
 	// alerts serves the subscription routes (subscriptions.go); nil: none.
 	alerts *alerts.Service
+	// clientIP finds the client address for the audit log; nil: the peer.
+	clientIP func(*http.Request) (netip.Addr, bool)
 }
 
 // route is one entry of the routing table. Public routes skip
@@ -81,6 +84,7 @@ func (a *API) routes() []route {
 		{pattern: "DELETE /api/v1/variables/{name}", handler: a.deleteVariable},
 		{pattern: "GET /api/v1/flows/{flowId}/export", handler: a.exportFlow},
 		{pattern: "POST /api/v1/flows/import", handler: a.importFlow},
+		{pattern: "GET /api/v1/audit", handler: a.auditLog},
 	}, a.alertRoutes()...)
 }
 
@@ -97,7 +101,7 @@ func NewAPI(svc *automation.Service, log *slog.Logger, opts ...APIOption) http.H
 	for _, rt := range a.routes() {
 		h := http.Handler(rt.handler)
 		if !rt.public {
-			h = a.authenticate(a.limit(h))
+			h = a.authenticate(a.authorize(rt.pattern, a.limit(h)))
 		}
 		a.mux.Handle(rt.pattern, h)
 		a.patterns[rt.pattern] = true

@@ -11,12 +11,13 @@ import (
 // about which keys exist.
 func (a *API) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := a.svc.Authenticate(r.Context(), bearerKey(r))
+		p, err := a.svc.AuthenticatePrincipal(r.Context(), bearerKey(r))
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		infoOf(r.Context()).project = p
+		info := infoOf(r.Context())
+		info.project, info.keyID, info.role = p.Project, p.KeyID, p.Role
 		next.ServeHTTP(w, r)
 	})
 }

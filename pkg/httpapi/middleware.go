@@ -19,6 +19,9 @@ type requestInfo struct {
 	id      string
 	route   string
 	project automation.Project
+	// keyID and role are the authenticated key's (authenticate).
+	keyID string
+	role  automation.Role
 	// flowID and runID are set by the webhook receivers once known.
 	flowID, runID string
 }

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,17 +11,17 @@ import (
 	"flowservice/pkg/automation"
 )
 
-const connectionColumns = `seq, id, project, name, app, type, status, created, updated`
+const connectionColumns = `seq, id, project, name, app, type, status, created, updated, allowed_hosts`
 
 // CreateConnection stores a connection's metadata; its credential lives in
 // the secret blobs.
 func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) error {
-	return s.write(ctx, "create connection "+c.ID, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "create connection "+c.ID, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO connections (id, project, name, app, type, status, created, updated)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			`INSERT INTO connections (id, project, name, app, type, status, created, updated, allowed_hosts)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			c.ID, c.Project, c.Name, c.App, string(c.Type), string(c.Status),
-			formatTime(c.Created), formatTime(c.Updated))
+			formatTime(c.Created), formatTime(c.Updated), encodeHosts(c.AllowedHosts))
 		return err
 	})
 }
@@ -54,7 +55,7 @@ func (s *Store) ListConnections(ctx context.Context, project string, q automatio
 
 // DeleteConnection removes a connection of the project.
 func (s *Store) DeleteConnection(ctx context.Context, project, id string) error {
-	return s.write(ctx, "delete connection "+id, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "delete connection "+id, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM connections WHERE project = ? AND id = ?`, project, id)
 		if err != nil {
 			return err
@@ -65,7 +66,7 @@ func (s *Store) DeleteConnection(ctx context.Context, project, id string) error 
 
 // SetConnectionStatus records a new status and when it changed.
 func (s *Store) SetConnectionStatus(ctx context.Context, project, id string, st automation.ConnectionStatus, at time.Time) error {
-	return s.write(ctx, "set status of connection "+id, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "set status of connection "+id, func(tx *sql.Tx) error {
 		if err := s.outboxConnection(ctx, tx, project, id, st); err != nil { // alerts.go
 			return err
 		}
@@ -97,9 +98,15 @@ func scanConnection(row rowScanner) (automation.Connection, int64, error) {
 		seq              int64
 		typ, st          string
 		created, updated string
+		hosts            string
 	)
-	if err := row.Scan(&seq, &c.ID, &c.Project, &c.Name, &c.App, &typ, &st, &created, &updated); err != nil {
+	if err := row.Scan(&seq, &c.ID, &c.Project, &c.Name, &c.App, &typ, &st, &created, &updated, &hosts); err != nil {
 		return c, 0, err
+	}
+	if hosts != "" {
+		if err := json.Unmarshal([]byte(hosts), &c.AllowedHosts); err != nil {
+			return c, 0, fmt.Errorf("decode allowed hosts of connection %s: %w", c.ID, err)
+		}
 	}
 	c.Type, c.Status = automation.ConnectionType(typ), automation.ConnectionStatus(st)
 	var err error

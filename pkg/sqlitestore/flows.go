@@ -22,7 +22,7 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 		return fmt.Errorf("sqlitestore: create flow %s: %w", f.ID, err)
 	}
 	defer s.cache.invalidate() // after the commit: see flowCache.gen
-	return s.write(ctx, "create flow "+f.ID, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "create flow "+f.ID, func(tx *sql.Tx) error {
 		if err := s.outboxFlow(ctx, tx, f.Project, f.ID, &f); err != nil { // alerts.go
 			return err
 		}
@@ -44,7 +44,7 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 		return fmt.Errorf("sqlitestore: put flow %s: %w", f.ID, err)
 	}
 	defer s.cache.invalidate()
-	return s.write(ctx, "put flow "+f.ID, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "put flow "+f.ID, func(tx *sql.Tx) error {
 		if err := s.outboxFlow(ctx, tx, f.Project, f.ID, &f); err != nil { // alerts.go
 			return err
 		}
@@ -158,7 +158,7 @@ func (s *Store) flowByID(ctx context.Context, id string) (automation.Flow, error
 // DeleteFlow removes a flow of the project and everything that hangs off it.
 func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 	defer s.cache.invalidate()
-	return s.write(ctx, "delete flow "+id, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "delete flow "+id, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx,
 			`SELECT count(*) FROM flows WHERE project = ? AND id = ?`, project, id).Scan(&n); err != nil {

@@ -21,6 +21,9 @@ var migrations = []string{
 	schemaProjectLimits, // limits.go
 	schemaVariables,     // variables.go
 	schemaAlerts,        // alerts.go
+	schemaKeyRoles,      // access.go
+	schemaAudit,         // access.go
+	schemaAllowedHosts,  // access.go
 }
 
 // SchemaVersion is the version Open brings a database to.

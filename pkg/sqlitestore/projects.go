@@ -98,13 +98,22 @@ func scanProject(row rowScanner) (automation.Project, error) {
 func (s *Store) CreateKey(ctx context.Context, k automation.APIKey) error {
 	return s.write(ctx, "create key "+k.ID, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO api_keys (id, project, hash, prefix, created, revoked) VALUES (?, ?, ?, ?, ?, ?)`,
-			k.ID, k.Project, k.Hash, k.Prefix, formatTime(k.Created), formatTimePtr(k.Revoked))
+			`INSERT INTO api_keys (id, project, hash, prefix, created, revoked, role) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.Project, k.Hash, k.Prefix, formatTime(k.Created), formatTimePtr(k.Revoked), keyRole(k.Role))
 		return err
 	})
 }
 
-const keyColumns = `id, project, hash, prefix, created, revoked`
+const keyColumns = `id, project, hash, prefix, created, revoked, role`
+
+// keyRole is the role stored for a key: a key made without one is admin,
+// as every key was before roles existed.
+func keyRole(r automation.Role) string {
+	if r == "" {
+		return string(automation.RoleAdmin)
+	}
+	return string(r)
+}
 
 // KeyByHash returns the key with that hash, revoked or not.
 func (s *Store) KeyByHash(ctx context.Context, hash string) (automation.APIKey, error) {
@@ -174,7 +183,7 @@ func scanKey(row rowScanner) (automation.APIKey, error) {
 	var k automation.APIKey
 	var created string
 	var revoked sql.NullString
-	if err := row.Scan(&k.ID, &k.Project, &k.Hash, &k.Prefix, &created, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.Project, &k.Hash, &k.Prefix, &created, &revoked, &k.Role); err != nil {
 		return k, err
 	}
 	var err error

@@ -18,7 +18,7 @@ var _ automation.SampleStore = (*Store)(nil)
 // the project (or deleted a moment ago) gets no row.
 func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until time.Time) error {
 	defer s.cache.invalidate() // after the commit: see flowCache.gen
-	return s.write(ctx, "arm capture of flow "+flowID, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "arm capture of flow "+flowID, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`INSERT INTO webhook_samples (flow, project, armed_until)
 			 SELECT id, project, ? FROM flows WHERE project = ? AND id = ?

@@ -365,6 +365,9 @@ func (s *Store) writeLean(ctx context.Context, op string, fn func(tx *sql.Tx) er
 
 // send hands a write to the writer goroutine and waits for its outcome.
 func (s *Store) send(req *writeReq) error {
+	if req.run != nil {
+		auditEnqueue(req) // a retry or replay records its entry with the run
+	}
 	ctx, op := req.ctx, req.op
 	select {
 	case s.writes <- req:

@@ -47,6 +47,10 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("Variables", func(t *testing.T) { testVariables(t, open(t)) })
 	t.Run("VariablesRace", func(t *testing.T) { testVariablesRace(t, open(t)) })
 	t.Run("FlowManagedBy", func(t *testing.T) { testFlowManagedBy(t, open(t)) })
+	t.Run("KeyRoles", func(t *testing.T) { testKeyRoles(t, open(t)) })
+	t.Run("AuditLog", func(t *testing.T) { testAuditLog(t, open(t)) })
+	t.Run("AuditInTheChange", func(t *testing.T) { testAuditInTheChange(t, open(t)) })
+	t.Run("ConnectionHosts", func(t *testing.T) { testConnectionHosts(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.
@@ -130,7 +134,7 @@ func equalProject(t *testing.T, what string, got, want automation.Project) {
 func newKey(project string, created time.Time) automation.APIKey {
 	secret := automation.NewID(automation.PrefixAPIKey)
 	return automation.APIKey{ID: automation.NewID(automation.PrefixKey), Project: project,
-		Hash: automation.HashAPIKey(secret), Prefix: secret[:10], Created: created}
+		Hash: automation.HashAPIKey(secret), Prefix: secret[:10], Created: created, Role: automation.RoleAdmin}
 }
 
 func testKeys(t *testing.T, s automation.Store) {

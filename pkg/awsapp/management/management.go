@@ -38,7 +38,8 @@ func NewHandler(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (awsa
 // cursor key read from Secrets Manager.
 func New(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (*awsapp.App, error) {
 	if err := awsapp.Need("api function", "SCHEDULE_GROUP", cfg.ScheduleGroup, "QUEUE_ARN", cfg.QueueARN,
-		"SCHEDULER_ROLE_ARN", cfg.SchedulerRoleARN, "CURSOR_KEY_SECRET_ARN", cfg.CursorKeySecretARN); err != nil {
+		"SCHEDULER_ROLE_ARN", cfg.SchedulerRoleARN, "CURSOR_KEY_SECRET_ARN", cfg.CursorKeySecretARN,
+		"TABLE_AUDIT", cfg.Tables.Audit); err != nil {
 		return nil, err
 	}
 	clients := awsapp.ClientConfig(awsCfg, cfg)
@@ -120,7 +121,7 @@ func cursorKey(ctx context.Context, sm secretReader, arn string) ([]byte, error)
 func Handler(a *awsapp.App) http.Handler {
 	mux := http.NewServeMux()
 	// A browser opening the stage's root lands on the dashboard.
-	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log, httpapi.WithAlerts(a.Alerts)), stagePrefix))
+	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log, httpapi.WithAlerts(a.Alerts), httpapi.WithClientIP(awsapp.SourceIP)), stagePrefix))
 	mux.Handle("/ui/", newDashboard(a))
 	return mux
 }
@@ -129,7 +130,7 @@ func Handler(a *awsapp.App) http.Handler {
 // only HTTPS, so its cookies are always Secure; links carry the stage.
 func newDashboard(a *awsapp.App) http.Handler {
 	return dashboard.New(a.Svc, dashboard.Options{
-		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log,
+		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log, ClientIP: awsapp.SourceIP,
 		OpenAPI: httpapi.OpenAPIDocument(), Alerts: a.Alerts,
 	})
 }

@@ -1,0 +1,215 @@
+package automation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// PrefixAudit starts audit entry IDs.
+const PrefixAudit = "aud_"
+
+// AuditRetention is how long the audit log keeps an entry.
+const AuditRetention = 90 * 24 * time.Hour
+
+// AuditEntry records one management write or sign-in: who (the key and its
+// role), what (the action and the resource it touched), and from where. An
+// entry is written in the same commit as the change it records (see
+// WithAudit), so the log never misses a change nor records one that did not
+// happen.
+type AuditEntry struct {
+	ID        string        `json:"id"`
+	Project   string        `json:"-"`
+	Time      time.Time     `json:"time"`
+	Actor     AuditActor    `json:"actor"`
+	Action    string        `json:"action"` // "flow.create", "session.signin", …
+	Resource  AuditResource `json:"resource"`
+	RequestID string        `json:"requestId"`
+	SourceIP  string        `json:"sourceIp"`
+}
+
+// AuditActor is who acted: an API key's ID and role; a failed sign-in has
+// no key ("").
+type AuditActor struct {
+	KeyID string `json:"keyId"`
+	Role  Role   `json:"role"`
+}
+
+// AuditResource is what an action touched.
+type AuditResource struct {
+	Type string `json:"type"` // "flow", "connection", "run", "project", "session"
+	ID   string `json:"id"`
+}
+
+// MarshalJSON writes the time in TimeFormat, as every timestamp.
+func (e AuditEntry) MarshalJSON() ([]byte, error) {
+	type plain AuditEntry
+	return json.Marshal(struct {
+		plain
+		Time stamp `json:"time"`
+	}{plain(e), stamp(e.Time)})
+}
+
+// AuditQuery asks for one page of a project's audit log, newest first.
+type AuditQuery struct {
+	Limit        int
+	After        string    // a store position from an earlier Page.Next
+	Since, Until time.Time // time in [Since, Until); zero: unbounded
+}
+
+// AuditStore keeps the audit log. Entries of a change are written by the
+// store method making the change, in the same transaction, when its context
+// carries one (AuditFrom); AppendAudit is for events that change nothing
+// else (sign-ins). Entries older than AuditRetention may be dropped.
+type AuditStore interface {
+	// AppendAudit writes one entry on its own.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	// AuditLog pages through a project's entries, newest first (by Time,
+	// then ID).
+	AuditLog(ctx context.Context, project string, q AuditQuery) (Page[AuditEntry], error)
+}
+
+type auditKey struct{}
+
+// auditSlot holds a request's entry; the Service fills in the ID of what a
+// create makes once it has made the ID (auditCreated).
+type auditSlot struct {
+	e     AuditEntry
+	taken atomic.Bool // an audited store write has taken the entry
+}
+
+// WithAudit returns a context whose audited store writes record e in their
+// own transaction. One request makes one entry: a store writes it with
+// every audited write the request makes, keeping it once (entries are keyed
+// by ID), so that it lands with the first change that commits.
+func WithAudit(ctx context.Context, e AuditEntry) context.Context {
+	return context.WithValue(ctx, auditKey{}, &auditSlot{e: e})
+}
+
+// AuditFrom returns the entry an audited store write must record, if any.
+func AuditFrom(ctx context.Context) (AuditEntry, bool) {
+	slot, ok := ctx.Value(auditKey{}).(*auditSlot)
+	if !ok {
+		return AuditEntry{}, false
+	}
+	slot.taken.Store(true)
+	return slot.e, true
+}
+
+// AuditUntaken returns the request's entry when no audited store write
+// took it: a request that succeeded through a store method that does not
+// record entries yet. The caller writes it on its own (RecordAudit), so
+// the change is still in the log, if not in its commit.
+func AuditUntaken(ctx context.Context) (AuditEntry, bool) {
+	slot, ok := ctx.Value(auditKey{}).(*auditSlot)
+	if !ok || slot.taken.Load() {
+		return AuditEntry{}, false
+	}
+	return slot.e, true
+}
+
+// auditCreated names the resource a create makes, for a request whose
+// entry does not know it yet (the ID is made here, after the request
+// arrived).
+func auditCreated(ctx context.Context, id string) {
+	if slot, ok := ctx.Value(auditKey{}).(*auditSlot); ok && slot.e.Resource.ID == "" {
+		slot.e.Resource.ID = id
+	}
+}
+
+// NewAuditEntry starts an entry for a request of pr, with a fresh ID and
+// the Service's clock.
+func (s *Service) NewAuditEntry(pr Principal, action string, res AuditResource, requestID, sourceIP string) AuditEntry {
+	return AuditEntry{
+		ID: s.newID(PrefixAudit), Project: pr.Project.ID, Time: s.clock(),
+		Actor: AuditActor{KeyID: pr.KeyID, Role: pr.Role}, Action: action, Resource: res,
+		RequestID: requestID, SourceIP: sourceIP,
+	}
+}
+
+// RecordAudit writes an entry that goes with no other change, such as a
+// dashboard sign-in.
+func (s *Service) RecordAudit(ctx context.Context, e AuditEntry) error {
+	return wrap("record audit entry", s.store.AppendAudit(ctx, e))
+}
+
+// AuditSearch is a client's audit log request, unparsed.
+type AuditSearch struct {
+	PageRequest
+	Since, Until string // RFC 3339, optional
+}
+
+// AuditLog lists the project's audit entries, newest first.
+func (s *Service) AuditLog(ctx context.Context, p Project, in AuditSearch) (List[AuditEntry], error) {
+	if in.Status != "" {
+		return List[AuditEntry]{}, InvalidCode("INVALID_PARAMETER", "the audit log takes no status filter")
+	}
+	var q AuditQuery
+	for _, t := range []struct {
+		name, v string
+		dst     *time.Time
+	}{{"since", in.Since, &q.Since}, {"until", in.Until, &q.Until}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.v)
+		if err != nil {
+			return List[AuditEntry]{}, InvalidCode("INVALID_PARAMETER", "%s must be an RFC 3339 time such as 2026-05-01T00:00:00Z, got %q", t.name, ClipID(t.v))
+		}
+		*t.dst = v.UTC()
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		return List[AuditEntry]{}, InvalidCode("INVALID_PARAMETER", "since must be before until")
+	}
+	scope := p.ID + "/audit?" + in.Since + "\x00" + in.Until
+	lq, err := s.listQuery(scope, in.PageRequest)
+	if err != nil {
+		return List[AuditEntry]{}, err
+	}
+	q.Limit, q.After = lq.Limit, lq.After
+	page, err := s.store.AuditLog(ctx, p.ID, q)
+	if err != nil {
+		return List[AuditEntry]{}, wrap("read audit log", err)
+	}
+	return list(s, scope, lq, page, func(e AuditEntry) AuditEntry { return e }), nil
+}
+
+// AuditSortKey orders entries in a store: the time in fixed-width
+// milliseconds, then the ID, so that a string comparison is the log's
+// order and a page position is one string.
+func AuditSortKey(e AuditEntry) string {
+	return fmt.Sprintf("%015d#%s", e.Time.UnixMilli(), e.ID)
+}
+
+// SignIn checks a key for a dashboard sign-in and records the attempt in
+// the audit log: session.signin by the key, or session.signin_failed. A
+// failure with a key that exists (revoked) is logged in its project with
+// the key's ID; one with no such key is logged with no project (no project
+// has it to see), for the operator.
+func (s *Service) SignIn(ctx context.Context, key, requestID, sourceIP string) (Principal, error) {
+	pr, err := s.AuthenticatePrincipal(ctx, key)
+	if err == nil {
+		e := s.NewAuditEntry(pr, "session.signin", AuditResource{Type: "session", ID: pr.KeyID}, requestID, sourceIP)
+		if aerr := s.RecordAudit(ctx, e); aerr != nil {
+			return Principal{}, aerr
+		}
+		return pr, nil
+	}
+	if !errors.Is(err, ErrUnauthorized) {
+		return Principal{}, err
+	}
+	var who Principal
+	if validKeyShape(key) {
+		if k, kerr := s.store.KeyByHash(ctx, HashAPIKey(key)); kerr == nil {
+			who = Principal{Project: Project{ID: k.Project}, KeyID: k.ID, Role: k.Role}
+		}
+	}
+	e := s.NewAuditEntry(who, "session.signin_failed", AuditResource{Type: "session", ID: who.KeyID}, requestID, sourceIP)
+	if aerr := s.RecordAudit(ctx, e); aerr != nil {
+		return Principal{}, aerr
+	}
+	return Principal{}, err
+}

@@ -1,0 +1,108 @@
+package dashboard
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/http"
+
+	"flowservice/pkg/automation"
+)
+
+// pagePermissions is the permission each signed-in dashboard route needs,
+// by its ServeMux pattern, as the management API's routes do
+// (docs/access.md). A GET missing here needs PermRead; any other method
+// missing here is admin-only, so a new form is closed until someone
+// decides (TestDashboardRoutesHavePermissions fails until then).
+var pagePermissions = map[string]automation.Permission{
+	"POST /ui/signout":                           automation.PermRead,
+	"GET /ui/flows/new":                          automation.PermEdit,
+	"POST /ui/flows":                             automation.PermEdit,
+	"GET /ui/flows/{flowId}/edit":                automation.PermEdit,
+	"POST /ui/flows/{flowId}/edit":               automation.PermEdit,
+	"GET /ui/flows/{flowId}/delete":              automation.PermEdit,
+	"POST /ui/flows/{flowId}/delete":             automation.PermEdit,
+	"POST /ui/flows/{flowId}/runs/{runId}/retry": automation.PermOperate,
+	"POST /ui/flows/{flowId}/enable":             automation.PermOperate,
+	"POST /ui/flows/{flowId}/disable":            automation.PermOperate,
+	"POST /ui/flows/{flowId}/allowlist":          automation.PermEdit,
+	"POST /ui/flows/{flowId}/test":               automation.PermEdit,
+	"POST /ui/connections":                       automation.PermEdit,
+	"POST /ui/connections/{connectionId}/delete": automation.PermEdit,
+	// Connect (and a connection's delete page) share this pattern; both
+	// lead to a change of connections.
+	"GET /ui/connections/{first}/{second}": automation.PermEdit,
+}
+
+// pageAudit is the audit action of each dashboard form that changes
+// something, as the API's routeAudit.
+var pageAudit = map[string]struct{ action, resource, idParam string }{
+	"POST /ui/flows":                             {"flow.create", "flow", ""},
+	"POST /ui/flows/{flowId}/edit":               {"flow.update", "flow", "flowId"},
+	"POST /ui/flows/{flowId}/delete":             {"flow.delete", "flow", "flowId"},
+	"POST /ui/flows/{flowId}/runs/{runId}/retry": {"run.retry", "run", "runId"},
+	"POST /ui/flows/{flowId}/enable":             {"flow.enable", "flow", "flowId"},
+	"POST /ui/flows/{flowId}/disable":            {"flow.disable", "flow", "flowId"},
+	"POST /ui/flows/{flowId}/allowlist":          {"flow.set_allowlist", "flow", "flowId"},
+	"POST /ui/flows/{flowId}/test":               {"flow.arm_test", "flow", "flowId"},
+	"POST /ui/connections":                       {"connection.create", "connection", ""},
+	"POST /ui/connections/{connectionId}/delete": {"connection.delete", "connection", "connectionId"},
+}
+
+// pagePermission is what the route with pattern needs.
+func pagePermission(pattern string) automation.Permission {
+	if p, ok := pagePermissions[pattern]; ok {
+		return p
+	}
+	if len(pattern) > 4 && pattern[:4] == "GET " {
+		return automation.PermRead
+	}
+	return automation.PermAdmin
+}
+
+// authorize refuses a signed-in request its key's role does not allow, with
+// the 403 page naming the role and what it lacks; a request it lets
+// through that changes something gets its audit entry (see the API's
+// withAudit).
+func (d *Dashboard) authorize(w http.ResponseWriter, r *http.Request, s *session) (*http.Request, bool) {
+	if err := s.principal.Authorize(pagePermission(r.Pattern), r.Pattern); err != nil {
+		d.fail(w, r, err)
+		return r, false
+	}
+	act, ok := pageAudit[r.Pattern]
+	if !ok {
+		return r, true
+	}
+	res := automation.AuditResource{Type: act.resource}
+	if act.idParam != "" {
+		res.ID = r.PathValue(act.idParam)
+	}
+	id := newRequestID()
+	w.Header().Set("X-Request-Id", id)
+	e := d.svc.NewAuditEntry(s.principal, act.action, res, id, d.sourceIP(r))
+	return r.WithContext(automation.WithAudit(r.Context(), e)), true
+}
+
+// newRequestID names a dashboard request in the audit log (and in its
+// X-Request-Id header), as the API does its own.
+func newRequestID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// sourceIP is the client address the audit log records: Options.ClientIP's,
+// else the socket peer's.
+func (d *Dashboard) sourceIP(r *http.Request) string {
+	if d.opts.ClientIP != nil {
+		if ip, ok := d.opts.ClientIP(r); ok {
+			return ip.String()
+		}
+		return ""
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return ""
+	}
+	return host
+}

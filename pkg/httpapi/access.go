@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"flowservice/pkg/automation"
+)
+
+// routePermissions is the permission each authenticated route needs; the
+// roles that grant it are automation.RolesWith. openapi.json states the same
+// as each operation's x-roles, and TestRoleMatrix walks every route of the
+// document with every role, so the two cannot drift apart.
+var routePermissions = map[string]automation.Permission{
+	"GET /api/v1/flows":                              automation.PermRead,
+	"POST /api/v1/flows":                             automation.PermEdit,
+	"GET /api/v1/flows/{flowId}":                     automation.PermRead,
+	"POST /api/v1/flows/{flowId}":                    automation.PermEdit,
+	"DELETE /api/v1/flows/{flowId}":                  automation.PermEdit,
+	"POST /api/v1/flows/{flowId}/enable":             automation.PermOperate,
+	"POST /api/v1/flows/{flowId}/disable":            automation.PermOperate,
+	"GET /api/v1/flows/{flowId}/webhook":             automation.PermRead,
+	"GET /api/v1/flows/{flowId}/webhook/security":    automation.PermRead,
+	"POST /api/v1/flows/{flowId}/webhook/security":   automation.PermEdit,
+	"POST /api/v1/flows/{flowId}/webhook/test":       automation.PermEdit,
+	"GET /api/v1/flows/{flowId}/webhook/sample":      automation.PermRead,
+	"GET /api/v1/flows/{flowId}/runs":                automation.PermRead,
+	"GET /api/v1/flows/{flowId}/runs/{runId}":        automation.PermRead,
+	"POST /api/v1/flows/{flowId}/runs/{runId}/retry": automation.PermOperate,
+	"GET /api/v1/runs":                               automation.PermRead,
+	"POST /api/v1/runs/replay":                       automation.PermOperate,
+	"GET /api/v1/connections":                        automation.PermRead,
+	"POST /api/v1/connections":                       automation.PermEdit,
+	"GET /api/v1/connections/{connectionId}":         automation.PermRead,
+	"DELETE /api/v1/connections/{connectionId}":      automation.PermEdit,
+	"GET /api/v1/audit":                              automation.PermRead,
+}
+
+// permissionOf is the permission a route needs. A route missing from
+// routePermissions is admin-only: a new route is closed until someone
+// decides who may call it (and TestRoleMatrix fails until then).
+func permissionOf(pattern string) automation.Permission {
+	if p, ok := routePermissions[pattern]; ok {
+		return p
+	}
+	return automation.PermAdmin
+}
+
+// authorize refuses, with 403 FORBIDDEN naming the role and what it lacks,
+// a request whose key's role does not grant what the route needs. It runs
+// after authenticate, which found the role.
+func (a *API) authorize(pattern string, next http.Handler) http.Handler {
+	need := permissionOf(pattern)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := infoOf(r.Context())
+		pr := automation.Principal{Project: info.project, KeyID: info.keyID, Role: info.role}
+		if err := pr.Authorize(need, pattern); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		r = a.withAudit(r, pattern, pr)
+		next.ServeHTTP(w, r)
+		a.auditFallback(w, r)
+	})
+}
