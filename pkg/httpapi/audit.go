@@ -19,17 +19,25 @@ type auditAction struct {
 // routeAudit is the audit action of every route that changes anything.
 // TestEveryWriteRouteIsAudited fails for a write route missing here.
 var routeAudit = map[string]auditAction{
-	"POST /api/v1/flows":                             {"flow.create", "flow", ""},
-	"POST /api/v1/flows/{flowId}":                    {"flow.update", "flow", "flowId"},
-	"DELETE /api/v1/flows/{flowId}":                  {"flow.delete", "flow", "flowId"},
-	"POST /api/v1/flows/{flowId}/enable":             {"flow.enable", "flow", "flowId"},
-	"POST /api/v1/flows/{flowId}/disable":            {"flow.disable", "flow", "flowId"},
-	"POST /api/v1/flows/{flowId}/webhook/security":   {"flow.set_allowlist", "flow", "flowId"},
-	"POST /api/v1/flows/{flowId}/webhook/test":       {"flow.arm_test", "flow", "flowId"},
-	"POST /api/v1/flows/{flowId}/runs/{runId}/retry": {"run.retry", "run", "runId"},
-	"POST /api/v1/runs/replay":                       {"run.replay", "project", ""},
-	"POST /api/v1/connections":                       {"connection.create", "connection", ""},
-	"DELETE /api/v1/connections/{connectionId}":      {"connection.delete", "connection", "connectionId"},
+	"POST /api/v1/flows":                                                        {"flow.create", "flow", ""},
+	"POST /api/v1/flows/{flowId}":                                               {"flow.update", "flow", "flowId"},
+	"DELETE /api/v1/flows/{flowId}":                                             {"flow.delete", "flow", "flowId"},
+	"POST /api/v1/flows/{flowId}/enable":                                        {"flow.enable", "flow", "flowId"},
+	"POST /api/v1/flows/{flowId}/disable":                                       {"flow.disable", "flow", "flowId"},
+	"POST /api/v1/flows/{flowId}/webhook/security":                              {"flow.set_allowlist", "flow", "flowId"},
+	"POST /api/v1/flows/{flowId}/webhook/test":                                  {"flow.arm_test", "flow", "flowId"},
+	"POST /api/v1/flows/{flowId}/runs/{runId}/retry":                            {"run.retry", "run", "runId"},
+	"POST /api/v1/runs/replay":                                                  {"run.replay", "project", ""},
+	"POST /api/v1/connections":                                                  {"connection.create", "connection", ""},
+	"DELETE /api/v1/connections/{connectionId}":                                 {"connection.delete", "connection", "connectionId"},
+	"PUT /api/v1/variables/{name}":                                              {"variable.put", "variable", "name"},
+	"DELETE /api/v1/variables/{name}":                                           {"variable.delete", "variable", "name"},
+	"POST /api/v1/flows/import":                                                 {"flow.import", "flow", ""},
+	"POST /api/v1/subscriptions":                                                {"subscription.create", "subscription", ""},
+	"DELETE /api/v1/subscriptions/{subscriptionId}":                             {"subscription.delete", "subscription", "subscriptionId"},
+	"POST /api/v1/subscriptions/{subscriptionId}/test":                          {"subscription.test", "subscription", "subscriptionId"},
+	"POST /api/v1/subscriptions/{subscriptionId}/enable":                        {"subscription.enable", "subscription", "subscriptionId"},
+	"POST /api/v1/subscriptions/{subscriptionId}/deliveries/{deliveryId}/retry": {"delivery.retry", "subscription", "subscriptionId"},
 }
 
 // WithClientIP sets how the API finds a request's client address for the
