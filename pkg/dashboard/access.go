@@ -32,6 +32,9 @@ var pagePermissions = map[string]automation.Permission{
 	// Connect (and a connection's delete page) share this pattern; both
 	// lead to a change of connections.
 	"GET /ui/connections/{first}/{second}": automation.PermEdit,
+	"POST /ui/flows/{flowId}/send-test":    automation.PermEdit,
+	"POST /ui/variables":                   automation.PermEdit,
+	"POST /ui/variables/{name}/delete":     automation.PermEdit,
 }
 
 // pageAudit is the audit action of each dashboard form that changes
@@ -47,6 +50,9 @@ var pageAudit = map[string]struct{ action, resource, idParam string }{
 	"POST /ui/flows/{flowId}/test":               {"flow.arm_test", "flow", "flowId"},
 	"POST /ui/connections":                       {"connection.create", "connection", ""},
 	"POST /ui/connections/{connectionId}/delete": {"connection.delete", "connection", "connectionId"},
+	"POST /ui/flows/{flowId}/send-test":          {"flow.send_test", "flow", "flowId"},
+	"POST /ui/variables":                         {"variable.put", "variable", ""},
+	"POST /ui/variables/{name}/delete":           {"variable.delete", "variable", "name"},
 }
 
 // pagePermission is what the route with pattern needs.

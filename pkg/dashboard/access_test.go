@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,12 +15,23 @@ import (
 )
 
 // TestDashboardRoutesHavePermissions: every form route the dashboard
-// registers (dashboard.go) has a permission and, when it changes
+// registers (in any of its files) has a permission and, when it changes
 // something, an audit action; unlisted ones are admin-only.
 func TestDashboardRoutesHavePermissions(t *testing.T) {
-	src, err := os.ReadFile("dashboard.go")
+	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
+	}
+	var src []byte
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	routes := regexp.MustCompile(`d\.mux\.Handle(?:Func)?\("((?:POST|PUT|DELETE|PATCH) [^"]+)", d\.auth`).FindAllStringSubmatch(string(src), -1)
 	if len(routes) < 5 {
