@@ -44,6 +44,8 @@ func (v Values) lookup(name string) (string, error) {
 type Template struct {
 	Globals struct {
 		Function struct {
+			MemorySize int `yaml:"MemorySize"`
+			Timeout    int `yaml:"Timeout"`
 			Environment struct {
 				Variables map[string]yaml.Node `yaml:"Variables"`
 			} `yaml:"Environment"`
@@ -55,6 +57,8 @@ type Template struct {
 	Resources map[string]struct {
 		Type       string `yaml:"Type"`
 		Properties struct {
+			MemorySize  int `yaml:"MemorySize"`
+			Timeout     int `yaml:"Timeout"`
 			Environment struct {
 				Variables map[string]yaml.Node `yaml:"Variables"`
 			} `yaml:"Environment"`
@@ -84,6 +88,24 @@ func (t *Template) Functions() []string {
 	}
 	slices.Sort(fns)
 	return fns
+}
+
+// Settings returns a function's memory (MB) and timeout (seconds): its
+// own, else the Globals', else Lambda's defaults (128 MB, 3 s).
+func (t *Template) Settings(fn string) (memory, timeout int) {
+	memory, timeout = 128, 3
+	g, p := t.Globals.Function, t.Resources[fn].Properties
+	for _, m := range []int{g.MemorySize, p.MemorySize} {
+		if m != 0 {
+			memory = m
+		}
+	}
+	for _, s := range []int{g.Timeout, p.Timeout} {
+		if s != 0 {
+			timeout = s
+		}
+	}
+	return memory, timeout
 }
 
 // Env returns each function's variables, Globals first and the function's
