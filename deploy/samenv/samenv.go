@@ -44,8 +44,8 @@ func (v Values) lookup(name string) (string, error) {
 type Template struct {
 	Globals struct {
 		Function struct {
-			MemorySize int `yaml:"MemorySize"`
-			Timeout    int `yaml:"Timeout"`
+			MemorySize  int `yaml:"MemorySize"`
+			Timeout     int `yaml:"Timeout"`
 			Environment struct {
 				Variables map[string]yaml.Node `yaml:"Variables"`
 			} `yaml:"Environment"`
