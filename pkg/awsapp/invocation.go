@@ -44,11 +44,29 @@ func (a *App) begin(ctx context.Context, function, apiRequestID string) context.
 func (a *App) Proxy(function string, h http.Handler) ProxyHandler {
 	proxy := httpadapter.New(h).ProxyWithContext
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		part, offset, hasPart := takePart(&ev)
 		resp, err := proxy(a.begin(ctx, function, ev.RequestContext.RequestID), ev)
-		if err == nil && strings.EqualFold(ev.HTTPMethod, http.MethodHead) {
+		if err != nil {
+			return resp, err
+		}
+		// Within Lambda's response limit, whatever the handler wrote
+		// (respbudget.go).
+		body := resp.Body
+		if isJSON(&resp) {
+			resp.Body = unescapeHTML(resp.Body)
+		}
+		if hasPart {
+			selectPart(&resp, ev.Path, part, offset)
+		}
+		fitResponse(&resp, ev.Path, part)
+		if resp.Body != body {
+			delete(resp.Headers, "Content-Length")
+			http.Header(resp.MultiValueHeaders).Del("Content-Length")
+		}
+		if strings.EqualFold(ev.HTTPMethod, http.MethodHead) {
 			headResponse(&resp)
 		}
-		return resp, err
+		return resp, nil
 	}
 }
 
