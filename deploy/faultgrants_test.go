@@ -1,0 +1,128 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/awsapp"
+	"flowservice/pkg/awsapp/management"
+)
+
+// faultsRan says TestFaultPathGrants completed in this process.
+var faultsRan atomic.Bool
+
+// apiPost is api-create-flow.json as a POST of body to path.
+func apiPost(t *testing.T, key, path, body string) []byte {
+	t.Helper()
+	var req events.APIGatewayProxyRequest
+	if err := json.Unmarshal(event(t, "api-create-flow.json", map[string]string{"__API_KEY__": key}), &req); err != nil {
+		t.Fatal(err)
+	}
+	req.Path, req.Body = path, body
+	raw, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestFaultPathGrants drives the undo paths through the functions, their
+// calls recorded as grants for TestGrantsMatchObservedCalls: with the run
+// queue gone, every send fails, and each function that wrote a run (and
+// its large trigger body in the payload bucket) deletes both again, the
+// api function on retry and on replay, the receivers on a delivery. No run
+// is left RUNNING without a message.
+func TestFaultPathGrants(t *testing.T) {
+	st := newStack(t)
+	ctx := context.Background()
+	api, err := management.NewHandler(ctx, st.aws, st.cfgOf("ApiFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, err := awsapp.NewWebhookHandler(ctx, st.aws, st.cfgOf("WebhookFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := awsapp.NewWorkflowHookHandler(ctx, st.aws, st.cfgOf("WorkflowHookFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := st.flow(t, formFlow, true)
+	st.flow(t, `{"name": "Deploy queue", "engine": "WORKFLOW_BUILDER",
+		"trigger": {"type": "WEBHOOK", "webhook": {"httpMethod": "POST", "path": "deploys/github"}},
+		"steps": [{"name": "note", "type": "SET", "values": {"ref": "{{ trigger.body.data.ref }}"}}]}`, true)
+	// A FAILED run whose trigger body is in the payload bucket (over the
+	// store's threshold), to retry and replay.
+	big := `{"event": "bulk", "data": {"email": "ada@example.com", "pad": "` + strings.Repeat("x", 400<<10) + `"}}`
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	failed := automation.Run{
+		ID: automation.NewID(automation.PrefixRun), Project: st.project.ID, FlowID: f.ID, Status: automation.RunFailed,
+		Trigger: automation.TriggerData{Method: "POST", Headers: map[string]string{}, Query: map[string]string{}, Body: json.RawMessage(big)},
+		Steps:   []automation.StepResult{}, Created: now, Finished: &now, Error: "upstream 500",
+	}
+	if err := st.store.CreateRun(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqs.NewFromConfig(st.aws).DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &st.cfg.QueueURL}); err != nil {
+		t.Fatal(err)
+	}
+
+	refused := func(name string, resp events.APIGatewayProxyResponse) {
+		t.Helper()
+		if resp.StatusCode < 500 {
+			t.Errorf("%s with no queue: %d %.200s, want a 5xx", name, resp.StatusCode, resp.Body)
+		}
+	}
+	refused("retry", invoke(t, api, apiPost(t, st.key, "/api/v1/flows/"+f.ID+"/runs/"+failed.ID+"/retry", "")))
+	refused("replay", invoke(t, api, apiPost(t, st.key, "/api/v1/runs/replay", `{"status": "FAILED"}`)))
+	// The receivers' events with the large body.
+	withBig := func(file string, ph map[string]string) []byte {
+		var req events.APIGatewayProxyRequest
+		if err := json.Unmarshal(event(t, file, ph), &req); err != nil {
+			t.Fatal(err)
+		}
+		req.Body, req.IsBase64Encoded = big, false
+		raw, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	refused("webhook", invoke(t, hook, withBig("webhook-post.json", map[string]string{"__FLOW_ID__": f.ID})))
+	refused("workflowhook", invoke(t, wf, withBig("workflowhook-post.json", nil)))
+
+	// Every run written was deleted again: only the FAILED one is left.
+	page, err := st.store.SearchRuns(ctx, st.project.ID, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	{
+		for _, r := range page.Items {
+			if r.ID != failed.ID {
+				t.Errorf("run %s (%s) left after its message failed", r.ID, r.Status)
+			}
+		}
+	}
+	observed.Lock()
+	for fn, want := range map[string][]grant{
+		"ApiFunction":          {{"dynamodb:DeleteItem", "RunsTable"}, {"s3:DeleteObject", "PayloadBucket/*"}},
+		"WebhookFunction":      {{"dynamodb:DeleteItem", "RunsTable"}, {"s3:DeleteObject", "PayloadBucket/*"}},
+		"WorkflowHookFunction": {{"dynamodb:DeleteItem", "RunsTable"}, {"s3:DeleteObject", "PayloadBucket/*"}},
+	} {
+		for _, g := range want {
+			if !observed.m[fn][g] {
+				t.Errorf("%s made no %s on its undo path", fn, g)
+			}
+		}
+	}
+	observed.Unlock()
+	faultsRan.Store(true)
+}
