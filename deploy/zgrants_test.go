@@ -189,7 +189,7 @@ var unobserved = map[string]map[grant]string{
 		{"dynamodb:GetItem", "RunsTable"}:           "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
 	},
 	"RunnerFunction": {
-		{"dynamodb:DeleteItem", "RunsTable"}: "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
+		{"dynamodb:DeleteItem", "RunsTable"}:   "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
 		{"s3:DeleteObject", "PayloadBucket/*"}: "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
 		{"dynamodb:GetItem", "RunsTable"}:      "whyRefused reads the run after a refused fenced write (another attempt took the run over mid-attempt): pkg/dynamostore's fencing tests drive it; no test here can time it",
 	},
