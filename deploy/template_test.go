@@ -213,6 +213,17 @@ func TestQueueAndRunner(t *testing.T) {
 		t.Errorf("maxReceiveCount %d: the runner requeues bounces from receive %d on (awsapp.DefaultRequeueAt), which leaves less room for outright failures than it uses for bounces",
 			mrc, awsapp.DefaultRequeueAt)
 	}
+	// SAM's SQS event would attach AWSLambdaSQSQueueExecutionRole (receive
+	// and delete on every queue of the account): the mapping is declared
+	// on its own and the role grants polling on the run queue alone.
+	for id, r := range tpl.Resources {
+		if r.Type == "AWS::IAM::Role" && strings.Contains(fmt.Sprint(r.Properties["ManagedPolicyArns"]), "SQSQueueExecutionRole") {
+			t.Errorf("%s: managed policies %v grant every queue of the account", id, r.Properties["ManagedPolicyArns"])
+		}
+	}
+	if grants := roleGrants(t, tpl.Resources["RunnerFunctionRole"].Properties); !grants[grant{"sqs:ReceiveMessage", "RunQueue"}] || !grants[grant{"sqs:DeleteMessage", "RunQueue"}] {
+		t.Errorf("the runner's role cannot poll the run queue: %v", grants)
+	}
 	var found bool
 	for id, r := range tpl.Resources {
 		if r.Type != "AWS::Lambda::EventSourceMapping" {

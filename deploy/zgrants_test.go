@@ -191,6 +191,9 @@ var unobserved = map[string]map[grant]string{
 	"RunnerFunction": {
 		{"dynamodb:DeleteItem", "RunsTable"}:   "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
 		{"s3:DeleteObject", "PayloadBucket/*"}: "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
+		{"sqs:ReceiveMessage", "RunQueue"}:     "the event source mapping polls the run queue with the runner's role (RunnerQueueMapping; TestQueueAndRunner)",
+		{"sqs:DeleteMessage", "RunQueue"}:      "the event source mapping deletes the records the runner did not report as failed",
+		{"sqs:GetQueueAttributes", "RunQueue"}: "the event source mapping reads the queue's attributes when it is created",
 		{"dynamodb:GetItem", "RunsTable"}:      "whyRefused reads the run after a refused fenced write (another attempt took the run over mid-attempt): pkg/dynamostore's fencing tests drive it; no test here can time it",
 	},
 }

@@ -16,9 +16,10 @@ import (
 )
 
 // invocation is what every log line of one invocation carries besides the
-// Lambda request ID: API Gateway's request ID (the one its access log and
-// the client's X-Request-Id answer share) and whether the invocation paid
-// the cold start.
+// Lambda request ID: API Gateway's request ID (apiRequestId: the requestId
+// of its access log line; it is not the answer's X-Request-Id, which is the
+// handler's own request ID, logged as requestId) and whether the
+// invocation paid the cold start.
 type invocation struct {
 	apiRequestID string
 	cold         bool
