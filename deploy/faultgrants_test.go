@@ -3,7 +3,10 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,4 +128,55 @@ func TestFaultPathGrants(t *testing.T) {
 	}
 	observed.Unlock()
 	faultsRan.Store(true)
+}
+
+// fencedRan says TestRefusedFencedWrite completed in this process.
+var fencedRan atomic.Bool
+
+// TestRefusedFencedWrite: while the runner's attempt is in its HTTP step,
+// another attempt takes the run over (its claim, as after a lease that
+// lapsed); the runner's next write is refused by the fence, and it reads
+// the run to tell why (whyRefused: dynamodb:GetItem on the runs table,
+// which its role must grant, or the refusal would be an AccessDenied that
+// counts toward the DLQ). The run is left to the attempt that holds it.
+func TestRefusedFencedWrite(t *testing.T) {
+	e := newE2E(t, 10, automation.RunPolicy{Timeout: 30 * time.Second, MaxAttempts: 5})
+	ctx := context.Background()
+	var runID atomic.Value
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() {
+			// Another attempt claims the run as if the runner's lease had
+			// lapsed: from a day later.
+			if _, err := e.store.ClaimRun(ctx, e.project.ID, runID.Load().(string), time.Now().Add(24*time.Hour), time.Hour); err != nil {
+				t.Errorf("takeover: %v", err)
+			}
+		})
+		w.WriteHeader(200)
+		_, _ = w.Write([]byte(`{"received":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	flowID := e.activeFlow(t, srv.URL)
+	status, acc := call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", `{"event": "push", "ref": "main"}`)
+	if status != 200 {
+		t.Fatalf("webhook = %d %v", status, acc)
+	}
+	runID.Store(acc["runId"].(string))
+	if n := e.poll(t); n != 1 {
+		t.Fatalf("polled %d messages, want the run's", n)
+	}
+	r, err := e.store.Run(ctx, e.project.ID, flowID, runID.Load().(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != automation.RunRunning {
+		t.Errorf("run is %s, want RUNNING, held by the attempt that took it over", r.Status)
+	}
+	observed.Lock()
+	read := observed.m["RunnerFunction"][grant{"dynamodb:GetItem", "RunsTable"}]
+	observed.Unlock()
+	if !read {
+		t.Error("the runner's refused write did not read the run (whyRefused)")
+	}
+	fencedRan.Store(true)
 }
