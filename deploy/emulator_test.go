@@ -256,3 +256,45 @@ func readPieces(t *testing.T, stage *lambdalocal.Stage, em *lambdalocal.Emulator
 	}
 	return sb.String()
 }
+
+// TestReceiverLargestAnswerFits: a receiver answers what a RESPOND step
+// says, and a RESPOND body is capped (about 1.1 MB of JSON): the largest,
+// all quotes (each doubled in the body and again in the proxy response),
+// is still an answer within Lambda's 6 MB. The receivers' query strings
+// are the sender's: the api function's part parameter means nothing there.
+func TestReceiverLargestAnswerFits(t *testing.T) {
+	st := newStack(t)
+	h, err := awsapp.NewWorkflowHookHandler(context.Background(), st.aws, st.cfgOf("WorkflowHookFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.flow(t, `{"name": "Echo", "engine": "WORKFLOW_BUILDER",
+		"trigger": {"type": "WEBHOOK", "webhook": {"httpMethod": "POST", "path": "deploys/github", "responseMode": "ON_COMPLETION"}},
+		"steps": [{"name": "reply", "type": "RESPOND", "statusCode": 200, "body": {"echo": "{{ trigger.body.data }}", "part": "{{ trigger.query.part }}"}}]}`, true)
+	send := func(data string) events.APIGatewayProxyResponse {
+		var req events.APIGatewayProxyRequest
+		if err := json.Unmarshal(event(t, "workflowhook-post.json", nil), &req); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(map[string]string{"data": data})
+		req.Body, req.IsBase64Encoded = string(b), false
+		req.QueryStringParameters = map[string]string{"part": "/x"}
+		req.MultiValueQueryStringParameters = map[string][]string{"part": {"/x"}}
+		raw, _ := json.Marshal(req)
+		return invoke(t, h, raw)
+	}
+	quotes := strings.Repeat(`"`, 550_000)
+	resp := send(quotes)
+	out, _ := json.Marshal(resp)
+	var got map[string]string
+	if err := json.Unmarshal([]byte(resp.Body), &got); err != nil || resp.StatusCode != 200 || got["echo"] != quotes || got["part"] != "/x" {
+		t.Fatalf("largest echo: %d %.200s (%v)", resp.StatusCode, resp.Body, err)
+	}
+	if len(out) >= lambdaResponseLimit || len(out) > awsapp.ResponseBudget {
+		t.Errorf("largest RESPOND answer is %d bytes as Lambda returns it, over the budget %d", len(out), awsapp.ResponseBudget)
+	}
+	// Over the RESPOND cap: the run fails, and the answer says so.
+	if resp := send(strings.Repeat(`"`, 600_000)); resp.StatusCode != 500 || !strings.Contains(resp.Body, "RESPOND") {
+		t.Errorf("over the RESPOND cap: %d %.200s", resp.StatusCode, resp.Body)
+	}
+}
