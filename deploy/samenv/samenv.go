@@ -110,7 +110,11 @@ func (t *Template) Settings(fn string) (memory, timeout int) {
 
 // Env returns each function's variables, Globals first and the function's
 // own on top, resolved with v. extra (such as AWS_ENDPOINT_URL for a local
-// emulator) is added to every function.
+// emulator) overrides them in every function; a variable of extra that the
+// template does not declare is an error, since `sam local invoke
+// --env-vars` sets only declared variables and would silently drop it
+// (aws-sam-cli #1553): without AWS_ENDPOINT_URL, the function would call
+// real AWS.
 func (t *Template) Env(v Values, extra map[string]string) (map[string]map[string]string, error) {
 	env := map[string]map[string]string{}
 	for _, fn := range t.Functions() {
@@ -127,7 +131,12 @@ func (t *Template) Env(v Values, extra map[string]string) (map[string]map[string
 			}
 			vars[name] = s
 		}
-		maps.Copy(vars, extra)
+		for k, v := range extra {
+			if _, ok := vars[k]; !ok {
+				return nil, fmt.Errorf("samenv: %s does not declare %s: sam local invoke --env-vars would not set it (declare it in template.yaml, empty)", fn, k)
+			}
+			vars[k] = v
+		}
 		env[fn] = vars
 	}
 	return env, nil
