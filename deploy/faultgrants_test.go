@@ -180,3 +180,50 @@ func TestRefusedFencedWrite(t *testing.T) {
 	}
 	fencedRan.Store(true)
 }
+
+// TestReplayTokenOnDynamoDB: POST /api/v1/runs/replay through the api
+// function, sent twice with one replayToken as a client retrying after a
+// 504 would: the second makes no run (DynamoDB refuses the same run IDs),
+// and the answer counts the replayed runs both times.
+func TestReplayTokenOnDynamoDB(t *testing.T) {
+	st := newStack(t)
+	ctx := context.Background()
+	api, err := management.NewHandler(ctx, st.aws, st.cfgOf("ApiFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := st.flow(t, formFlow, true)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for i := range 3 {
+		created := now.Add(time.Duration(i-10) * time.Minute)
+		r := automation.Run{
+			ID: automation.NewRunID(created), Project: st.project.ID, FlowID: f.ID, Status: automation.RunFailed,
+			Trigger: automation.TriggerData{Method: "POST", Headers: map[string]string{}, Query: map[string]string{}, Body: json.RawMessage(`{"n": 1}`)},
+			Steps:   []automation.StepResult{}, Created: created, Finished: &created, Error: "upstream 500",
+		}
+		if err := st.store.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	running := func() int {
+		t.Helper()
+		page, err := st.store.SearchRuns(ctx, st.project.ID, automation.RunQuery{ListQuery: automation.ListQuery{Limit: 100, Status: string(automation.RunRunning)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Items)
+	}
+	for try := range 2 {
+		resp := invoke(t, api, apiPost(t, st.key, "/api/v1/runs/replay", `{"status": "FAILED", "replayToken": "nightly-2026-11-26"}`))
+		if resp.StatusCode != 200 || decodeBody(t, resp)["replayed"] != 3.0 {
+			t.Fatalf("try %d: %d %s, want 200 with 3 replayed", try, resp.StatusCode, resp.Body)
+		}
+		if n := running(); n != 3 {
+			t.Fatalf("try %d: %d RUNNING runs, want the 3 replays", try, n)
+		}
+	}
+	resp := invoke(t, api, apiPost(t, st.key, "/api/v1/runs/replay", `{"status": "FAILED", "replayToken": "has space"}`))
+	if resp.StatusCode != 400 || !strings.Contains(resp.Body, "replayToken") {
+		t.Errorf("bad token: %d %s, want 400 naming replayToken", resp.StatusCode, resp.Body)
+	}
+}
