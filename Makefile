@@ -8,7 +8,8 @@ GOFLAGS_TEST ?= -count=1
 
 .PHONY: all build run run-aws test screenshots bench bench-compare lint fmt clean tools-check lint-template build-lambdas deploy \
 	fuzz fuzz-short soak \
-	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction build-CodeFunction
+	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction build-CodeFunction \
+	invoke-all
 
 all: build
 
@@ -38,6 +39,7 @@ test: tools-check lint-template
 	$(GO) vet ./...
 	$(GO) test $(GOFLAGS_TEST) ./...
 	$(MAKE) --no-print-directory fuzz-short
+	$(MAKE) --no-print-directory invoke-all
 
 ## fuzz targets, as package:Target; `go test -fuzz` takes one of each per run
 FUZZ_TARGETS := \
@@ -158,23 +160,40 @@ FUNC_WorkflowHookFunction := workflowhook
 FUNC_RunnerFunction       := runner
 FUNC_CodeFunction         := code
 
-## invoke-<function>: sam local invoke with events/ (edit its __PLACEHOLDERS__ first; EVENT=file to pick another)
-## and an env-vars file (deploy/samenv): STACK=<stack name> reads a deployed stack's outputs with
-## awscli; without STACK, the stage MOTO_STAGE is provisioned on AWS_ENDPOINT_URL (moto_server).
+## invoke-<function>: the function's real bootstrap under the Lambda Runtime Interface Emulator, as
+## `sam local invoke` runs it but without Docker or sam (deploy/cmd/lambdalocal, docs/aws.md): built for
+## this machine, with template.yaml's environment, against a moto_server it starts and seeds; prints the
+## answer. EVENT=<file in events/> picks another event.
+## SAM=1 uses sam and Docker instead, with an env-vars file (deploy/samenv): STACK=<stack name> reads a
+## deployed stack's outputs with awscli; without STACK, the stage MOTO_STAGE is provisioned on
+## AWS_ENDPOINT_URL (a moto_server the container can reach: moto_server -H 0.0.0.0).
 STACK      ?=
 MOTO_STAGE ?= local
+SAM        ?=
 invoke-%:
 	@test -n "$(LOGICAL_$*)" || { echo "make: no function $* (one of: $(LAMBDAS))"; exit 1; }
-	sam build $(LOGICAL_$*)
+	@if [ "$(SAM)" = 1 ]; then $(MAKE) --no-print-directory sam-invoke-$*; else \
+		$(GO) run ./deploy/cmd/lambdalocal -bin $(BIN) -function $* -event events/$(or $(EVENT),$(EVENT_$*)); fi
+
+sam-invoke-%:
+	@command -v sam >/dev/null || { echo "make: SAM=1 needs the SAM CLI and Docker; without SAM=1, make invoke-$* needs neither"; exit 1; }
 	@mkdir -p .aws-sam
 	@if [ -n "$(STACK)" ]; then \
 		aws cloudformation describe-stacks --stack-name "$(STACK)" --output json > .aws-sam/stack.json && \
 		$(GO) run ./deploy/cmd/samenv -stack-json .aws-sam/stack.json -o .aws-sam/env.json; \
 	else \
 		test -n "$$AWS_ENDPOINT_URL" || { echo "make: set STACK=<deployed stack>, or AWS_ENDPOINT_URL to a moto_server"; exit 1; }; \
+		AWS_REGION=$${AWS_REGION:-us-east-1} AWS_ACCESS_KEY_ID=$${AWS_ACCESS_KEY_ID:-testing} AWS_SECRET_ACCESS_KEY=$${AWS_SECRET_ACCESS_KEY:-testing} \
 		$(GO) run ./deploy/cmd/samenv -moto "$(MOTO_STAGE)" -o .aws-sam/env.json; \
 	fi
-	sam local invoke $(LOGICAL_$*) -e events/$(or $(EVENT),$(EVENT_$*)) --config-env $(ENV) --env-vars .aws-sam/env.json
+	sam build $(LOGICAL_$*)
+	sam local invoke $(LOGICAL_$*) -e events/$(or $(EVENT),$(EVENT_$*)) --config-env $(ENV) --env-vars .aws-sam/env.json \
+		--add-host host.docker.internal:host-gateway
+
+## invoke-all: every events/ file through its function's real bootstrap under the emulator (one moto_server,
+## one build per function), each answer checked; part of make test
+invoke-all:
+	$(GO) run ./deploy/cmd/lambdalocal -bin $(BIN) -all
 
 ## deploy: sam build, then sam deploy with samconfig.toml's ENV environment (default or prod); not run by CI
 deploy:

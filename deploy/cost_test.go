@@ -29,10 +29,10 @@ import (
 // when a change makes either grow; lower them when a change cuts them.
 const (
 	maxWebhookCalls      = 4
-	maxWebhookWriteUnits = 4 // the run: table + 3 keys-only index entries
+	maxWebhookWriteUnits = 5 // the run: table + 4 keys-only index entries
 	maxWebhookReadUnits  = 3 // the flow twice, the armed flag
 	maxRunCalls          = 4
-	maxRunWriteUnits     = 7 // claim 1, finish 5 (run 2, byStatus moved 2, byProject status 1), stats 1
+	maxRunWriteUnits     = 9 // claim 1, finish 7 (run 2, byStatus and byProjectStatus moved 2 each, byProject status 1), stats 1
 	maxRunReadUnits      = 1 // the flow
 )
 

@@ -316,4 +316,5 @@ func TestHeldRunOutlivesMaxReceiveCount(t *testing.T) {
 	if status != 200 || run["status"] != "SUCCEEDED" || calls() != 1 || dlqSize() != "0" {
 		t.Fatalf("run = %d %v after %d external calls, DLQ %s; want SUCCEEDED after 1, DLQ empty", status, run, calls(), dlqSize())
 	}
+	heldRan.Store(true)
 }

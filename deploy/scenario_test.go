@@ -103,7 +103,8 @@ func TestEveryFunctionPath(t *testing.T) {
 	}
 	api("GET", "/api/v1/flows/"+flowID+"/runs", "", 200)
 	api("GET", "/api/v1/runs?flowId="+flowID+"&status=SUCCEEDED", "", 200)
-	api("GET", "/api/v1/runs?status=SUCCEEDED", "", 200) // the project index
+	api("GET", "/api/v1/runs?status=SUCCEEDED", "", 200) // the project and status index
+	api("GET", "/api/v1/runs", "", 200)                  // the project index
 	// A large delivery without the idempotency header, retried: the new
 	// run's trigger goes to the payload bucket too.
 	status, b = call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", big)

@@ -26,9 +26,12 @@ type cfnTemplate struct {
 	} `json:"Parameters"`
 	Resources map[string]struct {
 		Type       string         `json:"Type"`
+		Condition  string         `json:"Condition"`
 		Properties map[string]any `json:"Properties"`
+		Metadata   map[string]any `json:"Metadata"`
 		DependsOn  any            `json:"DependsOn"`
 	} `json:"Resources"`
+	Conditions map[string]any `json:"Conditions"`
 }
 
 // translate runs the SAM transform over template.yaml as CloudFormation does
@@ -210,6 +213,17 @@ func TestQueueAndRunner(t *testing.T) {
 		t.Errorf("maxReceiveCount %d: the runner requeues bounces from receive %d on (awsapp.DefaultRequeueAt), which leaves less room for outright failures than it uses for bounces",
 			mrc, awsapp.DefaultRequeueAt)
 	}
+	// SAM's SQS event would attach AWSLambdaSQSQueueExecutionRole (receive
+	// and delete on every queue of the account): the mapping is declared
+	// on its own and the role grants polling on the run queue alone.
+	for id, r := range tpl.Resources {
+		if r.Type == "AWS::IAM::Role" && strings.Contains(fmt.Sprint(r.Properties["ManagedPolicyArns"]), "SQSQueueExecutionRole") {
+			t.Errorf("%s: managed policies %v grant every queue of the account", id, r.Properties["ManagedPolicyArns"])
+		}
+	}
+	if grants := roleGrants(t, tpl.Resources["RunnerFunctionRole"].Properties); !grants[grant{"sqs:ReceiveMessage", "RunQueue"}] || !grants[grant{"sqs:DeleteMessage", "RunQueue"}] {
+		t.Errorf("the runner's role cannot poll the run queue: %v", grants)
+	}
 	var found bool
 	for id, r := range tpl.Resources {
 		if r.Type != "AWS::Lambda::EventSourceMapping" {
@@ -250,8 +264,18 @@ func TestConcurrency(t *testing.T) {
 			t.Errorf("%s: ReservedConcurrentExecutions = %v, want it from %s", id, fn["ReservedConcurrentExecutions"], params[id])
 		}
 		if d := number(t, params[id], tpl.Parameters[params[id]].Default); d < 1 {
-			t.Errorf("%s defaults to %d: no reservation by default", params[id], d)
+			t.Errorf("%s defaults to %d: no reservation when turned on", params[id], d)
 		}
+		// Reserved only when ReserveConcurrency is true.
+		cond, _ := tpl.Conditions[branches[0].(string)].(map[string]any)["Fn::And"].([]any)
+		if len(cond) != 2 || !reflect.DeepEqual(cond[0], map[string]any{"Condition": "Reserve"}) {
+			t.Errorf("%s: condition %v, want it under Reserve", id, tpl.Conditions[branches[0].(string)])
+		}
+	}
+	// Off by default: a new account keeps its whole (often 10) quota.
+	if d := tpl.Parameters["ReserveConcurrency"].Default; d != "false" ||
+		!reflect.DeepEqual(tpl.Conditions["Reserve"], map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "ReserveConcurrency"}, "true"}}) {
+		t.Errorf("ReserveConcurrency defaults to %v, condition Reserve %v; want false, and Reserve its equality to true", d, tpl.Conditions["Reserve"])
 	}
 	if maxc, reserved := number(t, "RunnerMaxConcurrency", tpl.Parameters["RunnerMaxConcurrency"].Default),
 		number(t, "RunnerReservedConcurrency", tpl.Parameters["RunnerReservedConcurrency"].Default); maxc > reserved {
@@ -473,7 +497,13 @@ func TestOperability(t *testing.T) {
 		if r.Properties["TracingEnabled"] != true {
 			t.Errorf("%s: TracingEnabled %v", id, r.Properties["TracingEnabled"])
 		}
-		als, _ := r.Properties["AccessLogSetting"].(map[string]any)
+		// Access logs when ApiAccessLogs is not off.
+		cond, _ := r.Properties["AccessLogSetting"].(map[string]any)["Fn::If"].([]any)
+		if len(cond) != 3 || cond[0] != "AccessLogs" || !reflect.DeepEqual(cond[2], map[string]any{"Ref": "AWS::NoValue"}) {
+			t.Errorf("%s: AccessLogSetting %v, want it under the condition AccessLogs", id, r.Properties["AccessLogSetting"])
+			continue
+		}
+		als, _ := cond[1].(map[string]any)
 		format, _ := als["Format"].(string)
 		var line map[string]string
 		if err := json.Unmarshal([]byte(format), &line); err != nil || line["requestId"] != "$context.requestId" || line["xrayTraceId"] == "" {
@@ -484,11 +514,26 @@ func TestOperability(t *testing.T) {
 		t.Errorf("%d API stages, want 3", stages)
 	}
 	// A stage with access logging fails to deploy before the account's
-	// CloudWatch role is set: each API (hence its stage) waits for it.
+	// CloudWatch role is set: each API (hence its stage) waits for it when
+	// this stack sets it, through a handle that exists either way (a
+	// DependsOn on a resource not created would skip the APIs too). The
+	// role, an account-wide singleton, is the stack's only on request.
 	for _, api := range []string{"ManagementApi", "EngineApi", "WorkflowApi"} {
-		if dep := fmt.Sprint(tpl.Resources[api].DependsOn); !strings.Contains(dep, "ApiGatewayAccount") {
-			t.Errorf("%s: DependsOn %v, want ApiGatewayAccount", api, dep)
+		if dep := fmt.Sprint(tpl.Resources[api].DependsOn); !strings.Contains(dep, "ApiGatewayAccountReady") {
+			t.Errorf("%s: DependsOn %v, want ApiGatewayAccountReady", api, dep)
 		}
+	}
+	ready := tpl.Resources["ApiGatewayAccountReady"]
+	if ready.Condition != "" || !reflect.DeepEqual(ready.Metadata["Account"], map[string]any{"Fn::If": []any{"CreateAccountRole", map[string]any{"Ref": "ApiGatewayAccount"}, ""}}) {
+		t.Errorf("ApiGatewayAccountReady: condition %q, metadata %v; want unconditional, waiting for ApiGatewayAccount when created", ready.Condition, ready.Metadata)
+	}
+	for _, id := range []string{"ApiGatewayAccount", "ApiGatewayLogsRole"} {
+		if c := tpl.Resources[id].Condition; c != "CreateAccountRole" {
+			t.Errorf("%s: condition %q, want CreateAccountRole", id, c)
+		}
+	}
+	if d := tpl.Parameters["ApiAccessLogs"].Default; d != "off" {
+		t.Errorf("ApiAccessLogs defaults to %v, want off", d)
 	}
 
 	type alarm struct{ namespace, metric, dim string }

@@ -1,8 +1,11 @@
 package deploy
 
-// This file's name sorts last: its test reads the AWS calls that the tests
-// before it made through each function (TestEveryFunctionPath alone makes
-// them all), and Go runs a package's tests in file order.
+// Its test reads the AWS calls that the package's tests made through each
+// function: TestEveryFunctionPath makes those of every path that works,
+// TestFaultPathGrants those of the undo paths,
+// TestHeldRunOutlivesMaxReceiveCount the runner's back-off of a held run,
+// TestRefusedFencedWrite the runner's read after a refused fenced write. It runs them itself when
+// they have not run first, so it holds under -run and any order.
 
 import (
 	"fmt"
@@ -32,8 +35,9 @@ type grant struct{ action, resource string }
 
 func (g grant) String() string { return g.action + " on " + g.resource }
 
-// scenarioRan says TestEveryFunctionPath completed in this process.
-var scenarioRan atomic.Bool
+// scenarioRan, heldRan say TestEveryFunctionPath and
+// TestHeldRunOutlivesMaxReceiveCount completed in this process.
+var scenarioRan, heldRan atomic.Bool
 
 // observed holds the grants each function's calls needed, by logical ID.
 var observed = struct {
@@ -187,7 +191,11 @@ var unobserved = map[string]map[grant]string{
 		{"dynamodb:GetItem", "RunsTable"}:           "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
 	},
 	"RunnerFunction": {
-		{"dynamodb:DeleteItem", "RunsTable"}: "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
+		{"dynamodb:DeleteItem", "RunsTable"}:   "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
+		{"s3:DeleteObject", "PayloadBucket/*"}: "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
+		{"sqs:ReceiveMessage", "RunQueue"}:     "the event source mapping polls the run queue with the runner's role (RunnerQueueMapping; TestQueueAndRunner)",
+		{"sqs:DeleteMessage", "RunQueue"}:      "the event source mapping deletes the records the runner did not report as failed",
+		{"sqs:GetQueueAttributes", "RunQueue"}: "the event source mapping reads the queue's attributes when it is created",
 	},
 }
 
@@ -196,8 +204,23 @@ var unobserved = map[string]map[grant]string{
 // with the statements of its role in the translated template: every call
 // is granted, and every grant is used or in the reasoned list unobserved.
 func TestGrantsMatchObservedCalls(t *testing.T) {
+	// The calls come from the tests that drive every path, run here when
+	// they have not run yet in this process (-run picking this test
+	// alone, or another order).
 	if !scenarioRan.Load() {
-		t.Skip("TestEveryFunctionPath has not run before this test: run the package, or -run with both")
+		t.Run("TestEveryFunctionPath", TestEveryFunctionPath)
+	}
+	if !faultsRan.Load() {
+		t.Run("TestFaultPathGrants", TestFaultPathGrants)
+	}
+	if !heldRan.Load() {
+		t.Run("TestHeldRunOutlivesMaxReceiveCount", TestHeldRunOutlivesMaxReceiveCount)
+	}
+	if !fencedRan.Load() {
+		t.Run("TestRefusedFencedWrite", TestRefusedFencedWrite)
+	}
+	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() {
+		t.Fatal("the tests that make the calls did not complete: the grants cannot be compared")
 	}
 	observed.Lock()
 	calls := map[string]map[grant]bool{}
@@ -213,6 +236,13 @@ func TestGrantsMatchObservedCalls(t *testing.T) {
 		for g := range used {
 			if !granted[g] && !granted[within(g)] {
 				t.Errorf("%s calls %s, which its role does not grant", id, g)
+			}
+		}
+		// A grant kept without a call must still be granted: the failure
+		// paths it covers are why it is there.
+		for g := range unobserved[id] {
+			if !granted[g] {
+				t.Errorf("%s: %s is listed as needed on an unexercised path, but its role does not grant it", id, g)
 			}
 		}
 		for g := range granted {

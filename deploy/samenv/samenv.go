@@ -44,6 +44,8 @@ func (v Values) lookup(name string) (string, error) {
 type Template struct {
 	Globals struct {
 		Function struct {
+			MemorySize  int `yaml:"MemorySize"`
+			Timeout     int `yaml:"Timeout"`
 			Environment struct {
 				Variables map[string]yaml.Node `yaml:"Variables"`
 			} `yaml:"Environment"`
@@ -55,6 +57,8 @@ type Template struct {
 	Resources map[string]struct {
 		Type       string `yaml:"Type"`
 		Properties struct {
+			MemorySize  int `yaml:"MemorySize"`
+			Timeout     int `yaml:"Timeout"`
 			Environment struct {
 				Variables map[string]yaml.Node `yaml:"Variables"`
 			} `yaml:"Environment"`
@@ -86,9 +90,31 @@ func (t *Template) Functions() []string {
 	return fns
 }
 
+// Settings returns a function's memory (MB) and timeout (seconds): its
+// own, else the Globals', else Lambda's defaults (128 MB, 3 s).
+func (t *Template) Settings(fn string) (memory, timeout int) {
+	memory, timeout = 128, 3
+	g, p := t.Globals.Function, t.Resources[fn].Properties
+	for _, m := range []int{g.MemorySize, p.MemorySize} {
+		if m != 0 {
+			memory = m
+		}
+	}
+	for _, s := range []int{g.Timeout, p.Timeout} {
+		if s != 0 {
+			timeout = s
+		}
+	}
+	return memory, timeout
+}
+
 // Env returns each function's variables, Globals first and the function's
 // own on top, resolved with v. extra (such as AWS_ENDPOINT_URL for a local
-// emulator) is added to every function.
+// emulator) overrides them in every function; a variable of extra that the
+// template does not declare is an error, since `sam local invoke
+// --env-vars` sets only declared variables and would silently drop it
+// (aws-sam-cli #1553): without AWS_ENDPOINT_URL, the function would call
+// real AWS.
 func (t *Template) Env(v Values, extra map[string]string) (map[string]map[string]string, error) {
 	env := map[string]map[string]string{}
 	for _, fn := range t.Functions() {
@@ -105,7 +131,12 @@ func (t *Template) Env(v Values, extra map[string]string) (map[string]map[string
 			}
 			vars[name] = s
 		}
-		maps.Copy(vars, extra)
+		for k, v := range extra {
+			if _, ok := vars[k]; !ok {
+				return nil, fmt.Errorf("samenv: %s does not declare %s: sam local invoke --env-vars would not set it (declare it in template.yaml, empty)", fn, k)
+			}
+			vars[k] = v
+		}
 		env[fn] = vars
 	}
 	return env, nil

@@ -16,6 +16,7 @@ Globals:
         STAGE: !Ref Stage
         TABLE: !Ref FlowsTable
         LEVEL: info
+        EXTRA: ""
 Resources:
   FlowsTable: {Type: AWS::DynamoDB::Table}
   Queue: {Type: AWS::SQS::Queue}
@@ -73,5 +74,25 @@ func TestEnvFromStack(t *testing.T) {
 	}
 	if _, err := tp.FromStack([]byte(`{"Stacks": []}`)); err == nil {
 		t.Error("no stack: no error")
+	}
+}
+
+// An override the template does not declare is refused: sam's --env-vars
+// would drop it, and the function would run without it (AWS_ENDPOINT_URL:
+// against real AWS).
+func TestEnvRefusesUndeclaredOverride(t *testing.T) {
+	tp, err := Parse([]byte(tpl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := Values{Params: Pseudo("us-east-1", "123456789012", "aws"), Refs: map[string]string{
+		"FlowsTable": "flows", "Queue.Arn": "arn:q", "Api": "abc"}}
+	v.Params["Stage"], v.Params["Cidrs"] = "dev", "10.0.0.0/8"
+	if _, err := tp.Env(v, map[string]string{"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"}); err == nil || !strings.Contains(err.Error(), "AWS_ENDPOINT_URL") {
+		t.Errorf("undeclared AWS_ENDPOINT_URL: err %v, want it named", err)
+	}
+	env, err := tp.Env(v, map[string]string{"LEVEL": "warn"})
+	if err != nil || env["Fn"]["LEVEL"] != "warn" {
+		t.Errorf("declared override: %v, %v", env["Fn"], err)
 	}
 }

@@ -180,6 +180,10 @@ type ReplayRequest struct {
 	Status string `json:"status"` // FAILED or TIMEOUT
 	Since  string `json:"since,omitempty"`
 	Until  string `json:"until,omitempty"`
+	// ReplayToken, when given, makes the replay safe to send again: a
+	// retry with the same token makes none of the runs the first made
+	// (replaytoken.go).
+	ReplayToken string `json:"replayToken,omitempty"`
 }
 
 // Replayed is the answer of a replay.
@@ -193,6 +197,9 @@ type Replayed struct {
 func (s *Service) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) (Replayed, error) {
 	if req.Status != string(RunFailed) && req.Status != string(RunTimeout) {
 		return Replayed{}, Invalid("status must be %s or %s, got %q", RunFailed, RunTimeout, req.Status)
+	}
+	if err := checkReplayToken(req.ReplayToken); err != nil {
+		return Replayed{}, err
 	}
 	rt, err := s.runtime()
 	if err != nil {
@@ -229,6 +236,9 @@ func (s *Service) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) 
 	flows := map[string]Flow{}
 	n := 0
 	for _, old := range olds {
+		if req.ReplayToken != "" && madeByReplay(req.ReplayToken, old.ID) {
+			continue
+		}
 		f, ok := flows[old.FlowID]
 		if !ok {
 			if f, err = s.store.Flow(ctx, p.ID, old.FlowID); IsNotFound(err) {
@@ -249,9 +259,16 @@ func (s *Service) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) 
 		if origin := cmp.Or(full.RetryOf, full.ResumedFrom); origin != "" && inWindow[origin] {
 			continue
 		}
-		if _, err := s.enqueueNew(ctx, f, full.Trigger, func(r *Run) { r.RetryOf = old.ID }); err != nil {
+		prepare := func(r *Run) { r.RetryOf = old.ID }
+		if req.ReplayToken != "" {
+			id := replayRunID(req.ReplayToken, old)
+			prepare = func(r *Run) { r.ID, r.RetryOf = id, old.ID }
+		}
+		if _, err := s.enqueueNew(ctx, f, full.Trigger, prepare); err != nil && !(req.ReplayToken != "" && isRunExists(err)) {
 			return Replayed{Replayed: n}, err
 		}
+		// A run that exists already was made by an earlier try of this
+		// replay: it counts as replayed, once.
 		n++
 	}
 	return Replayed{Replayed: n}, nil

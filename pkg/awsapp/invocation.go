@@ -16,9 +16,10 @@ import (
 )
 
 // invocation is what every log line of one invocation carries besides the
-// Lambda request ID: API Gateway's request ID (the one its access log and
-// the client's X-Request-Id answer share) and whether the invocation paid
-// the cold start.
+// Lambda request ID: API Gateway's request ID (apiRequestId: the requestId
+// of its access log line; it is not the answer's X-Request-Id, which is the
+// handler's own request ID, logged as requestId) and whether the
+// invocation paid the cold start.
 type invocation struct {
 	apiRequestID string
 	cold         bool
@@ -44,11 +45,41 @@ func (a *App) begin(ctx context.Context, function, apiRequestID string) context.
 func (a *App) Proxy(function string, h http.Handler) ProxyHandler {
 	proxy := httpadapter.New(h).ProxyWithContext
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		// The management API's answers are cut to the budget with pointers
+		// to their parts (respbudget.go); a receiver's answer is the flow's
+		// (its query string the sender's), so it is only kept from failing
+		// the invocation.
+		api := function == "api"
+		var part string
+		var offset int
+		var hasPart bool
+		if api {
+			part, offset, hasPart = takePart(&ev)
+		}
 		resp, err := proxy(a.begin(ctx, function, ev.RequestContext.RequestID), ev)
-		if err == nil && strings.EqualFold(ev.HTTPMethod, http.MethodHead) {
+		if err != nil {
+			return resp, err
+		}
+		body := resp.Body
+		if api && isJSON(&resp) {
+			resp.Body = unescapeHTML(resp.Body)
+		}
+		if hasPart {
+			selectPart(&resp, ev.Path, part, offset)
+		}
+		if api {
+			fitResponse(&resp, ev.Path, part)
+		} else if size := responseSize(&resp); size > ResponseBudget {
+			tooLarge(&resp, size)
+		}
+		if resp.Body != body {
+			delete(resp.Headers, "Content-Length")
+			http.Header(resp.MultiValueHeaders).Del("Content-Length")
+		}
+		if strings.EqualFold(ev.HTTPMethod, http.MethodHead) {
 			headResponse(&resp)
 		}
-		return resp, err
+		return resp, nil
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"flowservice/pkg/awsretry"
 )
 
 // s3REST is the payload bucket's client: the five object calls
@@ -40,11 +42,15 @@ type s3REST struct {
 	// observe, if set, is told of each call (Config.Observe).
 	observe func(service, operation string, input any)
 	now     func() time.Time
+	// retry is how throttles (503 SlowDown) and server errors are tried
+	// again, as the SDK's client would.
+	retry awsretry.Policy
 }
 
 func newS3REST(awsCfg aws.Config, observe func(service, operation string, input any)) *s3REST {
 	c := &s3REST{
 		http: awsCfg.HTTPClient, creds: awsCfg.Credentials, region: awsCfg.Region, observe: observe, now: time.Now,
+		retry: awsretry.Default,
 		// S3 signs the path as sent, without escaping it again.
 		signer: v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }),
 	}
@@ -86,12 +92,24 @@ func escapeKey(key string) string {
 	return strings.Join(parts, "/")
 }
 
-// do signs and sends one request and returns the response of a 2xx status;
-// any other status becomes the error S3 described.
+// do sends a request (doOnce), again after a backoff while S3 answers a
+// throttle or server error or the connection drops.
 func (c *s3REST) do(ctx context.Context, op string, input any, method, u string, body []byte, header http.Header) (*http.Response, error) {
 	if c.observe != nil {
 		c.observe("S3", op, input)
 	}
+	var resp *http.Response
+	err := awsretry.Do(ctx, c.retry, func() error {
+		var e error
+		resp, e = c.doOnce(ctx, op, method, u, body, header)
+		return e
+	})
+	return resp, err
+}
+
+// doOnce signs and sends one request and returns the response of a 2xx
+// status; any other status becomes the error S3 described.
+func (c *s3REST) doOnce(ctx context.Context, op string, method, u string, body []byte, header http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("s3 %s: %w", op, err)
@@ -115,6 +133,9 @@ func (c *s3REST) do(ctx context.Context, op string, input any, method, u string,
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if awsretry.Transport(ctx, err) {
+			return nil, &awsretry.Retryable{Err: fmt.Errorf("s3 %s: %w", op, err)}
+		}
 		return nil, fmt.Errorf("s3 %s: %w", op, err)
 	}
 	if resp.StatusCode/100 == 2 {
@@ -133,7 +154,11 @@ func (c *s3REST) do(ctx context.Context, op string, input any, method, u string,
 	if e.Code == "" {
 		e.Code = http.StatusText(resp.StatusCode)
 	}
-	return nil, fmt.Errorf("s3 %s: status %d: %w", op, resp.StatusCode, &smithy.GenericAPIError{Code: e.Code, Message: e.Message})
+	err = fmt.Errorf("s3 %s: status %d: %w", op, resp.StatusCode, &smithy.GenericAPIError{Code: e.Code, Message: e.Message})
+	if awsretry.Status(resp.StatusCode) || awsretry.Code(e.Code) {
+		return nil, &awsretry.Retryable{Err: err}
+	}
+	return nil, err
 }
 
 func (c *s3REST) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {

@@ -3,13 +3,20 @@ package awsapp
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"flowservice/pkg/awsretry"
 	"flowservice/pkg/awstest"
 	"flowservice/pkg/s3payloads"
 )
@@ -84,5 +91,45 @@ func TestS3RESTURL(t *testing.T) {
 	c := newS3REST(aws.Config{Region: "eu-west-1"}, nil)
 	if got, want := c.url("b", "runs/a b/c+d", nil), "https://b.s3.eu-west-1.amazonaws.com/runs/a%20b/c%2Bd"; got != want {
 		t.Errorf("url = %s, want %s", got, want)
+	}
+}
+
+// TestS3RESTRetries: S3's throttle (503 SlowDown) and server errors are
+// tried again with the same body, as the SDK's client would; an access
+// refusal is not.
+func TestS3RESTRetries(t *testing.T) {
+	var calls atomic.Int32
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		switch n := calls.Add(1); {
+		case strings.Contains(r.URL.Path, "denied"):
+			w.WriteHeader(http.StatusForbidden)
+			w.Write([]byte(`<Error><Code>AccessDenied</Code><Message>no</Message></Error>`))
+		case n == 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`))
+		case n == 2:
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>`))
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := newS3REST(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}, nil)
+	c.retry = awsretry.Policy{Attempts: 4, Base: time.Millisecond, Max: time.Millisecond}
+	store := s3payloads.New(c, "bucket")
+	if err := store.Put(context.Background(), "runs/p/r/trigger", []byte("payload")); err != nil || calls.Load() != 3 {
+		t.Fatalf("put = %v after %d calls, want success after 3", err, calls.Load())
+	}
+	if bodies[0] != "payload" || bodies[2] != "payload" {
+		t.Errorf("bodies sent %q", bodies)
+	}
+	calls.Store(10)
+	if err := store.Put(context.Background(), "denied/key", []byte("x")); err == nil || calls.Load() != 11 {
+		t.Errorf("403: %v after %d calls, want an error after 1", err, calls.Load()-10)
 	}
 }

@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -74,9 +75,25 @@ func (s *Store) readState(ctx context.Context, project, flowID string) (map[stri
 }
 
 // UpdateFlowState writes the changed state conditionally on the version
-// it read, in one transaction with a check that the flow is in the
-// project; a lost race reads again.
+// it read; a lost race reads again. The flow is read first, so that the
+// state of a missing flow (or another project's) is refused, but it is not
+// part of the write: a condition check on the flow item in a transaction
+// would contend with every run finishing on a busy flow (each adds to the
+// flow's statistics), and DynamoDB cancels such transactions
+// (TransactionConflict). A state written while its flow is being deleted
+// outlives it as a small item no flow reads.
 func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, change func(map[string]json.RawMessage) (map[string]json.RawMessage, error)) error {
+	flow, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.t.Flows, Key: flowKey(flowID),
+		ProjectionExpression:     aws.String("#project"),
+		ExpressionAttributeNames: map[string]string{"#project": attrProject},
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: update state of flow %s: %w", flowID, err)
+	}
+	if r := (reader{item: flow.Item}); len(flow.Item) == 0 || r.str(attrProject) != project {
+		return automation.NotFound("flow", flowID)
+	}
 	for attempt := 1; ; attempt++ {
 		cur, version, err := s.readState(ctx, project, flowID)
 		if err != nil {
@@ -98,28 +115,16 @@ func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, cha
 			cond = "#sv = :v"
 			values[":v"] = num(version)
 		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{ConditionCheck: &types.ConditionCheck{
-				TableName: &s.t.Flows, Key: flowKey(flowID),
-				ConditionExpression:       aws.String("#project = :project"),
-				ExpressionAttributeNames:  map[string]string{"#project": attrProject},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
-			}},
-			{Update: &types.Update{
-				TableName: &s.t.Samples, Key: stateKey(flowID),
-				UpdateExpression:          aws.String("SET #project = :project, #state = :state, #sv = :next"),
-				ConditionExpression:       aws.String(cond),
-				ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#state": attrState, "#sv": attrStateVersion},
-				ExpressionAttributeValues: values,
-			}},
-		}})
-		if rs := cancelReasons(err); rs != nil {
-			if reasonCode(rs, 0) == reasonCondition {
-				return automation.NotFound("flow", flowID)
-			}
-			if c := reasonCode(rs, 1); (c == reasonCondition || c == reasonTxnConflict || reasonCode(rs, 0) == reasonTxnConflict) && attempt < stateUpdateAttempts {
-				continue
-			}
+		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &s.t.Samples, Key: stateKey(flowID),
+			UpdateExpression:          aws.String("SET #project = :project, #state = :state, #sv = :next"),
+			ConditionExpression:       aws.String(cond),
+			ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#state": attrState, "#sv": attrStateVersion},
+			ExpressionAttributeValues: values,
+		})
+		var failed *types.ConditionalCheckFailedException
+		if errors.As(err, &failed) && attempt < stateUpdateAttempts {
+			continue
 		}
 		if err != nil {
 			return fmt.Errorf("dynamostore: update state of flow %s: %w", flowID, err)

@@ -44,9 +44,11 @@ const attrExpiresAt = "expiresAt"
 //     than the ALL query read: $4 per million pages) against ≈ 7 write
 //     units ($4.40 per million) saved on every run: cheaper unless pages
 //     of 100 runs are listed more often than runs are made.
-//   - runs.byProject: INCLUDE status, the one attribute its query filters
-//     on (GET /runs?status= without a flow); one 1-unit index write at the
-//     finish, when the status changes.
+//   - runs.byProject: INCLUDE status (which its query once filtered on);
+//     one 1-unit index write at the finish, when the status changes.
+//   - runs.byProjectStatus: KEYS_ONLY, GET /runs?status= without a flow:
+//     one query per page however many runs have other statuses; the
+//     finish moves its entry (2 units), as byStatus's.
 //   - flows.byProject and flows.byStatus: KEYS_ONLY. The flow item takes an
 //     ADD of its run statistics on every finished run; with ALL that wrote
 //     the whole flow (1-4 KB, definition included) into both indexes on
@@ -107,10 +109,11 @@ func TableDefinitions(t Tables) []*dynamodb.CreateTableInput {
 		table(t.Routes, []types.AttributeDefinition{s(attrPath), s(attrMethod)}, keys(attrPath, attrMethod)),
 		table(t.Connections, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrCreatedSort)}, keys(attrID, ""),
 			gsi("connections", indexByProject, attrProject, attrCreatedSort)),
-		table(t.Runs, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrProjectFlow), s(attrProjectFlowStatus), s(attrCreatedSort)}, keys(attrID, ""),
+		table(t.Runs, []types.AttributeDefinition{s(attrID), s(attrProject), s(attrProjectFlow), s(attrProjectFlowStatus), s(attrCreatedSort), s(attrProjectRunStatus)}, keys(attrID, ""),
 			gsi("runs", indexByFlow, attrProjectFlow, attrCreatedSort),
 			gsi("runs", indexByStatus, attrProjectFlowStatus, attrCreatedSort),
-			gsi("runs", indexByProject, attrProject, attrCreatedSort)),
+			gsi("runs", indexByProject, attrProject, attrCreatedSort),
+			gsi("runs", indexByProjectStatus, attrProjectRunStatus, attrCreatedSort)),
 		table(t.Samples, []types.AttributeDefinition{s(attrFlowID)}, keys(attrFlowID, "")),
 		table(t.OAuthApps, []types.AttributeDefinition{s(attrAppName)}, keys(attrAppName, "")),
 		table(t.Audit, []types.AttributeDefinition{s(attrProject), s(attrSortKey)}, keys(attrProject, attrSortKey)),

@@ -75,12 +75,19 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg st
 // 200.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+	enc := json.NewEncoder(&buf)
+	// <, > and & as themselves, not as 6-byte escapes: a run holding HTML
+	// would otherwise answer up to six times its size (Lambda caps answers
+	// at 6 MB). The answer is application/json with nosniff, so no
+	// browser renders it as HTML.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
 		buf.Reset()
 		buf.WriteString(`{"error":{"code":"INTERNAL","message":"internal error","requestId":""}}` + "\n")
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }

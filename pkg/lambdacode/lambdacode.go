@@ -23,6 +23,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/awsretry"
 )
 
 // MaxPayload is the largest request or answer of a synchronous Lambda
@@ -41,6 +42,7 @@ type Runner struct {
 	function string
 	signer   *v4.Signer
 	client   aws.HTTPClient
+	retry    awsretry.Policy
 }
 
 var _ automation.CodeRunner = (*Runner)(nil)
@@ -59,7 +61,14 @@ func New(cfg aws.Config, function string) *Runner {
 	if client == nil {
 		client = &http.Client{}
 	}
-	return &Runner{cfg: cfg, endpoint: endpoint, function: function, signer: v4.NewSigner(), client: client}
+	return &Runner{cfg: cfg, endpoint: endpoint, function: function, signer: v4.NewSigner(), client: client, retry: awsretry.Default}
+}
+
+// WithRetry sets how r retries an Invoke that was throttled or met a
+// server error (default awsretry.Default).
+func (r *Runner) WithRetry(p awsretry.Policy) *Runner {
+	r.retry = p
+	return r
 }
 
 // RunCode invokes the code function with req and returns its answer. A
@@ -92,10 +101,24 @@ func (r *Runner) RunCode(ctx context.Context, req automation.CodeRequest) (autom
 	return res, nil
 }
 
-// invoke is one synchronous Invoke call: POST
+// invoke is a synchronous Invoke, tried again (awsretry) when Lambda
+// throttled it (429 TooManyRequestsException: the code function at its
+// reserved concurrency) or failed it (5xx), or the connection dropped: in
+// those cases the script did not run to an answer. A function error is an
+// answer, not retried here (the run's own retries decide).
+func (r *Runner) invoke(ctx context.Context, payload []byte) (body []byte, fnErr string, err error) {
+	err = awsretry.Do(ctx, r.retry, func() error {
+		var e error
+		body, fnErr, e = r.invokeOnce(ctx, payload)
+		return e
+	})
+	return body, fnErr, err
+}
+
+// invokeOnce is one Invoke call: POST
 // /2015-03-31/functions/{name}/invocations. It returns the answer and the
 // X-Amz-Function-Error header.
-func (r *Runner) invoke(ctx context.Context, payload []byte) (body []byte, fnErr string, err error) {
+func (r *Runner) invokeOnce(ctx context.Context, payload []byte) (body []byte, fnErr string, err error) {
 	u := r.endpoint + "/2015-03-31/functions/" + url.PathEscape(r.function) + "/invocations"
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(payload))
 	if err != nil {
@@ -113,6 +136,9 @@ func (r *Runner) invoke(ctx context.Context, payload []byte) (body []byte, fnErr
 	}
 	resp, err := r.client.Do(hreq)
 	if err != nil {
+		if awsretry.Transport(ctx, err) {
+			return nil, "", &awsretry.Retryable{Err: err}
+		}
 		return nil, "", err
 	}
 	defer resp.Body.Close()
@@ -125,7 +151,12 @@ func (r *Runner) invoke(ctx context.Context, payload []byte) (body []byte, fnErr
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(body, &e)
-		return nil, "", fmt.Errorf("status %d %s: %s", resp.StatusCode, resp.Header.Get("X-Amzn-ErrorType"), e.Message)
+		errType, _, _ := strings.Cut(resp.Header.Get("X-Amzn-ErrorType"), ":")
+		err := fmt.Errorf("status %d %s: %s", resp.StatusCode, errType, e.Message)
+		if awsretry.Status(resp.StatusCode) || awsretry.Code(errType) {
+			return nil, "", &awsretry.Retryable{Err: err}
+		}
+		return nil, "", err
 	}
 	return body, resp.Header.Get("X-Amz-Function-Error"), nil
 }

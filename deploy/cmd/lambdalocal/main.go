@@ -1,0 +1,204 @@
+// Command lambdalocal runs a function's real bootstrap as `sam local
+// invoke` does, without Docker or sam (deploy/lambdalocal): it builds the
+// function for this machine, installs the Lambda Runtime Interface
+// Emulator into -bin when missing, starts moto_server on a free loopback
+// port, provisions and seeds a stage there, runs the bootstrap under the
+// emulator with the template's environment, posts the event and prints the
+// answer. Everything it started is stopped by PID before it exits.
+//
+//	lambdalocal -function api -event events/api-list-flows.json   # make invoke-api
+//	lambdalocal -all                                              # make invoke-all
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"flowservice/deploy/lambdalocal"
+	"flowservice/pkg/awstest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lambdalocal:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	fn := flag.String("function", "", "the function to invoke: "+strings.Join(names(), ", "))
+	eventPath := flag.String("event", "", "the event file to send it")
+	all := flag.Bool("all", false, "invoke every events/ file through its function and check each answer")
+	binDir := flag.String("bin", "bin", "where the emulator is installed and the bootstraps built")
+	tplPath := flag.String("template", "template.yaml", "the SAM template whose environment the functions get")
+	eventsDir := flag.String("events", "events", "the events directory (-all)")
+	stageName := flag.String("stage", "local", "the stage's name: resources are flow-<stage>-...")
+	verbose := flag.Bool("v", false, "print each function's logs")
+	flag.Parse()
+
+	var jobs []job
+	switch {
+	case *all:
+		files, err := filepath.Glob(filepath.Join(*eventsDir, "*.json"))
+		if err != nil || len(files) == 0 {
+			return fmt.Errorf("no events in %s (%v)", *eventsDir, err)
+		}
+		for _, f := range files {
+			jobs = append(jobs, job{fn: lambdalocal.FunctionOf(f), event: f})
+		}
+	case *fn != "" && *eventPath != "":
+		jobs = []job{{fn: *fn, event: *eventPath}}
+	default:
+		return fmt.Errorf("give -function NAME -event FILE, or -all")
+	}
+	for _, j := range jobs {
+		if lambdalocal.Functions[j.fn] == "" {
+			return fmt.Errorf("%s: no function %q (one of: %s)", j.event, j.fn, strings.Join(names(), ", "))
+		}
+	}
+	src, err := os.ReadFile(*tplPath)
+	if err != nil {
+		return err
+	}
+	rie, err := lambdalocal.EnsureEmulator(ctx, filepath.Join(*binDir, "tools"))
+	if err != nil {
+		return err
+	}
+	// One build per function, all before moto starts.
+	bootstraps := map[string]string{}
+	for _, j := range jobs {
+		if bootstraps[j.fn] == "" {
+			fmt.Fprintf(os.Stderr, "lambdalocal: build %s\n", j.fn)
+			if bootstraps[j.fn], err = lambdalocal.Build(ctx, ".", filepath.Join(*binDir, "lambda-local"), j.fn); err != nil {
+				return err
+			}
+		}
+	}
+	moto, err := awstest.StartServer()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := moto.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "lambdalocal:", err)
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "lambdalocal: moto_server on %s\n", moto.URL)
+	stage, err := lambdalocal.NewStage(ctx, moto.Config(), src, *stageName)
+	if err != nil {
+		return err
+	}
+
+	// Functions in a fixed order (the webhook's run before the runner's
+	// batch is not needed: the stage holds a queued run), one emulator each.
+	byFn := map[string][]string{}
+	for _, j := range jobs {
+		byFn[j.fn] = append(byFn[j.fn], j.event)
+	}
+	var failed []string
+	for _, name := range names() {
+		evs := byFn[name]
+		if len(evs) == 0 {
+			continue
+		}
+		if err := invokeAll(ctx, stage, rie, bootstraps[name], name, evs, *all, *verbose, &failed); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d answers wrong: %s", len(failed), len(jobs), strings.Join(failed, ", "))
+	}
+	if *all {
+		fmt.Fprintf(os.Stderr, "lambdalocal: all %d events answered as expected\n", len(jobs))
+	}
+	return nil
+}
+
+type job struct{ fn, event string }
+
+// invokeAll runs one function's bootstrap under the emulator and sends it
+// each event: with check, each answer is judged and a line printed;
+// without, the answer is printed as is.
+func invokeAll(ctx context.Context, stage *lambdalocal.Stage, rie, bootstrap, fn string, evs []string, check, verbose bool, failed *[]string) error {
+	env, err := stage.Env(lambdalocal.Functions[fn])
+	if err != nil {
+		return err
+	}
+	em, err := lambdalocal.Start(rie, bootstrap, env)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := em.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "lambdalocal:", err)
+		}
+		if verbose || !check {
+			fmt.Fprint(os.Stderr, em.Logs())
+		}
+	}()
+	for _, ev := range evs {
+		raw, err := stage.Event(ev)
+		if err != nil {
+			return err
+		}
+		payload, err := em.Invoke(ctx, raw)
+		if !check {
+			if err != nil {
+				return err
+			}
+			return printAnswer(payload)
+		}
+		if err == nil {
+			err = stage.Check(ctx, ev, payload)
+		}
+		if err != nil {
+			*failed = append(*failed, filepath.Base(ev))
+			fmt.Printf("FAIL %-28s %v\n", filepath.Base(ev), err)
+			continue
+		}
+		fmt.Printf("ok   %-28s %d bytes\n", filepath.Base(ev), len(payload))
+	}
+	return nil
+}
+
+// printAnswer prints the answer indented, and a proxy response's JSON body
+// decoded, as sam shows it.
+func printAnswer(payload []byte) error {
+	var v map[string]any
+	if err := json.Unmarshal(payload, &v); err != nil {
+		_, err = os.Stdout.Write(append(payload, '\n'))
+		return err
+	}
+	if body, ok := v["body"].(string); ok {
+		var b any
+		if json.Unmarshal([]byte(body), &b) == nil {
+			v["body"] = b
+		}
+	}
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(append(out, '\n'))
+	return err
+}
+
+func names() []string {
+	var out []string
+	for n := range lambdalocal.Functions {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
