@@ -57,7 +57,7 @@ type OAuthAppStore interface {
 
 // OAuthClient speaks OAuth2 to providers: authorization code with PKCE
 // (S256) and refresh. Its errors say how the provider refused, which
-// decides the connection's next state (DESIGN §8): ErrGrantRevoked for
+// decides the connection's next state (docs/api.md, "Connection states"): ErrGrantRevoked for
 // invalid_grant, ErrClientRejected for a 401/403 answer, anything else is
 // the provider being unreachable.
 type OAuthClient interface {
@@ -297,7 +297,7 @@ func encodeToken(t OAuthToken) ([]byte, error) {
 
 // oauthCredential returns the access token of an OAUTH2 connection,
 // refreshing it first when it has expired or is about to. A refused
-// refresh moves the connection along DESIGN §8: REVOKED on invalid_grant,
+// refresh moves the connection to its next state: REVOKED on invalid_grant,
 // ERROR on 401/403, EXPIRED when the provider cannot be reached or fails.
 func (s *Service) oauthCredential(ctx context.Context, c Connection, raw []byte) (Connection, ConnectionValue, error) {
 	t, err := decodeToken(raw)

@@ -110,8 +110,8 @@ func (e *inlineEnv) sinkCalls(runID string) int64 {
 }
 
 // TestOnCompletionRunHasOneExecutor: while workers poll the queue, every
-// ON_COMPLETION delivery is executed by its receiver alone (DESIGN §9 "One
-// executor"): the workers make no attempt at these runs, each run has one
+// ON_COMPLETION delivery is executed by its receiver alone (docs/architecture.md,
+// "Exactly one executor"): the workers make no attempt at these runs, each run has one
 // attempt, the sink sees each run's call once, and no queue entry is left.
 func TestOnCompletionRunHasOneExecutor(t *testing.T) {
 	e := newInlineEnv(t, automation.RunPolicy{})

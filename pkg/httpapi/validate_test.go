@@ -140,7 +140,7 @@ func checkExchange(req *http.Request, resp *http.Response, body []byte) error {
 			// Every status must be listed: no fallback to a default response.
 			IncludeResponseStatus: true,
 			// Secret fields are writeOnly, yet flow responses carry them as
-			// "********" to show that one is set (DESIGN §3); the tests assert
+			// "********" to show that one is set; the tests assert
 			// separately that no secret value ever comes back.
 			ExcludeWriteOnlyValidations: true,
 		},
