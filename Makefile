@@ -33,7 +33,7 @@ run-aws:
 	FLOWD_BACKEND=aws FLOWD_AWS_PROVISION=true AWS_ENDPOINT_URL=$(MOTO_URL) AWS_REGION=us-east-1 \
 	AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x FLOWD_ADDR=127.0.0.1:8081 FLOWD_DATA_DIR=$(AWS_DATA_DIR) ./$(BIN)/flowd
 
-## test: vet, the template check, then every test (unit, HTTP, store contracts, README walkthrough, Lambdas)
+## test: vet, the template check, then every test (unit, HTTP, store contracts, the walkthroughs of README.md and docs, Lambdas)
 test: tools-check lint-template
 	$(GO) vet ./...
 	$(GO) test $(GOFLAGS_TEST) ./...
@@ -100,14 +100,18 @@ fmt:
 
 ## tools-check: what the tests need beyond Go, with a clear message when missing
 tools-check:
-	@command -v curl >/dev/null || { echo "make: the README walkthrough test needs curl (apt-get install -y curl)"; exit 1; }
-	@command -v jq >/dev/null || { echo "make: the README walkthrough test needs jq (apt-get install -y jq)"; exit 1; }
+	@command -v curl >/dev/null || { echo "make: the walkthrough tests need curl (apt-get install -y curl)"; exit 1; }
+	@command -v jq >/dev/null || { echo "make: the walkthrough tests need jq (apt-get install -y jq)"; exit 1; }
 	@command -v moto_server >/dev/null || { echo "make: the AWS adapter tests need moto_server (pip install 'moto[server]')"; exit 1; }
 	@command -v chromium >/dev/null || { \
-		echo "make: the dashboard's browser tests need Debian's chromium; installing it: apt-get install -y chromium"; \
-		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y --no-install-recommends chromium; } || { \
-			echo "make: could not install chromium; install it yourself (apt-get install -y chromium) and run make test again"; exit 1; }; }
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); LOG=$$(mktemp); \
+		printf "make: installing Debian's chromium for the dashboard's browser tests (apt-get install chromium)... "; \
+		if { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } >$$LOG 2>&1; then \
+			echo done; rm -f $$LOG; \
+		else \
+			echo failed; tail -n 20 $$LOG; rm -f $$LOG; \
+			echo "make: could not install chromium; install it yourself (apt-get install -y chromium) and run make test again"; exit 1; \
+		fi; }
 
 clean:
 	rm -rf $(BIN) .aws-sam
