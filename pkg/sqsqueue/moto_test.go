@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/automation/queuetest"
 	"flowservice/pkg/awstest"
@@ -321,11 +322,11 @@ func TestRedelivery(t *testing.T) {
 	if m, ok := receive(t, e.sqs, e.url); ok {
 		t.Fatalf("message visible again within its visibility timeout: %s", aws.ToString(m.MessageId))
 	}
-	time.Sleep(1500 * time.Millisecond)
-	second, ok := receive(t, e.sqs, e.url)
-	if !ok {
-		t.Fatal("message not redelivered after the visibility timeout")
-	}
+	var second sqstypes.Message
+	testwait.For(t, 30*time.Second, "the message's redelivery after its visibility timeout", func() bool {
+		second, ok = receive(t, e.sqs, e.url)
+		return ok
+	})
 	if aws.ToString(second.MessageId) != aws.ToString(first.MessageId) || receiveCount(second) != "2" ||
 		aws.ToString(second.Body) != aws.ToString(first.Body) {
 		t.Fatalf("redelivered %s (count %s), want %s again with count 2", aws.ToString(second.MessageId), receiveCount(second), aws.ToString(first.MessageId))
@@ -333,7 +334,28 @@ func TestRedelivery(t *testing.T) {
 	if _, err := e.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &e.url, ReceiptHandle: second.ReceiptHandle}); err != nil {
 		t.Fatalf("delete with the second receipt handle: %v", err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// The event the check follows: a sentinel received after the delete
+	// and left undeleted comes back once the same visibility timeout has
+	// passed, which would have brought the deleted message back too.
+	sentinel := "sentinel"
+	if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &e.url, MessageBody: &sentinel}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 30*time.Second, "the sentinel's first delivery", func() bool {
+		m, ok := receive(t, e.sqs, e.url)
+		if ok && aws.ToString(m.Body) != sentinel {
+			t.Fatalf("deleted message came back: %s", aws.ToString(m.MessageId))
+		}
+		return ok
+	})
+	testwait.For(t, 30*time.Second, "the sentinel's redelivery", func() bool {
+		m, ok := receive(t, e.sqs, e.url)
+		if ok && aws.ToString(m.Body) != sentinel {
+			t.Fatalf("deleted message came back: %s", aws.ToString(m.MessageId))
+		}
+		return ok
+	})
+	// The sentinel is in flight again: anything visible now is the other.
 	if m, ok := receive(t, e.sqs, e.url); ok {
 		t.Fatalf("deleted message came back: %s", aws.ToString(m.MessageId))
 	}
