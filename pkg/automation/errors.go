@@ -160,9 +160,6 @@ func IsRunClaimed(err error) bool { return HasCode(err, CodeRunClaimed) }
 // IsRunLeaseLost reports whether err is RunLeaseLost.
 func IsRunLeaseLost(err error) bool { return HasCode(err, CodeRunLeaseLost) }
 
-// IsRouteConflict reports whether err is RouteConflict.
-func IsRouteConflict(err error) bool { return HasCode(err, CodeRouteConflict) }
-
 // IsFlowModified reports whether err is FlowModified.
 func IsFlowModified(err error) bool { return HasCode(err, CodeFlowModified) }
 
