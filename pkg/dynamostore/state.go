@@ -99,12 +99,7 @@ func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, cha
 			values[":v"] = num(version)
 		}
 		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{ConditionCheck: &types.ConditionCheck{
-				TableName: &s.t.Flows, Key: flowKey(flowID),
-				ConditionExpression:       aws.String("#project = :project"),
-				ExpressionAttributeNames:  map[string]string{"#project": attrProject},
-				ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
-			}},
+			{ConditionCheck: s.flowInProject(project, flowID)},
 			{Update: &types.Update{
 				TableName: &s.t.Samples, Key: stateKey(flowID),
 				UpdateExpression:          aws.String("SET #project = :project, #state = :state, #sv = :next"),
