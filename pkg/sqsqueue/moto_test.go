@@ -390,25 +390,27 @@ func TestRedrive(t *testing.T) {
 	if err := q.Enqueue(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	var counts []string
-	for i := range 3 {
-		if i > 0 {
-			time.Sleep(1500 * time.Millisecond)
-		}
+	first, ok := receive(t, e.sqs, url)
+	if !ok || receiveCount(first) != "1" {
+		t.Fatalf("first receive: %v, count %q; want the message, count 1", ok, receiveCount(first))
+	}
+	testwait.For(t, 30*time.Second, "the second delivery, after the visibility timeout", func() bool {
 		m, ok := receive(t, e.sqs, url)
-		if ok {
-			counts = append(counts, receiveCount(m))
-		} else {
-			counts = append(counts, "none")
+		if ok && receiveCount(m) != "2" {
+			t.Fatalf("second delivery has count %q, want 2", receiveCount(m))
 		}
-	}
-	if strings.Join(counts, ",") != "1,2,none" {
-		t.Fatalf("receive counts on the main queue = %v, want 1, 2, then none (moved to the DLQ)", counts)
-	}
-	m, ok := receive(t, e.sqs, dlqURL)
-	if !ok {
-		t.Fatal("the DLQ is empty after maxReceiveCount receives")
-	}
+		return ok
+	})
+	// Once visible again, the next receive of the main queue moves the
+	// message to the DLQ instead of returning it.
+	var m sqstypes.Message
+	testwait.For(t, 30*time.Second, "the message in the DLQ after maxReceiveCount receives", func() bool {
+		if again, ok := receive(t, e.sqs, url); ok {
+			t.Fatalf("the main queue delivered the message a third time (count %q), want it moved to the DLQ", receiveCount(again))
+		}
+		m, ok = receive(t, e.sqs, dlqURL)
+		return ok
+	})
 	var qm automation.QueueMessage
 	if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &qm); err != nil || qm.RunID != r.ID || qm.Project != f.Project {
 		t.Fatalf("DLQ message %s, %v; want the run's message", aws.ToString(m.Body), err)
