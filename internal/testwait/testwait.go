@@ -10,8 +10,10 @@ import (
 )
 
 // interval is how often a condition is checked: short against the waits
-// tests make, long enough not to busy the machine.
-const interval = 10 * time.Millisecond
+// tests make, long enough not to busy the machine, and under flowd's
+// default rate limit (50 requests a second per project) for conditions
+// that ask the management API.
+const interval = 50 * time.Millisecond
 
 // For calls cond until it reports true, and fails the test with what it
 // waited for if within passes first. cond runs in the test's goroutine, so
