@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 )
 
@@ -542,10 +543,9 @@ func TestOnCompletion(t *testing.T) {
 		t.Errorf("slow run at 504: %s", run.Status)
 	}
 	// The run goes on and is recorded.
-	deadline := time.Now().Add(5 * time.Second)
-	for h.run(t, slow, slowRun).Status == automation.RunRunning && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the slow run to finish after its 504", func() bool {
+		return h.run(t, slow, slowRun).Status != automation.RunRunning
+	})
 	if run := h.run(t, slow, slowRun); run.Status != automation.RunSucceeded {
 		t.Errorf("slow run ended %s %q, want SUCCEEDED", run.Status, run.Error)
 	}
