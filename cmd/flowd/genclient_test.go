@@ -18,6 +18,7 @@ import (
 // against a started flowd: the document must be one a real generator
 // accepts, and what it generates must speak to the real server.
 func TestGeneratedGoClient(t *testing.T) {
+	t.Parallel() // its own flowd, directory and ports; mostly a build
 	dir := t.TempDir()
 	gen := exec.Command("go", "tool", "oapi-codegen", "-generate", "types,client", "-package", "main",
 		"-o", filepath.Join(dir, "client.gen.go"), filepath.Join("..", "..", "pkg", "httpapi", "openapi.json"))

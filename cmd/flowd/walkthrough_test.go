@@ -65,6 +65,7 @@ func walkthrough(t *testing.T, path string) []block {
 // shell against a freshly started flowd, as a newcomer would, and checks
 // every response flowd gives against openapi.json on the way.
 func TestWalkthroughs(t *testing.T) {
+	t.Parallel() // each walkthrough has a flowd, a directory and ports of its own
 	for _, doc := range walkthroughDocs {
 		t.Run(strings.TrimSuffix(filepath.Base(doc), ".md"), func(t *testing.T) {
 			t.Parallel()
