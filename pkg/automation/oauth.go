@@ -348,10 +348,10 @@ func (s *Service) storedToken(ctx context.Context, c Connection) (storedToken, e
 }
 
 // refresh trades t's refresh token for a new access token and stores it. A
-// refusal moves the connection along §8 and is the error returned. An
-// invalid_grant after another process stored a newer token (it refreshed
-// first, and the provider rotated the refresh token) is no revocation: the
-// newer token is used.
+// refusal moves the connection to its next state (ConnectionStatus) and is
+// the error returned. An invalid_grant after another process stored a newer
+// token (it refreshed first, and the provider rotated the refresh token) is
+// no revocation: the newer token is used.
 func (s *Service) refresh(ctx context.Context, c Connection, t storedToken) (storedToken, error) {
 	if t.RefreshToken == "" {
 		_, _, err := s.moveConnection(ctx, c, ConnectionExpired, "its access token expired and the provider gave no refresh token")
@@ -396,8 +396,9 @@ func (s *Service) refresh(ctx context.Context, c Connection, t storedToken) (sto
 		TokenType: tok.TokenType, Expiry: tok.Expiry}, nil
 }
 
-// moveConnection records a state change of §8 and returns the error a run
-// fails with, naming the connection and its new state.
+// moveConnection records a state change (docs/api.md, "Connection states")
+// and returns the error a run fails with, naming the connection and its new
+// state.
 func (s *Service) moveConnection(ctx context.Context, c Connection, to ConnectionStatus, why string) (Connection, ConnectionValue, error) {
 	if err := s.store.SetConnectionStatus(ctx, c.Project, c.ID, to, s.clock()); err != nil {
 		return c, ConnectionValue{}, wrap("set connection status", err)

@@ -80,7 +80,8 @@ func TestOAuth2Connect(t *testing.T) {
 	}
 	wantPage(t, b.get("/ui/connections"), http.StatusOK, `href="/ui/connections/connect/idp"`, "Connect idp")
 
-	// The authorization request carries everything §8 names.
+	// The authorization request carries what authorization code with PKCE
+	// needs: response type, client, redirect URL, scope, state, S256 challenge.
 	p := b.get("/ui/connections/connect/idp")
 	u, _ := url.Parse(p.header.Get("Location"))
 	q := u.Query()
