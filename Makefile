@@ -34,7 +34,7 @@ run-aws:
 	FLOWD_BACKEND=aws FLOWD_AWS_PROVISION=true AWS_ENDPOINT_URL=$(MOTO_URL) AWS_REGION=us-east-1 \
 	AWS_ACCESS_KEY_ID=x AWS_SECRET_ACCESS_KEY=x FLOWD_ADDR=127.0.0.1:8081 FLOWD_DATA_DIR=$(AWS_DATA_DIR) ./$(BIN)/flowd
 
-## test: vet, the template check, then every test (unit, HTTP, store contracts, README walkthrough, Lambdas)
+## test: vet, the template check, then every test (unit, HTTP, store contracts, the walkthroughs of README.md and docs, Lambdas)
 test: tools-check lint-template
 	$(GO) vet ./...
 	$(GO) test $(GOFLAGS_TEST) ./...
@@ -56,11 +56,17 @@ FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 3s
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s); finds land in the package's testdata/fuzz
+## The packages fuzz at the same time (one target at a time in each, as go test requires):
+## the wall time is that of the package with the most targets, not the sum.
+FUZZ_PACKAGES := $(sort $(foreach t,$(FUZZ_TARGETS),$(firstword $(subst :, ,$(t)))))
 fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $${t%%:*} || exit 1; \
-	done
+	@pids=""; for p in $(FUZZ_PACKAGES); do \
+		( for t in $(FUZZ_TARGETS); do \
+			[ "$${t%%:*}" = "$$p" ] || continue; \
+			echo "fuzz $${t#*:} in $$p for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+		done ) & pids="$$pids $$!"; \
+	done; fail=0; for pid in $$pids; do wait $$pid || fail=1; done; exit $$fail
 
 ## fuzz-short: every fuzz target for a few seconds (part of make test)
 fuzz-short:
@@ -102,14 +108,18 @@ fmt:
 
 ## tools-check: what the tests need beyond Go, with a clear message when missing
 tools-check:
-	@command -v curl >/dev/null || { echo "make: the README walkthrough test needs curl (apt-get install -y curl)"; exit 1; }
-	@command -v jq >/dev/null || { echo "make: the README walkthrough test needs jq (apt-get install -y jq)"; exit 1; }
+	@command -v curl >/dev/null || { echo "make: the walkthrough tests need curl (apt-get install -y curl)"; exit 1; }
+	@command -v jq >/dev/null || { echo "make: the walkthrough tests need jq (apt-get install -y jq)"; exit 1; }
 	@command -v moto_server >/dev/null || { echo "make: the AWS adapter tests need moto_server (pip install 'moto[server]')"; exit 1; }
 	@command -v chromium >/dev/null || { \
-		echo "make: the dashboard's browser tests need Debian's chromium; installing it: apt-get install -y chromium"; \
-		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
-		{ $$SUDO apt-get update -qq && $$SUDO apt-get install -y --no-install-recommends chromium; } || { \
-			echo "make: could not install chromium; install it yourself (apt-get install -y chromium) and run make test again"; exit 1; }; }
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); LOG=$$(mktemp); \
+		printf "make: installing Debian's chromium for the dashboard's browser tests (apt-get install chromium)... "; \
+		if { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } >$$LOG 2>&1; then \
+			echo done; rm -f $$LOG; \
+		else \
+			echo failed; tail -n 20 $$LOG; rm -f $$LOG; \
+			echo "make: could not install chromium; install it yourself (apt-get install -y chromium) and run make test again"; exit 1; \
+		fi; }
 
 clean:
 	rm -rf $(BIN) .aws-sam

@@ -251,24 +251,24 @@ func kb(size int) float64 { return math.Max(1, math.Ceil(float64(size)/1024)) }
 // costs on its table and indexes.
 func (m *dynamoMeter) writeUnits(table string, before, after map[string]types.AttributeValue) float64 {
 	if table == "" { // a condition check
-		return kb(itemSize(before))
+		return kb(dynamostore.ItemSize(before))
 	}
-	w := kb(max(itemSize(before), itemSize(after)))
+	w := kb(max(dynamostore.ItemSize(before), dynamostore.ItemSize(after)))
 	mt := m.tables[table]
 	for _, ix := range mt.indexes {
 		inBefore, inAfter := hasAll(before, ix.keys), hasAll(after, ix.keys)
 		pb, pa := m.project(mt, ix, before), m.project(mt, ix, after)
 		switch {
 		case inBefore && inAfter && !sameValues(before, after, ix.keys):
-			w += kb(itemSize(pb)) + kb(itemSize(pa))
+			w += kb(dynamostore.ItemSize(pb)) + kb(dynamostore.ItemSize(pa))
 		case inBefore && inAfter:
 			if !reflect.DeepEqual(pb, pa) {
-				w += kb(max(itemSize(pb), itemSize(pa)))
+				w += kb(max(dynamostore.ItemSize(pb), dynamostore.ItemSize(pa)))
 			}
 		case inBefore:
-			w += kb(itemSize(pb))
+			w += kb(dynamostore.ItemSize(pb))
 		case inAfter:
-			w += kb(itemSize(pa))
+			w += kb(dynamostore.ItemSize(pa))
 		}
 	}
 	return w
@@ -322,13 +322,13 @@ func (m *dynamoMeter) readUnits(ctx context.Context, params, result any) float64
 	}
 	switch p := params.(type) {
 	case *dynamodb.GetItemInput:
-		return units(itemSize(m.read(ctx, *p.TableName, p.Key)), p.ConsistentRead)
+		return units(dynamostore.ItemSize(m.read(ctx, *p.TableName, p.Key)), p.ConsistentRead)
 	case *dynamodb.BatchGetItemInput:
 		var r float64
 		if out, ok := result.(*dynamodb.BatchGetItemOutput); ok {
 			for table, items := range out.Responses {
 				for _, it := range items {
-					r += units(itemSize(it), p.RequestItems[table].ConsistentRead)
+					r += units(dynamostore.ItemSize(it), p.RequestItems[table].ConsistentRead)
 				}
 			}
 		}
@@ -337,7 +337,7 @@ func (m *dynamoMeter) readUnits(ctx context.Context, params, result any) float64
 		n := 0
 		if out, ok := result.(*dynamodb.QueryOutput); ok {
 			for _, it := range out.Items {
-				n += itemSize(it)
+				n += dynamostore.ItemSize(it)
 			}
 		}
 		return units(n, p.ConsistentRead)
@@ -345,50 +345,12 @@ func (m *dynamoMeter) readUnits(ctx context.Context, params, result any) float64
 		n := 0
 		if out, ok := result.(*dynamodb.ScanOutput); ok {
 			for _, it := range out.Items {
-				n += itemSize(it)
+				n += dynamostore.ItemSize(it)
 			}
 		}
 		return units(n, p.ConsistentRead)
 	}
 	return 0
-}
-
-// itemSize follows DynamoDB's item size rules closely enough for units:
-// names plus values, numbers at about one byte per two digits.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range item {
-		n += len(k) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch x := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(x.Value)
-	case *types.AttributeValueMemberN:
-		return len(x.Value)/2 + 1
-	case *types.AttributeValueMemberB:
-		return len(x.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberM:
-		return 3 + itemSize(x.Value) + len(x.Value)
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range x.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range x.Value {
-			n += len(s)
-		}
-		return n
-	}
-	return 1
 }
 
 // TestDynamoCostPerWebhookAndRun counts, on moto, the DynamoDB calls and

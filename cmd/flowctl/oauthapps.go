@@ -12,7 +12,8 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// oauthAppsCmd configures the operator's OAuth2 apps (DESIGN §8), straight
+// oauthAppsCmd configures the operator's OAuth2 apps (docs/operations.md,
+// "OAuth2 connections"), straight
 // on the data directory or the stage's tables, like projects and keys:
 // they are shared by every project, so no project's API key may change them.
 func (c *cli) oauthAppsCmd() *cobra.Command {

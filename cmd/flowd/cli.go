@@ -15,15 +15,24 @@ Usage: flowd            start the server (stop it with Ctrl-C)
        flowd --help     print this help
        flowd --version  print the version
 
-Configuration is environment variables (defaults in brackets):
+Configuration is environment variables (defaults in brackets; docs/operations.md explains each):
   FLOWD_ADDR            address of the API, the dashboard and the receivers [127.0.0.1:8080]
   FLOWD_DATA_DIR        data directory: SQLite store, secrets key, initial API key [.flowd]
   FLOWD_ENGINE_ADDR, FLOWD_WORKFLOW_ADDR   separate addresses for the receivers
   FLOWD_ENGINE_URL, FLOWD_WORKFLOW_URL     public URLs in webhook descriptors [http://FLOWD_ADDR]
-  FLOWD_WORKERS [64], FLOWD_RUN_TIMEOUT [5m], FLOWD_RUN_ATTEMPTS [5], FLOWD_RETENTION [720h]
+  FLOWD_WORKERS [64], FLOWD_RUN_TIMEOUT [5m], FLOWD_RUN_ATTEMPTS [5]
+  FLOWD_RETENTION (or FLOWD_RUN_RETENTION) [720h]    how long run records are kept
+  FLOWD_RUN_BACKOFF [2s], FLOWD_RUN_MAX_BACKOFF [5m]  delay before a retry, doubling to the maximum
+  FLOWD_RUN_MAX_CRASHES [3]   attempts that die with their process before the run is FAILED
   FLOWD_SYNC_TIMEOUT [25s], FLOWD_MAX_BODY_BYTES [10485760], FLOWD_RATE_LIMIT [50]
   FLOWD_TRUSTED_PROXIES, FLOWD_ALLOW_PRIVATE_NETWORKS [false], FLOWD_LOG_LEVEL [info]
+  FLOWD_METRICS_TOKEN   bearer token for GET /metrics [none: open on a loopback FLOWD_ADDR only]
+  FLOWD_MEMORY_LIMIT    soft memory limit such as 512MiB [none; GOMEMLIMIT wins]; GOGC [200]
+  FLOWD_CODE_SANDBOX    run CODE steps in sandboxed child processes; false turns them off [true]
+  FLOWD_PPROF_ADDR      loopback address for Go's /debug/pprof/ [off]
   FLOWD_BACKEND         embedded, or aws (DynamoDB, SQS, Secrets Manager; AWS_ENDPOINT_URL honoured) [embedded]
+  FLOWD_AWS_PROVISION   with the aws backend, create its resources first [false]
+  FLOWD_AWS_PREFIX      the prefix of the resources FLOWD_AWS_PROVISION creates [flowd]
 
 On first start with an empty data directory flowd creates project "default" and prints its
 first API key, also written to FLOWD_DATA_DIR/initial-api-key. The dashboard is at /ui/.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // codeRun is the part of a run this test reads.
@@ -102,18 +104,12 @@ func fire(t *testing.T, p *proc, flowID, body string) codeRun {
 		t.Fatalf("webhook = %d %v", resp.StatusCode, err)
 	}
 	key := initialKey(t, p.dir)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var r codeRun
+	var r codeRun
+	testwait.For(t, 30*time.Second, "run "+acc.RunID+" to finish", func() bool {
 		api(t, p, key, "GET", fmt.Sprintf("/api/v1/flows/%s/runs/%s", flowID, acc.RunID), "", 200, &r)
-		if r.Status != "RUNNING" {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still RUNNING", acc.RunID)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return r.Status != "RUNNING"
+	})
+	return r
 }
 
 // flowdRSS is the resident memory of the flowd process (not its children).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -9,10 +10,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // api calls the management API of p with key and decodes the answer into
@@ -139,7 +143,8 @@ func TestKill9LosesNoAcceptedWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.exited
-	time.Sleep(200 * time.Millisecond) // clients see the refusals
+	// Every client returns once its request in flight fails against the
+	// dead process: after wg.Wait no 200 can still be on its way.
 	close(stop)
 	wg.Wait()
 	if len(accepted) < 20 {
@@ -182,23 +187,15 @@ func TestKill9LosesNoAcceptedWebhook(t *testing.T) {
 		}
 	}
 	var runs map[string]run
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(t, 60*time.Second, "every run to finish after the restart", func() bool {
 		runs = all()
-		pending := 0
 		for _, r := range runs {
 			if r.Status == "RUNNING" {
-				pending++
+				return false
 			}
 		}
-		if pending == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d runs still RUNNING a minute after the restart", pending)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true
+	})
 	seen := map[string]bool{}
 	for _, id := range accepted {
 		if seen[id] {
@@ -225,11 +222,50 @@ func TestKill9LosesNoAcceptedWebhook(t *testing.T) {
 	// Once finished, never again: another restart executes nothing.
 	p2.stop(t)
 	p3 := startFlowd(t, dir, env...)
-	time.Sleep(1500 * time.Millisecond)
-	if again := callsOf(); !equalCounts(again, afterRecovery) {
+	// The positive event the check follows: a run started after the
+	// restart has finished and the queue is empty. Workers claim due
+	// entries oldest first, so anything the restart would have executed
+	// again was claimed before this run, and has called out by the time
+	// the queue is drained.
+	var sentinel struct{ RunID string }
+	api(t, p3, "", "POST", "/api/v1/webhooks/"+flow.ID, `{"event":"sentinel"}`, 200, &sentinel)
+	testwait.For(t, 30*time.Second, "the run started after the second restart to finish, and the queue to drain", func() bool {
+		var r run
+		api(t, p3, key, "GET", "/api/v1/flows/"+flow.ID+"/runs/"+sentinel.RunID, "", 200, &r)
+		return r.Status == "SUCCEEDED" && queueDepth(t, p3) == 0
+	})
+	again := callsOf()
+	if again[sentinel.RunID] != 1 {
+		t.Fatalf("the run started after the restart called out %d times, want 1", again[sentinel.RunID])
+	}
+	delete(again, sentinel.RunID)
+	if !equalCounts(again, afterRecovery) {
 		t.Fatalf("a restart executed finished runs again: %d calls before, %d after", total(afterRecovery), total(again))
 	}
 	p3.stop(t)
+}
+
+// queueDepth reads flowd_queue_depth from flowd's /metrics (open on
+// loopback): runs queued or executing.
+func queueDepth(t testing.TB, p *proc) int {
+	t.Helper()
+	resp, err := http.Get(p.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "flowd_queue_depth "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("flowd_queue_depth %q: %v", v, err)
+			}
+			return int(n)
+		}
+	}
+	t.Fatalf("GET /metrics (%d) has no flowd_queue_depth", resp.StatusCode)
+	return 0
 }
 
 func total(m map[string]int) int {

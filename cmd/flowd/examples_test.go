@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // exampleFlow creates and enables the flow of an examples/ file on a
@@ -115,17 +117,13 @@ func TestExamples(t *testing.T) {
 			t.Errorf("redelivery: run %q, first %q", again.RunID, first.RunID)
 		}
 		var runs struct{ Data []struct{ ID, Status string } }
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testwait.For(t, 10*time.Second, "one SUCCEEDED run of the deduplicated deliveries", func() bool {
 			doJSON(t, "GET", p.base+"/api/v1/flows/"+id+"/runs", key, "", "", nil, 200, &runs)
-			if len(runs.Data) == 1 && runs.Data[0].Status == "SUCCEEDED" || time.Now().After(deadline) {
-				break
+			if len(runs.Data) > 1 {
+				t.Fatalf("runs = %+v, want one", runs.Data)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if len(runs.Data) != 1 || runs.Data[0].Status != "SUCCEEDED" {
-			t.Fatalf("runs = %+v, want one SUCCEEDED", runs.Data)
-		}
+			return len(runs.Data) == 1 && runs.Data[0].Status == "SUCCEEDED"
+		})
 		var run struct {
 			Steps []struct{ Output map[string]any }
 		}

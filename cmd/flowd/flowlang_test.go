@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // The flow language through a started flowd: the examples/ flows against
@@ -145,18 +147,12 @@ func postHook(t *testing.T, p *proc, key, flowID, path string, body string, head
 
 func finishedRun(t *testing.T, p *proc, key, flowID, runID string) flowRun {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var r flowRun
+	var r flowRun
+	testwait.For(t, 30*time.Second, "run "+runID+" to finish", func() bool {
 		api(t, p, key, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, "", 200, &r)
-		if r.Status != "RUNNING" {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still RUNNING: %+v", runID, r)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return r.Status != "RUNNING"
+	})
+	return r
 }
 
 func TestFlowLanguageExamples(t *testing.T) {
@@ -342,18 +338,14 @@ func TestWaitResumesAfterRestart(t *testing.T) {
 	var acc struct{ RunID string }
 	json.NewDecoder(resp.Body).Decode(&acc)
 	resp.Body.Close()
-	deadline := time.Now().Add(15 * time.Second)
 	var r flowRun
-	for {
+	testwait.For(t, 15*time.Second, "the run to wait at its WAIT step", func() bool {
 		api(t, p, key, "GET", "/api/v1/flows/"+id+"/runs/"+acc.RunID, "", 200, &r)
-		if r.NextAttemptAt != nil && len(r.Steps) == 3 && r.Steps[1].Status == "SUCCEEDED" {
-			break
-		}
-		if r.Status != "RUNNING" || time.Now().After(deadline) {
+		if r.Status != "RUNNING" {
 			t.Fatalf("run never waited: %+v", r)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return r.NextAttemptAt != nil && len(r.Steps) == 3 && r.Steps[1].Status == "SUCCEEDED"
+	})
 	if r.Status != "RUNNING" || r.Steps[2].Status != "SKIPPED" {
 		t.Fatalf("waiting run %+v", r)
 	}

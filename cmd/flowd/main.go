@@ -1,7 +1,7 @@
 // Command flowd is the flow service on one machine: the management API and
 // both webhook receivers over HTTP, on an embedded SQLite store in a data
 // directory, with no AWS at all. Configuration is FLOWD_* environment
-// variables; see the README.
+// variables; see flowd --help and docs/operations.md.
 package main
 
 import (

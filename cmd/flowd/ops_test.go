@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 func get(t testing.TB, url, auth string) (int, string) {
@@ -27,18 +29,12 @@ func get(t testing.TB, url, auth string) (int, string) {
 // waitRun polls a run until it is final.
 func waitRun(t testing.TB, p *proc, key, flowID, runID string) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var r struct{ Status string }
+	var r struct{ Status string }
+	testwait.For(t, 15*time.Second, "run "+runID+" to finish", func() bool {
 		api(t, p, key, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, "", 200, &r)
-		if r.Status != "RUNNING" {
-			return r.Status
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still RUNNING", runID)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return r.Status != "RUNNING"
+	})
+	return r.Status
 }
 
 // TestHealthAndMetrics: GET /healthz and GET /metrics on a real flowd,

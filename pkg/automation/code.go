@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Limits of CODE steps (DESIGN §9). The sandbox enforces them; validation
+// Limits of CODE steps (docs/flows.md, "CODE"). The sandbox enforces them; validation
 // refuses definitions outside them.
 const (
 	DefaultCodeTimeout = time.Second

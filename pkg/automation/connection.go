@@ -12,7 +12,8 @@ const (
 	ConnectionOAuth2 ConnectionType = "OAUTH2"
 )
 
-// ConnectionStatus is the health of a connection's credential (DESIGN §8).
+// ConnectionStatus is the health of a connection's credential: what
+// the last use or refresh of it said (docs/api.md, "Connection states").
 type ConnectionStatus string
 
 // Connection states.

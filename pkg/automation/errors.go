@@ -161,11 +161,11 @@ func IsRunClaimed(err error) bool { return HasCode(err, CodeRunClaimed) }
 // IsRunLeaseLost reports whether err is RunLeaseLost.
 func IsRunLeaseLost(err error) bool { return HasCode(err, CodeRunLeaseLost) }
 
-// IsRouteConflict reports whether err is RouteConflict.
-func IsRouteConflict(err error) bool { return HasCode(err, CodeRouteConflict) }
-
 // IsFlowModified reports whether err is FlowModified.
 func IsFlowModified(err error) bool { return HasCode(err, CodeFlowModified) }
 
 // IsFlowNotScheduled reports whether err is FlowNotScheduled.
 func IsFlowNotScheduled(err error) bool { return HasCode(err, CodeFlowNotScheduled) }
+
+// IsRouteConflict reports whether err is RouteConflict.
+func IsRouteConflict(err error) bool { return HasCode(err, CodeRouteConflict) }

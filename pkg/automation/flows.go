@@ -23,6 +23,27 @@ type FlowInput struct {
 	ManagedBy *string `json:"managedBy"`
 }
 
+// applyTo sets the fields of f that in carries; the others keep their
+// values (an update), or the new flow's defaults (a create). Engine is not
+// among them: it is fixed when the flow is made.
+func (in FlowInput) applyTo(f *Flow) {
+	if in.Name != nil {
+		f.Name = *in.Name
+	}
+	if in.Description != nil {
+		f.Description = *in.Description
+	}
+	if in.Trigger != nil {
+		f.Trigger = *in.Trigger
+	}
+	if in.Steps != nil {
+		f.Steps = *in.Steps
+	}
+	if in.OnError != nil {
+		f.OnError = *in.OnError
+	}
+}
+
 // updateAttempts bounds the read-modify-write retries of a flow update that
 // races with another writer.
 const updateAttempts = 3
@@ -67,20 +88,9 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 	now := s.clock()
 	f := Flow{
 		ID: s.newID(PrefixFlow), Project: p.ID, Status: FlowInactive, Engine: *in.Engine,
-		Name: *in.Name, Created: now, Updated: now, Version: 1, Steps: []Step{},
+		Created: now, Updated: now, Version: 1, Steps: []Step{},
 	}
-	if in.Description != nil {
-		f.Description = *in.Description
-	}
-	if in.Trigger != nil {
-		f.Trigger = *in.Trigger
-	}
-	if in.Steps != nil {
-		f.Steps = *in.Steps
-	}
-	if in.OnError != nil {
-		f.OnError = *in.OnError
-	}
+	in.applyTo(&f)
 	if err := setManagedBy(&f, in.ManagedBy); err != nil {
 		return Flow{}, err
 	}
@@ -114,21 +124,7 @@ func (s *Service) UpdateFlow(ctx context.Context, p Project, id string, in FlowI
 			return Invalid("engine cannot be changed (flow is %s): create a new flow instead", f.Engine)
 		}
 		old := *f
-		if in.Name != nil {
-			f.Name = *in.Name
-		}
-		if in.Description != nil {
-			f.Description = *in.Description
-		}
-		if in.Trigger != nil {
-			f.Trigger = *in.Trigger
-		}
-		if in.Steps != nil {
-			f.Steps = *in.Steps
-		}
-		if in.OnError != nil {
-			f.OnError = *in.OnError
-		}
+		in.applyTo(f)
 		if err := setManagedBy(f, in.ManagedBy); err != nil {
 			return err
 		}

@@ -57,7 +57,7 @@ type OAuthAppStore interface {
 
 // OAuthClient speaks OAuth2 to providers: authorization code with PKCE
 // (S256) and refresh. Its errors say how the provider refused, which
-// decides the connection's next state (DESIGN §8): ErrGrantRevoked for
+// decides the connection's next state (docs/api.md, "Connection states"): ErrGrantRevoked for
 // invalid_grant, ErrClientRejected for a 401/403 answer, anything else is
 // the provider being unreachable.
 type OAuthClient interface {
@@ -303,7 +303,7 @@ func encodeToken(t OAuthToken) ([]byte, error) {
 
 // oauthCredential returns the access token of an OAUTH2 connection,
 // refreshing it first when it has expired or is about to. A refused
-// refresh moves the connection along DESIGN §8: REVOKED on invalid_grant,
+// refresh moves the connection to its next state: REVOKED on invalid_grant,
 // ERROR on 401/403, EXPIRED when the provider cannot be reached or fails.
 func (s *Service) oauthCredential(ctx context.Context, c Connection, raw []byte) (Connection, ConnectionValue, error) {
 	t, err := decodeToken(raw)
@@ -354,10 +354,10 @@ func (s *Service) storedToken(ctx context.Context, c Connection) (storedToken, e
 }
 
 // refresh trades t's refresh token for a new access token and stores it. A
-// refusal moves the connection along §8 and is the error returned. An
-// invalid_grant after another process stored a newer token (it refreshed
-// first, and the provider rotated the refresh token) is no revocation: the
-// newer token is used.
+// refusal moves the connection to its next state (ConnectionStatus) and is
+// the error returned. An invalid_grant after another process stored a newer
+// token (it refreshed first, and the provider rotated the refresh token) is
+// no revocation: the newer token is used.
 func (s *Service) refresh(ctx context.Context, c Connection, t storedToken) (storedToken, error) {
 	if t.RefreshToken == "" {
 		_, _, err := s.moveConnection(ctx, c, ConnectionExpired, "its access token expired and the provider gave no refresh token")
@@ -402,8 +402,9 @@ func (s *Service) refresh(ctx context.Context, c Connection, t storedToken) (sto
 		TokenType: tok.TokenType, Expiry: tok.Expiry}, nil
 }
 
-// moveConnection records a state change of §8 and returns the error a run
-// fails with, naming the connection and its new state.
+// moveConnection records a state change (docs/api.md, "Connection states")
+// and returns the error a run fails with, naming the connection and its new
+// state.
 func (s *Service) moveConnection(ctx context.Context, c Connection, to ConnectionStatus, why string) (Connection, ConnectionValue, error) {
 	if err := s.store.SetConnectionStatus(ctx, c.Project, c.ID, to, s.clock()); err != nil {
 		return c, ConnectionValue{}, wrap("set connection status", err)

@@ -99,7 +99,7 @@ type ConnectionStore interface {
 	ListConnections(ctx context.Context, project string, q ListQuery) (Page[Connection], error)
 	// DeleteConnection returns an error wrapping ErrNotFound if it is gone.
 	DeleteConnection(ctx context.Context, project, id string) error
-	// SetConnectionStatus records a state change of DESIGN §8.
+	// SetConnectionStatus records a state change (ConnectionStatus).
 	SetConnectionStatus(ctx context.Context, project, id string, s ConnectionStatus, at time.Time) error
 }
 

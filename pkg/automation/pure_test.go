@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/sqlitestore"
@@ -368,13 +369,9 @@ func TestPureRunOverBudget(t *testing.T) {
 	if _, err := short.Svc.AwaitRun(context.Background(), r, time.Nanosecond); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for got := short.stored(t, r); !got.Status.Final(); got = short.stored(t, r) {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s after the answer", r.ID, got.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "run "+r.ID+" to finish after the answer", func() bool {
+		return short.stored(t, r).Status.Final()
+	})
 	if got := short.stored(t, r); got.Status != automation.RunSucceeded || got.Attempts != 1 {
 		t.Fatalf("run after the answer = %s after %d attempts; want SUCCEEDED after 1", got.Status, got.Attempts)
 	}

@@ -118,7 +118,8 @@ type TriggerData struct {
 	// Body (signatures are computed over the wire bytes); empty means Body.
 	RawBody string `json:"rawBody,omitempty"`
 
-	// Triggers (DESIGN §9): what the body-type and path-parameter rules add.
+	// What the body-type and path-parameter rules of the workflow builder
+	// receiver add (docs/flows.md, "Triggers").
 	// Params holds a workflow builder path's :name values; Files a
 	// multipart body's file parts; BodyBase64 a body of any type that is
 	// neither JSON, a form, text nor XML, byte for byte (Body is then null).

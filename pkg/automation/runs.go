@@ -505,7 +505,7 @@ func (s *Service) finishFailed(ctx context.Context, rt *RunRuntime, p RunPolicy,
 // spent its own). Their results go in OnErrorSteps; the run's status and
 // error stay.
 //
-// They are journaled as the run's steps are (DESIGN §9, step journal):
+// They are journaled as the run's steps are (docs/architecture.md, run model):
 // before the first one starts, the run is recorded (still RUNNING and
 // claimed) with its outcome (OnErrorOf) and the onError results so far,
 // and again after each onError step with side effects. An attempt that

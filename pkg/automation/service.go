@@ -27,7 +27,7 @@ type Config struct {
 	Scheduler Scheduler // nil: schedules are not kept (no SCHEDULE runner)
 	// Runtime runs flows; nil for tools that only administer (flowctl).
 	Runtime *RunRuntime
-	// OAuthApps and OAuth serve OAuth2 connections (DESIGN §8); nil: no
+	// OAuthApps and OAuth serve OAuth2 connections; nil: no
 	// OAuth2 apps can be configured, and OAUTH2 connections cannot refresh.
 	OAuthApps OAuthAppStore
 	OAuth     OAuthClient

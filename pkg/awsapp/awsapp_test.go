@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+	"github.com/google/go-cmp/cmp"
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awstest"
@@ -42,9 +43,17 @@ func TestConfigFrom(t *testing.T) {
 	if !slices.Equal(c.AllowedCIDRs, want) {
 		t.Errorf("AllowedCIDRs = %v, want %v", c.AllowedCIDRs, want)
 	}
-	if c.Tables.Flows != "flow-dev-flows" || c.MaxBody != 4_000_000 || c.SyncTimeout != 25*time.Second ||
-		c.RunPolicy.Timeout != 300*time.Second || c.RunPolicy.MaxAttempts != 5 || c.LogLevel != slog.LevelDebug {
-		t.Errorf("config = %+v", c)
+	type settings struct {
+		FlowsTable              string
+		MaxBody                 int64
+		SyncTimeout, RunTimeout time.Duration
+		RunAttempts             int
+		LogLevel                slog.Level
+	}
+	got := settings{c.Tables.Flows, c.MaxBody, c.SyncTimeout, c.RunPolicy.Timeout, c.RunPolicy.MaxAttempts, c.LogLevel}
+	wantSettings := settings{"flow-dev-flows", 4_000_000, 25 * time.Second, 300 * time.Second, 5, slog.LevelDebug}
+	if diff := cmp.Diff(wantSettings, got); diff != "" {
+		t.Errorf("config mismatch (-want +got):\n%s", diff)
 	}
 
 	bad := []struct{ k, v, want string }{

@@ -5,7 +5,7 @@
 // hash; the key is checked again on every request, so revoking it ends the
 // session at once. Every form carries a CSRF token tied to the session.
 //
-// OAuth2 connections are made here (DESIGN §8): "Connect NAME" sends the
+// OAuth2 connections are made here (docs/operations.md): "Connect NAME" sends the
 // browser to the provider with state and a PKCE challenge, and the callback
 // stores the tokens as an OAUTH2 connection (oauth.go).
 package dashboard
@@ -158,7 +158,7 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /ui/connections", d.auth(d.connections))
 	d.mux.Handle("POST /ui/connections", d.auth(d.createConnection))
 	d.mux.Handle("POST /ui/connections/{connectionId}/delete", d.auth(d.deleteConnection))
-	// GET /ui/connections/connect/{app} (DESIGN §8) and
+	// GET /ui/connections/connect/{app} (OAuth2) and
 	// GET /ui/connections/{connectionId}/delete overlap as patterns; IDs
 	// start with con_, so one route tells them apart.
 	d.mux.Handle("GET /ui/connections/{first}/{second}", d.auth(func(w http.ResponseWriter, r *http.Request) {

@@ -80,7 +80,8 @@ func TestOAuth2Connect(t *testing.T) {
 	}
 	wantPage(t, b.get("/ui/connections"), http.StatusOK, `href="/ui/connections/connect/idp"`, "Connect idp")
 
-	// The authorization request carries everything §8 names.
+	// The authorization request carries what authorization code with PKCE
+	// needs: response type, client, redirect URL, scope, state, S256 challenge.
 	p := b.get("/ui/connections/connect/idp")
 	u, _ := url.Parse(p.header.Get("Location"))
 	q := u.Query()
@@ -140,10 +141,23 @@ func TestOAuth2Connect(t *testing.T) {
 		t.Errorf("reconnecting made a new connection: %d", len(l.Data))
 	}
 
-	// Another project's connection cannot be reconnected from here.
-	other, _ := e.project(t, "other", automation.PlanFree)
-	_ = other
-	wantPage(t, b.get("/ui/connections/connect/idp?connection=con_nope"), http.StatusNotFound)
+	// Another project's connection cannot be reconnected from here: its
+	// owner connects it in a browser of its own; asking for it from this
+	// project is a 404, while its own project may reconnect it.
+	other, otherKey := e.project(t, "other", automation.PlanFree)
+	ob := e.browser(t)
+	wantRedirect(t, ob.signin(otherKey), "/ui/flows")
+	oback, ocookie := ob.connect(idp, "/ui/connections/connect/idp")
+	wantPage(t, ob.callback(oback, ocookie), http.StatusOK, "Connected idp")
+	theirs, err := e.svc.ListConnections(ctx, other, automation.PageRequest{})
+	if err != nil || len(theirs.Data) != 1 {
+		t.Fatalf("the other project's connections = %+v, %v; want one", theirs.Data, err)
+	}
+	reconnect := "/ui/connections/connect/idp?connection=" + theirs.Data[0].ID
+	wantPage(t, b.get(reconnect), http.StatusNotFound)
+	if p := ob.get(reconnect); p.status != http.StatusFound {
+		t.Errorf("GET %s from its own project = %d, want 302 to the provider", reconnect, p.status)
+	}
 	wantPage(t, b.get("/ui/connections/connect/nope"), http.StatusNotFound)
 
 	// The API still refuses OAUTH2 connections, naming the dashboard.

@@ -13,9 +13,11 @@ const MaxItemSize = 400 << 10
 // creation time and run statistics.
 const flowItemReserve = 4 << 10
 
-// itemSize is the size DynamoDB counts for an item: attribute names plus
-// values as attrSize counts them.
-func itemSize(item map[string]types.AttributeValue) int {
+// ItemSize is the size DynamoDB counts for an item: attribute names plus
+// values as attrSize counts them. It is the one formula of the repository:
+// the FLOW_TOO_LARGE check, the S3 offload threshold and the capacity units
+// that deploy/cost_test.go counts for docs/cost.md all use it.
+func ItemSize(item map[string]types.AttributeValue) int {
 	n := 0
 	for k, v := range item {
 		n += len(k) + attrSize(v)
@@ -75,7 +77,7 @@ func attrSize(av types.AttributeValue) int {
 // error rather than a failed write. The management API takes bodies up to
 // 1 MiB, which a definition can fill.
 func flowTooLarge(f automation.Flow, attrs map[string]types.AttributeValue) error {
-	if size := itemSize(attrs) + flowItemReserve; size > MaxItemSize {
+	if size := ItemSize(attrs) + flowItemReserve; size > MaxItemSize {
 		return automation.InvalidCode("FLOW_TOO_LARGE",
 			"flow %q takes %d bytes stored, over the %d a flow may take: move large constants out of its steps", f.Name, size, MaxItemSize)
 	}

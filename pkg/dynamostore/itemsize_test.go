@@ -55,6 +55,7 @@ func loopResult(name string, iterations int) automation.StepResult {
 // the real S3 payload store and the default threshold: the item stays
 // small, and GET, lists and a claim after a crash give the run back.
 func TestLargeStepsLeaveTheItem(t *testing.T) {
+	t.Parallel() // tables and bucket of its own; moto's slowest test, beside the contract suite
 	ctx := t.Context()
 	cfg := awstest.Start(t)
 	client := dynamodb.NewFromConfig(cfg)

@@ -40,17 +40,24 @@ func armedKey(flowID string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrFlowID: str(armedPrefix + flowID)}
 }
 
+// flowInProject is the condition that the flow exists in the project, for
+// a transaction that writes beside the flow (its capture, its state) and
+// must write nothing for a missing, deleted or other project's flow.
+func (s *Store) flowInProject(project, flowID string) *types.ConditionCheck {
+	return &types.ConditionCheck{
+		TableName: &s.t.Flows, Key: flowKey(flowID),
+		ConditionExpression:       aws.String("#project = :project"),
+		ExpressionAttributeNames:  map[string]string{"#project": attrProject},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
+	}
+}
+
 // ArmCapture sets armedUntil on the armed item in one transaction with a
 // condition check on the flow in the project, so no item appears for a
 // missing (or just deleted) flow.
 func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until time.Time) error {
 	tx, err := s.audited(ctx, []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{
-			TableName: &s.t.Flows, Key: flowKey(flowID),
-			ConditionExpression:       aws.String("#project = :project"),
-			ExpressionAttributeNames:  map[string]string{"#project": attrProject},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":project": str(project)},
-		}},
+		{ConditionCheck: s.flowInProject(project, flowID)},
 		{Update: &types.Update{
 			TableName: &s.t.Samples, Key: armedKey(flowID),
 			UpdateExpression:          aws.String("SET #project = :project, #armedUntil = :until"),

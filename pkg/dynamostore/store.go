@@ -102,13 +102,6 @@ func New(client API, tables Tables, opts ...Option) *Store {
 // within API Gateway's 29 s.
 const DefaultFlowDeleteRuns = 500
 
-// WithFlowDeleteRuns sets how many runs of a deleted flow DeleteFlow
-// removes itself (0: none); TTL and the payload bucket's lifecycle rule
-// remove the rest.
-func WithFlowDeleteRuns(n int) Option {
-	return func(s *Store) { s.flowDeleteRuns = n }
-}
-
 // Attribute and index names shared by several tables.
 const (
 	attrCreatedSort = "createdSort" // creation time (fixed width) + "#" + ID: orders lists

@@ -124,7 +124,7 @@ func field(b uint64, lo, hi uint, names []string) string {
 
 // Checker is an automation.Checker for the AWS backend: its Cron also
 // refuses specs EventBridge Scheduler cannot express, so that such a flow is
-// a 400 at create and update time (DESIGN: validation happens there), not a
+// a 400 at create and update time (definitions are checked when saved), not a
 // failure when it is enabled. Wire it as Checker{engine.Checker{}}.
 type Checker struct{ automation.Checker }
 

@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
 
 // openMoto returns a Scheduler on moto_server in a schedule group of its
-// own, and its client to look with. moto never fires schedules (DESIGN §7):
+// own, and its client to look with. moto never fires schedules:
 // these tests see what was stored, and checkInput what a firing would send.
 func openMoto(t *testing.T) (*Scheduler, *scheduler.Client) {
 	t.Helper()

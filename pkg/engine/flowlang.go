@@ -16,7 +16,7 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// The flow language (DESIGN §9): `when` on any step, SWITCH and FOR_EACH
+// The flow language (docs/flows.md): `when` on any step, SWITCH and FOR_EACH
 // with nested steps. A scope's steps run in order through list; a FOR_EACH
 // item runs in a scope of its own (fork), with `item` and `index`, and the
 // outputs of the steps before the loop.

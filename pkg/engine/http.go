@@ -106,7 +106,7 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 			origin = x.run.ResumedFrom
 		}
 		key := automation.IdempotencyKeyFor(origin, s.Name)
-		if x.iter != "" { // inside FOR_EACH: one key per item (DESIGN §9)
+		if x.iter != "" { // inside FOR_EACH: one key per item, or every item would share one
 			key += "." + x.iter
 		}
 		req.Header.Set("Idempotency-Key", key)
@@ -293,7 +293,7 @@ func (x *execution) request(ctx context.Context, s automation.Step) (*http.Reque
 	return req, nil
 }
 
-// connectionSeen applies DESIGN §8: a 401 or 403 puts the connection in
+// connectionSeen keeps the connection's state current: a 401 or 403 puts the connection in
 // ERROR, a later success takes it back to ACTIVE.
 func (x *execution) connectionSeen(ctx context.Context, c automation.Connection, status int) {
 	var to automation.ConnectionStatus

@@ -27,7 +27,7 @@ type hookBody struct {
 	base64 string
 }
 
-// parseHookBody reads a body by its content type (DESIGN §9), never
+// parseHookBody reads a body by its content type (docs/flows.md), never
 // losing a byte: JSON as parsed (invalid: 400), a URL-encoded form as an
 // object (repeated keys: arrays), multipart/form-data as an object of its
 // fields plus its files, text/* and XML as a string when it is UTF-8, and

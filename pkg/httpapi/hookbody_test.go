@@ -43,8 +43,8 @@ func multipartForm(t *testing.T) (string, []byte) {
 	return mw.FormDataContentType(), buf.Bytes()
 }
 
-// TestWorkflowHookBodyTypes: each body type reaches the run as DESIGN §9
-// says, byte for byte, through a real HTTP receiver; the signature is
+// TestWorkflowHookBodyTypes: each body type reaches the run as docs/flows.md
+// ("Bodies") says, byte for byte, through a real HTTP receiver; the signature is
 // checked on the raw bytes; a VERIFY_SIGNATURE step verifies a binary body.
 func TestWorkflowHookBodyTypes(t *testing.T) {
 	h := newHookEnv(t, HookConfig{})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/runworker"
@@ -110,8 +111,8 @@ func (e *inlineEnv) sinkCalls(runID string) int64 {
 }
 
 // TestOnCompletionRunHasOneExecutor: while workers poll the queue, every
-// ON_COMPLETION delivery is executed by its receiver alone (DESIGN §9 "One
-// executor"): the workers make no attempt at these runs, each run has one
+// ON_COMPLETION delivery is executed by its receiver alone (docs/architecture.md,
+// "Exactly one executor"): the workers make no attempt at these runs, each run has one
 // attempt, the sink sees each run's call once, and no queue entry is left.
 func TestOnCompletionRunHasOneExecutor(t *testing.T) {
 	e := newInlineEnv(t, automation.RunPolicy{})
@@ -202,21 +203,13 @@ func TestOnCompletionRunOutlivesItsReceiver(t *testing.T) {
 	}
 	e.startWorkers(t)
 
-	deadline := time.Now().Add(15 * time.Second)
 	var got automation.Run
-	for {
-		got, err = e.fe.Store.Run(ctx, e.project.ID, flowID, r.ID)
-		if err != nil {
+	testwait.For(t, 15*time.Second, "a worker to take up run "+r.ID+" after the dead receiver's lease", func() bool {
+		if got, err = e.fe.Store.Run(ctx, e.project.ID, flowID, r.ID); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status.Final() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s: no worker took it up after the lease", r.ID, got.Status)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return got.Status.Final()
+	})
 	if got.Status != automation.RunSucceeded || got.Attempts != 2 {
 		t.Fatalf("run = %s after %d attempts; want SUCCEEDED after 2 (the dead receiver's and a worker's)", got.Status, got.Attempts)
 	}

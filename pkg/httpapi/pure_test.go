@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/runworker"
@@ -248,13 +249,9 @@ func TestPureOverBudgetAnswers504(t *testing.T) {
 	if a.status != http.StatusGatewayTimeout || !strings.Contains(a.body, "RUN_TIMEOUT") || a.runID == "" {
 		t.Fatalf("delivery over budget and timeout = %d %s; want 504 RUN_TIMEOUT naming the run", a.status, a.body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for r := e.run(t, flowID, a.runID); !r.Status.Final(); r = e.run(t, flowID, a.runID) {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s after the 504", a.runID, r.Status)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "run "+a.runID+" to finish after the 504", func() bool {
+		return e.run(t, flowID, a.runID).Status.Final()
+	})
 	if r := e.run(t, flowID, a.runID); r.Status != automation.RunSucceeded || r.Attempts != 1 {
 		t.Fatalf("run after the 504 = %s after %d attempts; want SUCCEEDED after 1", r.Status, r.Attempts)
 	}

@@ -44,7 +44,7 @@ func (a *API) retryRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, run)
 }
 
-// Run search and replay across a project (DESIGN §9 "Run model").
+// Run search and replay across a project (docs/api.md, "Runs").
 
 func (a *API) searchRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -13,7 +13,7 @@ import (
 const webhookPrefix = "/api/v1/webhooks/"
 
 // Webhook is the flow builder receiver, {engine_url}/api/v1/webhooks/{flowId}
-// (endpoint 14).
+// (docs/api.md, "Webhook receivers").
 type Webhook struct{ rc receiver }
 
 // NewWebhook returns the flow builder receiver: POST a JSON body to an

@@ -104,7 +104,8 @@ func TestAuthorizeURL(t *testing.T) {
 	}
 }
 
-// TestConnectionLifecycle walks DESIGN §8 against the real server: connect,
+// TestConnectionLifecycle walks the connection states of
+// docs/api.md ("Connection states") against the real server: connect,
 // use with refresh, EXPIRED on an outage, ACTIVE on reconnect, ERROR on a
 // 401, REVOKED on invalid_grant, ACTIVE again.
 func TestConnectionLifecycle(t *testing.T) {

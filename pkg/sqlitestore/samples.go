@@ -19,21 +19,28 @@ var _ automation.SampleStore = (*Store)(nil)
 func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until time.Time) error {
 	defer s.cache.invalidate() // after the commit: see flowCache.gen
 	return s.writeAudited(ctx, "arm capture of flow "+flowID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
+		return execOnFlow(ctx, tx, flowID,
 			`INSERT INTO webhook_samples (flow, project, armed_until)
 			 SELECT id, project, ? FROM flows WHERE project = ? AND id = ?
 			 ON CONFLICT (flow) DO UPDATE SET armed_until = excluded.armed_until`,
 			until.UnixMilli(), project, flowID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return automation.NotFound("flow", flowID)
-		}
-		return nil
 	})
+}
+
+// execOnFlow runs a statement that writes the row of one flow, and turns
+// "no row written" into the flow's NotFound: the flow is gone, or another
+// project's.
+func execOnFlow(ctx context.Context, tx *sql.Tx, flowID, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return automation.NotFound("flow", flowID)
+	}
+	return nil
 }
 
 // ArmedUntil reads the flow's capture expiry from the read pool, or from
@@ -85,17 +92,8 @@ func (s *Store) PutSample(ctx context.Context, project, flowID string, smp autom
 		return fmt.Errorf("sqlitestore: put sample of flow %s: encode: %w", flowID, err)
 	}
 	return s.write(ctx, "put sample of flow "+flowID, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
+		return execOnFlow(ctx, tx, flowID,
 			`UPDATE webhook_samples SET sample = ? WHERE project = ? AND flow = ?`, string(doc), project, flowID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return automation.NotFound("flow", flowID)
-		}
-		return nil
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/automation/queuetest"
 	"flowservice/pkg/awstest"
@@ -321,11 +322,11 @@ func TestRedelivery(t *testing.T) {
 	if m, ok := receive(t, e.sqs, e.url); ok {
 		t.Fatalf("message visible again within its visibility timeout: %s", aws.ToString(m.MessageId))
 	}
-	time.Sleep(1500 * time.Millisecond)
-	second, ok := receive(t, e.sqs, e.url)
-	if !ok {
-		t.Fatal("message not redelivered after the visibility timeout")
-	}
+	var second sqstypes.Message
+	testwait.For(t, 30*time.Second, "the message's redelivery after its visibility timeout", func() bool {
+		second, ok = receive(t, e.sqs, e.url)
+		return ok
+	})
 	if aws.ToString(second.MessageId) != aws.ToString(first.MessageId) || receiveCount(second) != "2" ||
 		aws.ToString(second.Body) != aws.ToString(first.Body) {
 		t.Fatalf("redelivered %s (count %s), want %s again with count 2", aws.ToString(second.MessageId), receiveCount(second), aws.ToString(first.MessageId))
@@ -333,7 +334,28 @@ func TestRedelivery(t *testing.T) {
 	if _, err := e.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &e.url, ReceiptHandle: second.ReceiptHandle}); err != nil {
 		t.Fatalf("delete with the second receipt handle: %v", err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// The event the check follows: a sentinel received after the delete
+	// and left undeleted comes back once the same visibility timeout has
+	// passed, which would have brought the deleted message back too.
+	sentinel := "sentinel"
+	if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &e.url, MessageBody: &sentinel}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 30*time.Second, "the sentinel's first delivery", func() bool {
+		m, ok := receive(t, e.sqs, e.url)
+		if ok && aws.ToString(m.Body) != sentinel {
+			t.Fatalf("deleted message came back: %s", aws.ToString(m.MessageId))
+		}
+		return ok
+	})
+	testwait.For(t, 30*time.Second, "the sentinel's redelivery", func() bool {
+		m, ok := receive(t, e.sqs, e.url)
+		if ok && aws.ToString(m.Body) != sentinel {
+			t.Fatalf("deleted message came back: %s", aws.ToString(m.MessageId))
+		}
+		return ok
+	})
+	// The sentinel is in flight again: anything visible now is the other.
 	if m, ok := receive(t, e.sqs, e.url); ok {
 		t.Fatalf("deleted message came back: %s", aws.ToString(m.MessageId))
 	}
@@ -368,25 +390,27 @@ func TestRedrive(t *testing.T) {
 	if err := q.Enqueue(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	var counts []string
-	for i := range 3 {
-		if i > 0 {
-			time.Sleep(1500 * time.Millisecond)
-		}
+	first, ok := receive(t, e.sqs, url)
+	if !ok || receiveCount(first) != "1" {
+		t.Fatalf("first receive: %v, count %q; want the message, count 1", ok, receiveCount(first))
+	}
+	testwait.For(t, 30*time.Second, "the second delivery, after the visibility timeout", func() bool {
 		m, ok := receive(t, e.sqs, url)
-		if ok {
-			counts = append(counts, receiveCount(m))
-		} else {
-			counts = append(counts, "none")
+		if ok && receiveCount(m) != "2" {
+			t.Fatalf("second delivery has count %q, want 2", receiveCount(m))
 		}
-	}
-	if strings.Join(counts, ",") != "1,2,none" {
-		t.Fatalf("receive counts on the main queue = %v, want 1, 2, then none (moved to the DLQ)", counts)
-	}
-	m, ok := receive(t, e.sqs, dlqURL)
-	if !ok {
-		t.Fatal("the DLQ is empty after maxReceiveCount receives")
-	}
+		return ok
+	})
+	// Once visible again, the next receive of the main queue moves the
+	// message to the DLQ instead of returning it.
+	var m sqstypes.Message
+	testwait.For(t, 30*time.Second, "the message in the DLQ after maxReceiveCount receives", func() bool {
+		if again, ok := receive(t, e.sqs, url); ok {
+			t.Fatalf("the main queue delivered the message a third time (count %q), want it moved to the DLQ", receiveCount(again))
+		}
+		m, ok = receive(t, e.sqs, dlqURL)
+		return ok
+	})
 	var qm automation.QueueMessage
 	if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &qm); err != nil || qm.RunID != r.ID || qm.Project != f.Project {
 		t.Fatalf("DLQ message %s, %v; want the run's message", aws.ToString(m.Body), err)
