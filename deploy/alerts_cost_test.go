@@ -25,9 +25,9 @@ import (
 // delivery). TestDynamoCostOfAnAlert fails when either grows.
 const (
 	maxQuietRunCalls       = 4
-	maxQuietRunWriteUnits  = 7
+	maxQuietRunWriteUnits  = 9
 	maxAlertRunCalls       = 9
-	maxAlertRunWriteUnits  = 24
+	maxAlertRunWriteUnits  = 28
 	maxAlertRunReadUnits   = 3
 	maxQuietRunReadUnits   = 1
 	alertCostFailingStatus = http.StatusInternalServerError

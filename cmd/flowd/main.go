@@ -27,6 +27,7 @@ import (
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
+	"flowservice/pkg/jscode"
 	"flowservice/pkg/metrics"
 	"flowservice/pkg/oauth"
 	"flowservice/pkg/runworker"
@@ -220,7 +221,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 	pool := runworker.New(dir.Store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log})
 	sched := cronscheduler.New(log)
 	svc, err := automation.NewService(automation.Config{
-		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
+		Store: dir.Store, Secrets: dir.Secrets, Checker: jscode.Checker{Checker: engine.Checker{}}, CursorKey: dir.CursorKey,
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,

@@ -15,7 +15,6 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/jscode"
 )
 
 // Checker validates expressions, templates and cron specs with the same
@@ -233,6 +232,3 @@ func (c Checker) TriggerKey(ctx context.Context, src string, td automation.Trigg
 	}
 	return text(v), nil
 }
-
-// Code compiles a CODE step's script as the sandbox will run it.
-func (c Checker) Code(src string) error { return jscode.Check(src) }

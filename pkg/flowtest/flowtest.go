@@ -18,6 +18,7 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/datadir"
 	"flowservice/pkg/engine"
+	"flowservice/pkg/jscode"
 	"flowservice/pkg/oauth"
 	"flowservice/pkg/sqlitestore"
 )
@@ -107,7 +108,7 @@ func New(t testing.TB, opts Options) *Env {
 		opts.OAuth = oauth.New(engine.GuardedTransport(true))
 	}
 	svc, err := automation.NewService(automation.Config{
-		Store: store, Secrets: dir.Secrets, Checker: engine.Checker{}, Scheduler: opts.Scheduler,
+		Store: store, Secrets: dir.Secrets, Checker: jscode.Checker{Checker: engine.Checker{}}, Scheduler: opts.Scheduler,
 		OAuthApps: dir.Store, OAuth: opts.OAuth,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
 		Clock: opts.Clock, Log: opts.Log,

@@ -39,8 +39,12 @@ func roundTrip(ctx context.Context, base, key string) error {
 	}
 
 	apiKey := "sk-generated-client"
+	var value ConnectionCreate_Value // one of the connection types' values
+	if err := value.FromConnectionValue(ConnectionValue{ApiKey: &apiKey}); err != nil {
+		return fmt.Errorf("connection value: %w", err)
+	}
 	conn, err := c.CreateConnectionWithResponse(ctx, CreateConnectionJSONRequestBody{
-		Name: "Chat", App: "chat", Type: ConnectionCreateType("API_KEY"), Value: &ConnectionValue{ApiKey: &apiKey}})
+		Name: "Chat", App: "chat", Type: ConnectionCreateType("API_KEY"), Value: value})
 	if err != nil {
 		return fmt.Errorf("create connection: %w", err)
 	}
