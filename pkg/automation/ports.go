@@ -237,6 +237,14 @@ type RunStore interface {
 	// RecordSteps journals the step results of a claimed run's attempt
 	// (r.Steps), keeping it RUNNING and claimed, fenced like ReleaseRun.
 	RecordSteps(ctx context.Context, r Run) error
+	// AppendSteps journals the changes to a claimed attempt's results
+	// since its previous entry (DiffSteps), as entry r.JournalLen+1 of the
+	// run's journal, fenced like ReleaseRun, without writing the run's
+	// document again: the journal of a long run grows by what each step
+	// adds. Every read of the run (Run, the claims) returns it with its
+	// entries folded in (ApplyStepPatches) and JournalLen set; RecordSteps,
+	// ReleaseRun and FinishRun write the whole run and empty the journal.
+	AppendSteps(ctx context.Context, r Run, patches []StepPatch) error
 	// DeleteRunsBefore removes at most limit runs created before t (the
 	// retention purge) and returns how many it removed.
 	DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error)

@@ -18,6 +18,7 @@ var migrations = []string{
 	schemaOAuthApps, // oauthapps.go
 	schemaFlowState, // state.go
 	schemaRunSummary,
+	schemaRunJournal, // journal.go
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -106,6 +106,12 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 	} else if err != nil {
 		return automation.Run{}, fmt.Errorf("sqlitestore: get run %s: %w", id, err)
 	}
+	if r.Status == automation.RunRunning {
+		// Only a run an attempt may still journal has entries.
+		if err := foldJournal(ctx, s.r, &r); err != nil {
+			return automation.Run{}, fmt.Errorf("sqlitestore: get run %s: %w", id, err)
+		}
+	}
 	return r, nil
 }
 
@@ -368,8 +374,14 @@ func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, project, id string, no
 		return r, err
 	}
 	r, _, err = scanRun(s.queryRow(ctx, tx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if err != nil {
+		return r, err
+	}
+	if err := foldJournal(ctx, tx, &r); err != nil {
+		return r, err
+	}
 	r.Interrupted, r.LeaseToken = attempts-ended, token
-	return r, err
+	return r, nil
 }
 
 // ReleaseRun records a failed attempt that will be retried, if the attempt
@@ -381,9 +393,12 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
 	return s.writeLean(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
-		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
+		if err := s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
-			doc, sum, r.Project, r.ID, r.LeaseToken)
+			doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
+			return err
+		}
+		return s.dropJournal(ctx, tx, r.ID)
 	})
 }
 
@@ -395,9 +410,12 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
 	return s.writeLean(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
-		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?
+		if err := s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
-			doc, sum, r.Project, r.ID, r.LeaseToken)
+			doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
+			return err
+		}
+		return s.dropJournal(ctx, tx, r.ID)
 	})
 }
 
@@ -446,6 +464,9 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 		if err := s.fenced(ctx, tx, r, `UPDATE runs SET status = ?, doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
 			string(r.Status), doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
+			return err
+		}
+		if err := s.dropJournal(ctx, tx, r.ID); err != nil {
 			return err
 		}
 		if r.Status != automation.RunFailed {
@@ -500,6 +521,7 @@ type claimedRun struct {
 	project, doc    string
 	attempts, ended int
 	token           string
+	journal         int // entries in its step journal
 }
 
 // ClaimDueBatch takes up to max of the oldest due queue entries no live
@@ -564,7 +586,8 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		claimed, err := s.queryTx(ctx, tx,
 			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? || seq
 			 WHERE id IN (SELECT value FROM json_each(?)) AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
-			 RETURNING id, seq, project, attempts, ended, doc, lease_token`,
+			 RETURNING id, seq, project, attempts, ended, doc, lease_token,
+			   (SELECT count(*) FROM run_journal j WHERE j.run = id)`,
 			until, batch, list, ms)
 		if err != nil {
 			return err
@@ -573,7 +596,7 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		for claimed.Next() {
 			var id string
 			c := &claimedRun{}
-			if err := claimed.Scan(&id, &c.seq, &c.project, &c.attempts, &c.ended, &c.doc, &c.token); err != nil {
+			if err := claimed.Scan(&id, &c.seq, &c.project, &c.attempts, &c.ended, &c.doc, &c.token, &c.journal); err != nil {
 				claimed.Close()
 				return err
 			}
@@ -597,6 +620,11 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 			continue
 		}
 		r, _, err := scanRun(claimedRow{c})
+		if err == nil && c.journal > 0 {
+			// Its entries are the claimed attempt's to extend: no other
+			// write adds to them while the claim holds.
+			err = foldJournal(ctx, s.r, &r)
+		}
 		if err != nil {
 			// A document that does not decode: no run to hand over. The
 			// worker's ExecuteRun finds it held and looks again after the
