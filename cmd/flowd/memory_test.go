@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The killer repros of docs/reliability.md, each against a real flowd
+// under a memory cap the test sets: GOMEMLIMIT for the runtime, and an
+// address-space limit (RLIMIT_AS) put on the started process as the
+// sandbox puts one on its children, at its idle size plus the cap, so
+// that going past the cap is an allocation failure, not a slow machine.
+
+// startCapped starts flowd as startFlowd does, with GOMEMLIMIT=soft and
+// RLIMIT_AS at its size once answering plus hard.
+func startCapped(t *testing.T, dir string, soft, hard uint64, env ...string) *proc {
+	t.Helper()
+	env = append([]string{"GOMEMLIMIT=" + strconv.FormatUint(soft, 10), "MALLOC_ARENA_MAX=1"}, env...)
+	p := startFlowd(t, dir, env...)
+	idle := procStatus(t, p, "VmSize:")
+	rl := unix.Rlimit{Cur: idle + hard, Max: idle + hard}
+	if err := unix.Prlimit(p.cmd.Process.Pid, unix.RLIMIT_AS, &rl, nil); err != nil {
+		t.Fatalf("limit flowd's address space: %v", err)
+	}
+	return p
+}
+
+// procStatus reads a size field of flowd's /proc status (VmSize, VmHWM,
+// VmRSS) in bytes.
+func procStatus(t *testing.T, p *proc, field string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("read flowd's status: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("%s %q: %v", field, rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in flowd's status", field)
+	return 0
+}
+
+// bytesWritten is what flowd has written to files so far (/proc io
+// wchar: every write(2), the database's and its WAL's included).
+func bytesWritten(t *testing.T, p *proc) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("read flowd's io: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "wchar:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(rest), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no wchar in flowd's io")
+	return 0
+}
+
+// alive fails the test if flowd exited.
+func alive(t *testing.T, p *proc) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		t.Fatalf("flowd died: %v\nstderr:\n%s", p.cmd.ProcessState, tail(p.stderr.String(), 4000))
+	default:
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// waitFinal polls a run until it is final, within a time and while flowd lives, and returns its status and error.
+func waitFinal(t *testing.T, p *proc, key, flowID, runID string, within time.Duration) (status, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		alive(t, p)
+		var run struct{ Status, Error string }
+		api(t, p, key, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, "", 200, &run)
+		if run.Status != "RUNNING" {
+			return run.Status, run.Error
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still RUNNING after %s", runID, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// webhookFlow creates and enables a flow with a webhook trigger.
+func webhookFlow(t *testing.T, p *proc, key, definition string) string {
+	t.Helper()
+	var flow struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", definition, 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+	return flow.ID
+}
+
+// deliver posts body to the flow's webhook and returns the run's ID.
+func deliver(t *testing.T, p *proc, flowID, body string) string {
+	t.Helper()
+	resp, err := http.Post(p.base+"/api/v1/webhooks/"+flowID, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("webhook: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("webhook: %s", resp.Status)
+	}
+	var ack struct {
+		RunID string `json:"runId"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ack); err != nil || ack.RunID == "" {
+		t.Fatalf("webhook answer: %v %+v", err, ack)
+	}
+	return ack.RunID
+}
+
+// TestForEachJournalIsLinear: a FOR_EACH whose items each make an HTTP
+// call (a step with side effects, journaled before the next) writes bytes
+// linear in its items: 1,000 items write about four times what 250 write,
+// not sixteen, and less than 40 times the bytes of their results. Before
+// the journal appended, every item wrote the whole run again (250 items
+// of 8 KB: 448 MB).
+func TestForEachJournalIsLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs FOR_EACH loops of 250 and 1,000 items against a flowd process")
+	}
+	result := `{"pad":"` + strings.Repeat("x", 2000) + `"}`
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(result))
+	}))
+	defer svc.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startCapped(t, dir, 256<<20, 1<<30, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn", "FLOWD_RUN_TIMEOUT=120s")
+	key := initialKey(t, dir)
+	flowID := webhookFlow(t, p, key, fmt.Sprintf(`{"name": "each item calls", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "each", "type": "FOR_EACH", "items": "trigger.body.xs", "concurrency": 10, "steps": [
+			{"name": "call", "type": "HTTP", "method": "POST", "url": %q, "body": {"i": "{{ index }}"}}]},
+			{"name": "done", "type": "HTTP", "method": "POST", "url": %q}]}`, svc.URL, svc.URL))
+	written := func(n int) uint64 {
+		xs := make([]string, n)
+		for i := range xs {
+			xs[i] = strconv.Itoa(i)
+		}
+		before := bytesWritten(t, p)
+		id := deliver(t, p, flowID, `{"xs": [`+strings.Join(xs, ",")+`]}`)
+		if status, msg := waitFinal(t, p, key, flowID, id, 50*time.Second); status != "SUCCEEDED" {
+			t.Fatalf("run of %d items: %s %s", n, status, msg)
+		}
+		return bytesWritten(t, p) - before
+	}
+	small, large := written(250), written(1000)
+	t.Logf("bytes written: 250 items %d (%d per item), 1,000 items %d (%d per item)", small, small/250, large, large/1000)
+	if large > 4*small*3/2 {
+		t.Errorf("1,000 items wrote %d bytes, 250 items %d: more than 1.5 times linear", large, small)
+	}
+	if perItem := large / 1000; perItem > 40*uint64(len(result)) {
+		t.Errorf("1,000 items wrote %d bytes per item, for results of %d bytes", perItem, len(result))
+	}
+	alive(t, p)
+}
