@@ -108,7 +108,7 @@ func waitFinal(t *testing.T, p *proc, key, flowID, runID string, within time.Dur
 		if time.Now().After(deadline) {
 			t.Fatalf("run %s still RUNNING after %s", runID, within)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // each look reads the whole run
 	}
 }
 
@@ -183,6 +183,58 @@ func TestForEachJournalIsLinear(t *testing.T) {
 	}
 	if perItem := large / 1000; perItem > 40*uint64(len(result)) {
 		t.Errorf("1,000 items wrote %d bytes per item, for results of %d bytes", perItem, len(result))
+	}
+	alive(t, p)
+}
+
+// TestLogFloodForEach: one webhook of a FOR_EACH over 250 items, 10 at
+// once, of a CODE step that logs 100 lines of 2 KiB (51 MB of logs; it ran
+// flowd out of memory at 250 items). Under a 256 MiB GOMEMLIMIT and 1 GiB
+// of address space over its idle size, the run finishes within its 8 MiB
+// output budget, flowd lives, and its peak resident memory stays under
+// 400 MiB.
+func TestLogFloodForEach(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 250 CODE steps in the sandbox of a flowd process")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startCapped(t, dir, 256<<20, 1<<30, "FLOWD_LOG_LEVEL=warn", "FLOWD_RUN_TIMEOUT=120s")
+	key := initialKey(t, dir)
+	flowID := webhookFlow(t, p, key, `{"name": "log flood", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "each", "type": "FOR_EACH", "items": "trigger.body.xs", "concurrency": 10, "steps": [
+			{"name": "noisy", "type": "CODE", "timeout": "10s",
+			 "code": "for (let i = 0; i < 100; i++) console.log('x'.repeat(2048)); return {i: index}"}]}]}`)
+	xs := make([]string, 250)
+	for i := range xs {
+		xs[i] = strconv.Itoa(i + 1)
+	}
+	id := deliver(t, p, flowID, `{"xs": [`+strings.Join(xs, ",")+`]}`)
+	status, msg := waitFinal(t, p, key, flowID, id, 55*time.Second)
+	if status != "SUCCEEDED" && !(status == "FAILED" && strings.Contains(msg, "budget")) {
+		t.Fatalf("log flood run: %s %s; want SUCCEEDED, or FAILED with a budget error", status, msg)
+	}
+	var run struct {
+		Steps []struct {
+			Iterations []struct {
+				Steps []struct{ Logs []string }
+			}
+		}
+	}
+	api(t, p, key, "GET", "/api/v1/flows/"+flowID+"/runs/"+id, "", 200, &run)
+	logBytes := 0
+	for _, it := range run.Steps[0].Iterations {
+		for _, l := range it.Steps[0].Logs {
+			logBytes += len(l)
+		}
+	}
+	// Each item past the budget keeps one line that says so.
+	if logBytes > 8<<20+250*200 {
+		t.Errorf("the run keeps %d bytes of logs, over its 8 MiB output budget", logBytes)
+	}
+	peak := procStatus(t, p, "VmHWM:")
+	t.Logf("run %s; %d bytes of logs kept; flowd's peak resident memory %d MiB", status, logBytes, peak>>20)
+	if peak > 400<<20 {
+		t.Errorf("flowd's peak resident memory was %d MiB, over 400 MiB", peak>>20)
 	}
 	alive(t, p)
 }
