@@ -324,6 +324,10 @@ type QueueEntry struct {
 	// claimed (final, held by another attempt, gone): the worker then calls
 	// ExecuteRun, whose own claim says why.
 	Run *Run
+	// Bytes is the size of the run's stored document, as the claim found
+	// it (0 when the store does not say): what the attempt will hold in
+	// memory, about, which the worker pool budgets (pkg/runworker).
+	Bytes int64
 }
 
 // WorkQueue is the embedded run queue that flowd's worker pool

@@ -517,8 +517,11 @@ func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration
 // claimedRun is a run row a batch claim took, decoded after the write so
 // that the JSON work stays off the single writer.
 type claimedRun struct {
-	seq             int64
-	project, doc    string
+	id, flow        string
+	seq, createdMs  int64
+	project         string
+	doc             sql.NullString // read in the claim when at most claimLimits.inlineBytes
+	size            int64          // of doc, in bytes
 	attempts, ended int
 	token           string
 	journal         int // entries in its step journal
@@ -536,6 +539,15 @@ type claimedRun struct {
 // cost more in the driver than in SQLite). An entry and its run have the
 // same project: they are written together. It is a lean write: it has no answer of its own to roll
 // back, only statement errors, on which the writer runs the batch again.
+//
+// What it loads is bounded (claimLimits): the batch stops before the
+// documents of its runs pass claimLimits.batchBytes together (sizes read
+// from the row headers, not the documents), small documents come with the
+// claim, larger ones are read after the claim has committed, so that an
+// attempt is counted before its run is loaded (a process that dies loading
+// it has an interrupted attempt, which FLOWD_RUN_MAX_CRASHES counts), and a
+// document over claimLimits.maxLoad is not loaded at all: its run ends
+// FAILED, saying why.
 func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]automation.QueueEntry, error) {
 	if max < 1 {
 		return nil, nil
@@ -551,13 +563,22 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		if err != nil {
 			return err
 		}
+		var total int64
 		for len(es) < max && rows.Next() {
-			var e automation.QueueEntry
-			if err := rows.Scan(&e.RunID, &e.Project, &e.Claims); err != nil {
+			var (
+				e    automation.QueueEntry
+				size int64
+			)
+			if err := rows.Scan(&e.RunID, &e.Project, &e.Claims, &size); err != nil {
 				rows.Close()
 				return err
 			}
+			if len(es) > 0 && total+size > s.claim.batchBytes {
+				break
+			}
+			total += size
 			e.Claims++
+			e.Bytes = size
 			es = append(es, e)
 		}
 		rows.Close()
@@ -586,21 +607,22 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		claimed, err := s.queryTx(ctx, tx,
 			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? || seq
 			 WHERE id IN (SELECT value FROM json_each(?)) AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
-			 RETURNING id, seq, project, attempts, ended, doc, lease_token,
+			 RETURNING id, seq, project, flow, created_ms, attempts, ended,
+			   CASE WHEN octet_length(doc) <= ? THEN doc END, octet_length(doc), lease_token,
 			   (SELECT count(*) FROM run_journal j WHERE j.run = id)`,
-			until, batch, list, ms)
+			until, batch, list, ms, s.claim.inlineBytes)
 		if err != nil {
 			return err
 		}
 		byID := make(map[string]*claimedRun, len(es))
 		for claimed.Next() {
-			var id string
 			c := &claimedRun{}
-			if err := claimed.Scan(&id, &c.seq, &c.project, &c.attempts, &c.ended, &c.doc, &c.token, &c.journal); err != nil {
+			if err := claimed.Scan(&c.id, &c.seq, &c.project, &c.flow, &c.createdMs, &c.attempts, &c.ended,
+				&c.doc, &c.size, &c.token, &c.journal); err != nil {
 				claimed.Close()
 				return err
 			}
-			byID[id] = c
+			byID[c.id] = c
 		}
 		claimed.Close()
 		if err := claimed.Err(); err != nil {
@@ -616,25 +638,9 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		return nil, err
 	}
 	for i, c := range runs {
-		if c == nil {
-			continue
+		if c != nil {
+			es[i].Run = s.loadClaimed(ctx, c)
 		}
-		r, _, err := scanRun(claimedRow{c})
-		if err == nil && c.journal > 0 {
-			// Its entries are the claimed attempt's to extend: no other
-			// write adds to them while the claim holds.
-			err = foldJournal(ctx, s.r, &r)
-		}
-		if err != nil {
-			// A document that does not decode: no run to hand over. The
-			// worker's ExecuteRun finds it held and looks again after the
-			// lease, as for any run whose claim it did not get.
-			continue
-		}
-		// attempts counts this claim; ended the attempts that ended, so the
-		// rest died with their process.
-		r.Interrupted, r.LeaseToken = c.attempts-1-c.ended, c.token
-		es[i].Run = &r
 	}
 	return es, nil
 }
@@ -650,7 +656,7 @@ func claimSQL(max int) string {
 	for limit < max {
 		limit *= 2
 	}
-	return `SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
+	return `SELECT q.run, q.project, q.attempts, octet_length(r.doc) FROM run_queue q JOIN runs r ON r.id = q.run
 			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
 			 ORDER BY q.due_ms, r.seq LIMIT ` + strconv.Itoa(limit)
 }
@@ -667,7 +673,7 @@ func (s *Store) queryTx(ctx context.Context, tx *sql.Tx, query string, args ...a
 type claimedRow struct{ c *claimedRun }
 
 func (r claimedRow) Scan(dest ...any) error {
-	*dest[0].(*int64), *dest[1].(*string), *dest[2].(*int), *dest[3].(*string) = r.c.seq, r.c.project, r.c.attempts, r.c.doc
+	*dest[0].(*int64), *dest[1].(*string), *dest[2].(*int), *dest[3].(*string) = r.c.seq, r.c.project, r.c.attempts, r.c.doc.String
 	return nil
 }
 
