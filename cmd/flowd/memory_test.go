@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,10 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/datadir"
+	"flowservice/pkg/sqlitestore"
 )
 
 // The killer repros of docs/reliability.md, each against a real flowd
@@ -237,4 +242,83 @@ func TestLogFloodForEach(t *testing.T) {
 		t.Errorf("flowd's peak resident memory was %d MiB, over 400 MiB", peak>>20)
 	}
 	alive(t, p)
+}
+
+// TestRestartWithLargeDueRuns: 40 runs whose trigger bodies are 10 MiB
+// each are due together when flowd starts (written into its database while
+// it was down, as a kill leaves runs whose WAITs end at once), under a
+// 512 MiB GOMEMLIMIT and 1.5 GiB of address space over its idle size. It
+// comes up (claims are bounded by bytes, and the worker pool by the bytes
+// of runs under way), works through all 40, and stays under 1 GiB
+// resident. Before, one claim loaded up to 64 whole runs: 5 of 5 starts
+// died about 4 s in, and the crash came before any attempt was counted.
+func TestRestartWithLargeDueRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stores 40 runs of 10 MiB and starts a flowd process on them")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	env := []string{"FLOWD_LOG_LEVEL=warn", "FLOWD_RUN_TIMEOUT=60s"}
+	p := startFlowd(t, dir, env...)
+	key := initialKey(t, dir)
+	flowID := webhookFlow(t, p, key, `{"name": "large and late", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "check", "type": "SET", "values": {"n": "{{ trigger.body.n }}", "size": "{{ len(trigger.body.pad) }}"}}]}`)
+	p.stop(t)
+
+	ctx := context.Background()
+	s, err := sqlitestore.Open(ctx, filepath.Join(dir, datadir.DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.FlowByID(ctx, flowID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("p", 10<<20)
+	const runs = 40
+	now := time.Now().UTC()
+	for i := range runs {
+		body := fmt.Sprintf(`{"n": %d, "pad": %q}`, i, pad)
+		if err := s.Enqueue(ctx, automation.Run{ID: automation.NewID("run_"), Project: f.Project, FlowID: f.ID,
+			Status: automation.RunRunning, Created: now.Add(time.Duration(i) * time.Millisecond),
+			Trigger: automation.TriggerData{Method: "POST", Body: json.RawMessage(body)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	p2 := startCapped(t, dir, 512<<20, 3<<29, env...)
+	deadline := time.Now().Add(50 * time.Second)
+	for {
+		alive(t, p2)
+		var page struct {
+			Data []struct{ ID, Status, Error string }
+		}
+		api(t, p2, key, "GET", "/api/v1/flows/"+flowID+"/runs?limit=100", "", 200, &page)
+		done := 0
+		for _, r := range page.Data {
+			switch r.Status {
+			case "SUCCEEDED":
+				done++
+			case "RUNNING":
+			default:
+				t.Fatalf("run %s ended %s: %s", r.ID, r.Status, r.Error)
+			}
+		}
+		if len(page.Data) == runs && done == runs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the start, %d of %d runs succeeded within 50s", done, len(page.Data))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	peak := procStatus(t, p2, "VmHWM:")
+	t.Logf("flowd worked through %d runs of 10 MiB in %s; peak resident memory %d MiB",
+		runs, time.Since(start).Round(time.Millisecond), peak>>20)
+	if peak > 1<<30 {
+		t.Errorf("peak resident memory %d MiB, over 1 GiB", peak>>20)
+	}
 }
