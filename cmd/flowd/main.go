@@ -109,6 +109,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 
 	hooks := httpapi.HookConfig{
 		MaxBody: cfg.MaxBody, SyncTimeout: cfg.SyncTimeout, TrustedProxies: cfg.TrustedProxies, Log: log,
+		Bodies: httpapi.NewBodyBudget(bodyBytes(cfg), cfg.MaxBody),
 	}
 	keyFile := ""
 	if cfg.Backend == "embedded" {
