@@ -46,6 +46,9 @@ func parseHookBody(contentType string, raw []byte) (hookBody, error) {
 		if !json.Valid(raw) {
 			return hookBody{}, invalidJSON("the webhook body is not valid JSON")
 		}
+		if err := checkNumbers(raw); err != nil {
+			return hookBody{}, err
+		}
 		return hookBody{body: json.RawMessage(raw)}, nil
 	case mt == "application/x-www-form-urlencoded":
 		vals, err := url.ParseQuery(string(raw))
