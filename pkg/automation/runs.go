@@ -263,6 +263,11 @@ func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline b
 	started, err := enqueue(r)
 	if IsRunExists(err) {
 		first, ferr := rt.Runs.Run(ctx, f.Project, f.ID, r.ID)
+		if ferr == nil && r.Created.Sub(first.Created) < IdempotencyWindow && !sameDelivery(first.Trigger, td) {
+			// The key alone is no proof of being the first sender: its
+			// run (and answer) go only to a repeat of the same body.
+			return Run{}, duplicateDelivery()
+		}
 		if ferr != nil || r.Created.Sub(first.Created) < IdempotencyWindow {
 			return first.Public(), wrap("find first delivery", ferr)
 		}
