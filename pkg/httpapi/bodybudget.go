@@ -33,18 +33,30 @@ const maxBodyWait = time.Second
 // so that concurrent large bodies slow senders down instead of running the
 // process out of memory.
 // Both receivers of a process share one (HookConfig.Bodies).
+//
+// Small bodies (up to smallBody) have a share of their own, a quarter of
+// the budget on top of it (at least 4 MiB), so that ordinary deliveries
+// never wait behind large ones.
 type BodyBudget struct {
-	sem  *semaphore.Weighted
-	size int64
+	large, small         *semaphore.Weighted
+	largeSize, smallSize int64
 }
+
+// smallBody is the largest body counted in the small bodies' share.
+const smallBody = 256 << 10
 
 // NewBodyBudget is a budget of size wire bytes of webhook bodies in
 // flight, at least maxBody, so that one body of the largest size always
-// fits.
+// fits, and a share for small bodies beside it.
 func NewBodyBudget(size, maxBody int64) *BodyBudget {
-	size = max(size, maxBody)
-	return &BodyBudget{sem: semaphore.NewWeighted(size), size: size}
+	large := max(size, maxBody)
+	small := max(size/4, 4<<20)
+	return &BodyBudget{large: semaphore.NewWeighted(large), largeSize: large,
+		small: semaphore.NewWeighted(small), smallSize: small}
 }
+
+// Size is what the budget admits at once, small bodies' share included.
+func (b *BodyBudget) Size() int64 { return b.largeSize + b.smallSize }
 
 // reserve takes room for r's body, or fails with ErrUnavailable after
 // maxBodyWait. The release func is never nil.
@@ -56,18 +68,22 @@ func (b *BodyBudget) reserve(ctx context.Context, r *http.Request, maxBody int64
 	if n < 0 {
 		n = maxBody // chunked: it may be as large as the limit lets it
 	}
-	n = min(n, b.size)
 	if n <= 0 {
 		return func() {}, nil
 	}
-	if !b.sem.TryAcquire(n) {
+	sem := b.large
+	if n <= smallBody {
+		sem = b.small
+	}
+	n = min(n, b.largeSize)
+	if !sem.TryAcquire(n) {
 		wctx, cancel := context.WithTimeout(ctx, maxBodyWait)
-		err := b.sem.Acquire(wctx, n)
+		err := sem.Acquire(wctx, n)
 		cancel()
 		if err != nil {
 			return func() {}, automation.Unavailable("BODY_BUDGET",
 				"the server is receiving too many large webhook bodies at once; send this one again in a few seconds")
 		}
 	}
-	return func() { b.sem.Release(n) }, nil
+	return func() { sem.Release(n) }, nil
 }
