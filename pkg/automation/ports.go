@@ -243,7 +243,9 @@ type RunStore interface {
 	// document again: the journal of a long run grows by what each step
 	// adds. Every read of the run (Run, the claims) returns it with its
 	// entries folded in (ApplyStepPatches) and JournalLen set; RecordSteps,
-	// ReleaseRun and FinishRun write the whole run and empty the journal.
+	// ReleaseRun and FinishRun write the whole run and empty the journal
+	// (FinishRun may leave the entries of a run whose JournalLen is 0 to
+	// go with the run: a final run's journal is never read).
 	AppendSteps(ctx context.Context, r Run, patches []StepPatch) error
 	// DeleteRunsBefore removes at most limit runs created before t (the
 	// retention purge) and returns how many it removed.

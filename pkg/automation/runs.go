@@ -452,6 +452,7 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 	})
 	cancel()
 	out := acrossAttempts(r, ex.Run)
+	out.JournalLen = jr.n // what the store holds beside the document now
 	if ex.WaitUntil != nil && out.Status == RunRunning {
 		return s.suspend(ctx, rt, at, out, *ex.WaitUntil)
 	}
@@ -538,7 +539,9 @@ func (s *Service) onError(ctx context.Context, rt *RunRuntime, p RunPolicy, f Fl
 		j.OnErrorSteps = steps
 		return jr.append(ctx, j, steps)
 	}
-	return runOnError(ctx, h, p, f, out, record), nil
+	done := runOnError(ctx, h, p, f, out, record)
+	done.JournalLen = jr.n
+	return done, nil
 }
 
 // runOnError runs the onError steps of f for out under their own time

@@ -466,8 +466,12 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 			string(r.Status), doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
 			return err
 		}
-		if err := s.dropJournal(ctx, tx, r.ID); err != nil {
-			return err
+		if r.JournalLen > 0 {
+			// Entries are read only while a run is RUNNING: a finish
+			// whose attempt journaled none spares the statement.
+			if err := s.dropJournal(ctx, tx, r.ID); err != nil {
+				return err
+			}
 		}
 		if r.Status != automation.RunFailed {
 			if _, err := s.exec(ctx, tx, `DELETE FROM run_queue WHERE run = ?`, r.ID); err != nil {
@@ -609,7 +613,7 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 			 WHERE id IN (SELECT value FROM json_each(?)) AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
 			 RETURNING id, seq, project, flow, created_ms, attempts, ended,
 			   CASE WHEN octet_length(doc) <= ? THEN doc END, octet_length(doc), lease_token,
-			   (SELECT count(*) FROM run_journal j WHERE j.run = id)`,
+			   COALESCE((SELECT max(seq) FROM run_journal j WHERE j.run = id), 0)`,
 			until, batch, list, ms, s.claim.inlineBytes)
 		if err != nil {
 			return err
