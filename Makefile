@@ -51,7 +51,9 @@ FUZZ_TARGETS := \
 	./pkg/automation:FuzzVerifySignature \
 	./pkg/automation:FuzzAuthenticate \
 	./pkg/httpapi:FuzzParseHookBody \
-	./pkg/httpapi:FuzzJSONDepth
+	./pkg/httpapi:FuzzJSONDepth \
+	./pkg/httpapi:FuzzCheckNumbers \
+	./pkg/automation:FuzzStepPatches
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 3s
 

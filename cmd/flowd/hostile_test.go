@@ -403,6 +403,20 @@ func TestHostileRequests(t *testing.T) {
 			cases = append(cases, h)
 		}
 	}
+	// Shapes of the bounded-memory round (docs/reliability.md, "Memory").
+	respondWith := func(header string) string {
+		return `{"name":"r","engine":"WORKFLOW_BUILDER","trigger":{"type":"WEBHOOK","webhook":{"path":"resp/h","responseMode":"ON_COMPLETION"}},` +
+			`"steps":[{"name":"reply","type":"RESPOND","headers":{"` + header + `":"x"},"body":"ok"}]}`
+	}
+	cases = append(cases,
+		hostile{name: "webhook number out of range", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, body: `{"n": 1e999999}`, wantStatus: 400, wantCode: "INVALID_JSON"},
+		hostile{name: "hook number out of range", method: "POST", target: "/webhook/open", header: []string{js}, body: `[1, -1E400]`, wantStatus: 400, wantCode: "INVALID_JSON"},
+		hostile{name: "metrics for a rebound name", method: "GET", target: "/metrics", header: []string{"Host: rebind.attacker.example"}, wantStatus: 403, wantCode: "METRICS_TOKEN_REQUIRED"},
+	)
+	for _, h := range []string{"NEL", "Report-To", "Clear-Site-Data", "Strict-Transport-Security", "Refresh", "Location"} {
+		cases = append(cases, hostile{name: "RESPOND sets " + h, method: "POST", target: "/api/v1/flows", header: []string{auth, js},
+			body: respondWith(h), wantStatus: 400, wantCode: "VALIDATION_ERROR"})
+	}
 	if len(cases) < 150 {
 		t.Fatalf("only %d hostile cases", len(cases))
 	}

@@ -111,6 +111,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 
 	hooks := httpapi.HookConfig{
 		MaxBody: cfg.MaxBody, SyncTimeout: cfg.SyncTimeout, TrustedProxies: cfg.TrustedProxies, Log: log,
+		Bodies: httpapi.NewBodyBudget(bodyBytes(cfg), cfg.MaxBody),
 	}
 	keyFile := ""
 	if cfg.Backend == "embedded" {
@@ -218,7 +219,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 	// Built in the order they need each other: the pool's queue and the
 	// scheduler exist before the Service that takes them, and are started
 	// with it (pool.Run, sched.Start).
-	pool := runworker.New(dir.Store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log})
+	pool := runworker.New(dir.Store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log, MaxBytes: runBytes(cfg)})
 	sched := cronscheduler.New(log)
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: jscode.Checker{Checker: engine.Checker{}}, CursorKey: dir.CursorKey,

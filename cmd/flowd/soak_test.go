@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,6 +112,50 @@ func TestSoak(t *testing.T) {
 			}
 		})
 	}
+	// The large-body phase: two senders of 10 MiB bodies, one JSON to the
+	// flow builder webhook and one multipart upload to a workflow path,
+	// each about once a second. Each is accepted (200) or, while the
+	// budget of bodies in flight is full, 503 with Retry-After.
+	var up struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", `{"name":"soak-up","engine":"WORKFLOW_BUILDER","trigger":{"type":"WEBHOOK","webhook":{"httpMethod":"POST","path":"soak/upload"}}}`, 201, &up)
+	api(t, p, key, "POST", "/api/v1/flows/"+up.ID+"/enable", "", 200, nil)
+	bigJSON := []byte(`{"n":1,"blob":"` + strings.Repeat("z", 10<<20-64) + `"}`)
+	var multi bytes.Buffer
+	mw := multipart.NewWriter(&multi)
+	fw, _ := mw.CreateFormFile("file", "big.bin")
+	fw.Write(bytes.Repeat([]byte{0xfe, 0x01}, (10<<20-4096)/2))
+	mw.Close()
+	sendLarge := func(name, path, ct string, body []byte) {
+		requests.Add(1)
+		resp, err := client.Post(p.base+path, ct, bytes.NewReader(body))
+		ok := err == nil && (resp.StatusCode == 200 || resp.StatusCode == 503 && resp.Header.Get("Retry-After") != "")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		if !ok {
+			failures.Add(1)
+			why := "transport error"
+			if err == nil {
+				why = strconv.Itoa(resp.StatusCode)
+			}
+			mu.Lock()
+			failed[name+": "+why]++
+			mu.Unlock()
+		}
+	}
+	wg.Go(func() {
+		for time.Now().Before(stop) {
+			sendLarge("webhook 10 MiB JSON", "/api/v1/webhooks/"+fb.ID, "application/json", bigJSON)
+			time.Sleep(time.Second)
+		}
+	})
+	wg.Go(func() {
+		for time.Now().Before(stop) {
+			sendLarge("upload 10 MiB multipart", "/webhook/soak/upload", mw.FormDataContentType(), multi.Bytes())
+			time.Sleep(time.Second)
+		}
+	})
 	// An oversized body now and then: refused at its declared length.
 	wg.Go(func() {
 		for time.Now().Before(stop) {

@@ -248,6 +248,16 @@ type RunStore interface {
 	// RecordSteps journals the step results of a claimed run's attempt
 	// (r.Steps), keeping it RUNNING and claimed, fenced like ReleaseRun.
 	RecordSteps(ctx context.Context, r Run) error
+	// AppendSteps journals the changes to a claimed attempt's results
+	// since its previous entry (DiffSteps), as entry r.JournalLen+1 of the
+	// run's journal, fenced like ReleaseRun, without writing the run's
+	// document again: the journal of a long run grows by what each step
+	// adds. Every read of the run (Run, the claims) returns it with its
+	// entries folded in (ApplyStepPatches) and JournalLen set; RecordSteps,
+	// ReleaseRun and FinishRun write the whole run and empty the journal
+	// (FinishRun may leave the entries of a run whose JournalLen is 0 to
+	// go with the run: a final run's journal is never read).
+	AppendSteps(ctx context.Context, r Run, patches []StepPatch) error
 	// DeleteRunsBefore removes at most limit runs created before t (the
 	// retention purge) and returns how many it removed.
 	DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error)
@@ -327,6 +337,10 @@ type QueueEntry struct {
 	// claimed (final, held by another attempt, gone): the worker then calls
 	// ExecuteRun, whose own claim says why.
 	Run *Run
+	// Bytes is the size of the run's stored document, as the claim found
+	// it (0 when the store does not say): what the attempt will hold in
+	// memory, about, which the worker pool budgets (pkg/runworker).
+	Bytes int64
 }
 
 // WorkQueue is the embedded run queue that flowd's worker pool

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -406,9 +407,15 @@ func TestPureRunIdempotent(t *testing.T) {
 	e := newPureEnv(t, flowtest.Options{})
 	f := e.flow(t, "pure/dedup", onCompletion+`,"idempotencyHeader":"Idempotency-Key"`, pureSteps, "")
 	_, first := e.receive(t, f, delivery(`{"n":"1"}`, "idempotency-key", "evt_1"), 10*time.Second)
-	_, again := e.receive(t, f, delivery(`{"n":"2"}`, "idempotency-key", "evt_1"), 10*time.Second)
+	_, again := e.receive(t, f, delivery(`{"n": "1"}`, "idempotency-key", "evt_1"), 10*time.Second)
 	if again.ID != first.ID || again.Status != automation.RunSucceeded || !jsonEqual(again.Response.Body, `{"n":"1","twice":"11"}`) {
 		t.Fatalf("repeat = %s %s %+v; want the first run %s and its answer", again.ID, again.Status, again.Response, first.ID)
+	}
+	// The same key with another body (another sender who guessed or
+	// reused it) gets neither the run nor its answer.
+	stranger, err := e.Svc.ReceiveWebhookWithin(context.Background(), f, delivery(`{"n":"2"}`, "idempotency-key", "evt_1"), 10*time.Second)
+	if !errors.Is(err, automation.ErrConflict) || !strings.Contains(err.Error(), "another body") || stranger.Response != nil || stranger.ID != "" {
+		t.Fatalf("same key, another body = %s %+v, %v; want 409 DUPLICATE_DELIVERY and nothing of the first", stranger.ID, stranger.Response, err)
 	}
 	usual := newPureEnv(t, flowtest.Options{NoFinishedRuns: true})
 	uf := usual.flow(t, "pure/dedup", onCompletion+`,"idempotencyHeader":"Idempotency-Key"`, pureSteps, "")

@@ -35,6 +35,18 @@ var reservedResponseHeaders = map[string]string{
 	"Retry-After":             "the receiver sets it when it cannot accept a delivery",
 	"Content-Security-Policy": "the receiver sandboxes every answer, so that a flow's page cannot act on the service's origin",
 	"X-Content-Type-Options":  "the receiver sets nosniff, so that browsers keep to contentType",
+	// Headers that act on the whole origin, which the webhooks share with
+	// the dashboard and the OAuth callback: reporting endpoints would see
+	// every later request to it (callback URLs with their code and state
+	// included), and the rest sign users out, pin HTTPS for the whole
+	// domain, or redirect from the service's domain to anywhere.
+	"Nel":                       "it would make browsers report every request to the service's origin to the flow's endpoint",
+	"Report-To":                 "it would make browsers report every request to the service's origin to the flow's endpoint",
+	"Reporting-Endpoints":       "it would make browsers report the service's origin to the flow's endpoint",
+	"Clear-Site-Data":           "it would sign dashboard users out of the service's origin",
+	"Strict-Transport-Security": "it would decide HTTPS for the service's whole domain",
+	"Refresh":                   "it would redirect from the service's domain: an open redirect",
+	"Location":                  "it would redirect from the service's domain: an open redirect",
 }
 
 // checkResponseHeader refuses a RESPOND header name the receiver owns.

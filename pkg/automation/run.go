@@ -56,6 +56,11 @@ type Run struct {
 	// conditional on it still being the run's claim: an attempt that lost
 	// its lease can write nothing (fencing). Not part of the run's JSON.
 	LeaseToken string `json:"-"`
+	// JournalLen counts the entries the store holds in the run's step
+	// journal beside its document (RunStore.AppendSteps), folded into
+	// Steps and OnErrorSteps already: a claim fills it, and the attempt's
+	// next entry is number JournalLen+1. Not part of the run's JSON.
+	JournalLen int `json:"-"`
 	// Response is what a synchronous (ON_COMPLETION) webhook answers: the
 	// RESPOND step's, or the last step's output.
 	Response *RunResponse `json:"response,omitempty"`

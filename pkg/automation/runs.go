@@ -267,6 +267,11 @@ func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline b
 	started, err := enqueue(r)
 	if IsRunExists(err) {
 		first, ferr := rt.Runs.Run(ctx, f.Project, f.ID, r.ID)
+		if ferr == nil && r.Created.Sub(first.Created) < IdempotencyWindow && !sameDelivery(first.Trigger, td) {
+			// The key alone is no proof of being the first sender: its
+			// run (and answer) go only to a repeat of the same body.
+			return Run{}, duplicateDelivery()
+		}
 		if ferr != nil || r.Created.Sub(first.Created) < IdempotencyWindow {
 			return first.Public(), wrap("find first delivery", ferr)
 		}
@@ -441,13 +446,17 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		return s.finishFailed(ctx, rt, p, at, f, out, strings.HasPrefix(out.Error, gaveUpPrefix))
 	}
 	actx, cancel := context.WithTimeout(ctx, p.Timeout)
+	// Each entry appends what changed since the last (AppendSteps): a
+	// journal that rewrote the whole run would make a FOR_EACH quadratic.
+	jr := &journaler{runs: rt.Runs, root: PatchRootSteps, base: r.Steps, n: r.JournalLen}
 	ex := s.exec.ExecuteJournaled(actx, f, r, func(ctx context.Context, steps []StepResult) error {
 		j := r
 		j.Steps = steps
-		return rt.Runs.RecordSteps(ctx, j)
+		return jr.append(ctx, j, steps)
 	})
 	cancel()
 	out := acrossAttempts(r, ex.Run)
+	out.JournalLen = jr.n // what the store holds beside the document now
 	if ex.WaitUntil != nil && out.Status == RunRunning {
 		return s.suspend(ctx, rt, at, out, *ex.WaitUntil)
 	}
@@ -517,19 +526,26 @@ func (s *Service) onError(ctx context.Context, rt *RunRuntime, p RunPolicy, f Fl
 	if !ok || len(f.OnError) == 0 {
 		return out, nil
 	}
-	record := func(ctx context.Context, steps []StepResult) error {
-		j := out
-		j.Status, j.OnErrorOf, j.OnErrorSteps = RunRunning, out.Status, steps
-		return rt.Runs.RecordSteps(ctx, j)
-	}
 	soFar := out.OnErrorSteps
 	if soFar == nil {
 		soFar = []StepResult{}
 	}
-	if err := record(ctx, soFar); err != nil {
+	// The first record writes the run whole (its outcome, its steps' final
+	// results); the onError steps' own entries append to it.
+	first := out
+	first.Status, first.OnErrorOf, first.OnErrorSteps = RunRunning, out.Status, soFar
+	if err := rt.Runs.RecordSteps(ctx, first); err != nil {
 		return out, err
 	}
-	return runOnError(ctx, h, p, f, out, record), nil
+	jr := &journaler{runs: rt.Runs, root: PatchRootOnError, base: soFar}
+	record := func(ctx context.Context, steps []StepResult) error {
+		j := first
+		j.OnErrorSteps = steps
+		return jr.append(ctx, j, steps)
+	}
+	done := runOnError(ctx, h, p, f, out, record)
+	done.JournalLen = jr.n
+	return done, nil
 }
 
 // runOnError runs the onError steps of f for out under their own time

@@ -156,6 +156,9 @@ func (s *Store) getRun(ctx context.Context, project, id string) (automation.Run,
 	if err := s.loadPayloads(ctx, out.Item, &r); err != nil {
 		return automation.Run{}, fmt.Errorf("dynamostore: get run %s: %w", id, err)
 	}
+	if err := s.foldJournal(ctx, out.Item, &r); err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: get run %s: %w", id, err)
+	}
 	return r, nil
 }
 
@@ -412,6 +415,9 @@ func (s *Store) ClaimRun(ctx context.Context, project, id string, now time.Time,
 	if err := s.loadPayloads(ctx, out.Attributes, &r); err != nil {
 		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, err)
 	}
+	if err := s.foldJournal(ctx, out.Attributes, &r); err != nil {
+		return automation.Run{}, fmt.Errorf("dynamostore: claim run %s: %w", id, err)
+	}
 	rd := reader{item: out.Attributes}
 	r.Interrupted, r.LeaseToken = r.Attempts-1-int(rd.int(attrEnded)), token
 	if rd.err != nil {
@@ -520,6 +526,10 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*typ
 			names[n] = k
 		}
 	}
+	// The whole run holds what its journal held: the count goes, and
+	// the entries it counted are read no more.
+	remove = append(remove, "#journalLen")
+	names["#journalLen"] = attrJournalLen
 	if r.OnErrorOf == "" {
 		// Its onError steps are done (or never ran): the journal's
 		// marker of them goes (omitted from rec, it would stay).

@@ -77,10 +77,13 @@ type budget struct {
 	deadline   time.Time
 	iterations int
 	bytes      int
+	// maxIterations is what iterations started at, for the message.
+	maxIterations int
 }
 
 func newBudget(ctx context.Context) *budget {
-	return &budget{ctx: ctx, deadline: time.Now().Add(MaxEvalTime), iterations: MaxLoopIterations, bytes: MaxEvalBytes}
+	return &budget{ctx: ctx, deadline: time.Now().Add(MaxEvalTime), iterations: MaxLoopIterations, bytes: MaxEvalBytes,
+		maxIterations: MaxLoopIterations}
 }
 
 // errBudget marks evaluation failures caused by a limit.
@@ -100,7 +103,7 @@ func (b *budget) check() error {
 func (b *budget) loop(n int) error {
 	b.iterations -= n
 	if b.iterations < 0 {
-		return fmt.Errorf("%w: more than %d loop iterations in one step (nested loops multiply)", errBudget, MaxLoopIterations)
+		return fmt.Errorf("%w: more than %d loop iterations in one step (nested loops multiply)", errBudget, b.maxIterations)
 	}
 	return b.check()
 }

@@ -208,9 +208,16 @@ func (c *cache[T]) len() int {
 	return len(c.m)
 }
 
-// triggerKeyTimeout bounds the evaluation of an idempotency key, which runs
-// on the receiver before the delivery is answered.
-const triggerKeyTimeout = time.Second
+// The evaluation of an idempotency key runs on the receiver, inside the
+// request, before the delivery is answered: its budget is far below a
+// step's, so that a heavy expression costs an anonymous sender's request a
+// few milliseconds of CPU, not a second (docs/reliability.md). A key that
+// needs more is no key: the delivery is accepted, not deduplicated.
+const (
+	MaxReceiverEvalTime       = 5 * time.Millisecond
+	MaxReceiverLoopIterations = 10_000
+	MaxReceiverEvalBytes      = 1 << 20
+)
 
 // TriggerKey evaluates a bare expression over `trigger` alone and returns
 // its value as text ("" for null or an empty string), within the usual
@@ -220,12 +227,14 @@ func (c Checker) TriggerKey(ctx context.Context, src string, td automation.Trigg
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, triggerKeyTimeout)
-	defer cancel()
 	env := map[string]any{
 		"trigger": triggerEnv(td), "steps": map[string]any{}, "flow": map[string]any{}, "run": map[string]any{},
-		budgetKey: newBudget(ctx),
 	}
+	// Timed from here: decoding the body is the body's cost, not the key's.
+	ctx, cancel := context.WithTimeout(ctx, MaxReceiverEvalTime)
+	defer cancel()
+	env[budgetKey] = &budget{ctx: ctx, deadline: time.Now().Add(MaxReceiverEvalTime),
+		iterations: MaxReceiverLoopIterations, bytes: MaxReceiverEvalBytes, maxIterations: MaxReceiverLoopIterations}
 	v, err := run(part{src: src, prog: p}, env)
 	if err != nil || v == nil {
 		return "", err

@@ -215,7 +215,7 @@ func (x *execution) finish(sr *automation.StepResult, began time.Time, out any, 
 	x.logs = nil
 	var raw json.RawMessage
 	x.locked(func() {
-		sr.FinishedAt, sr.DurationMs, sr.Logs = &done, done.Sub(began).Milliseconds(), x.maskAll(logs)
+		sr.FinishedAt, sr.DurationMs, sr.Logs = &done, done.Sub(began).Milliseconds(), x.keepLogs(x.maskAll(logs))
 		sr.Attempts = max(sr.Attempts, 1)
 		sr.Status, sr.Error = automation.StepSucceeded, ""
 		if se != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"flowservice/pkg/automation"
@@ -28,5 +29,25 @@ func TestTriggerKey(t *testing.T) {
 	}
 	if _, err := (Checker{}).TriggerKey(context.Background(), "steps.x.y", td); err == nil {
 		t.Error("steps are not in scope of a trigger key, yet it evaluated")
+	}
+}
+
+// TestTriggerKeyBudget: the receiver's budget stops a heavy key
+// expression after a few thousand iterations (and a few milliseconds),
+// where a step's budget would allow a million; a light one still works.
+func TestTriggerKeyBudget(t *testing.T) {
+	td := automation.TriggerData{Body: json.RawMessage(`{"id":"evt_1"}`)}
+	for _, tt := range []struct{ expr, want string }{
+		{`string(len(filter(0..200000, # % 2 == 0)))`, "more than 10000 loop iterations"},
+		{`string(reduce(0..50000, #acc + len(map(0..10, #)), 0))`, "evaluation"},
+	} {
+		if got, err := (Checker{}).TriggerKey(context.Background(), tt.expr, td); err == nil {
+			t.Errorf("TriggerKey(%s) = %q within the receiver's budget", tt.expr, got)
+		} else if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("TriggerKey(%s): %v, want the budget's error (%s)", tt.expr, err, tt.want)
+		}
+	}
+	if got, err := (Checker{}).TriggerKey(context.Background(), `trigger.body.id + "-" + string(len(0..100))`, td); err != nil || got != "evt_1-101" {
+		t.Errorf("light key = %q, %v", got, err)
 	}
 }

@@ -113,6 +113,8 @@ func FuzzParseHookBody(f *testing.F) {
 		{"", ""},
 		{"application/json", "{\"a\":1}{"},
 		{";;;=", "\xff\xfe"},
+		{"application/json", `{"n": 1e999999}`},
+		{"multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"f\"; filename=\"a.bin\"\r\n\r\n\xff\x00\r\n--x\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\ntext\r\n--x--"},
 	} {
 		f.Add(seed.ct, []byte(seed.body))
 	}

@@ -52,6 +52,10 @@ type HookConfig struct {
 	// Log receives one access line per request and the details of internal
 	// errors; nil discards them. Bodies are never logged.
 	Log *slog.Logger
+	// Bodies is the budget of webhook bodies in flight the receivers of
+	// the process share; nil: each receiver has one of
+	// DefaultBodiesInFlight bytes of its own.
+	Bodies *BodyBudget
 }
 
 func (c HookConfig) withDefaults() HookConfig {
@@ -66,6 +70,9 @@ func (c HookConfig) withDefaults() HookConfig {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Bodies == nil {
+		c.Bodies = NewBodyBudget(DefaultBodiesInFlight, c.MaxBody)
 	}
 	return c
 }
@@ -89,6 +96,15 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request, route string, 
 	defer recoverPanic(rc.cfg.Log, rec, r)
 	// An answer carries a run ID or a flow's response: never cache it.
 	rec.Header().Set("Cache-Control", "no-store")
+	// The body's room in the budget is taken before any handler reads
+	// it, and held until the request ends: its run is stored by then, or
+	// answered (ON_COMPLETION).
+	release, err := rc.cfg.Bodies.reserve(r.Context(), r, rc.cfg.MaxBody)
+	defer release()
+	if err != nil {
+		rc.fail(rec, r, err)
+		return
+	}
 	h(rec, r)
 }
 

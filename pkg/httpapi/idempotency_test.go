@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,6 +31,14 @@ func TestIdempotencyKeyExpression(t *testing.T) {
 	first := deliver(evt)
 	if again := deliver(evt); again != first {
 		t.Errorf("redelivery made run %s, want %s", again, first)
+	}
+	// The same key with another body: a 409 that tells nothing of the
+	// first delivery's run.
+	forged := `{"id":"evt_1NG8Du2eZvKYlo2CUI79vXWy","type":"invoice.paid","data":{"object":{"id":"in_mallory"}}}`
+	r := call(t, h.engine, "POST", "/api/v1/webhooks/"+fb, "", forged, stripe(forged))
+	r.wantError(t, 409, "DUPLICATE_DELIVERY")
+	if strings.Contains(string(r.body), first) {
+		t.Errorf("the 409 names the first run: %s", r.body)
 	}
 	// Two deliveries of one new event at once: one run.
 	evt2 := `{"id":"evt_2","type":"invoice.paid"}`

@@ -51,7 +51,7 @@ func TestRespondFullResponse(t *testing.T) {
 	// Any JSON value, with headers and a content type of its own.
 	h.activeFlow(t, h.key, workflowFlow("custom", "POST", `,"responseMode":"ON_COMPLETION"`, `[
 		{"name":"reply","type":"RESPOND","statusCode":202,
-		 "headers":{"X-Order":"{{ trigger.body.id }}","Location":"/orders/{{ trigger.body.id }}"},
+		 "headers":{"X-Order":"{{ trigger.body.id }}","Link":"</orders/{{ trigger.body.id }}>; rel=self"},
 		 "contentType":"application/vnd.api+json",
 		 "body":[{"id":"{{ trigger.body.id }}","n":"{{ trigger.body.n }}","ok":true},null,3.5]}]`))
 	r = call(t, h.workflow, "POST", "/webhook/custom", "", `{"id":"o-7","n":42}`)
@@ -65,7 +65,7 @@ func TestRespondFullResponse(t *testing.T) {
 	if want := `[{"id":"o-7","n":42,"ok":true},null,3.5]`; mustJSON(t, got) != want {
 		t.Errorf("custom body %s, want %s", mustJSON(t, got), want)
 	}
-	if r.header.Get("X-Order") != "o-7" || r.header.Get("Location") != "/orders/o-7" ||
+	if r.header.Get("X-Order") != "o-7" || r.header.Get("Link") != "</orders/o-7>; rel=self" ||
 		r.header.Get("Content-Type") != "application/vnd.api+json" {
 		t.Errorf("custom headers %v", r.header)
 	}
@@ -97,7 +97,8 @@ func TestRespondReservedHeaders(t *testing.T) {
 	h := newHookEnv(t, HookConfig{})
 	for _, name := range []string{"Content-Length", "transfer-encoding", "Connection", "Keep-Alive", "Upgrade",
 		"Set-Cookie", "X-Run-Id", "X-Request-Id", "Content-Type", "Access-Control-Allow-Origin", "Cache-Control",
-		"Content-Security-Policy"} {
+		"Content-Security-Policy", "NEL", "report-to", "Reporting-Endpoints", "Clear-Site-Data", "Strict-Transport-Security",
+		"Refresh", "Location"} {
 		steps := fmt.Sprintf(`[{"name":"reply","type":"RESPOND","headers":{%q:"x"},"body":"ok"}]`, name)
 		r := call(t, h.api, "POST", "/api/v1/flows", h.key, workflowFlow("", "POST", `,"responseMode":"ON_COMPLETION"`, steps))
 		e := r.wantError(t, 400, "")
@@ -117,7 +118,7 @@ func TestRespondReservedHeaders(t *testing.T) {
 	}
 	// Allowed: ordinary headers, in any case.
 	f := createFlow(t, h.api, h.key, workflowFlow("", "POST", `,"responseMode":"ON_COMPLETION"`,
-		`[{"name":"reply","type":"RESPOND","headers":{"x-custom":"1","Location":"/x"},"contentType":"text/csv","body":"a,b"}]`))
+		`[{"name":"reply","type":"RESPOND","headers":{"x-custom":"1","Link":"</x>; rel=next"},"contentType":"text/csv","body":"a,b"}]`))
 	if !strings.Contains(string(f.Trigger), "ON_COMPLETION") {
 		t.Errorf("flow %s", f.Trigger)
 	}

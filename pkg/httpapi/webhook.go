@@ -73,6 +73,10 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 		h.rc.fail(w, r, invalidJSON("the webhook body must be JSON"))
 		return
 	}
+	if err := checkNumbers(raw); err != nil {
+		h.rc.fail(w, r, err)
+		return
+	}
 	run, err := h.rc.startRun(w, r, f, triggerData(r, f, raw, raw, ""), h.rc.svc.ReceiveWebhook)
 	if err != nil {
 		h.rc.fail(w, r, err)

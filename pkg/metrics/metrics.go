@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -284,9 +285,13 @@ func (m *Metrics) Handler(o HandlerOptions) http.Handler {
 				o.Refuse(w, r, http.StatusUnauthorized, "UNAUTHORIZED", "send Authorization: Bearer <FLOWD_METRICS_TOKEN>")
 				return
 			}
-		} else if !o.Open {
+		} else if !o.Open || !loopbackHost(r.Host) {
+			// Open is for a loopback listener, and then for loopback names
+			// only: a page on another site can reach 127.0.0.1 through a
+			// name of its own that resolves there (DNS rebinding), and its
+			// requests carry that name as Host.
 			o.Refuse(w, r, http.StatusForbidden, "METRICS_TOKEN_REQUIRED",
-				"metrics are served without a token only on a loopback address; set FLOWD_METRICS_TOKEN")
+				"metrics are served without a token only on a loopback address, asked for by a loopback name; set FLOWD_METRICS_TOKEN")
 			return
 		}
 		if o.Ping != nil {
@@ -308,6 +313,20 @@ func IsLoopback(addr string) bool {
 	}
 	host = strings.Trim(host, "[]")
 	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// loopbackHost reports whether a request's Host names loopback:
+// "localhost" or a loopback address, with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)

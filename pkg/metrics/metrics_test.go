@@ -105,3 +105,39 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenMetricsCheckHost: open metrics answer a request that names
+// loopback as its Host, and refuse one that names anything else (a page
+// that rebinds its own name to 127.0.0.1), unless it brings the token.
+func TestOpenMetricsCheckHost(t *testing.T) {
+	m := New()
+	for _, tt := range []struct {
+		host, auth string
+		opts       HandlerOptions
+		want       int
+	}{
+		{"127.0.0.1:8080", "", HandlerOptions{Open: true}, 200},
+		{"localhost", "", HandlerOptions{Open: true}, 200},
+		{"LOCALHOST:9", "", HandlerOptions{Open: true}, 200},
+		{"[::1]:8080", "", HandlerOptions{Open: true}, 200},
+		{"attacker.example:8080", "", HandlerOptions{Open: true}, 403},
+		{"127.0.0.1.attacker.example", "", HandlerOptions{Open: true}, 403},
+		{"attacker.example", "Bearer s3cret", HandlerOptions{Token: "s3cret", Open: true}, 200},
+	} {
+		srv := httptest.NewServer(m.Handler(HandlerOptions{Token: tt.opts.Token, Open: tt.opts.Open, Refuse: refuse}))
+		req, _ := http.NewRequest("GET", srv.URL+"/metrics", nil)
+		req.Host = tt.host
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		resp, err := srv.Client().Do(req)
+		srv.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("Host %q: status %d, want %d", tt.host, resp.StatusCode, tt.want)
+		}
+	}
+}

@@ -21,14 +21,23 @@ import (
 // through its http.Client: give it the engine's guarded transport so the
 // SSRF rule applies to token endpoints as to HTTP steps.
 type Client struct {
-	http *http.Client
+	http    *http.Client
+	timeout time.Duration // TokenTimeout
 }
+
+// TokenTimeout bounds one token exchange or refresh as a whole: the
+// OAuth2 library tries a token endpoint twice (credentials in a header,
+// then in the form) when the first try fails, so a per-request timeout
+// alone let a hanging endpoint keep the OAuth callback unanswered for a
+// minute. The callback shows its error page within this time.
+const TokenTimeout = 10 * time.Second
 
 var _ automation.OAuthClient = (*Client)(nil)
 
-// New returns a Client whose token requests use rt (with a 30 s timeout).
+// New returns a Client whose token requests use rt, each exchange or
+// refresh within TokenTimeout.
 func New(rt http.RoundTripper) *Client {
-	return &Client{http: &http.Client{Transport: rt, Timeout: 30 * time.Second,
+	return &Client{timeout: TokenTimeout, http: &http.Client{Transport: rt, Timeout: TokenTimeout,
 		// A token endpoint that redirects is refused: the code and the
 		// client secret are not sent on to another address.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
@@ -49,6 +58,8 @@ func (c *Client) AuthCodeURL(app automation.OAuthApp, redirectURL, state, verifi
 
 // Exchange trades the code for tokens, proving the verifier.
 func (c *Client) Exchange(ctx context.Context, app automation.OAuthApp, secret, redirectURL, code, verifier string) (automation.OAuthToken, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, c.http)
 	t, err := config(app, secret, redirectURL).Exchange(ctx, code, oauth2.VerifierOption(verifier))
 	if err != nil {
@@ -59,6 +70,8 @@ func (c *Client) Exchange(ctx context.Context, app automation.OAuthApp, secret, 
 
 // Refresh trades a refresh token for a new access token.
 func (c *Client) Refresh(ctx context.Context, app automation.OAuthApp, secret, refreshToken string) (automation.OAuthToken, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, c.http)
 	// An expired access token makes the source refresh at once.
 	src := config(app, secret, "").TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken, Expiry: time.Unix(1, 0)})

@@ -29,7 +29,17 @@ type Config struct {
 	// backoff between attempts (Policy.Backoff): the Service's policy.
 	Policy automation.RunPolicy
 	Log    *slog.Logger
+	// MaxBytes bounds the stored documents of the runs under way together
+	// (automation.QueueEntry.Bytes), default DefaultMaxBytes: past it, idle
+	// workers claim nothing until attempts end, so that many large runs
+	// due at once (a restart, WAITs that end together) are worked through
+	// a few at a time instead of loaded all at once.
+	MaxBytes int64
 }
+
+// DefaultMaxBytes is Config.MaxBytes unless set: a run holds a few times
+// its stored document while it executes (docs/reliability.md).
+const DefaultMaxBytes = 128 << 20
 
 // Pool runs queued runs with a fixed number of workers. It is built before
 // the Service it executes with (Notifying wraps the Service's queue) and
@@ -51,6 +61,9 @@ func New(q automation.WorkQueue, cfg Config) *Pool {
 	cfg.Policy = cfg.Policy.WithDefaults()
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
 	}
 	return &Pool{q: q, cfg: cfg, wake: make(chan struct{}, 1)}
 }
@@ -84,15 +97,32 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 	var wg sync.WaitGroup
 	busy := make(chan struct{}, p.cfg.Workers)              // one token per attempt under way
 	work := make(chan automation.QueueEntry, p.cfg.Workers) // never full: a token per entry
+	var (
+		mu       sync.Mutex
+		inFlight int64                    // Bytes of the entries under way
+		freed    = make(chan struct{}, 1) // an attempt ended and gave its bytes back
+	)
 	for range p.cfg.Workers {
 		wg.Go(func() {
 			for e := range work {
 				// The attempt runs to its end even during shutdown: the
 				// Service bounds it with the run timeout.
 				p.handle(context.WithoutCancel(ctx), exec, e)
+				mu.Lock()
+				inFlight -= e.Bytes
+				mu.Unlock()
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
 				<-busy
 			}
 		})
+	}
+	overBudget := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return inFlight >= p.cfg.MaxBytes
 	}
 	defer func() {
 		close(work)
@@ -104,6 +134,13 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 		case busy <- struct{}{}:
 		case <-ctx.Done():
 			return
+		}
+		for overBudget() {
+			select {
+			case <-freed:
+			case <-ctx.Done():
+				return
+			}
 		}
 		n := 1
 	idle:
@@ -122,6 +159,11 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 		for range n - len(es) {
 			<-busy
 		}
+		mu.Lock()
+		for _, e := range es {
+			inFlight += e.Bytes
+		}
+		mu.Unlock()
 		for _, e := range es {
 			work <- e
 		}

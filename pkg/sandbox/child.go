@@ -131,6 +131,7 @@ func runScript(programs map[string]*goja.Program, req request) (res response) {
 		if p := recover(); p != nil {
 			res = response{Error: fmt.Sprintf("the script failed inside the sandbox: %v", p), Limit: "crash", Logs: logs.lines()}
 		}
+		res.Error = clipError(res.Error)
 	}()
 
 	scope := vm.NewObject()
@@ -379,4 +380,18 @@ func heapObjects() uint64 {
 	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
+}
+
+// maxErrorBytes bounds the error a child answers with: a script may throw
+// a string of megabytes, whose frame would pass the parent's bound on an
+// answer (maxResponseBytes), which then kills the child and reports a
+// crash instead of the script's error. The engine keeps less still.
+const maxErrorBytes = 16 << 10
+
+// clipError cuts msg to maxErrorBytes, on a character boundary, saying so.
+func clipError(msg string) string {
+	if len(msg) <= maxErrorBytes {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxErrorBytes], "") + fmt.Sprintf("… (%d bytes in all)", len(msg))
 }

@@ -34,6 +34,9 @@ func TestHostileScripts(t *testing.T) {
 		// the parent's kill (or the memory limit) stops it.
 		{"deep JSON.stringify", `let o = {}; for (let i = 0; i < 40; i++) o = {a: o, b: o}; return JSON.stringify(o).length`, time.Second, "stopped"},
 		{"catastrophic regexp", `return /^(a+)+\1b$/.test("a".repeat(40))`, time.Second, "ran longer than its 1s timeout"},
+		// Its frame would pass the parent's bound on an answer: the error
+		// comes back cut, not as a crash of the child.
+		{"throws 2 MB", `throw new Error("e".repeat(2 << 20))`, 5 * time.Second, "bytes in all)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,6 +24,7 @@ var migrations = []string{
 	schemaKeyRoles,      // access.go
 	schemaAudit,         // access.go
 	schemaAllowedHosts,  // access.go
+	schemaRunJournal,    // journal.go
 }
 
 // SchemaVersion is the version Open brings a database to.

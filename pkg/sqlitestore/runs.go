@@ -106,6 +106,12 @@ func (s *Store) Run(ctx context.Context, project, flowID, id string) (automation
 	} else if err != nil {
 		return automation.Run{}, fmt.Errorf("sqlitestore: get run %s: %w", id, err)
 	}
+	if r.Status == automation.RunRunning {
+		// Only a run an attempt may still journal has entries.
+		if err := foldJournal(ctx, s.r, &r); err != nil {
+			return automation.Run{}, fmt.Errorf("sqlitestore: get run %s: %w", id, err)
+		}
+	}
 	return r, nil
 }
 
@@ -368,8 +374,14 @@ func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, project, id string, no
 		return r, err
 	}
 	r, _, err = scanRun(s.queryRow(ctx, tx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if err != nil {
+		return r, err
+	}
+	if err := foldJournal(ctx, tx, &r); err != nil {
+		return r, err
+	}
 	r.Interrupted, r.LeaseToken = attempts-ended, token
-	return r, err
+	return r, nil
 }
 
 // ReleaseRun records a failed attempt that will be retried, if the attempt
@@ -381,9 +393,12 @@ func (s *Store) ReleaseRun(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: release run %s: %w", r.ID, err)
 	}
 	return s.writeLean(ctx, "release run "+r.ID, func(tx *sql.Tx) error {
-		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
+		if err := s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?, lease_until = NULL, ended = ended + 1
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
-			doc, sum, r.Project, r.ID, r.LeaseToken)
+			doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
+			return err
+		}
+		return s.dropJournal(ctx, tx, r.ID)
 	})
 }
 
@@ -395,9 +410,12 @@ func (s *Store) RecordSteps(ctx context.Context, r automation.Run) error {
 		return fmt.Errorf("sqlitestore: record steps of run %s: %w", r.ID, err)
 	}
 	return s.writeLean(ctx, "record steps of run "+r.ID, func(tx *sql.Tx) error {
-		return s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?
+		if err := s.fenced(ctx, tx, r, `UPDATE runs SET doc = ?, summary = ?
 			WHERE project = ? AND id = ? AND status = 'RUNNING' AND lease_token IS ?`,
-			doc, sum, r.Project, r.ID, r.LeaseToken)
+			doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
+			return err
+		}
+		return s.dropJournal(ctx, tx, r.ID)
 	})
 }
 
@@ -448,6 +466,13 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 			string(r.Status), doc, sum, r.Project, r.ID, r.LeaseToken); err != nil {
 			return err
 		}
+		if r.JournalLen > 0 {
+			// Entries are read only while a run is RUNNING: a finish
+			// whose attempt journaled none spares the statement.
+			if err := s.dropJournal(ctx, tx, r.ID); err != nil {
+				return err
+			}
+		}
 		if r.Status != automation.RunFailed {
 			if _, err := s.exec(ctx, tx, `DELETE FROM run_queue WHERE run = ?`, r.ID); err != nil {
 				return err
@@ -496,10 +521,14 @@ func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration
 // claimedRun is a run row a batch claim took, decoded after the write so
 // that the JSON work stays off the single writer.
 type claimedRun struct {
-	seq             int64
-	project, doc    string
+	id, flow        string
+	seq, createdMs  int64
+	project         string
+	doc             sql.NullString // read in the claim when at most claimLimits.inlineBytes
+	size            int64          // of doc, in bytes
 	attempts, ended int
 	token           string
+	journal         int // entries in its step journal
 }
 
 // ClaimDueBatch takes up to max of the oldest due queue entries no live
@@ -514,6 +543,15 @@ type claimedRun struct {
 // cost more in the driver than in SQLite). An entry and its run have the
 // same project: they are written together. It is a lean write: it has no answer of its own to roll
 // back, only statement errors, on which the writer runs the batch again.
+//
+// What it loads is bounded (claimLimits): the batch stops before the
+// documents of its runs pass claimLimits.batchBytes together (sizes read
+// from the row headers, not the documents), small documents come with the
+// claim, larger ones are read after the claim has committed, so that an
+// attempt is counted before its run is loaded (a process that dies loading
+// it has an interrupted attempt, which FLOWD_RUN_MAX_CRASHES counts), and a
+// document over claimLimits.maxLoad is not loaded at all: its run ends
+// FAILED, saying why.
 func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]automation.QueueEntry, error) {
 	if max < 1 {
 		return nil, nil
@@ -529,13 +567,22 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		if err != nil {
 			return err
 		}
+		var total int64
 		for len(es) < max && rows.Next() {
-			var e automation.QueueEntry
-			if err := rows.Scan(&e.RunID, &e.Project, &e.Claims); err != nil {
+			var (
+				e    automation.QueueEntry
+				size int64
+			)
+			if err := rows.Scan(&e.RunID, &e.Project, &e.Claims, &size); err != nil {
 				rows.Close()
 				return err
 			}
+			if len(es) > 0 && total+size > s.claim.batchBytes {
+				break
+			}
+			total += size
 			e.Claims++
+			e.Bytes = size
 			es = append(es, e)
 		}
 		rows.Close()
@@ -564,20 +611,22 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		claimed, err := s.queryTx(ctx, tx,
 			`UPDATE runs SET attempts = attempts + 1, lease_until = ?, lease_token = ? || seq
 			 WHERE id IN (SELECT value FROM json_each(?)) AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
-			 RETURNING id, seq, project, attempts, ended, doc, lease_token`,
-			until, batch, list, ms)
+			 RETURNING id, seq, project, flow, created_ms, attempts, ended,
+			   CASE WHEN octet_length(doc) <= ? THEN doc END, octet_length(doc), lease_token,
+			   COALESCE((SELECT max(seq) FROM run_journal j WHERE j.run = id), 0)`,
+			until, batch, list, ms, s.claim.inlineBytes)
 		if err != nil {
 			return err
 		}
 		byID := make(map[string]*claimedRun, len(es))
 		for claimed.Next() {
-			var id string
 			c := &claimedRun{}
-			if err := claimed.Scan(&id, &c.seq, &c.project, &c.attempts, &c.ended, &c.doc, &c.token); err != nil {
+			if err := claimed.Scan(&c.id, &c.seq, &c.project, &c.flow, &c.createdMs, &c.attempts, &c.ended,
+				&c.doc, &c.size, &c.token, &c.journal); err != nil {
 				claimed.Close()
 				return err
 			}
-			byID[id] = c
+			byID[c.id] = c
 		}
 		claimed.Close()
 		if err := claimed.Err(); err != nil {
@@ -593,20 +642,9 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 		return nil, err
 	}
 	for i, c := range runs {
-		if c == nil {
-			continue
+		if c != nil {
+			es[i].Run = s.loadClaimed(ctx, c)
 		}
-		r, _, err := scanRun(claimedRow{c})
-		if err != nil {
-			// A document that does not decode: no run to hand over. The
-			// worker's ExecuteRun finds it held and looks again after the
-			// lease, as for any run whose claim it did not get.
-			continue
-		}
-		// attempts counts this claim; ended the attempts that ended, so the
-		// rest died with their process.
-		r.Interrupted, r.LeaseToken = c.attempts-1-c.ended, c.token
-		es[i].Run = &r
 	}
 	return es, nil
 }
@@ -622,7 +660,7 @@ func claimSQL(max int) string {
 	for limit < max {
 		limit *= 2
 	}
-	return `SELECT q.run, q.project, q.attempts FROM run_queue q JOIN runs r ON r.id = q.run
+	return `SELECT q.run, q.project, q.attempts, octet_length(r.doc) FROM run_queue q JOIN runs r ON r.id = q.run
 			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
 			 ORDER BY q.due_ms, r.seq LIMIT ` + strconv.Itoa(limit)
 }
@@ -639,7 +677,7 @@ func (s *Store) queryTx(ctx context.Context, tx *sql.Tx, query string, args ...a
 type claimedRow struct{ c *claimedRun }
 
 func (r claimedRow) Scan(dest ...any) error {
-	*dest[0].(*int64), *dest[1].(*string), *dest[2].(*int), *dest[3].(*string) = r.c.seq, r.c.project, r.c.attempts, r.c.doc
+	*dest[0].(*int64), *dest[1].(*string), *dest[2].(*int), *dest[3].(*string) = r.c.seq, r.c.project, r.c.attempts, r.c.doc.String
 	return nil
 }
 

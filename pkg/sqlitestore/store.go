@@ -67,6 +67,8 @@ type Store struct {
 	toPrepare map[string]bool
 	// reads holds the hot read queries prepared on r (reads.go).
 	reads readStmts
+	// claim bounds what a claim of queue entries loads (claimload.go).
+	claim claimLimits
 	// cache holds flows and routes for the receivers (CacheFlows); nil
 	// when off.
 	cache *flowCache
@@ -85,6 +87,7 @@ type Option func(*options)
 type options struct {
 	queryOnly bool
 	cacheTTL  time.Duration // CacheFlows
+	claim     claimLimits   // ClaimLimits
 }
 
 // QueryOnly opens the store so that every write fails as on a read-only
@@ -180,7 +183,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			return nil, fmt.Errorf("sqlitestore: open %s: prepare %s: %w", path, q, err)
 		}
 	}
-	s := &Store{w: w, r: r, ping: ping, savepoint: stmts[0], release: stmts[1], rollbackTo: stmts[2], prepared: map[string]*sql.Stmt{}, toPrepare: map[string]bool{}, writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{}), cache: newFlowCache(o.cacheTTL)}
+	s := &Store{w: w, r: r, ping: ping, savepoint: stmts[0], release: stmts[1], rollbackTo: stmts[2], prepared: map[string]*sql.Stmt{}, toPrepare: map[string]bool{}, writes: make(chan *writeReq), closed: make(chan struct{}), writerDone: make(chan struct{}), cache: newFlowCache(o.cacheTTL), claim: o.claim.withDefaults()}
 	go s.writer()
 	return s, nil
 }
