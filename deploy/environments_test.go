@@ -154,4 +154,5 @@ func TestEnvironmentsOnMoto(t *testing.T) {
 	if status, v := call(t, e.api, "GET", "/api/v1/variables/TOKEN", e.key, ""); status != 404 {
 		t.Errorf("get deleted = %d %v", status, v)
 	}
+	envRan.Store(!t.Failed())
 }

@@ -35,9 +35,11 @@ type grant struct{ action, resource string }
 
 func (g grant) String() string { return g.action + " on " + g.resource }
 
-// scenarioRan, heldRan say TestEveryFunctionPath and
-// TestHeldRunOutlivesMaxReceiveCount completed in this process.
-var scenarioRan, heldRan atomic.Bool
+// scenarioRan, heldRan, envRan say TestEveryFunctionPath,
+// TestHeldRunOutlivesMaxReceiveCount and TestEnvironmentsOnMoto (HTTP
+// steps that name their connection) and TestAuditLogOnLambda completed in
+// this process.
+var scenarioRan, heldRan, envRan, auditRan atomic.Bool
 
 // observed holds the grants each function's calls needed, by logical ID.
 var observed = struct {
@@ -219,7 +221,13 @@ func TestGrantsMatchObservedCalls(t *testing.T) {
 	if !fencedRan.Load() {
 		t.Run("TestRefusedFencedWrite", TestRefusedFencedWrite)
 	}
-	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() {
+	if !envRan.Load() {
+		t.Run("TestEnvironmentsOnMoto", TestEnvironmentsOnMoto)
+	}
+	if !auditRan.Load() {
+		t.Run("TestAuditLogOnLambda", TestAuditLogOnLambda)
+	}
+	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() || !envRan.Load() || !auditRan.Load() {
 		t.Fatal("the tests that make the calls did not complete: the grants cannot be compared")
 	}
 	observed.Lock()
