@@ -470,8 +470,8 @@ func TestTablesMatchStore(t *testing.T) {
 			t.Errorf("table %s: no point-in-time recovery", kind)
 		}
 		ttl, _ := got["TimeToLiveSpecification"].(map[string]any)
-		if wantTTL := kind == "runs" || kind == "audit"; wantTTL != (ttl["Enabled"] == true && ttl["AttributeName"] == "expiresAt") {
-			t.Errorf("table %s: TimeToLiveSpecification = %v, want TTL on expiresAt only on runs and audit", kind, ttl)
+		if wantTTL := kind == "runs" || kind == "audit" || kind == "alerts"; wantTTL != (ttl["Enabled"] == true && ttl["AttributeName"] == "expiresAt") {
+			t.Errorf("table %s: TimeToLiveSpecification = %v, want TTL on expiresAt only on runs, audit and alerts", kind, ttl)
 		}
 	}
 }

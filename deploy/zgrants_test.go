@@ -37,9 +37,9 @@ func (g grant) String() string { return g.action + " on " + g.resource }
 
 // scenarioRan, heldRan, envRan say TestEveryFunctionPath,
 // TestHeldRunOutlivesMaxReceiveCount and TestEnvironmentsOnMoto (HTTP
-// steps that name their connection) and TestAuditLogOnLambda completed in
-// this process.
-var scenarioRan, heldRan, envRan, auditRan atomic.Bool
+// steps that name their connection), TestAuditLogOnLambda and
+// TestAlertsOnLambda completed in this process.
+var scenarioRan, heldRan, envRan, auditRan, alertsRan atomic.Bool
 
 // observed holds the grants each function's calls needed, by logical ID.
 var observed = struct {
@@ -55,7 +55,7 @@ func (st *stack) cfgOf(fn string) awsapp.Config {
 		cfg.Tables.Projects: "ProjectsTable", cfg.Tables.Keys: "KeysTable", cfg.Tables.Flows: "FlowsTable",
 		cfg.Tables.Routes: "RoutesTable", cfg.Tables.Connections: "ConnectionsTable", cfg.Tables.Runs: "RunsTable",
 		cfg.Tables.Samples: "SamplesTable", cfg.Tables.OAuthApps: "OAuthAppsTable",
-		cfg.Tables.Audit: "AuditTable",
+		cfg.Tables.Audit: "AuditTable", cfg.Tables.Alerts: "AlertsTable",
 	}
 	others := map[string]string{
 		cfg.QueueURL: "RunQueue", cfg.CursorKeySecretARN: "CursorKeySecret", cfg.ScheduleGroup: "ScheduleGroup",
@@ -191,6 +191,7 @@ var unobserved = map[string]map[grant]string{
 		{"dynamodb:DeleteItem", "RunsTable"}:        "sqsqueue deletes the run it wrote when SendMessage fails (exercised through WebhookFunction)",
 		{"dynamodb:UpdateItem", "ConnectionsTable"}: "the engine marks a connection whose credential got 401/403 (exercised through RunnerFunction)",
 		{"dynamodb:GetItem", "RunsTable"}:           "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
+		{"dynamodb:PutItem", "AlertsTable"}:         "a run finished inline whose event a subscription wants commits the delivery with it (exercised through RunnerFunction)",
 	},
 	"RunnerFunction": {
 		{"dynamodb:DeleteItem", "RunsTable"}:   "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
@@ -227,7 +228,10 @@ func TestGrantsMatchObservedCalls(t *testing.T) {
 	if !auditRan.Load() {
 		t.Run("TestAuditLogOnLambda", TestAuditLogOnLambda)
 	}
-	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() || !envRan.Load() || !auditRan.Load() {
+	if !alertsRan.Load() {
+		t.Run("TestAlertsOnLambda", TestAlertsOnLambda)
+	}
+	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() || !envRan.Load() || !auditRan.Load() || !alertsRan.Load() {
 		t.Fatal("the tests that make the calls did not complete: the grants cannot be compared")
 	}
 	observed.Lock()

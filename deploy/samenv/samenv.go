@@ -255,7 +255,8 @@ func (t *Template) FromConfig(cfg awsapp.Config, stage, region, account string) 
 		"ProjectsTable": cfg.Tables.Projects, "KeysTable": cfg.Tables.Keys, "FlowsTable": cfg.Tables.Flows,
 		"RoutesTable": cfg.Tables.Routes, "ConnectionsTable": cfg.Tables.Connections, "RunsTable": cfg.Tables.Runs,
 		"SamplesTable": cfg.Tables.Samples, "OAuthAppsTable": cfg.Tables.OAuthApps, "AuditTable": cfg.Tables.Audit,
-		"RunQueue": cfg.QueueURL, "RunQueue.Arn": cfg.QueueARN,
+		"AlertsTable": cfg.Tables.Alerts,
+		"RunQueue":    cfg.QueueURL, "RunQueue.Arn": cfg.QueueARN,
 		// Provision names the DLQ after the queue, as the template does.
 		"RunDeadLetterQueue": cfg.QueueURL + "-dlq", "RunDeadLetterQueue.Arn": cfg.ScheduleDeadLetterARN,
 		"PayloadBucket": cfg.PayloadBucket, "CursorKeySecret": cfg.CursorKeySecretARN,

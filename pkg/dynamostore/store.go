@@ -48,8 +48,9 @@ type Tables struct {
 	Samples     string // Test Trigger state and latest sample by flow ID
 	OAuthApps   string // the operator's OAuth2 apps by name (oauthapps.go)
 	// Alerts holds event subscriptions and deliveries (alerts.go); "" for
-	// none, the default of TableNames: a deployment opts in with its table
-	// (TABLE_ALERTS), and until then a finish costs no request more.
+	// none: then the subscription routes answer SUBSCRIPTIONS_UNAVAILABLE
+	// and a finish costs no request more. TableNames and the template name
+	// it; a project without subscriptions costs a cached query per 30 s.
 	Alerts string
 	Audit  string // audit log by project and time; TTL on expiresAt (audit.go)
 }
@@ -67,6 +68,7 @@ func TableNames(prefix string) Tables {
 		Samples:     prefix + "-samples",
 		OAuthApps:   prefix + "-oauth-apps",
 		Audit:       prefix + "-audit",
+		Alerts:      prefix + "-alerts",
 	}
 }
 
