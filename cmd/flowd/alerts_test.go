@@ -285,6 +285,18 @@ func TestSubscriptionsAPI(t *testing.T) {
 	if len(bad) > 0 || !strings.Contains(string(bodies[ping.EventID]), `"type":"ping"`) {
 		t.Fatalf("ping body %s, refused: %v", bodies[ping.EventID], bad)
 	}
+	// Retry a delivery once its attempt is recorded, as the dashboard shows
+	// it: the receiver's 200 comes before the sender writes SUCCEEDED.
+	waitFor(t, "the ping recorded SUCCEEDED", func() bool {
+		var ds struct{ Data []struct{ ID, Status string } }
+		api(t, p, key, "GET", "/api/v1/subscriptions/"+sub.ID+"/deliveries", "", 200, &ds)
+		for _, d := range ds.Data {
+			if d.ID == ping.DeliveryID {
+				return d.Status == "SUCCEEDED"
+			}
+		}
+		return false
+	})
 	var retried struct{ ID, Status string }
 	api(t, p, key, "POST", "/api/v1/subscriptions/"+sub.ID+"/deliveries/"+ping.DeliveryID+"/retry", "", 202, &retried)
 	waitFor(t, "the retried ping, same webhook-id", func() bool {
