@@ -273,7 +273,7 @@ func TestHostileRequests(t *testing.T) {
 		{name: "webhook inactive flow", method: "POST", target: "/api/v1/webhooks/" + fbOff, header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "FLOW_INACTIVE"},
 		{name: "webhook workflow flow's ID", method: "POST", target: "/api/v1/webhooks/" + wfHeader, header: []string{js}, body: `{}`, wantStatus: 404, wantCode: "FLOW_NOT_FOUND"},
 		{name: "webhook empty body", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, wantStatus: 400, wantCode: "INVALID_JSON"},
-		{name: "webhook not JSON", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{"Content-Type: text/plain"}, body: `hello`, wantStatus: 415, wantCode: "UNSUPPORTED_MEDIA_TYPE"},
+		{name: "webhook declared JSON, not JSON", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{"Content-Type: application/json"}, body: `hello`, wantStatus: 400, wantCode: "INVALID_JSON"},
 		{name: "webhook not JSON, no type", method: "POST", target: "/api/v1/webhooks/" + fb, body: `hello`, wantStatus: 400, wantCode: "INVALID_JSON"},
 		{name: "webhook truncated", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, body: `{"a":[1,2`, wantStatus: 400, wantCode: "INVALID_JSON"},
 		{name: "webhook nested 9999 (issue repro)", method: "POST", target: "/api/v1/webhooks/" + fb, header: []string{js}, body: nest("[", "]", 9999), wantStatus: 400, wantCode: "BODY_TOO_DEEP"},

@@ -430,9 +430,27 @@ func triggerEnv(t automation.TriggerData) map[string]any {
 		"params":     stringMap(t.Params),
 		"files":      files,
 		"bodyBase64": t.BodyBase64,
+		"rawBody":    rawBody(t),
 		"method":     t.Method,
 		"path":       t.Path,
 	}
+}
+
+// rawBody is trigger.rawBody: the body as received when the receiver kept
+// it (a flow that reads rawBody or verifies a signature), else the body's
+// stored text; "" for a body that is not text (see bodyBase64).
+func rawBody(t automation.TriggerData) string {
+	if t.RawBody != "" || t.BodyBase64 != "" {
+		return t.RawBody
+	}
+	var s string
+	if json.Unmarshal(t.Body, &s) == nil {
+		return s // a text body is kept as a JSON string
+	}
+	if len(t.Body) == 0 || string(t.Body) == "null" {
+		return ""
+	}
+	return string(t.Body)
 }
 
 func stringMap(m map[string]string) map[string]any {

@@ -120,15 +120,22 @@ func TestWorkflowHookBodyTypes(t *testing.T) {
 	}
 }
 
-// TestFlowBuilderTakesJSONOnly: the flow builder receiver answers 415 to a
-// declared non-JSON body and still takes JSON with no Content-Type.
-func TestFlowBuilderTakesJSONOnly(t *testing.T) {
+// TestFlowBuilderTakesEveryBodyType: the flow builder receiver reads a
+// body as the workflow builder does (GitHub's default deliveries are
+// forms), and still takes JSON with no Content-Type.
+func TestFlowBuilderTakesEveryBodyType(t *testing.T) {
 	h := newHookEnv(t, HookConfig{})
 	id := h.activeFlow(t, h.key, `{"name":"fb","engine":"FLOW_BUILDER","steps":[]}`)
-	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "application/octet-stream", "multipart/form-data; boundary=x"} {
-		call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{"a":1}`, "Content-Type: "+ct).wantError(t, 415, "UNSUPPORTED_MEDIA_TYPE")
+	for _, tt := range []struct{ ct, body string }{
+		{"application/x-www-form-urlencoded", `payload=%7B%22ref%22%3A%22main%22%7D`},
+		{"text/plain", `hello`},
+		{"application/octet-stream", "\x00\x01"},
+		{"multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--x--\r\n"},
+		{"application/cloudevents+json", `{"a":1}`},
+	} {
+		call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", tt.body, "Content-Type: "+tt.ct).started(t)
 	}
-	call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{"a":1}`, "Content-Type: application/cloudevents+json").started(t)
+	call(t, h.engine, "POST", "/api/v1/webhooks/"+id, "", `{"a":`, "Content-Type: application/json").wantError(t, 400, "INVALID_JSON")
 	r := plainCall(t, "POST", h.engine.URL+"/api/v1/webhooks/"+id, "", `{"a":1}`)
 	if r.status != 200 || !strings.Contains(string(r.body), "RUNNING") {
 		t.Errorf("no Content-Type: %d %s", r.status, r.body)

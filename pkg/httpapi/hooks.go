@@ -330,9 +330,9 @@ func triggerData(r *http.Request, f automation.Flow, body json.RawMessage, raw [
 			}
 		}
 	}
-	// Stored JSON is re-encoded; a VERIFY_SIGNATURE step needs the bytes
-	// that were signed.
-	if hasVerifyStep(f) {
+	// Stored JSON is re-encoded; a signature check needs the bytes that
+	// were signed.
+	if keepsRawBody(f) {
 		td.RawBody = string(raw)
 	}
 	return td

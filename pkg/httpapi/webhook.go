@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -54,48 +52,31 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	infoOf(r.Context()).flowID = f.ID
-	// JSON only: the flow builder's steps read trigger.body as data.
-	if err := requireJSON(r); err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
 	raw, err := h.rc.admit(w, r, f, nil)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}
-	// Any JSON value within MaxJSONDepth; the message never quotes the body.
-	if err := checkDepth(raw); err != nil {
+	// Every body type the workflow builder takes (GitHub's default is a
+	// form, Slack's commands are forms); a body with no Content-Type is
+	// read as JSON, as senders of JSON often omit it.
+	if len(raw) == 0 {
+		h.rc.fail(w, r, invalidJSON("the webhook body is empty: send JSON, a form or any other body"))
+		return
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		ct = "application/json"
+	}
+	hb, err := parseHookBody(ct, raw)
+	if err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}
-	if len(raw) == 0 || !json.Valid(raw) {
-		h.rc.fail(w, r, invalidJSON("the webhook body must be JSON"))
-		return
-	}
-	if err := checkNumbers(raw); err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
-	run, err := h.rc.startRun(w, r, f, triggerData(r, f, raw, raw, ""), h.rc.svc.ReceiveWebhook)
+	run, err := h.rc.startRun(w, r, f, hookTrigger(r, f, hb, raw, ""), h.rc.svc.ReceiveWebhook)
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, started{RunID: run.ID, Status: run.Status})
-}
-
-// requireJSON refuses a body declared as anything but JSON (415). A body
-// with no Content-Type is read as JSON, as senders of JSON often omit it.
-func requireJSON(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
-	if ct == "" || ct == "application/json" {
-		return nil
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-		return nil
-	}
-	return &automation.Error{Kind: errUnsupportedMedia, Code: "UNSUPPORTED_MEDIA_TYPE",
-		Message: "flow builder webhooks take JSON only: send Content-Type: application/json"}
 }

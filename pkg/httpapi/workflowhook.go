@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"flowservice/pkg/automation"
 )
@@ -107,14 +105,8 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		h.rc.fail(w, r, err)
 		return
 	}
-	td := triggerData(r, f, hb.body, raw, dropHeader)
+	td := hookTrigger(r, f, hb, raw, dropHeader)
 	td.Params = automation.PathParams(wh.Path, p)
-	td.Files, td.BodyBase64 = hb.files, hb.base64
-	if td.RawBody != "" && !utf8.ValidString(td.RawBody) {
-		// Bytes that are not text would not survive a JSON string: a
-		// VERIFY_SIGNATURE step reads them from bodyBase64 instead.
-		td.RawBody, td.BodyBase64 = "", base64.StdEncoding.EncodeToString(raw)
-	}
 	run, err := h.rc.startRun(w, r, f, td, mode.accept)
 	if err != nil {
 		h.rc.fail(w, r, err)
