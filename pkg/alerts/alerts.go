@@ -143,6 +143,12 @@ type Delivery struct {
 	Updated        time.Time  `json:"updated"`
 	// History holds the latest MaxAttemptsKept attempts, oldest first.
 	History []Attempt `json:"history"`
+	// Claim names the claim a sender holds on the delivery (set by
+	// Store.ClaimDeliveries; "" otherwise). A RecordAttempt with a claim
+	// writes only while that claim still holds, so that a retry asked for
+	// meanwhile, or a sender that took over after the lease, is not
+	// overwritten by a slow attempt's result.
+	Claim string `json:"-"`
 }
 
 // Attempt is one try of a delivery.

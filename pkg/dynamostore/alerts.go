@@ -453,13 +453,14 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	}
 	subs := map[string]*alerts.Subscription{}
 	var claimed []alerts.Pending
+	leased := dueAt(now.Add(lease), "claim")
 	for _, key := range keys {
 		res, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: &s.t.Alerts, Key: map[string]types.AttributeValue{attrPK: key[attrPK], attrSK: key[attrSK]},
 			UpdateExpression:          aws.String("SET #at = :leased"),
 			ConditionExpression:       aws.String("#at = :old"),
 			ExpressionAttributeNames:  map[string]string{"#at": attrDueAt},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":old": key[attrDueAt], ":leased": str(dueAt(now.Add(lease), "claim"))},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":old": key[attrDueAt], ":leased": str(leased)},
 			ReturnValues:              types.ReturnValueAllNew,
 		})
 		if _, ok := conditionFailed(err); ok {
@@ -471,6 +472,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		if err != nil {
 			return claimed, err
 		}
+		d.Claim = leased
 		sub, ok := subs[d.SubscriptionID]
 		if !ok {
 			got, err := s.Subscription(ctx, d.Project, d.SubscriptionID)
@@ -513,8 +515,16 @@ func (s *Store) RecordAttempt(ctx context.Context, d alerts.Delivery) error {
 	} else {
 		in.UpdateExpression = aws.String("SET #doc = :doc REMOVE #shard, #at")
 	}
+	if d.Claim != "" {
+		// A sender's result stands only while its claim does: a retry
+		// (which moves dueAt) or a later claim wins over it.
+		*in.ConditionExpression += " AND #at = :claim"
+		in.ExpressionAttributeValues[":claim"] = str(d.Claim)
+	}
 	_, err = s.db.UpdateItem(ctx, in)
-	if _, ok := conditionFailed(err); ok {
+	if _, ok := conditionFailed(err); ok && d.Claim != "" {
+		return nil // superseded, or deleted with its subscription
+	} else if ok {
 		return automation.NotFound("delivery", d.ID)
 	} else if err != nil {
 		return fmt.Errorf("dynamostore: record delivery %s: %w", d.ID, err)

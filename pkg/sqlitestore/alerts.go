@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,6 +291,7 @@ func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delive
 // ClaimDeliveries claims due deliveries for lease.
 func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int) ([]alerts.Pending, error) {
 	var out []alerts.Pending
+	until := now.Add(lease).UnixMilli()
 	err := s.write(ctx, "claim deliveries", func(tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE alert_deliveries SET claim_until_ms = ?
@@ -297,7 +299,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 				AND (claim_until_ms IS NULL OR claim_until_ms <= ?) ORDER BY next_ms LIMIT ?)
 			RETURNING doc, project, (SELECT payload FROM alert_events e WHERE e.id = event),
 				(SELECT doc FROM alert_subscriptions WHERE id = subscription)`,
-			now.Add(lease).UnixMilli(), now.UnixMilli(), now.UnixMilli(), max)
+			until, now.UnixMilli(), now.UnixMilli(), max)
 		if err != nil {
 			return err
 		}
@@ -315,7 +317,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 			if !payload.Valid || !subDoc.Valid {
 				continue // deleted with its subscription in the meantime
 			}
-			p.Delivery.Project = project
+			p.Delivery.Project, p.Delivery.Claim = project, strconv.FormatInt(until, 10)
 			sub, err := scanSubscription(stringRow(subDoc.String))
 			if err != nil {
 				return err
@@ -351,6 +353,17 @@ func (s *Store) RecordAttempt(ctx context.Context, d alerts.Delivery) error {
 		next = sql.NullInt64{Int64: d.NextAttemptAt.UnixMilli(), Valid: true}
 	}
 	err = s.write(ctx, "record delivery "+d.ID, func(tx *sql.Tx) error {
+		if d.Claim != "" {
+			// A sender's result stands only while its claim does: a retry
+			// (which clears the claim) or a later claim wins over it.
+			claim, err := strconv.ParseInt(d.Claim, 10, 64)
+			if err != nil {
+				return fmt.Errorf("claim %q: %w", d.Claim, err)
+			}
+			_, err = tx.ExecContext(ctx, `UPDATE alert_deliveries SET status = ?, next_ms = ?, claim_until_ms = NULL, doc = ?
+				WHERE project = ? AND id = ? AND claim_until_ms = ?`, d.Status, next, string(doc), d.Project, d.ID, claim)
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE alert_deliveries SET status = ?, next_ms = ?, claim_until_ms = NULL, doc = ?
 			WHERE project = ? AND id = ?`, d.Status, next, string(doc), d.Project, d.ID)
 		if err != nil {

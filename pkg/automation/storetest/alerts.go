@@ -180,6 +180,7 @@ func testDeliveries(t *testing.T, env AlertsEnv) {
 	must(t, "record attempt", a.RecordAttempt(ctx, d))
 	got, err := a.Delivery(ctx, "prj_a", d.SubscriptionID, d.ID)
 	must(t, "get delivery", err)
+	d.Claim = "" // the claim is the sender's, not the record's
 	if diff := cmp.Diff(d, got); diff != "" {
 		t.Errorf("delivery read back (-want +got):\n%s", diff)
 	}
@@ -195,7 +196,21 @@ func testDeliveries(t *testing.T, env AlertsEnv) {
 	if len(due) != 1 || due[0].Delivery.ID != d.ID || due[0].Delivery.Attempts != 1 {
 		t.Fatalf("claimed %+v at the retry, want %s after 1 attempt", due, d.ID)
 	}
-	ok := alerts.Next(due[0].Delivery, alerts.Attempt{At: t1, StatusCode: 204}, t1.Add(5*time.Second))
+	// A retry asked for while the attempt is in flight wins over its result.
+	retry := got
+	retry.NextAttemptAt = &t1
+	must(t, "retry while in flight", a.RecordAttempt(ctx, retry))
+	stale := alerts.Next(due[0].Delivery, alerts.Attempt{At: t1, StatusCode: 204}, t1.Add(5*time.Second))
+	must(t, "record the in-flight attempt", a.RecordAttempt(ctx, stale))
+	if after, err := a.Delivery(ctx, "prj_a", d.SubscriptionID, d.ID); err != nil || after.Status != alerts.DeliveryPending || after.Attempts != 1 {
+		t.Fatalf("after a retry during an attempt: %+v, %v; want it PENDING, the attempt's result dropped", after, err)
+	}
+	due, err = a.ClaimDeliveries(ctx, t1.Add(6*time.Second), time.Minute, 10)
+	must(t, "claim the retry", err)
+	if len(due) != 1 || due[0].Delivery.ID != d.ID {
+		t.Fatalf("claimed %+v after the retry, want %s", due, d.ID)
+	}
+	ok := alerts.Next(due[0].Delivery, alerts.Attempt{At: t1, StatusCode: 204}, t1.Add(6*time.Second))
 	must(t, "record success", a.RecordAttempt(ctx, ok))
 	list, err := a.Deliveries(ctx, "prj_a", d.SubscriptionID, 10)
 	must(t, "list deliveries", err)
