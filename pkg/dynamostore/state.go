@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -107,23 +106,8 @@ func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, cha
 		if err != nil {
 			return fmt.Errorf("dynamostore: encode state of flow %s: %w", flowID, err)
 		}
-		cond := "attribute_not_exists(#sv)"
-		values := map[string]types.AttributeValue{
-			":project": str(project), ":state": str(string(doc)), ":next": num(version + 1),
-		}
-		if version > 0 {
-			cond = "#sv = :v"
-			values[":v"] = num(version)
-		}
-		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &s.t.Samples, Key: stateKey(flowID),
-			UpdateExpression:          aws.String("SET #project = :project, #state = :state, #sv = :next"),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#state": attrState, "#sv": attrStateVersion},
-			ExpressionAttributeValues: values,
-		})
-		var failed *types.ConditionalCheckFailedException
-		if errors.As(err, &failed) && attempt < stateUpdateAttempts {
+		lost, err := s.putVersioned(ctx, stateKey(flowID), attrState, project, doc, version)
+		if lost && attempt < stateUpdateAttempts {
 			continue
 		}
 		if err != nil {
@@ -131,4 +115,30 @@ func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, cha
 		}
 		return nil
 	}
+}
+
+// putVersioned writes doc into attr of the samples-table item at key (flow
+// state, project variables) on condition that the item is still at version
+// (0: it has none yet), and moves it to the next version. A lost race is
+// lost=true, for the caller to read again.
+func (s *Store) putVersioned(ctx context.Context, key map[string]types.AttributeValue, attr, project string, doc []byte, version int64) (lost bool, err error) {
+	cond := "attribute_not_exists(#sv)"
+	values := map[string]types.AttributeValue{
+		":project": str(project), ":doc": str(string(doc)), ":next": num(version + 1),
+	}
+	if version > 0 {
+		cond = "#sv = :v"
+		values[":v"] = num(version)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.t.Samples, Key: key,
+		UpdateExpression:          aws.String("SET #project = :project, #doc = :doc, #sv = :next"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#doc": attr, "#sv": attrStateVersion},
+		ExpressionAttributeValues: values,
+	})
+	if _, ok := conditionFailed(err); ok {
+		return true, err
+	}
+	return false, err
 }

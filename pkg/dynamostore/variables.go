@@ -74,22 +74,8 @@ func (s *Store) UpdateVariables(ctx context.Context, project string, change func
 		if err != nil {
 			return fmt.Errorf("dynamostore: encode variables of %s: %w", project, err)
 		}
-		cond := "attribute_not_exists(#sv)"
-		values := map[string]types.AttributeValue{
-			":project": str(project), ":vars": str(string(doc)), ":next": num(version + 1),
-		}
-		if version > 0 {
-			cond = "#sv = :v"
-			values[":v"] = num(version)
-		}
-		_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: &s.t.Samples, Key: variablesKey(project),
-			UpdateExpression:          aws.String("SET #project = :project, #vars = :vars, #sv = :next"),
-			ConditionExpression:       aws.String(cond),
-			ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#vars": attrVariables, "#sv": attrStateVersion},
-			ExpressionAttributeValues: values,
-		})
-		if _, ok := conditionFailed(err); ok && attempt < stateUpdateAttempts {
+		lost, err := s.putVersioned(ctx, variablesKey(project), attrVariables, project, doc, version)
+		if lost && attempt < stateUpdateAttempts {
 			continue
 		}
 		if err != nil {

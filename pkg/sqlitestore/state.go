@@ -46,30 +46,43 @@ func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, cha
 		if n == 0 {
 			return automation.NotFound("flow", flowID)
 		}
-		cur := map[string]json.RawMessage{}
-		var doc string
-		err := tx.QueryRowContext(ctx, `SELECT doc FROM flow_state WHERE flow = ?`, flowID).Scan(&doc)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		default:
-			if cur, err = decodeState(flowID, doc); err != nil {
+		return updateDoc(ctx, tx, `SELECT doc FROM flow_state WHERE flow = ?`, flowID,
+			func(doc string) (map[string]json.RawMessage, error) { return decodeState(flowID, doc) }, change,
+			func(doc []byte) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO flow_state (flow, project, doc) VALUES (?, ?, ?)
+					ON CONFLICT (flow) DO UPDATE SET doc = excluded.doc`, flowID, project, string(doc))
 				return err
-			}
-		}
-		next, err := change(cur)
-		if err != nil {
+			})
+	})
+}
+
+// updateDoc is the read, change and write of one JSON object row (a flow's
+// state, a project's variables) inside the write transaction tx, which
+// serialises writers: read finds the row by key (none: an empty object),
+// change makes the next object, put writes it.
+func updateDoc[V any](ctx context.Context, tx *sql.Tx, read string, key any, decode func(string) (map[string]V, error),
+	change func(map[string]V) (map[string]V, error), put func(doc []byte) error) error {
+	cur := map[string]V{}
+	var doc string
+	err := tx.QueryRowContext(ctx, read, key).Scan(&doc)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return err
+	default:
+		if cur, err = decode(doc); err != nil {
 			return err
 		}
-		b, err := json.Marshal(next)
-		if err != nil {
-			return fmt.Errorf("encode state: %w", err)
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO flow_state (flow, project, doc) VALUES (?, ?, ?)
-			ON CONFLICT (flow) DO UPDATE SET doc = excluded.doc`, flowID, project, string(b))
+	}
+	next, err := change(cur)
+	if err != nil {
 		return err
-	})
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	return put(b)
 }
 
 func decodeState(flowID, doc string) (map[string]json.RawMessage, error) {

@@ -39,29 +39,13 @@ func (s *Store) Variables(ctx context.Context, project string) (map[string]autom
 // transaction: writes are serialised, so change runs once.
 func (s *Store) UpdateVariables(ctx context.Context, project string, change func(map[string]automation.Variable) (map[string]automation.Variable, error)) error {
 	return s.write(ctx, "update variables of "+project, func(tx *sql.Tx) error {
-		cur := map[string]automation.Variable{}
-		var doc string
-		err := tx.QueryRowContext(ctx, `SELECT doc FROM project_variables WHERE project = ?`, project).Scan(&doc)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		default:
-			if cur, err = decodeVariables(project, doc); err != nil {
+		return updateDoc(ctx, tx, `SELECT doc FROM project_variables WHERE project = ?`, project,
+			func(doc string) (map[string]automation.Variable, error) { return decodeVariables(project, doc) }, change,
+			func(doc []byte) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO project_variables (project, doc) VALUES (?, ?)
+					ON CONFLICT (project) DO UPDATE SET doc = excluded.doc`, project, string(doc))
 				return err
-			}
-		}
-		next, err := change(cur)
-		if err != nil {
-			return err
-		}
-		b, err := json.Marshal(next)
-		if err != nil {
-			return fmt.Errorf("encode variables: %w", err)
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO project_variables (project, doc) VALUES (?, ?)
-			ON CONFLICT (project) DO UPDATE SET doc = excluded.doc`, project, string(b))
-		return err
+			})
 	})
 }
 
