@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -486,28 +487,34 @@ func (x *execution) items(s automation.Step) ([]any, error) {
 	return items, nil
 }
 
-// usesState reports whether a flow's steps read or write its state, so
+// usesState reports whether the flow's steps read or write its state, so
 // that runs of other flows cost no read.
-func usesState(f automation.Flow) bool {
+func (x *execution) usesState() bool {
 	uses := false
 	check := func(s *automation.Step) {
 		if s.Type == automation.StepStore {
 			uses = true
 		}
 	}
-	automation.WalkSteps(f.Steps, check)
-	automation.WalkSteps(f.OnError, check)
-	if uses {
-		return true
+	automation.WalkSteps(x.flow.Steps, check)
+	automation.WalkSteps(x.flow.OnError, check)
+	return uses || bytes.Contains(x.stepsJSON(), []byte("state"))
+}
+
+// stepsJSON is the JSON of the flow's steps and onError steps, encoded
+// once per attempt for the checks of what the flow reads (usesState,
+// usesVars).
+func (x *execution) stepsJSON() []byte {
+	if x.stepsText == nil {
+		x.stepsText, _ = json.Marshal(struct{ S, O []automation.Step }{x.flow.Steps, x.flow.OnError})
 	}
-	b, _ := json.Marshal(struct{ S, O []automation.Step }{f.Steps, f.OnError})
-	return strings.Contains(string(b), "state")
+	return x.stepsText
 }
 
 // loadState puts the flow's state in scope as `state`, when it uses it.
 func (x *execution) loadState(ctx context.Context) *stepError {
 	x.env["state"] = map[string]any{}
-	if x.e.state == nil || !usesState(x.flow) {
+	if x.e.state == nil || !x.usesState() {
 		return nil
 	}
 	st, err := x.e.state.FlowState(ctx, x.flow.Project, x.flow.ID)

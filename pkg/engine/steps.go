@@ -20,6 +20,8 @@ type execution struct {
 	run   *automation.Run
 	steps map[string]any // step name -> output, as expressions see it
 	env   map[string]any
+	// stepsText is stepsJSON's encoding, made at most once per attempt.
+	stepsText []byte
 	// logs are the console lines of the CODE step that just ran.
 	logs []string
 	// iter is the item path inside FOR_EACH ("3", "3.1"), "" outside.

@@ -16,11 +16,10 @@ type Variables interface {
 	LoadRunVariables(ctx context.Context, project string) (automation.RunVariables, error)
 }
 
-// usesVars reports whether a flow's steps mention vars at all, so that
+// usesVars reports whether the flow's steps mention vars at all, so that
 // runs of other flows read no variables.
-func usesVars(f automation.Flow) bool {
-	b, _ := json.Marshal(struct{ S, O []automation.Step }{f.Steps, f.OnError})
-	return bytes.Contains(b, []byte("vars"))
+func (x *execution) usesVars() bool {
+	return bytes.Contains(x.stepsJSON(), []byte("vars"))
 }
 
 // loadVars puts the project's variables in scope as `vars`, read once for
@@ -28,7 +27,7 @@ func usesVars(f automation.Flow) bool {
 // them in what the run records.
 func (x *execution) loadVars(ctx context.Context) *stepError {
 	x.env["vars"] = map[string]any{}
-	if x.e.vars == nil || !usesVars(x.flow) {
+	if x.e.vars == nil || !x.usesVars() {
 		return nil
 	}
 	rv, err := x.e.vars.LoadRunVariables(ctx, x.flow.Project)

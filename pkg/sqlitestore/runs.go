@@ -377,8 +377,11 @@ func (s *Store) claimRun(ctx context.Context, tx *sql.Tx, project, id string, no
 	if err != nil {
 		return r, err
 	}
-	if err := foldJournal(ctx, tx, &r); err != nil {
-		return r, err
+	if attempts > 0 {
+		// Only an earlier attempt journals: a first claim has no entries.
+		if err := foldJournal(ctx, tx, &r); err != nil {
+			return r, err
+		}
 	}
 	r.Interrupted, r.LeaseToken = attempts-ended, token
 	return r, nil
@@ -613,7 +616,8 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 			 WHERE id IN (SELECT value FROM json_each(?)) AND status = 'RUNNING' AND (lease_until IS NULL OR lease_until <= ?)
 			 RETURNING id, seq, project, flow, created_ms, attempts, ended,
 			   CASE WHEN octet_length(doc) <= ? THEN doc END, octet_length(doc), lease_token,
-			   COALESCE((SELECT max(seq) FROM run_journal j WHERE j.run = id), 0)`,
+			   -- a first claim (attempts = 1 now) has no journal: spare it the look
+			   CASE WHEN attempts > 1 THEN COALESCE((SELECT max(seq) FROM run_journal j WHERE j.run = id), 0) ELSE 0 END`,
 			until, batch, list, ms, s.claim.inlineBytes)
 		if err != nil {
 			return err
