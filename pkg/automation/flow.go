@@ -67,6 +67,14 @@ type Flow struct {
 	// Version increases by one on every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"-"`
+
+	// LiveVersion is the number of the published version the flow runs
+	// (versions.go); HasDraft says whether a draft is saved beside it.
+	LiveVersion int64 `json:"version"`
+	HasDraft    bool  `json:"hasDraft"`
+	// VersionWrites is what CreateFlow and PutFlow write beside the flow,
+	// in the same atomic write (versions.go); never read back.
+	VersionWrites `json:"-"`
 }
 
 // FlowStats are a flow's run counters, updated atomically when a run finishes.
@@ -78,6 +86,7 @@ type FlowStats struct {
 
 // WithStats fills the derived fields RunCount, SuccessRate and LastRun.
 func (f Flow) WithStats() Flow {
+	f.LiveVersion = f.live()
 	f.RunCount = f.Stats.Finished
 	f.SuccessRate = SuccessRate(f.Stats.Succeeded, f.Stats.Finished)
 	f.LastRun = f.Stats.LastRun

@@ -219,7 +219,7 @@ func moreLiteral(a, b string) bool {
 func (s *Service) newRun(f Flow, td TriggerData) Run {
 	return Run{
 		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
-		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
+		Trigger: td, Steps: []StepResult{}, Created: s.clock(), FlowVersion: pinTo(f),
 	}
 }
 
@@ -427,6 +427,12 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 	f, err := s.store.FlowByID(ctx, r.FlowID)
 	if err == nil && f.Project != project {
 		err = NotFound("flow", r.FlowID)
+	}
+	if err == nil {
+		// The run executes its own version (versions.go): usually the
+		// live one, else read once for this attempt, from memory when
+		// this process read that version before.
+		f, err = s.pinnedFlow(ctx, f, r)
 	}
 	if IsNotFound(err) {
 		r.Status, r.Error = RunFailed, "flow "+r.FlowID+" was deleted"
@@ -925,7 +931,7 @@ func (s *Service) StartScheduledRun(ctx context.Context, project, flowID string,
 	r := Run{
 		ID: derivedRunID(flowID, key), Project: project, FlowID: flowID, Status: RunRunning,
 		Trigger: TriggerData{Method: "SCHEDULE", Headers: map[string]string{}, Query: map[string]string{}, Body: body},
-		Steps:   []StepResult{}, Created: s.clock(),
+		Steps:   []StepResult{}, Created: s.clock(), FlowVersion: pinTo(f),
 	}
 	err = rt.Queue.Enqueue(ctx, r)
 	if IsRunExists(err) {
