@@ -357,6 +357,12 @@ func (s *Service) dropFlowSecrets(ctx context.Context, f Flow) {
 // for the receivers and the engine. The result must never be encoded to a
 // client or a log; Secret's marshaling masks it anyway.
 func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
+	return s.revealFlow(ctx, f, false)
+}
+
+// revealFlow is RevealFlow; draft reveals the draft's own secret values
+// (drafts.go) where it has them, for a test run of the draft.
+func (s *Service) revealFlow(ctx context.Context, f Flow, draft bool) (Flow, error) {
 	fields := secretFields(&f)
 	if len(fields) == 0 {
 		return f, nil
@@ -370,6 +376,9 @@ func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
 	})
 	if err != nil {
 		return Flow{}, err
+	}
+	if draft {
+		values = promoteDraftSecrets(values)
 	}
 	for path, ptr := range secretFields(&f) {
 		v, ok := values[path]

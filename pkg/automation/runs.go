@@ -239,6 +239,12 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 // own attempt (RunRuntime.Inline), for a receiver that executes it with
 // AwaitRun. Without Inline the run is queued as StartRun queues it.
 func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline bool) (Run, error) {
+	return s.startRunOf(ctx, f, td, inline, nil)
+}
+
+// startRunOf is startRun; a draft makes the run a test run of that
+// definition (drafts.go) instead of one pinned to f's live version.
+func (s *Service) startRunOf(ctx context.Context, f Flow, td TriggerData, inline bool, draft *Definition) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
@@ -254,6 +260,9 @@ func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline b
 		}
 	}
 	r := s.newRun(f, td)
+	if draft != nil {
+		r.FlowVersion, r.Draft, r.DraftDefinition = nil, true, draft
+	}
 	key := s.idempotencyKey(ctx, f, td)
 	if key == "" {
 		if r, err = enqueue(r); err != nil {
@@ -438,7 +447,7 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		r.Status, r.Error = RunFailed, "flow "+r.FlowID+" was deleted"
 		return s.settle(ctx, rt, at, r)
 	} else if err == nil {
-		f, err = s.RevealFlow(ctx, f)
+		f, err = s.revealFlow(ctx, f, r.Draft)
 	}
 	if err != nil {
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))

@@ -227,3 +227,60 @@ func TestPinnedVersionReadOnce(t *testing.T) {
 		t.Fatalf("calls: version 2's notify %d, version 1's %d; want 0 and 3", len(elsewhere.seen()), len(notify.seen()))
 	}
 }
+
+// TestTestRunsRunTheDraft: the event an armed Test Trigger takes runs the
+// flow's draft as it was when the run started (a later save changes
+// nothing), shown as "draft": true with a null flowVersion; the next
+// delivery runs the live version.
+func TestTestRunsRunTheDraft(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	svc, p := e.svc, e.project
+	live, first, second := newRecorder(t, status(200)), newRecorder(t, status(200)), newRecorder(t, status(200))
+	call := func(url string) *[]automation.Step {
+		return &[]automation.Step{{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: url}}
+	}
+	f := e.flowCalling(t, live.URL)
+	if _, err := svc.SaveDraft(ctx, p, f.ID, automation.DraftInput{Steps: call(first.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ArmWebhookTest(ctx, p, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	g, err := svc.WebhookFlow(ctx, f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := automation.TriggerData{Method: "POST", Body: []byte(`{}`)}
+	test, err := svc.ReceiveWebhook(ctx, g, td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Saved again before the test run executes: the run keeps the first.
+	if _, err := svc.SaveDraft(ctx, p, f.ID, automation.DraftInput{Steps: call(second.URL)}); err != nil {
+		t.Fatal(err)
+	}
+	if at, err := svc.ExecuteRun(ctx, p.ID, test.ID); err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("test run = %s, %v", at.Run.Status, err)
+	}
+	if len(first.seen()) != 1 || len(second.seen()) != 0 || len(live.seen()) != 0 {
+		t.Fatalf("test run calls: draft as started %d, draft saved later %d, live %d; want 1 0 0",
+			len(first.seen()), len(second.seen()), len(live.seen()))
+	}
+	shown, err := svc.Run(ctx, p, f.ID, test.ID)
+	if err != nil || !shown.Draft || shown.FlowVersion != nil || shown.DraftDefinition != nil {
+		t.Fatalf("test run shown as draft %v, flowVersion %v, definition %v, %v; want true, null, hidden",
+			shown.Draft, shown.FlowVersion, shown.DraftDefinition != nil, err)
+	}
+
+	next, err := svc.ReceiveWebhook(ctx, g, td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, err := svc.ExecuteRun(ctx, p.ID, next.ID); err != nil || at.Run.Status != automation.RunSucceeded || at.Run.Draft {
+		t.Fatalf("next delivery = %s draft %v, %v", at.Run.Status, at.Run.Draft, err)
+	}
+	if len(live.seen()) != 1 || len(second.seen()) != 0 {
+		t.Fatalf("a delivery without an armed Test Trigger called live %d, draft %d; want 1 0", len(live.seen()), len(second.seen()))
+	}
+}
