@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -277,4 +278,51 @@ func (r *reader) bool(name string) bool {
 		r.fail(name, "a boolean")
 		return false
 	}
+}
+
+// attrDraftPayload references the draft definition of a test run of a
+// flow's draft (automation.Run.DraftDefinition) stored with Payloads: a
+// definition may take most of an item, so a run item beside its trigger
+// and steps could not hold a large one. It is written once, with the run,
+// under the run's payload prefix, and read with the run.
+const attrDraftPayload = "draftPayload"
+
+// draftInline is the largest draft definition, encoded, a run item holds
+// itself when the store has Payloads.
+const draftInline = 16 << 10
+
+// storeDraft stores r's draft definition as a payload when it is larger
+// than draftInline, and returns r without it and the payload's key ("" when
+// the item holds it).
+func (s *Store) storeDraft(ctx context.Context, r automation.Run) (automation.Run, string, error) {
+	if s.payloads == nil || r.DraftDefinition == nil {
+		return r, "", nil
+	}
+	data, err := json.Marshal(r.DraftDefinition)
+	if err != nil {
+		return r, "", fmt.Errorf("encode draft definition: %w", err)
+	}
+	if len(data) <= draftInline {
+		return r, "", nil
+	}
+	key := payloadKey(r.ID, "draft", data)
+	if err := s.payloads.Put(ctx, key, data); err != nil {
+		return r, "", fmt.Errorf("store draft definition: %w", err)
+	}
+	r.DraftDefinition = nil
+	return r, key, nil
+}
+
+// loadDraft puts back the draft definition an item references.
+func (s *Store) loadDraft(ctx context.Context, item map[string]types.AttributeValue, r *automation.Run) error {
+	rd := reader{item: item}
+	key := rd.str(attrDraftPayload)
+	if rd.err != nil || key == "" {
+		return rd.err
+	}
+	if s.payloads == nil {
+		return fmt.Errorf("run %s has its draft definition stored outside DynamoDB, and the store has none configured (WithPayloads)", r.ID)
+	}
+	r.DraftDefinition = &automation.Definition{}
+	return s.getPayload(ctx, key, r.DraftDefinition)
 }

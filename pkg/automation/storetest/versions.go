@@ -190,3 +190,57 @@ func testFlowDraft(t *testing.T, s automation.Store) {
 	_, err = s.Draft(ctx, p1, f.ID)
 	wantKind(t, "draft of a deleted flow", err, automation.ErrNotFound, "DRAFT_NOT_FOUND")
 }
+
+// testRunPinned: a run's flowVersion, and a test run's draft flag and
+// definition (large enough to leave a run item that holds the rest), are
+// kept through its claim, journal, release and finish; summaries and
+// public views leave the definition out.
+func testRunPinned(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f := runFixture(t, env)
+	pinned := newRun(f, now())
+	v := int64(3)
+	pinned.FlowVersion = &v
+	must(t, "create pinned run", env.Create(ctx, pinned))
+	wantSame(t, "pinned run", getRun(t, env, pinned), pinned)
+
+	draft := newRun(f, now().Add(time.Millisecond))
+	def := automation.DefinitionOf(f)
+	def.Steps = append(def.Steps, automation.Step{Name: "large", Type: automation.StepSet,
+		Values: json.RawMessage(`{"v": "` + strings.Repeat("d", 64<<10) + `"}`)})
+	draft.Draft, draft.DraftDefinition = true, &def
+	must(t, "create draft run", env.Create(ctx, draft))
+	wantSame(t, "draft run", getRun(t, env, draft), draft)
+
+	c, err := env.Runs.ClaimRun(ctx, f.Project, draft.ID, now(), time.Minute)
+	must(t, "claim draft run", err)
+	if !c.Draft || c.DraftDefinition == nil || len(c.DraftDefinition.Steps) != len(def.Steps) || c.FlowVersion != nil {
+		t.Fatalf("claimed draft run: draft %v, definition %v, flowVersion %v", c.Draft, c.DraftDefinition != nil, c.FlowVersion)
+	}
+	c.Steps = []automation.StepResult{{Name: "set", Status: automation.StepSucceeded, Output: json.RawMessage(`{"a":1}`)}}
+	must(t, "record steps", env.Runs.RecordSteps(ctx, c))
+	must(t, "release", env.Runs.ReleaseRun(ctx, c))
+	c, err = env.Runs.ClaimRun(ctx, f.Project, draft.ID, now(), time.Minute)
+	must(t, "claim draft run again", err)
+	c.Status = automation.RunSucceeded
+	must(t, "finish draft run", env.Runs.FinishRun(ctx, c))
+	got := getRun(t, env, draft)
+	if got.DraftDefinition == nil || len(got.DraftDefinition.Steps) != len(def.Steps) || !got.Draft {
+		t.Fatalf("finished draft run lost its definition: draft %v, definition %v", got.Draft, got.DraftDefinition != nil)
+	}
+	wantSame(t, "finished draft run's definition", *got.DraftDefinition, def)
+	page, err := env.Runs.ListRuns(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
+	must(t, "ListRuns", err)
+	for _, r := range page.Items {
+		if r.DraftDefinition != nil {
+			t.Errorf("run %s: a summary holds the draft definition", r.ID)
+		}
+	}
+	js, err := env.Runs.ListRunsJSON(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
+	must(t, "ListRunsJSON", err)
+	for _, raw := range js.Items {
+		if strings.Contains(string(raw), "draftDefinition") {
+			t.Errorf("a summary's JSON holds the draft definition: %.200s", raw)
+		}
+	}
+}
