@@ -192,3 +192,57 @@ func (s *standIn) calls(path string) []call {
 	}
 	return out
 }
+
+// TestFlowctlVersions: flowctl flows draft, publish, versions and restore
+// against a running flowd.
+func TestFlowctlVersions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flowd")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_LOG_LEVEL=warn")
+	defer p.stop(t)
+	key := initialKey(t, dir)
+	c := newCtl(t, "FLOWCTL_URL="+p.base, "FLOWCTL_API_KEY="+key)
+	var f struct {
+		ID       string
+		Version  int64
+		HasDraft bool
+	}
+	out := c.ok(`{"name": "versioned", "engine": "FLOW_BUILDER", "steps": [{"name": "one", "type": "SET", "values": {"v": 1}}]}`,
+		"-o", "json", "flows", "create", "-f", "-")
+	if err := json.Unmarshal([]byte(out), &f); err != nil || f.Version != 1 {
+		t.Fatalf("flows create: %s", out)
+	}
+	out = c.ok(`{"steps": [{"name": "two", "type": "SET", "values": {"v": 2}}]}`, "flows", "draft", f.ID, "-f", "-")
+	if !strings.Contains(out, "version 1") || !tableRow(out, "1", "two", "SET") {
+		t.Fatalf("flows draft -f:\n%s", out)
+	}
+	if out = c.ok("", "flows", "get", f.ID); !strings.Contains(out, "Draft:") || !tableRow(out, "1", "one", "SET") {
+		t.Fatalf("flows get with a draft:\n%s", out)
+	}
+	if out = c.ok("", "flows", "publish", f.ID, "-m", "second"); !tableRow(out, "1", "two", "SET") {
+		t.Fatalf("flows publish:\n%s", out)
+	}
+	if r := c.run("", "flows", "publish", f.ID); r.code == 0 || !strings.Contains(r.stderr, "DRAFT_NOT_FOUND") {
+		t.Fatalf("flows publish without a draft: exit %d, stderr %q", r.code, r.stderr)
+	}
+	out = c.ok("", "flows", "versions", f.ID)
+	if !tableRow(out, "VERSION", "CREATED", "BY", "MESSAGE") || !tableRow(out, "2") || !strings.Contains(out, "second") {
+		t.Fatalf("flows versions:\n%s", out)
+	}
+	if out = c.ok("", "flows", "versions", f.ID, "1"); !strings.Contains(out, `"one"`) {
+		t.Fatalf("flows versions FLOW_ID 1:\n%s", out)
+	}
+	c.okJSON(&f, "flows", "restore", f.ID, "1")
+	if f.Version != 3 {
+		t.Fatalf("flows restore: version %d, want 3", f.Version)
+	}
+	c.ok(`{"steps": []}`, "flows", "draft", f.ID, "-f", "-")
+	if out = c.ok("", "flows", "draft", f.ID, "--discard"); !strings.Contains(out, "deleted") {
+		t.Fatalf("flows draft --discard:\n%s", out)
+	}
+	if r := c.run("", "flows", "draft", f.ID); r.code == 0 || !strings.Contains(r.stderr, "DRAFT_NOT_FOUND") {
+		t.Fatalf("flows draft without one: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
