@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"unicode/utf8"
 )
 
 // DraftInput is the body of PUT …/draft: definition fields, validated as a
@@ -122,8 +123,8 @@ func (s *Service) DiscardDraft(ctx context.Context, p Project, id string) error 
 // Publish makes the flow's draft its next version, live at once, and
 // answers the flow.
 func (s *Service) Publish(ctx context.Context, p Project, id string, req PublishRequest) (Flow, error) {
-	if err := checkText("message", req.Message, MaxVersionMessage); req.Message != "" && err != nil {
-		return Flow{}, err
+	if n := utf8.RuneCountInString(req.Message); n > MaxVersionMessage {
+		return Flow{}, Invalid("message is %d characters long; at most %d are allowed", n, MaxVersionMessage)
 	}
 	return s.modifyFlow(ctx, p, id, func(f *Flow) error {
 		noDraft := Conflict("DRAFT_NOT_FOUND", "flow %q has no draft to publish: save one with PUT /api/v1/flows/%s/draft", id, id)

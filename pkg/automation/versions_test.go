@@ -284,3 +284,43 @@ func TestTestRunsRunTheDraft(t *testing.T) {
 		t.Fatalf("a delivery without an armed Test Trigger called live %d, draft %d; want 1 0", len(live.seen()), len(second.seen()))
 	}
 }
+
+// TestFlowFromBeforeVersions: a flow stored with no live version (a
+// DynamoDB flow written before versions) shows version 1, lists it, and
+// its first publish records its old definition as version 1 beside the
+// new version 2.
+func TestFlowFromBeforeVersions(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	old := e.flowOf(t, setStep("old"))
+	// As such a store holds it: no version number, no version records.
+	stored, err := e.Store.Flow(ctx, e.project.ID, old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := stored
+	legacy.ID, legacy.LiveVersion, legacy.Version, legacy.VersionWrites = automation.NewID(automation.PrefixFlow), 0, 1, automation.VersionWrites{}
+	if err := e.Store.CreateFlow(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.svc.Flow(ctx, e.project, legacy.ID)
+	if err != nil || f.LiveVersion != 1 {
+		t.Fatalf("legacy flow shows version %d, %v; want 1", f.LiveVersion, err)
+	}
+	list, err := e.svc.ListFlowVersions(ctx, e.project, legacy.ID, automation.PageRequest{})
+	if err != nil || len(list.Data) != 1 || list.Data[0].Version != 1 {
+		t.Fatalf("legacy versions = %+v, %v", list.Data, err)
+	}
+	v1, err := e.svc.FlowVersion(ctx, e.project, legacy.ID, 1)
+	if err != nil || stepNames(v1.Definition.Steps) != "old " {
+		t.Fatalf("legacy version 1 = %+v, %v", v1, err)
+	}
+	next := []automation.Step{setStep("new")}
+	if f, err = e.svc.UpdateFlow(ctx, e.project, legacy.ID, automation.FlowInput{Steps: &next}); err != nil || f.LiveVersion != 2 {
+		t.Fatalf("first publish = version %d, %v; want 2", f.LiveVersion, err)
+	}
+	stored1, err := e.Store.FlowVersion(ctx, e.project.ID, legacy.ID, 1)
+	if err != nil || stepNames(stored1.Definition.Steps) != "old " {
+		t.Fatalf("version 1 recorded with the first publish = %+v, %v", stored1, err)
+	}
+}
