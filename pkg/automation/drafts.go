@@ -39,6 +39,7 @@ func (s *Service) Draft(ctx context.Context, p Project, id string) (Draft, error
 		return Draft{}, wrap("get draft", err)
 	}
 	d, err := s.store.Draft(ctx, p.ID, id)
+	d.Definition = d.Definition.shown()
 	return d, wrap("get draft", err)
 }
 
@@ -173,8 +174,14 @@ func (s *Service) FlowVersion(ctx context.Context, p Project, id string, n int64
 	v, err := s.store.FlowVersion(ctx, p.ID, id, n)
 	if IsNotFound(err) && n == 1 && f.LiveVersion == 0 {
 		return legacyVersion(f), nil
+	} else if err != nil {
+		return FlowVersion{}, wrap("get version", err)
 	}
-	return v, wrap("get version", err)
+	if v.Definition != nil {
+		def := v.Definition.shown()
+		v.Definition = &def
+	}
+	return v, nil
 }
 
 // ListFlowVersions returns one page of a flow's versions, newest first.

@@ -33,6 +33,14 @@ func (d Definition) applyTo(f *Flow) {
 	}
 }
 
+// shown is d as answers show it: steps always a list.
+func (d Definition) shown() Definition {
+	if d.Steps == nil {
+		d.Steps = []Step{}
+	}
+	return d
+}
+
 // hasDefinition reports whether in carries a definition field: an update
 // with one publishes a new version, one without changes only metadata.
 func (in FlowInput) hasDefinition() bool {
