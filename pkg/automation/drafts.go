@@ -10,7 +10,8 @@ import (
 
 // DraftInput is the body of PUT …/draft: definition fields, validated as a
 // create's. An absent field keeps the draft's value, or the live flow's
-// when there is no draft yet.
+// when there is no draft yet. Its fields are Definition's (versions.go
+// converts between it and FlowInput).
 type DraftInput struct {
 	Trigger *Trigger `json:"trigger"`
 	Steps   *[]Step  `json:"steps"`
@@ -59,8 +60,8 @@ func (s *Service) SaveDraft(ctx context.Context, p Project, id string, in DraftI
 			}
 		}
 		cand := *f
-		base.applyTo(&cand)
-		FlowInput{Trigger: in.Trigger, Steps: in.Steps, OnError: in.OnError}.applyTo(&cand)
+		base.ApplyTo(&cand)
+		in.flowInput().applyTo(&cand)
 		if err := s.validateFlow(ctx, &cand); err != nil {
 			return err
 		}
@@ -143,7 +144,7 @@ func (s *Service) Publish(ctx context.Context, p Project, id string, req Publish
 				"the draft was started on version %d, but version %d has been published since: publish with {\"force\": true} to replace it, or discard the draft", d.BasedOn, f.live())
 		}
 		old := *f
-		d.Definition.applyTo(f)
+		d.Definition.ApplyTo(f)
 		f.HasDraft, f.DropDraft = false, true
 		return s.publishDefinition(ctx, old, f, req.Message)
 	})
@@ -160,7 +161,7 @@ func (s *Service) RestoreVersion(ctx context.Context, p Project, id string, n in
 		def := *v.Definition
 		def.Steps, def.OnError = CloneSteps(def.Steps), CloneSteps(def.OnError)
 		def.Trigger = cloneTrigger(def.Trigger)
-		def.applyTo(f)
+		def.ApplyTo(f)
 		return s.publishDefinition(ctx, old, f, fmt.Sprintf("restored from version %d", n))
 	})
 }
@@ -253,6 +254,6 @@ func (s *Service) startTestRun(ctx context.Context, f Flow, td TriggerData) (Run
 	}
 	def := d.Definition
 	g := f
-	def.applyTo(&g)
+	def.ApplyTo(&g)
 	return s.startRunOf(ctx, g, td, executesInline(g), &def)
 }

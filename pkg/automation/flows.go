@@ -129,7 +129,7 @@ func (s *Service) UpdateFlow(ctx context.Context, p Project, id string, in FlowI
 		if err := setManagedBy(f, in.ManagedBy); err != nil {
 			return err
 		}
-		if !in.hasDefinition() {
+		if !in.HasDefinition() {
 			return validateMeta(f)
 		}
 		// Definition fields take effect at once: a new version, published.

@@ -89,6 +89,6 @@ func (s *Service) pinnedFlow(ctx context.Context, live Flow, r Run) (Flow, error
 			s.versions.put(key, def)
 		}
 	}
-	def.applyTo(&live)
+	def.ApplyTo(&live)
 	return live, nil
 }

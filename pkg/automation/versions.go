@@ -24,8 +24,8 @@ func DefinitionOf(f Flow) Definition {
 	return Definition{Trigger: f.Trigger, Steps: f.Steps, OnError: f.OnError}
 }
 
-// applyTo makes d the definition of f.
-func (d Definition) applyTo(f *Flow) {
+// ApplyTo makes d the definition of f.
+func (d Definition) ApplyTo(f *Flow) {
 	f.Trigger, f.Steps, f.OnError = d.Trigger, d.Steps, d.OnError
 	f.TriggerType = d.Trigger.Type
 	if f.Steps == nil {
@@ -41,10 +41,20 @@ func (d Definition) shown() Definition {
 	return d
 }
 
-// hasDefinition reports whether in carries a definition field: an update
+// HasDefinition reports whether in carries a definition field: an update
 // with one publishes a new version, one without changes only metadata.
-func (in FlowInput) hasDefinition() bool {
+func (in FlowInput) HasDefinition() bool {
 	return in.Trigger != nil || in.Steps != nil || in.OnError != nil
+}
+
+// Draft is the definition fields of in, as a draft takes them.
+func (in FlowInput) Draft() DraftInput {
+	return DraftInput{Trigger: in.Trigger, Steps: in.Steps, OnError: in.OnError}
+}
+
+// flowInput is in as the definition fields of a flow update.
+func (in DraftInput) flowInput() FlowInput {
+	return FlowInput{Trigger: in.Trigger, Steps: in.Steps, OnError: in.OnError}
 }
 
 // FlowVersion is one published, immutable version of a flow's definition.

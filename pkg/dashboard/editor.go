@@ -279,7 +279,7 @@ func (d *Dashboard) editFlow(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, err)
 			return
 		} else if err == nil {
-			shown.Trigger, shown.Steps, shown.OnError = dr.Trigger, dr.Steps, dr.OnError
+			dr.Definition.ApplyTo(&shown)
 		}
 	}
 	d.renderEditor(w, r, http.StatusOK, editorData{Flow: &f, Definition: definitionOf(shown)}, "")
@@ -296,9 +296,9 @@ func (d *Dashboard) updateFlow(w http.ResponseWriter, r *http.Request) {
 	// The definition is saved as the flow's draft: nothing that runs
 	// changes until it is published (versions.go). Name and description
 	// are not versioned and change at once.
-	draft := in.Trigger != nil || in.Steps != nil || in.OnError != nil
+	draft := in.HasDefinition()
 	if err == nil && draft {
-		_, err = d.svc.SaveDraft(r.Context(), project(r), f.ID, automation.DraftInput{Trigger: in.Trigger, Steps: in.Steps, OnError: in.OnError})
+		_, err = d.svc.SaveDraft(r.Context(), project(r), f.ID, in.Draft())
 	}
 	if meta := (automation.FlowInput{Name: in.Name, Engine: in.Engine, Description: in.Description, ManagedBy: in.ManagedBy}); err == nil &&
 		(meta.Name != nil || meta.Engine != nil || meta.Description != nil || meta.ManagedBy != nil) {
