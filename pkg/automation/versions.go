@@ -9,7 +9,7 @@ import (
 
 // Definition is the versioned part of a flow: everything that changes what
 // a run does. Name, description, status and the allowlist are metadata and
-// are not versioned. DefinitionOf and Definition.applyTo are the one place
+// are not versioned. DefinitionOf and Definition.ApplyTo are the one place
 // that copies the definition's fields between a flow and a version, draft
 // or run.
 type Definition struct {
