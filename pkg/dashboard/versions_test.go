@@ -33,6 +33,7 @@ func TestDraftPublishAndVersions(t *testing.T) {
 		edit := b.get(path + "/edit")
 		return html.UnescapeString(regexp.MustCompile(`(?s)<textarea id="definition"[^>]*>(.*?)</textarea>`).FindStringSubmatch(edit.body)[1])
 	}
+	wantPage(t, b.get(path+"/edit"), http.StatusOK, "Save draft", "runs execute version 1 until you publish it")
 	text := strings.Replace(editText(), `"first"`, `"second"`, 1)
 	wantRedirect(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {text}}), path+"?done=draftsaved")
 	if got, err := e.svc.Flow(ctx, e.p, f.ID); err != nil || got.LiveVersion != 1 || got.Steps[0].Name != "first" || !got.HasDraft {
