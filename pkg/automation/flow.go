@@ -84,9 +84,11 @@ type FlowStats struct {
 	LastRun   *time.Time // start of the latest run
 }
 
-// WithStats fills the derived fields RunCount, SuccessRate and LastRun.
+// WithStats fills the derived fields RunCount, SuccessRate and LastRun,
+// and the live version of a flow stored before versions (1).
 func (f Flow) WithStats() Flow {
 	f.LiveVersion = f.live()
+	f.VersionWrites = VersionWrites{} // written with the flow, not part of what it shows
 	f.RunCount = f.Stats.Finished
 	f.SuccessRate = SuccessRate(f.Stats.Succeeded, f.Stats.Finished)
 	f.LastRun = f.Stats.LastRun
