@@ -324,3 +324,33 @@ func TestFlowFromBeforeVersions(t *testing.T) {
 		t.Fatalf("version 1 recorded with the first publish = %+v, %v", stored1, err)
 	}
 }
+
+// TestOnErrorOfItsVersion: a run pinned to an older version that fails
+// runs that version's onError steps, not the live version's.
+func TestOnErrorOfItsVersion(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	failing := newRecorder(t, status(400))
+	f := e.flowOf(t, automation.Step{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: failing.URL})
+	onErr := func(name string) *[]automation.Step { return &[]automation.Step{setStep(name)} }
+	f, err := e.svc.UpdateFlow(ctx, e.project, f.ID, automation.FlowInput{OnError: onErr("alert_v2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := e.start1(t, f) // pinned to version 2
+	if at, err := e.svc.ExecuteRun(ctx, e.project.ID, first.ID); err != nil || at.Run.Status != automation.RunFailed ||
+		len(at.Run.OnErrorSteps) != 1 || at.Run.OnErrorSteps[0].Name != "alert_v2" {
+		t.Fatalf("first run = %s onError %+v, %v", at.Run.Status, at.Run.OnErrorSteps, err)
+	}
+	if _, err := e.svc.UpdateFlow(ctx, e.project, f.ID, automation.FlowInput{OnError: onErr("alert_v3")}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.svc.RetryRun(ctx, e.project, f.ID, first.ID, automation.RetryRequest{From: automation.RetryFromFailedStep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := e.svc.ExecuteRun(ctx, e.project.ID, r.ID)
+	if err != nil || at.Run.Status != automation.RunFailed || len(at.Run.OnErrorSteps) != 1 || at.Run.OnErrorSteps[0].Name != "alert_v2" {
+		t.Fatalf("retried run on version 2 = %s onError %+v, %v; want version 2's alert_v2", at.Run.Status, at.Run.OnErrorSteps, err)
+	}
+}
