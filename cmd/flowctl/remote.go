@@ -284,6 +284,7 @@ func (c *cli) flowsCmd() *cobra.Command {
 		request{"delete FLOW_ID", "Delete a flow and its run history (cannot be undone)", http.MethodDelete, "/api/v1/flows/%s", showDeleted},
 		request{"webhook FLOW_ID", "Show the URL and method that start the flow", http.MethodGet, "/api/v1/flows/%s/webhook", showWebhook},
 	)...)
+	cmd.AddCommand(c.versionCommands()...) // versions.go
 	return cmd
 }
 
@@ -352,6 +353,7 @@ func (c *cli) flowCall(ctx context.Context, method, path string, body []byte) er
 	if err := c.fields(
 		"ID", f.ID, "Name", f.Name, "Status", string(f.Status), "Engine", string(f.Engine),
 		"Description", orDash(&f.Description), "Trigger", trig,
+		"Version", strconv.FormatInt(f.LiveVersion, 10), "Draft", strconv.FormatBool(f.HasDraft),
 		"Runs", strconv.FormatInt(f.RunCount, 10), "Success", rate(f.RunCount, f.SuccessRate), "Last run", stampOrDash(f.LastRun),
 		"Created", stamp(f.Created), "Updated", stamp(f.Updated),
 	); err != nil {

@@ -134,8 +134,9 @@ func NewDelivery(e Event, subscriptionID string) Delivery {
 
 // FlowEventType is the event of a flow write: old is the flow before (nil
 // when created), next after (nil when deleted). A change of status is
-// flow.enabled or flow.disabled; a change of definition (trigger, steps,
-// onError) is flow.published; a metadata-only change is no event ("").
+// flow.enabled or flow.disabled; a new live version (or a change of
+// definition) is flow.published; a metadata-only change, or a draft saved
+// beside the live version, is no event ("").
 func FlowEventType(old, next *automation.Flow) string {
 	switch {
 	case next == nil:
@@ -146,7 +147,7 @@ func FlowEventType(old, next *automation.Flow) string {
 		return EventFlowEnabled
 	case old.Status != next.Status:
 		return EventFlowDisabled
-	case !sameDefinition(*old, *next):
+	case old.LiveVersion != next.LiveVersion, !sameDefinition(*old, *next):
 		return EventFlowPublished
 	}
 	return ""
@@ -154,11 +155,7 @@ func FlowEventType(old, next *automation.Flow) string {
 
 func sameDefinition(a, b automation.Flow) bool {
 	def := func(f automation.Flow) string {
-		doc, _ := json.Marshal(struct {
-			Trigger automation.Trigger `json:"trigger"`
-			Steps   []automation.Step  `json:"steps"`
-			OnError []automation.Step  `json:"onError"`
-		}{f.Trigger, f.Steps, f.OnError})
+		doc, _ := json.Marshal(automation.DefinitionOf(f))
 		return string(doc)
 	}
 	return def(a) == def(b)

@@ -67,6 +67,14 @@ type Flow struct {
 	// Version increases by one on every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"-"`
+
+	// LiveVersion is the number of the published version the flow runs
+	// (versions.go); HasDraft says whether a draft is saved beside it.
+	LiveVersion int64 `json:"version"`
+	HasDraft    bool  `json:"hasDraft"`
+	// VersionWrites is what CreateFlow and PutFlow write beside the flow,
+	// in the same atomic write (versions.go); never read back.
+	VersionWrites `json:"-"`
 }
 
 // FlowStats are a flow's run counters, updated atomically when a run finishes.
@@ -76,8 +84,11 @@ type FlowStats struct {
 	LastRun   *time.Time // start of the latest run
 }
 
-// WithStats fills the derived fields RunCount, SuccessRate and LastRun.
+// WithStats fills the derived fields RunCount, SuccessRate and LastRun,
+// and the live version of a flow stored before versions (1).
 func (f Flow) WithStats() Flow {
+	f.LiveVersion = f.live()
+	f.VersionWrites = VersionWrites{} // written with the flow, not part of what it shows
 	f.RunCount = f.Stats.Finished
 	f.SuccessRate = SuccessRate(f.Stats.Succeeded, f.Stats.Finished)
 	f.LastRun = f.Stats.LastRun

@@ -109,6 +109,7 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 		return Flow{}, err
 	}
 	auditCreated(ctx, f.ID)
+	s.firstVersion(ctx, &f)
 	if err := s.store.CreateFlow(ctx, f); err != nil {
 		s.dropFlowSecrets(ctx, f)
 		return Flow{}, wrap("create flow", s.nameRouteHolder(ctx, f, err))
@@ -128,25 +129,41 @@ func (s *Service) UpdateFlow(ctx context.Context, p Project, id string, in FlowI
 		if err := setManagedBy(f, in.ManagedBy); err != nil {
 			return err
 		}
-		if in.Trigger == nil && in.Steps == nil && in.OnError == nil {
+		if !in.HasDefinition() {
 			return validateMeta(f)
 		}
-		if err := s.validateFlow(ctx, f); err != nil {
-			return err
-		}
-		oldSecrets, err := s.flowSecrets(ctx, old)
-		if err != nil {
-			return err
-		}
-		secrets, err := extractSecrets(f, oldSecrets)
-		if err != nil {
-			return err
-		}
-		if !maps.Equal(secrets, oldSecrets) {
-			return s.putFlowSecrets(ctx, *f, secrets)
-		}
-		return nil
+		// Definition fields take effect at once: a new version, published.
+		return s.publishDefinition(ctx, old, f, "")
 	})
+}
+
+// publishDefinition validates the definition f now holds, stores its
+// secrets and makes it the next version (publish), for modifyFlow to write.
+func (s *Service) publishDefinition(ctx context.Context, old Flow, f *Flow, message string) error {
+	if err := s.validateFlow(ctx, f); err != nil {
+		return err
+	}
+	oldSecrets, err := s.storedFlowSecrets(ctx, old)
+	if err != nil {
+		return err
+	}
+	known := oldSecrets
+	if f.DropDraft {
+		known = promoteDraftSecrets(oldSecrets) // the draft goes live: its values too
+	}
+	secrets, err := extractSecrets(f, known)
+	if err != nil {
+		return err
+	}
+	keepOldSecrets(secrets, known)
+	if f.DropDraft {
+		secrets = withoutDraftSecrets(secrets)
+	}
+	s.publish(ctx, old, f, message)
+	if !maps.Equal(secrets, oldSecrets) {
+		return s.putFlowSecrets(ctx, *f, secrets)
+	}
+	return nil
 }
 
 // EnableFlow makes a flow's trigger fire.
@@ -340,6 +357,12 @@ func (s *Service) dropFlowSecrets(ctx context.Context, f Flow) {
 // for the receivers and the engine. The result must never be encoded to a
 // client or a log; Secret's marshaling masks it anyway.
 func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
+	return s.revealFlow(ctx, f, false)
+}
+
+// revealFlow is RevealFlow; draft reveals the draft's own secret values
+// (drafts.go) where it has them, for a test run of the draft.
+func (s *Service) revealFlow(ctx context.Context, f Flow, draft bool) (Flow, error) {
 	fields := secretFields(&f)
 	if len(fields) == 0 {
 		return f, nil
@@ -353,6 +376,9 @@ func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
 	})
 	if err != nil {
 		return Flow{}, err
+	}
+	if draft {
+		values = promoteDraftSecrets(values)
 	}
 	for path, ptr := range secretFields(&f) {
 		v, ok := values[path]

@@ -47,9 +47,13 @@ func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string,
 	if req.Trigger != nil && (len(req.Trigger.Body) == 0 || !json.Valid(req.Trigger.Body)) {
 		return Run{}, Invalid(`trigger.body is required with trigger and must be JSON, e.g. {"trigger": {"body": {"ref": "main"}}}`)
 	}
-	old, err := s.Run(ctx, p, flowID, runID)
+	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
+	}
+	old, err := rt.Runs.Run(ctx, p.ID, flowID, runID) // with its DraftDefinition
+	if err != nil {
+		return Run{}, wrap("get run", err)
 	}
 	f, err := s.store.Flow(ctx, p.ID, flowID)
 	if err != nil {
@@ -72,9 +76,15 @@ func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string,
 	if from == RetryFromStart {
 		retryOf = old.ID
 	}
-	return s.enqueueNew(ctx, f, td, func(r *Run) {
+	r, err := s.enqueueNew(ctx, f, td, func(r *Run) {
 		r.Steps, r.ResumedFrom, r.RetryOf = append(r.Steps, steps...), resumed, retryOf
+		if from == RetryFromFailedStep {
+			// It resumes the run: on the definition that run executed
+			// (versions.go), whatever was published since.
+			r.FlowVersion, r.Draft, r.DraftDefinition = old.FlowVersion, old.Draft, old.DraftDefinition
+		}
 	})
+	return r.Public(), err
 }
 
 // enqueueNew queues a new run of f with a fresh ID, shaped by prepare.

@@ -74,12 +74,23 @@ type Run struct {
 	// holds it, API answers never (Public, Summary), and a final run has
 	// none.
 	OnErrorOf RunStatus `json:"onErrorOf,omitempty"`
+	// FlowVersion is the version of its flow the run executes, fixed when
+	// it starts: every attempt, resume and onError of the run executes
+	// that version's definition (pinning, versions.go). Null for a run of
+	// the flow's draft (Draft) and for runs from before versions.
+	FlowVersion *int64 `json:"flowVersion"`
+	// Draft marks a test run of the flow's draft, which executes
+	// DraftDefinition: the draft as it was when the run started.
+	Draft bool `json:"draft,omitempty"`
+	// DraftDefinition is internal, as OnErrorOf: the stored document
+	// holds it, API answers never (Public, Summary).
+	DraftDefinition *Definition `json:"draftDefinition,omitempty"`
 }
 
 // Public is r as API answers show it: without the internal fields a
 // stored run document may hold (OnErrorOf, StepResult.ItemsJournal).
 func (r Run) Public() Run {
-	r.OnErrorOf = ""
+	r.OnErrorOf, r.DraftDefinition = "", nil
 	r.Steps = withoutItemsJournals(r.Steps)
 	r.OnErrorSteps = withoutItemsJournals(r.OnErrorSteps)
 	return r
@@ -225,7 +236,7 @@ func (r Run) Summary() Run {
 		steps[i] = st
 	}
 	r.Steps = steps
-	r.OnErrorSteps, r.OnErrorOf = nil, ""
+	r.OnErrorSteps, r.OnErrorOf, r.DraftDefinition = nil, "", nil
 	if r.Response != nil {
 		resp := *r.Response
 		resp.Body = nil

@@ -219,7 +219,7 @@ func moreLiteral(a, b string) bool {
 func (s *Service) newRun(f Flow, td TriggerData) Run {
 	return Run{
 		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
-		Trigger: td, Steps: []StepResult{}, Created: s.clock(),
+		Trigger: td, Steps: []StepResult{}, Created: s.clock(), FlowVersion: pinTo(f),
 	}
 }
 
@@ -239,6 +239,12 @@ func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, er
 // own attempt (RunRuntime.Inline), for a receiver that executes it with
 // AwaitRun. Without Inline the run is queued as StartRun queues it.
 func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline bool) (Run, error) {
+	return s.startRunOf(ctx, f, td, inline, nil)
+}
+
+// startRunOf is startRun; a draft makes the run a test run of that
+// definition (drafts.go) instead of one pinned to f's live version.
+func (s *Service) startRunOf(ctx context.Context, f Flow, td TriggerData, inline bool, draft *Definition) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
@@ -254,6 +260,9 @@ func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline b
 		}
 	}
 	r := s.newRun(f, td)
+	if draft != nil {
+		r.FlowVersion, r.Draft, r.DraftDefinition = nil, true, draft
+	}
 	key := s.idempotencyKey(ctx, f, td)
 	if key == "" {
 		if r, err = enqueue(r); err != nil {
@@ -428,11 +437,17 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 	if err == nil && f.Project != project {
 		err = NotFound("flow", r.FlowID)
 	}
+	if err == nil {
+		// The run executes its own version (versions.go): usually the
+		// live one, else read once for this attempt, from memory when
+		// this process read that version before.
+		f, err = s.pinnedFlow(ctx, f, r)
+	}
 	if IsNotFound(err) {
 		r.Status, r.Error = RunFailed, "flow "+r.FlowID+" was deleted"
 		return s.settle(ctx, rt, at, r)
 	} else if err == nil {
-		f, err = s.RevealFlow(ctx, f)
+		f, err = s.revealFlow(ctx, f, r.Draft)
 	}
 	if err != nil {
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
@@ -925,7 +940,7 @@ func (s *Service) StartScheduledRun(ctx context.Context, project, flowID string,
 	r := Run{
 		ID: derivedRunID(flowID, key), Project: project, FlowID: flowID, Status: RunRunning,
 		Trigger: TriggerData{Method: "SCHEDULE", Headers: map[string]string{}, Query: map[string]string{}, Body: body},
-		Steps:   []StepResult{}, Created: s.clock(),
+		Steps:   []StepResult{}, Created: s.clock(), FlowVersion: pinTo(f),
 	}
 	err = rt.Queue.Enqueue(ctx, r)
 	if IsRunExists(err) {

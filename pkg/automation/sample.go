@@ -157,6 +157,8 @@ func (s *Service) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (R
 		case !taken && f.Status != FlowActive:
 			// Another delivery took the capture, or it expired since.
 			return Run{}, InactiveFlow(f.ID)
+		case taken:
+			return s.startTestRun(ctx, f, td) // the Test Trigger's event tries the draft
 		}
 	} else if f.Status != FlowActive {
 		return Run{}, NotFound("flow", f.ID)
@@ -183,5 +185,5 @@ func (s *Service) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerData
 	if !taken {
 		return Run{}, NotFound("flow", f.ID)
 	}
-	return s.startRun(ctx, f, td, executesInline(f))
+	return s.startTestRun(ctx, f, td)
 }

@@ -35,6 +35,10 @@ var pagePermissions = map[string]automation.Permission{
 	"POST /ui/flows/{flowId}/send-test":    automation.PermEdit,
 	"POST /ui/variables":                   automation.PermEdit,
 	"POST /ui/variables/{name}/delete":     automation.PermEdit,
+	// Versions and drafts (versions.go).
+	"POST /ui/flows/{flowId}/publish":                    automation.PermEdit,
+	"POST /ui/flows/{flowId}/draft/discard":              automation.PermEdit,
+	"POST /ui/flows/{flowId}/versions/{version}/restore": automation.PermEdit,
 }
 
 // pageAudit is the audit action of each dashboard form that changes
@@ -53,6 +57,10 @@ var pageAudit = map[string]struct{ action, resource, idParam string }{
 	"POST /ui/flows/{flowId}/send-test":          {"flow.send_test", "flow", "flowId"},
 	"POST /ui/variables":                         {"variable.put", "variable", ""},
 	"POST /ui/variables/{name}/delete":           {"variable.delete", "variable", "name"},
+	// Versions and drafts (versions.go).
+	"POST /ui/flows/{flowId}/publish":                    {"flow.publish", "flow", "flowId"},
+	"POST /ui/flows/{flowId}/draft/discard":              {"flow.draft.discard", "flow", "flowId"},
+	"POST /ui/flows/{flowId}/versions/{version}/restore": {"flow.restore", "flow", "flowId"},
 }
 
 // pagePermission is what the route with pattern needs.
@@ -86,7 +94,9 @@ func (d *Dashboard) authorize(w http.ResponseWriter, r *http.Request, s *session
 	id := newRequestID()
 	w.Header().Set("X-Request-Id", id)
 	e := d.svc.NewAuditEntry(s.principal, act.action, res, id, d.sourceIP(r))
-	return r.WithContext(automation.WithAudit(r.Context(), e)), true
+	// A version the dashboard publishes says so (versions.go).
+	ctx := automation.WithPublisher(automation.WithAudit(r.Context(), e), automation.PublisherDashboard)
+	return r.WithContext(ctx), true
 }
 
 // newRequestID names a dashboard request in the audit log (and in its

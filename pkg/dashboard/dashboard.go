@@ -175,6 +175,7 @@ func (d *Dashboard) routes() {
 	}))
 	d.mux.HandleFunc("GET /ui/oauth/callback", d.oauthCallback) // authenticated by its own cookie
 	d.mux.Handle("GET /ui/audit", d.auth(d.auditPage))
+	d.versionRoutes() // versions.go
 
 	// Variables and flow export (variables.go).
 	d.environmentRoutes()

@@ -271,7 +271,18 @@ func (d *Dashboard) editFlow(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.renderEditor(w, r, http.StatusOK, editorData{Flow: &f, Definition: definitionOf(f)}, "")
+	shown := f
+	if f.HasDraft {
+		// The editor edits the draft (versions.go), on the live metadata.
+		dr, err := d.svc.Draft(r.Context(), project(r), f.ID)
+		if err != nil && !automation.IsNotFound(err) {
+			d.fail(w, r, err)
+			return
+		} else if err == nil {
+			dr.Definition.ApplyTo(&shown)
+		}
+	}
+	d.renderEditor(w, r, http.StatusOK, editorData{Flow: &f, Definition: definitionOf(shown)}, "")
 }
 
 func (d *Dashboard) updateFlow(w http.ResponseWriter, r *http.Request) {
@@ -282,15 +293,27 @@ func (d *Dashboard) updateFlow(w http.ResponseWriter, r *http.Request) {
 	}
 	text := r.PostFormValue("definition")
 	in, err := decodeDefinition(text)
-	if err == nil {
-		_, err = d.svc.UpdateFlow(r.Context(), project(r), f.ID, in)
+	// The definition is saved as the flow's draft: nothing that runs
+	// changes until it is published (versions.go). Name and description
+	// are not versioned and change at once.
+	draft := in.HasDefinition()
+	if err == nil && draft {
+		_, err = d.svc.SaveDraft(r.Context(), project(r), f.ID, in.Draft())
+	}
+	if meta := (automation.FlowInput{Name: in.Name, Engine: in.Engine, Description: in.Description, ManagedBy: in.ManagedBy}); err == nil &&
+		(meta.Name != nil || meta.Engine != nil || meta.Description != nil || meta.ManagedBy != nil) {
+		_, err = d.svc.UpdateFlow(r.Context(), project(r), f.ID, meta)
 	}
 	if err != nil {
 		status, msg := d.problem(r, err)
 		d.renderEditor(w, r, status, editorData{Flow: &f, Definition: text, Error: msg}, "")
 		return
 	}
-	d.redirect(w, r, "/ui/flows/"+f.ID+"?done=flowsaved")
+	done := "flowsaved"
+	if draft {
+		done = "draftsaved"
+	}
+	d.redirect(w, r, "/ui/flows/"+f.ID+"?done="+done)
 }
 
 func (d *Dashboard) confirmDeleteFlow(w http.ResponseWriter, r *http.Request) {

@@ -79,10 +79,13 @@ func TestCreateEditDeleteFlow(t *testing.T) {
 	}
 	text := html.UnescapeString(regexp.MustCompile(`(?s)<textarea id="definition"[^>]*>(.*?)</textarea>`).FindStringSubmatch(edit.body)[1])
 	text = strings.Replace(text, "Deploy notifier", "Deploy announcer", 1)
-	wantRedirect(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {text}}), path+"?done=flowsaved")
+	wantRedirect(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {text}}), path+"?done=draftsaved")
 	f, err := e.svc.Flow(ctx, e.p, id)
-	if err != nil || f.Name != "Deploy announcer" {
+	if err != nil || f.Name != "Deploy announcer" || !f.HasDraft {
 		t.Fatalf("after saving: %+v, %v", f, err)
+	}
+	if _, err := e.svc.Publish(ctx, e.p, id, automation.PublishRequest{}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := e.svc.EnableFlow(ctx, e.p, id); err != nil {
 		t.Fatal(err)
@@ -230,8 +233,8 @@ func TestEditorShowsOnError(t *testing.T) {
 	edit := b.get(path + "/edit")
 	wantPage(t, edit, http.StatusOK, html.EscapeString(`"onError": [`), html.EscapeString(`"name": "alert"`))
 	text := html.UnescapeString(regexp.MustCompile(`(?s)<textarea id="definition"[^>]*>(.*?)</textarea>`).FindStringSubmatch(edit.body)[1])
-	wantRedirect(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {text}}), path+"?done=flowsaved")
-	if got, err := e.svc.Flow(ctx, e.p, f.ID); err != nil || len(got.OnError) != 1 || got.OnError[0].Name != "alert" {
-		t.Errorf("onError after saving the editor's text: %+v, %v", got.OnError, err)
+	wantRedirect(t, b.post(path+"/edit", path+"/edit", url.Values{"definition": {text}}), path+"?done=draftsaved")
+	if got, err := e.svc.Draft(ctx, e.p, f.ID); err != nil || len(got.OnError) != 1 || got.OnError[0].Name != "alert" {
+		t.Errorf("onError of the draft saved from the editor's text: %+v, %v", got.OnError, err)
 	}
 }

@@ -146,6 +146,8 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 		"allowedIPs":      ips,
 	}
 	attrs["managedBy"] = str(f.ManagedBy)
+	attrs[attrLiveVersion] = num(f.LiveVersion)                              // versions.go
+	attrs[attrHasDraft] = &types.AttributeValueMemberBOOL{Value: f.HasDraft} // versions.go
 	return attrs, flowTooLarge(f, attrs)
 }
 
@@ -156,7 +158,7 @@ func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
 		Status: automation.FlowStatus(r.str("status")), Engine: automation.Engine(r.str("engine")),
 		TriggerType: automation.TriggerType(r.str("triggerType")),
 		Created:     r.time("created"), Updated: r.time("updated"), Version: r.int(attrVersion),
-		ManagedBy: r.str("managedBy"),
+		ManagedBy: r.str("managedBy"), LiveVersion: r.int(attrLiveVersion), HasDraft: r.bool(attrHasDraft),
 		Stats: automation.FlowStats{
 			Finished: r.int(attrFinished), Succeeded: r.int(attrSucceeded), LastRun: r.timePtr(attrLastRun),
 		},
@@ -228,6 +230,11 @@ func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
 		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
 	}
 	tx = append(tx, events...)
+	versions, err := s.versionWrites(f) // versions.go
+	if err != nil {
+		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
+	}
+	tx = append(tx, versions...)
 	if tx, err = s.audited(ctx, tx); err != nil {
 		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
 	}
@@ -371,6 +378,12 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
 	}
 	tx = append(tx, events...)
+	versionsAt := len(tx)
+	versions, err := s.versionWrites(f) // versions.go
+	if err != nil {
+		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
+	tx = append(tx, versions...)
 	if tx, err = s.audited(ctx, tx); err != nil {
 		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
 	}
@@ -381,6 +394,9 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 			return s.putFlowFailed(ctx, f, rs[0])
 		case reasonTxnConflict:
 			return flowModified(f.ID)
+		}
+		if versionsConflict(rs, versionsAt, len(f.Publish)) {
+			return flowModified(f.ID) // another publish took the number
 		}
 		if claimAt >= 0 && reasonCode(rs, claimAt) == reasonCondition {
 			return automation.PathTaken(f.Routes()[0])
@@ -508,6 +524,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		}
 		if err != nil {
 			return fmt.Errorf("dynamostore: delete flow %s: %w", id, err)
+		}
+		if err := s.deleteVersions(ctx, f); err != nil { // versions.go
+			return fmt.Errorf("dynamostore: delete versions of flow %s: %w", id, err)
 		}
 		break
 	}

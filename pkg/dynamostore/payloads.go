@@ -247,6 +247,9 @@ func cutError(msg string) string {
 
 // loadPayloads puts the payloads an item references back into r.
 func (s *Store) loadPayloads(ctx context.Context, item map[string]types.AttributeValue, r *automation.Run) error {
+	if err := s.loadDraft(ctx, item, r); err != nil { // versions.go
+		return err
+	}
 	rd := reader{item: item}
 	tkey, skey := rd.str(attrTriggerPayload), rd.str(attrStepsPayload)
 	if rd.err != nil {

@@ -110,12 +110,19 @@ func (s *Store) CreateRun(ctx context.Context, r automation.Run) error {
 	if err != nil {
 		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
 	}
+	r, dref, err := s.storeDraft(ctx, r) // versions.go
+	if err != nil {
+		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
+	}
 	item, err := runRecord(r)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create run %s: %w", r.ID, err)
 	}
 	if ref != "" {
 		item[attrTriggerPayload] = str(ref)
+	}
+	if dref != "" {
+		item[attrDraftPayload] = str(dref)
 	}
 	item[attrID] = str(r.ID)
 	item[attrProject] = str(r.Project)
@@ -491,7 +498,7 @@ func (s *Store) writeRun(ctx context.Context, r automation.Run, end bool) error 
 // RUNNING in r's project and held by r's claim (LeaseToken); attempts,
 // created, the trigger (written once, by CreateRun) and the keys stay as
 // stored. With end, the attempt ends: the lease goes and the attempt counts
-// as ended. With WithPayloads, step outputs too large for the item are
+// as ended (a test run's draft definition, written once too). With WithPayloads, step outputs too large for the item are
 // stored first and referenced (storeSteps); what the record lacks (no
 // steps, onError steps none or in the payload, no response) is removed
 // from the item.
@@ -504,7 +511,7 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*typ
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"attempts", "created", "trigger", attrFlowID} {
+	for _, k := range []string{"attempts", "created", "trigger", attrFlowID, "draftDefinition"} {
 		delete(rec, k)
 	}
 	var remove []string

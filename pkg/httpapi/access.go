@@ -48,6 +48,13 @@ var routePermissions = map[string]automation.Permission{
 	"POST /api/v1/subscriptions/{subscriptionId}/enable":                        automation.PermEdit,
 	"GET /api/v1/subscriptions/{subscriptionId}/deliveries":                     automation.PermRead,
 	"POST /api/v1/subscriptions/{subscriptionId}/deliveries/{deliveryId}/retry": automation.PermOperate,
+	"GET /api/v1/flows/{flowId}/draft":                                          automation.PermRead,
+	"PUT /api/v1/flows/{flowId}/draft":                                          automation.PermEdit,
+	"DELETE /api/v1/flows/{flowId}/draft":                                       automation.PermEdit,
+	"POST /api/v1/flows/{flowId}/publish":                                       automation.PermEdit,
+	"GET /api/v1/flows/{flowId}/versions":                                       automation.PermRead,
+	"GET /api/v1/flows/{flowId}/versions/{version}":                             automation.PermRead,
+	"POST /api/v1/flows/{flowId}/versions/{version}/restore":                    automation.PermEdit,
 }
 
 // permissionOf is the permission a route needs. A route missing from

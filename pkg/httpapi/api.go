@@ -85,7 +85,7 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/flows/{flowId}/export", handler: a.exportFlow},
 		{pattern: "POST /api/v1/flows/import", handler: a.importFlow},
 		{pattern: "GET /api/v1/audit", handler: a.auditLog},
-	}, a.alertRoutes()...)
+	}, append(a.alertRoutes(), a.versionRoutes()...)...)
 }
 
 // NewAPI returns the management API handler. log receives one access line per

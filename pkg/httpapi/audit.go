@@ -38,6 +38,10 @@ var routeAudit = map[string]auditAction{
 	"POST /api/v1/subscriptions/{subscriptionId}/test":                          {"subscription.test", "subscription", "subscriptionId"},
 	"POST /api/v1/subscriptions/{subscriptionId}/enable":                        {"subscription.enable", "subscription", "subscriptionId"},
 	"POST /api/v1/subscriptions/{subscriptionId}/deliveries/{deliveryId}/retry": {"delivery.retry", "subscription", "subscriptionId"},
+	"PUT /api/v1/flows/{flowId}/draft":                                          {"flow.draft.save", "flow", "flowId"},
+	"DELETE /api/v1/flows/{flowId}/draft":                                       {"flow.draft.discard", "flow", "flowId"},
+	"POST /api/v1/flows/{flowId}/publish":                                       {"flow.publish", "flow", "flowId"},
+	"POST /api/v1/flows/{flowId}/versions/{version}/restore":                    {"flow.restore", "flow", "flowId"},
 }
 
 // WithClientIP sets how the API finds a request's client address for the

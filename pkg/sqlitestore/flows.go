@@ -31,6 +31,9 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 			f.ID, f.Project, string(f.Status), doc, ips); err != nil {
 			return err
 		}
+		if err := writeVersions(ctx, tx, f); err != nil { // versions.go
+			return err
+		}
 		return reserveRoutes(ctx, tx, f)
 	})
 }
@@ -74,6 +77,9 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 				f.ID, stored, f.Version-1)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM routes WHERE flow = ?`, f.ID); err != nil {
+			return err
+		}
+		if err := writeVersions(ctx, tx, f); err != nil { // versions.go
 			return err
 		}
 		return reserveRoutes(ctx, tx, f)
@@ -178,6 +184,8 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 			`DELETE FROM routes WHERE flow = ?`,
 			`DELETE FROM webhook_samples WHERE flow = ?`,
 			`DELETE FROM flow_state WHERE flow = ?`,
+			`DELETE FROM flow_versions WHERE flow = ?`,
+			`DELETE FROM flow_drafts WHERE flow = ?`,
 			`DELETE FROM flows WHERE id = ?`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {

@@ -1,0 +1,94 @@
+package automation
+
+import (
+	lru "container/list"
+	"context"
+	"strconv"
+	"sync"
+)
+
+// MaxCachedVersions bounds the flow versions a Service keeps in memory for
+// runs pinned to a version that is no longer live (docs/reliability.md). A
+// definition is at most the API's body limit (1 MiB), so the cache holds
+// 64 MiB at the very worst and a few hundred KiB for usual flows.
+const MaxCachedVersions = 64
+
+// versionCache keeps recently read flow versions, least recently used
+// first out. Versions never change once published, so an entry is never
+// stale; a deleted flow's entries age out unused (its runs are gone too).
+type versionCache struct {
+	mu    sync.Mutex
+	order *lru.List // of *versionEntry, most recently used first
+	byKey map[string]*lru.Element
+}
+
+type versionEntry struct {
+	key string
+	def Definition
+}
+
+func versionKey(project, flowID string, n int64) string {
+	return project + "/" + flowID + "#" + strconv.FormatInt(n, 10)
+}
+
+func (c *versionCache) get(key string) (Definition, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[key]; ok {
+		c.order.MoveToFront(e)
+		return e.Value.(*versionEntry).def, true
+	}
+	return Definition{}, false
+}
+
+func (c *versionCache) put(key string, def Definition) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil {
+		c.order, c.byKey = lru.New(), map[string]*lru.Element{}
+	}
+	if e, ok := c.byKey[key]; ok {
+		c.order.MoveToFront(e)
+		return
+	}
+	c.byKey[key] = c.order.PushFront(&versionEntry{key: key, def: def})
+	for c.order.Len() > MaxCachedVersions {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.byKey, last.Value.(*versionEntry).key)
+	}
+}
+
+// pinTo is the version a new run of f executes: its live one.
+func pinTo(f Flow) *int64 {
+	n := f.live()
+	return &n
+}
+
+// pinnedFlow is live, the flow as stored, with the definition run r
+// executes: the draft's as the run started (a test run of the draft), or
+// that of r's version. The live version, and every run from before
+// versions, takes live as it is; another version is read once and kept
+// (versionCache), so an attempt costs no read the unpinned one did not.
+func (s *Service) pinnedFlow(ctx context.Context, live Flow, r Run) (Flow, error) {
+	var def Definition
+	switch {
+	case r.Draft && r.DraftDefinition != nil:
+		def = *r.DraftDefinition
+	case r.FlowVersion == nil || *r.FlowVersion == live.live():
+		return live, nil
+	default:
+		key := versionKey(live.Project, live.ID, *r.FlowVersion)
+		var ok bool
+		if def, ok = s.versions.get(key); !ok {
+			v, err := s.store.FlowVersion(ctx, live.Project, live.ID, *r.FlowVersion)
+			if err != nil {
+				return Flow{}, wrap("read flow version", err)
+			}
+			def = *v.Definition
+			s.versions.put(key, def)
+		}
+	}
+	def.ApplyTo(&live)
+	return live, nil
+}
