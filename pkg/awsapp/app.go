@@ -77,7 +77,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	opts := []dynamostore.Option{
 		// Run parts too large for an item (webhook bodies, big step
 		// outputs) go to the payload bucket.
-		dynamostore.WithPayloads(s3payloads.New(newS3REST(awsCfg, cfg.Observe), cfg.PayloadBucket)),
+		dynamostore.WithPayloads(s3payloads.New(s3payloads.NewClient(awsCfg, cfg.Observe), cfg.PayloadBucket)),
 		dynamostore.WithLogger(log),
 	}
 	if cfg.RunPolicy.Retention > 0 {
