@@ -159,26 +159,6 @@ func TestSourceIP(t *testing.T) {
 	}
 }
 
-func TestAWSConfig(t *testing.T) {
-	cfg, err := AWSConfig(env(map[string]string{
-		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret",
-		"AWS_SESSION_TOKEN": "token", "AWS_ENDPOINT_URL": "http://127.0.0.1:5000",
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := cfg.Credentials.Retrieve(context.Background())
-	if err != nil || creds.AccessKeyID != "AKIDEXAMPLE" || creds.SessionToken != "token" {
-		t.Errorf("credentials = %+v, %v", creds, err)
-	}
-	if cfg.Region != "eu-west-1" || cfg.BaseEndpoint == nil || *cfg.BaseEndpoint != "http://127.0.0.1:5000" {
-		t.Errorf("config = region %s endpoint %v", cfg.Region, cfg.BaseEndpoint)
-	}
-	if _, err := AWSConfig(env(map[string]string{"AWS_REGION": "eu-west-1"})); err == nil {
-		t.Error("no credentials: no error")
-	}
-}
-
 // recordVisibility is a Visibility that records the timeouts it was asked
 // for, by receipt handle, and the messages sent (failing them if sendErr).
 type recordVisibility struct {

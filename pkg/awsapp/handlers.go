@@ -19,6 +19,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/awsenv"
 	"flowservice/pkg/httpapi"
 )
 
@@ -298,7 +299,7 @@ func Build[H any](getenv func(string) string, newHandler func(context.Context, a
 	if err != nil {
 		return zero, err
 	}
-	awsCfg, err := AWSConfig(getenv)
+	awsCfg, err := awsenv.Config(getenv)
 	if err != nil {
 		return zero, fmt.Errorf("aws config: %w", err)
 	}
