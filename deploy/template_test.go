@@ -17,6 +17,7 @@ import (
 
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/dynamostore"
+	"flowservice/pkg/emf"
 )
 
 // cfnTemplate is the part of a CloudFormation template the tests read.
@@ -555,7 +556,7 @@ func TestOperability(t *testing.T) {
 	want := []alarm{
 		{"AWS/SQS", "ApproximateAgeOfOldestMessage", `QueueName={"Fn::GetAtt":["RunQueue","QueueName"]}`},
 		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", `QueueName={"Fn::GetAtt":["RunDeadLetterQueue","QueueName"]}`},
-		{awsapp.MetricsNamespace, "RunsFinished", `Stage={"Ref":"Stage"},Status="FAILED"`},
+		{emf.Namespace, "RunsFinished", `Stage={"Ref":"Stage"},Status="FAILED"`},
 	}
 	for id := range functions(tpl) {
 		for _, m := range []string{"Errors", "Throttles"} {

@@ -24,6 +24,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awstest"
+	"flowservice/pkg/emf"
 )
 
 func TestMain(m *testing.M) { os.Exit(awstest.Main(m)) }
@@ -320,7 +321,7 @@ func (s syncWriter) Write(p []byte) (int, error) {
 // net/http server does; a length the handler set stands, and GET is as
 // the handler wrote it.
 func TestProxyHead(t *testing.T) {
-	a := &App{metrics: newMetrics(io.Discard, "test")}
+	a := &App{metrics: emf.New(io.Discard, "test")}
 	binary := []byte{0xff, 0xfe, 0x00, 0x01, 0x80}
 	h := a.Proxy("test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

@@ -20,6 +20,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsenv"
+	"flowservice/pkg/emf"
 	"flowservice/pkg/httpapi"
 )
 
@@ -38,7 +39,7 @@ func NewWebhookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (Prox
 		return nil, err
 	}
 	h := httpapi.NewWebhook(a.Svc, hookConfig(cfg, a))
-	return a.Proxy("webhook", webhookMetrics(a.metrics, "webhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
+	return a.Proxy("webhook", emf.Webhooks(a.metrics, "webhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
 }
 
 // NewWorkflowHookHandler builds the workflow builder receiver function. It
@@ -49,7 +50,7 @@ func NewWorkflowHookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) 
 		return nil, err
 	}
 	h := httpapi.NewWorkflowHook(a.Svc, hookConfig(cfg, a))
-	return a.Proxy("workflowhook", webhookMetrics(a.metrics, "workflowhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
+	return a.Proxy("workflowhook", emf.Webhooks(a.metrics, "workflowhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
 }
 
 func hookConfig(cfg Config, a *App) httpapi.HookConfig {
