@@ -259,10 +259,10 @@ func TestFailingMessageReachesDLQ(t *testing.T) {
 // with a long lease, as an inline ON_COMPLETION attempt or a frozen Lambda
 // leaves it) bounces its message many more times than the queue's
 // maxReceiveCount; the runner sends fresh copies from
-// awsapp.DefaultRequeueAt receives on, so the message never reaches the
+// sqsqueue.DefaultRequeueAt receives on, so the message never reaches the
 // DLQ, and once the hold ends the run executes once.
 func TestHeldRunOutlivesMaxReceiveCount(t *testing.T) {
-	const maxReceive = awsapp.DefaultRequeueAt + 1
+	const maxReceive = sqsqueue.DefaultRequeueAt + 1
 	e := newE2E(t, maxReceive, automation.RunPolicy{Timeout: time.Second, MaxAttempts: 5})
 	ext, calls := external(t, 200)
 	flowID := e.activeFlow(t, ext.URL)
