@@ -4,6 +4,11 @@
 // whose consumer, the runner Lambda, executes it. Messages carry IDs only;
 // a run's data, however large, stays with the run record (dynamostore keeps
 // bodies too large for an item in S3).
+//
+// The consumer side is here too (runner.go): Runner handles a batch as the
+// runner Lambda and flowd's aws backend receive it, and Backoff brings a
+// message whose run is due later back at the run's time, by visibility or
+// as a fresh copy, so that bounces never reach the dead-letter queue.
 package sqsqueue
 
 import (
