@@ -35,6 +35,7 @@ func (c *countingAPI) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetIte
 // BatchGetItem for the summaries), the next page too: the status has an
 // index partition of its own, not a filter over every run.
 func TestStatusSearchIsOneQuery(t *testing.T) {
+	t.Parallel() // fresh tables of its own on the shared moto_server, which serves requests on threads
 	ctx := context.Background()
 	client := dynamodb.NewFromConfig(awstest.Start(t))
 	tables := dynamostore.TableNames(awstest.UniqueName(t, "fs"))
