@@ -23,7 +23,13 @@ import (
 
 // stubMessages is a MessageHandler with a canned outcome per body.
 type stubMessages struct {
-	outcome  map[string]error
+	outcome map[string]error
+	// meet, when over 1, holds each call until that many are in flight
+	// together (at most 10 s): a runner that handles the records of a
+	// batch one at a time never gets there, and peak stays 1.
+	meet     int32
+	met      chan struct{}
+	meetOnce sync.Once
 	inFlight atomic.Int32
 	peak     atomic.Int32
 }
@@ -37,7 +43,15 @@ func (s *stubMessages) HandleMessage(ctx context.Context, body []byte) error {
 			break
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
+	if s.meet > 1 {
+		if n >= s.meet {
+			s.meetOnce.Do(func() { close(s.met) })
+		}
+		select {
+		case <-s.met:
+		case <-time.After(10 * time.Second):
+		}
+	}
 	return s.outcome[string(body)]
 }
 
@@ -50,7 +64,7 @@ func TestRunnerReportsFailedRecords(t *testing.T) {
 		"retry":     fmt.Errorf("%w: store busy", automation.ErrRetry),
 		"exhausted": fmt.Errorf("%w: gave up", automation.ErrExhausted),
 		"other":     errors.New("network down"),
-	}}
+	}, meet: 2, met: make(chan struct{})}
 	h := sqsqueue.Runner(stub, sqsqueue.Backoff{}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	ev := events.SQSEvent{}
 	for i, b := range []string{"ok", "retry", "ok", "exhausted", "other"} {
