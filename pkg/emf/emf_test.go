@@ -4,43 +4,65 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"flowservice/pkg/automation"
 )
 
-// emfLines decodes the EMF lines of out by metric name.
-func emfLines(t *testing.T, out *bytes.Buffer) map[string][]map[string]any {
+// point is one EMF line as CloudWatch reads it: the metric, its unit and
+// value, and its dimensions with their values.
+type point struct {
+	Name, Unit string
+	Value      any
+	Dims       string // "k=v,k=v", sorted
+}
+
+// points decodes the EMF lines of out, checking the envelope of each.
+func points(t *testing.T, out *bytes.Buffer) []point {
 	t.Helper()
-	byName := map[string][]map[string]any{}
+	var ps []point
 	for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
-		var m map[string]any
-		if err := json.Unmarshal(l, &m); err != nil {
+		var line struct {
+			AWS struct {
+				Timestamp         int64
+				CloudWatchMetrics []struct {
+					Namespace  string
+					Dimensions [][]string
+					Metrics    []struct{ Name, Unit string }
+				}
+			} `json:"_aws"`
+		}
+		var fields map[string]any
+		if err := json.Unmarshal(l, &line); err != nil || json.Unmarshal(l, &fields) != nil {
 			t.Fatalf("not JSON: %s", l)
 		}
-		aws, ok := m["_aws"].(map[string]any)
-		if !ok {
-			continue // a log line
+		cwm := line.AWS.CloudWatchMetrics
+		if len(cwm) != 1 || cwm[0].Namespace != Namespace || len(cwm[0].Dimensions) != 1 || len(cwm[0].Metrics) != 1 || line.AWS.Timestamp == 0 {
+			t.Fatalf("not one metric of %s with one dimension set and a timestamp: %s", Namespace, l)
 		}
-		cwm := aws["CloudWatchMetrics"].([]any)[0].(map[string]any)
-		if cwm["Namespace"] != Namespace {
-			t.Errorf("namespace %v", cwm["Namespace"])
-		}
-		dims := cwm["Dimensions"].([]any)[0].([]any)
-		for _, d := range dims {
-			if _, ok := m[d.(string)]; !ok {
+		var dims []string
+		for _, d := range cwm[0].Dimensions[0] {
+			v, ok := fields[d].(string)
+			if !ok {
 				t.Errorf("dimension %s has no value in %s", d, l)
 			}
+			dims = append(dims, d+"="+v)
 		}
-		name := cwm["Metrics"].([]any)[0].(map[string]any)["Name"].(string)
-		if _, ok := m[name]; !ok {
-			t.Errorf("metric %s has no value in %s", name, l)
-		}
-		byName[name] = append(byName[name], m)
+		slices.Sort(dims)
+		m := cwm[0].Metrics[0]
+		ps = append(ps, point{Name: m.Name, Unit: m.Unit, Value: fields[m.Name], Dims: strings.Join(dims, ",")})
 	}
-	return byName
+	slices.SortFunc(ps, func(a, b point) int {
+		return strings.Compare(a.Name+a.Dims+fmt.Sprint(a.Value), b.Name+b.Dims+fmt.Sprint(b.Value))
+	})
+	return ps
 }
 
 // fakeRuns is a RunStore whose FinishRun succeeds.
@@ -48,10 +70,13 @@ type fakeRuns struct{ automation.RunStore }
 
 func (fakeRuns) FinishRun(context.Context, automation.Run) error { return nil }
 
-// TestMetrics: runs ending by status with durations, webhooks by outcome.
+// TestMetrics: a run that ends gives its status, its duration and its
+// steps' durations by type; a receiver's answers count by outcome; every
+// point carries the stage.
 func TestMetrics(t *testing.T) {
 	var out bytes.Buffer
 	m := New(&out, "prod")
+	m.now = func() time.Time { return time.Unix(1700000000, 0) }
 	runs := Runs(fakeRuns{}, m)
 	d := int64(1500)
 	if err := runs.FinishRun(context.Background(), automation.Run{Status: automation.RunFailed, DurationMs: &d,
@@ -62,28 +87,18 @@ func TestMetrics(t *testing.T) {
 		h := Webhooks(m, "webhook", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
 		h.ServeHTTP(discardWriter{}, &http.Request{})
 	}
-	got := emfLines(t, &out)
-	if f := got["RunsFinished"]; len(f) != 1 || f[0]["Status"] != "FAILED" || f[0]["Stage"] != "prod" || f[0]["RunsFinished"] != 1.0 {
-		t.Errorf("RunsFinished = %v", f)
+	hook := func(outcome string) point {
+		return point{"Webhooks", "Count", 1.0, "Function=webhook,Outcome=" + outcome + ",Stage=prod"}
 	}
-	if f := got["RunDuration"]; len(f) != 1 || f[0]["RunDuration"] != 1500.0 {
-		t.Errorf("RunDuration = %v", f)
+	want := []point{
+		{"RunDuration", "Milliseconds", 1500.0, "Stage=prod"},
+		{"RunsFinished", "Count", 1.0, "Stage=prod,Status=FAILED"},
+		{"StepDuration", "Milliseconds", []any{700.0, 300.0}, "Stage=prod,StepType=HTTP"},
+		{"StepDuration", "Milliseconds", []any{1.0}, "Stage=prod,StepType=SET"},
+		hook("accepted"), hook("accepted"), hook("failed"), hook("refused"), hook("refused"),
 	}
-	var http_ []any
-	for _, l := range got["StepDuration"] {
-		if l["StepType"] == "HTTP" {
-			http_ = l["StepDuration"].([]any)
-		}
-	}
-	if !slices.Equal(http_, []any{700.0, 300.0}) || len(got["StepDuration"]) != 2 {
-		t.Errorf("StepDuration = %v", got["StepDuration"])
-	}
-	outcomes := map[string]int{}
-	for _, l := range got["Webhooks"] {
-		outcomes[l["Outcome"].(string)]++
-	}
-	if outcomes["accepted"] != 2 || outcomes["refused"] != 2 || outcomes["failed"] != 1 {
-		t.Errorf("webhook outcomes = %v", outcomes)
+	if diff := cmp.Diff(want, points(t, &out)); diff != "" {
+		t.Errorf("metrics mismatch (-want +got):\n%s", diff)
 	}
 }
 
