@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/google/go-cmp/cmp"
 
 	"flowservice/pkg/emf"
 )
@@ -34,36 +34,34 @@ func TestInvocationLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs []map[string]any
+	// The log lines of the handler, and the cold-start metric, in order.
+	type line struct {
+		Msg          string `json:"msg"`
+		AWSRequestID string `json:"awsRequestId"`
+		APIRequestID string `json:"apiRequestId"`
+		TraceID      string `json:"traceId"`
+		ColdStart    bool   `json:"coldStart"`
+		ColdStarts   int    // the metric's value
+		Function     string // the metric's dimension
+	}
+	var got []line
 	for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
-		var m map[string]any
-		_ = json.Unmarshal(l, &m)
-		if m["msg"] == "served" {
-			logs = append(logs, m)
+		var m line
+		if err := json.Unmarshal(l, &m); err != nil {
+			t.Fatalf("not JSON: %s", l)
+		}
+		if m.Msg == "served" || m.ColdStarts > 0 {
+			got = append(got, m)
 		}
 	}
-	if len(logs) != 2 {
-		t.Fatalf("log lines %v", logs)
+	const trace = "1-5bef4de7-ad49b0e87f6ef6c87fc2e700"
+	want := []line{
+		{ColdStarts: 1, Function: "api"},
+		{Msg: "served", AWSRequestID: "lambda-1", APIRequestID: "apigw-lambda-1", TraceID: trace, ColdStart: true},
+		{Msg: "served", AWSRequestID: "lambda-2", APIRequestID: "apigw-lambda-2", TraceID: trace},
 	}
-	for i, want := range []struct {
-		id   string
-		cold bool
-	}{{"lambda-1", true}, {"lambda-2", false}} {
-		l := logs[i]
-		if l["awsRequestId"] != want.id || l["apiRequestId"] != "apigw-"+want.id || l["coldStart"] != want.cold ||
-			l["traceId"] != "1-5bef4de7-ad49b0e87f6ef6c87fc2e700" {
-			t.Errorf("log line %d = %v", i, l)
-		}
-	}
-	var cold []any
-	for _, l := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
-		var m map[string]any
-		if json.Unmarshal(l, &m) == nil && m["ColdStarts"] != nil {
-			cold = append(cold, m["Function"])
-		}
-	}
-	if !slices.Equal(cold, []any{"api"}) {
-		t.Errorf("ColdStarts by function = %v, want one for api", cold)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("log lines and cold starts (-want +got):\n%s", diff)
 	}
 }
 
