@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -307,10 +308,22 @@ func TestHeldRunOutlivesMaxReceiveCount(t *testing.T) {
 		}
 		e.poll(t)
 	}
-	for range 3 { // nothing left to deliver, no copy left behind
-		if n := e.poll(t); n != 0 {
-			t.Fatalf("%d messages delivered after the run executed", n)
-		}
+	// Nothing left to deliver and no copy left behind, read from the
+	// queue's counters rather than from polls that find nothing for a
+	// while: no message visible, in flight or delayed.
+	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: &e.cfg.QueueURL, AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0",
+		"ApproximateNumberOfMessagesDelayed": "0"}; !maps.Equal(out.Attributes, want) {
+		t.Fatalf("run queue after the run executed: %v, want %v", out.Attributes, want)
 	}
 	status, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, "")
 	if status != 200 || run["status"] != "SUCCEEDED" || calls() != 1 || dlqSize() != "0" {
