@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
@@ -227,8 +228,7 @@ func TestFailingMessageReachesDLQ(t *testing.T) {
 	runID := acc["runId"].(string)
 
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, 30*time.Second, "the failing message in the DLQ", func() bool {
 		e.poll(t)
 		out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 			QueueUrl: &e.dlqURL, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
@@ -236,13 +236,8 @@ func TestFailingMessageReachesDLQ(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)] == "1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the failing message never reached the DLQ (%d external calls)", calls())
-		}
-	}
+		return out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)] == "1"
+	})
 	status, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, "")
 	if status != 200 || run["status"] != "FAILED" || run["attempts"] != 2.0 || calls() != 2 {
 		t.Fatalf("run = %d %v after %d calls; want FAILED after 2 attempts", status, run, calls())
