@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
@@ -226,8 +228,7 @@ func TestFailingMessageReachesDLQ(t *testing.T) {
 	runID := acc["runId"].(string)
 
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, 30*time.Second, "the failing message in the DLQ", func() bool {
 		e.poll(t)
 		out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 			QueueUrl: &e.dlqURL, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages},
@@ -235,13 +236,8 @@ func TestFailingMessageReachesDLQ(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)] == "1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the failing message never reached the DLQ (%d external calls)", calls())
-		}
-	}
+		return out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)] == "1"
+	})
 	status, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, "")
 	if status != 200 || run["status"] != "FAILED" || run["attempts"] != 2.0 || calls() != 2 {
 		t.Fatalf("run = %d %v after %d calls; want FAILED after 2 attempts", status, run, calls())
@@ -259,10 +255,10 @@ func TestFailingMessageReachesDLQ(t *testing.T) {
 // with a long lease, as an inline ON_COMPLETION attempt or a frozen Lambda
 // leaves it) bounces its message many more times than the queue's
 // maxReceiveCount; the runner sends fresh copies from
-// awsapp.DefaultRequeueAt receives on, so the message never reaches the
+// sqsqueue.DefaultRequeueAt receives on, so the message never reaches the
 // DLQ, and once the hold ends the run executes once.
 func TestHeldRunOutlivesMaxReceiveCount(t *testing.T) {
-	const maxReceive = awsapp.DefaultRequeueAt + 1
+	const maxReceive = sqsqueue.DefaultRequeueAt + 1
 	e := newE2E(t, maxReceive, automation.RunPolicy{Timeout: time.Second, MaxAttempts: 5})
 	ext, calls := external(t, 200)
 	flowID := e.activeFlow(t, ext.URL)
@@ -307,10 +303,22 @@ func TestHeldRunOutlivesMaxReceiveCount(t *testing.T) {
 		}
 		e.poll(t)
 	}
-	for range 3 { // nothing left to deliver, no copy left behind
-		if n := e.poll(t); n != 0 {
-			t.Fatalf("%d messages delivered after the run executed", n)
-		}
+	// Nothing left to deliver and no copy left behind, read from the
+	// queue's counters rather than from polls that find nothing for a
+	// while: no message visible, in flight or delayed.
+	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: &e.cfg.QueueURL, AttributeNames: []sqstypes.QueueAttributeName{
+			sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0",
+		"ApproximateNumberOfMessagesDelayed": "0"}; !maps.Equal(out.Attributes, want) {
+		t.Fatalf("run queue after the run executed: %v, want %v", out.Attributes, want)
 	}
 	status, run := call(t, e.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, e.key, "")
 	if status != 200 || run["status"] != "SUCCEEDED" || calls() != 1 || dlqSize() != "0" {

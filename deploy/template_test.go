@@ -17,6 +17,8 @@ import (
 
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/dynamostore"
+	"flowservice/pkg/emf"
+	"flowservice/pkg/sqsqueue"
 )
 
 // cfnTemplate is the part of a CloudFormation template the tests read.
@@ -209,9 +211,9 @@ func TestQueueAndRunner(t *testing.T) {
 	if redrive["deadLetterTargetArn"] == nil || number(t, "maxReceiveCount", redrive["maxReceiveCount"]) < attempts+3 {
 		t.Errorf("RunQueue RedrivePolicy = %v, want a DLQ and maxReceiveCount with room (3) above RUN_ATTEMPTS %d", redrive, attempts)
 	}
-	if mrc := number(t, "maxReceiveCount", redrive["maxReceiveCount"]); mrc < 2*awsapp.DefaultRequeueAt {
-		t.Errorf("maxReceiveCount %d: the runner requeues bounces from receive %d on (awsapp.DefaultRequeueAt), which leaves less room for outright failures than it uses for bounces",
-			mrc, awsapp.DefaultRequeueAt)
+	if mrc := number(t, "maxReceiveCount", redrive["maxReceiveCount"]); mrc < 2*sqsqueue.DefaultRequeueAt {
+		t.Errorf("maxReceiveCount %d: the runner requeues bounces from receive %d on (sqsqueue.DefaultRequeueAt), which leaves less room for outright failures than it uses for bounces",
+			mrc, sqsqueue.DefaultRequeueAt)
 	}
 	// SAM's SQS event would attach AWSLambdaSQSQueueExecutionRole (receive
 	// and delete on every queue of the account): the mapping is declared
@@ -555,7 +557,7 @@ func TestOperability(t *testing.T) {
 	want := []alarm{
 		{"AWS/SQS", "ApproximateAgeOfOldestMessage", `QueueName={"Fn::GetAtt":["RunQueue","QueueName"]}`},
 		{"AWS/SQS", "ApproximateNumberOfMessagesVisible", `QueueName={"Fn::GetAtt":["RunDeadLetterQueue","QueueName"]}`},
-		{awsapp.MetricsNamespace, "RunsFinished", `Stage={"Ref":"Stage"},Status="FAILED"`},
+		{emf.Namespace, "RunsFinished", `Stage={"Ref":"Stage"},Status="FAILED"`},
 	}
 	for id := range functions(tpl) {
 		for _, m := range []string{"Errors", "Throttles"} {

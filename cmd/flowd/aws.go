@@ -14,6 +14,7 @@ import (
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
 	"flowservice/pkg/awsdev"
+	"flowservice/pkg/sqsqueue"
 )
 
 // openAWS wires the AWS adapters, as the Lambdas have them, into one
@@ -58,7 +59,7 @@ func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv
 		start: func(ctx context.Context, wg *sync.WaitGroup) {
 			for range cfg.Workers {
 				wg.Go(func() {
-					runner := a.WithAlerts(awsapp.Runner(svc, awsapp.Backoff{Client: client, QueueURL: acfg.QueueURL}, log))
+					runner := a.WithAlerts(sqsqueue.Runner(svc, sqsqueue.Backoff{Client: client, QueueURL: acfg.QueueURL}, log))
 					awsdev.Poll(ctx, client, acfg.QueueURL, runner, log)
 				})
 			}

@@ -19,6 +19,7 @@ import (
 // moto_server, provisioning its resources, and takes a webhook through
 // DynamoDB, SQS and the in-process queue consumer to a SUCCEEDED run.
 func TestAWSBackendOnMoto(t *testing.T) {
+	t.Parallel() // its own flowd, directory, ports and moto_server
 	moto, err := awstest.StartServer()
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,7 @@ func newBrowser(t *testing.T) context.Context {
 // screen and no page scrolls sideways. With FLOWD_SCREENSHOTS=DIR it saves
 // screenshots of the main pages there (make screenshots: docs/screenshots).
 func TestDashboardInABrowser(t *testing.T) {
+	t.Parallel() // its own flowd, directory and ports, and its own browser
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_WORKERS=2", "FLOWD_LOG_LEVEL=warn")
 	key := initialKey(t, dir)

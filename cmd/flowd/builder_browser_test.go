@@ -30,6 +30,7 @@ const builderFlow = `{"name": "Orders", "engine": "FLOW_BUILDER", "steps": [
 // colours each step by its result, with a timeline, and a box opens the
 // failed step's error in place.
 func TestDashboardBuilderInABrowser(t *testing.T) {
+	t.Parallel() // its own flowd, directory and ports, and its own browser
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startFlowd(t, dir, "FLOWD_WORKERS=2", "FLOWD_LOG_LEVEL=warn")
 	key := initialKey(t, dir)
@@ -129,6 +130,7 @@ func TestDashboardBuilderInABrowser(t *testing.T) {
 // is (line and column) before anything is saved; it completes field names
 // and step types, and formats.
 func TestDashboardEditorInABrowser(t *testing.T) {
+	t.Parallel() // its own flowd, directory and ports, and its own browser
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startFlowd(t, dir, "FLOWD_LOG_LEVEL=warn")
 	key := initialKey(t, dir)
@@ -225,6 +227,7 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 // (the connection picked from the project's), saved, sent a test event
 // from the flow page, and shown failing at the step that failed.
 func TestDashboardReadmeFlowInABrowser(t *testing.T) {
+	t.Parallel() // its own flowd, directory and ports, and its own browser
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startFlowd(t, dir, "FLOWD_WORKERS=2", "FLOWD_LOG_LEVEL=warn")
 	key := initialKey(t, dir)

@@ -15,6 +15,7 @@ import (
 // in Secrets Manager), a flow file applied, run with the variables and the
 // connection by name, exported back and applied again with no change.
 func TestApplyOnAWSBackend(t *testing.T) {
+	t.Parallel() // its own flowd, directory, ports and moto_server
 	moto, err := awstest.StartServer()
 	if err != nil {
 		t.Fatal(err)

@@ -322,6 +322,7 @@ func TestWaitResumesAfterRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts flowd twice")
 	}
+	t.Parallel() // its own flowd, directory and ports
 	svc := newStandIn(t)
 	dir := filepath.Join(t.TempDir(), "data")
 	env := []string{"FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn", "FLOWD_CODE_SANDBOX=false"}

@@ -15,6 +15,7 @@ import (
 	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/dynamostore"
+	"flowservice/pkg/emf"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/oauth"
 	"flowservice/pkg/s3payloads"
@@ -30,7 +31,7 @@ type App struct {
 	// derives its session key from it.
 	CursorKey []byte
 
-	metrics *metrics
+	metrics *emf.Writer
 	cold    coldStart
 	// Alerts serves event subscriptions; nil without TABLE_ALERTS.
 	// alertsWritten reports whether this instance wrote deliveries since
@@ -63,7 +64,7 @@ type Parts struct {
 // execution environment.
 func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, error) {
 	log := newLogger(cfg)
-	m := newMetrics(cfg.logOutput(), cfg.Stage)
+	m := emf.New(cfg.logOutput(), cfg.Stage)
 	t := cfg.Tables
 	if err := Need(p.Name, "TABLE_PROJECTS", t.Projects, "TABLE_KEYS", t.Keys, "TABLE_FLOWS", t.Flows,
 		"TABLE_ROUTES", t.Routes, "TABLE_CONNECTIONS", t.Connections, "TABLE_RUNS", t.Runs, "TABLE_SAMPLES", t.Samples,
@@ -77,7 +78,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	opts := []dynamostore.Option{
 		// Run parts too large for an item (webhook bodies, big step
 		// outputs) go to the payload bucket.
-		dynamostore.WithPayloads(s3payloads.New(newS3REST(awsCfg, cfg.Observe), cfg.PayloadBucket)),
+		dynamostore.WithPayloads(s3payloads.New(s3payloads.NewClient(awsCfg, cfg.Observe), cfg.PayloadBucket)),
 		dynamostore.WithLogger(log),
 	}
 	if cfg.RunPolicy.Retention > 0 {
@@ -98,7 +99,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	// A run is durable once its record is in DynamoDB and its message in
 	// SQS; the runner executes it from there.
 	rt := &automation.RunRuntime{
-		Runs: runMetrics{RunStore: store, m: m}, Queue: sqsqueue.New(store, newSqsClient(sqs.NewFromConfig(awsCfg)), cfg.QueueURL), Policy: cfg.RunPolicy,
+		Runs: emf.Runs(store, m), Queue: sqsqueue.New(store, newSqsClient(sqs.NewFromConfig(awsCfg)), cfg.QueueURL), Policy: cfg.RunPolicy,
 		NewExecutor: func(c automation.Credentials) automation.Executor {
 			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log,
 				UserAgent: engine.UserAgent(cfg.EngineURL)})

@@ -18,7 +18,7 @@ import (
 // An SDK client in an interface, or in a struct that is, would bring all of
 // its service's operations. The forwarders hold method values, not the
 // client, so only the calls made here are linked. (S3's client cannot be
-// kept out of an interface: s3REST replaces it.)
+// kept out of an interface: s3payloads.Client replaces it.)
 // deploy's TestBinarySizes keeps the result in check.
 
 type dynamoClient struct {

@@ -8,6 +8,12 @@
 // The package never reads the environment itself: each main calls
 // ConfigFrom(os.Getenv), so the variables the template sets are listed in
 // one place (ConfigFrom) and read only in main.
+//
+// It holds wiring and the proxy event's edges only; what the functions run
+// lives with its adapter: the run queue's consumer and back-off in
+// pkg/sqsqueue (Runner, Backoff), the payload bucket's client in
+// pkg/s3payloads (Client), metrics in pkg/emf, the SDK configuration from
+// the Lambda environment in pkg/awsenv.
 package awsapp
 
 import (

@@ -36,7 +36,7 @@ func (c *coldStart) first() bool { return c.done.CompareAndSwap(false, true) }
 func (a *App) begin(ctx context.Context, function, apiRequestID string) context.Context {
 	cold := a.cold.first()
 	if cold {
-		a.metrics.put("ColdStarts", "Count", 1, map[string]string{"Function": function})
+		a.metrics.Put("ColdStarts", "Count", 1, map[string]string{"Function": function})
 	}
 	return context.WithValue(ctx, invocationKey{}, invocation{apiRequestID: apiRequestID, cold: cold})
 }

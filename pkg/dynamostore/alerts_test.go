@@ -14,6 +14,7 @@ import (
 // deliveries claimed through the byDue index, and a run's finish writing
 // its event's deliveries in the finish's transaction.
 func TestAlertsContract(t *testing.T) {
+	t.Parallel() // fresh tables of its own on the shared moto_server, which serves requests on threads
 	storetest.RunAlerts(t, func(t *testing.T) storetest.AlertsEnv {
 		client := dynamodb.NewFromConfig(awstest.Start(t))
 		prefix := awstest.UniqueName(t, "fs")

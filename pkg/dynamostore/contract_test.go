@@ -15,6 +15,7 @@ import (
 // TestContract runs the store contract every adapter passes, each subtest on
 // its own fresh tables on the shared moto_server.
 func TestContract(t *testing.T) {
+	t.Parallel() // fresh tables of its own on the shared moto_server, which serves requests on threads
 	storetest.Run(t, func(t *testing.T) automation.Store {
 		// One write at a time, as for runs (see serialized): the
 		// SampleTakeRace subtest claims one arming from several goroutines.
@@ -26,6 +27,7 @@ func TestContract(t *testing.T) {
 // TestRunContract runs the run store contract; Create is the run item write
 // that the SQS run queue makes before it sends the message.
 func TestRunContract(t *testing.T) {
+	t.Parallel() // fresh tables of its own on the shared moto_server, which serves requests on threads
 	storetest.RunRuns(t, func(t *testing.T) storetest.RunEnv {
 		_, client, tables := newStore(t)
 		s := dynamostore.New(&serialized{API: client}, tables)

@@ -80,6 +80,7 @@ func (m *memPayloads) keys(runID string) []string {
 // so low that every trigger body and step output leaves the item: reads
 // must not tell the difference.
 func TestRunContractWithPayloads(t *testing.T) {
+	t.Parallel() // fresh tables of its own on the shared moto_server, which serves requests on threads
 	storetest.RunRuns(t, func(t *testing.T) storetest.RunEnv {
 		_, client, tables := newStore(t)
 		s := dynamostore.New(&serialized{API: client}, tables,

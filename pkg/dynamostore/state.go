@@ -22,8 +22,8 @@ const (
 	attrStateVersion = "stateVersion" // N, bumped by every update
 )
 
-// stateUpdateAttempts bounds UpdateFlowState's retries when another update
-// wins the race.
+// stateUpdateAttempts bounds the retries of a versioned update (flow state,
+// project variables: updateVersioned) when another update wins the race.
 const stateUpdateAttempts = 5
 
 var _ automation.StateStore = (*Store)(nil)
@@ -93,8 +93,20 @@ func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, cha
 	if r := (reader{item: flow.Item}); len(flow.Item) == 0 || r.str(attrProject) != project {
 		return automation.NotFound("flow", flowID)
 	}
+	return updateVersioned(ctx, s, "state of flow "+flowID, stateKey(flowID), attrState, project,
+		func() (map[string]json.RawMessage, int64, error) { return s.readState(ctx, project, flowID) }, change)
+}
+
+// updateVersioned is the read-change-write of a versioned document (flow
+// state, project variables): read returns the document and its version,
+// change the next document, which is written on condition that the
+// version has not moved (putVersioned); a lost race reads and changes
+// again, up to stateUpdateAttempts times. what names the document in
+// errors.
+func updateVersioned[T any](ctx context.Context, s *Store, what string, key map[string]types.AttributeValue, attr, project string,
+	read func() (T, int64, error), change func(T) (T, error)) error {
 	for attempt := 1; ; attempt++ {
-		cur, version, err := s.readState(ctx, project, flowID)
+		cur, version, err := read()
 		if err != nil {
 			return err
 		}
@@ -104,14 +116,14 @@ func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, cha
 		}
 		doc, err := json.Marshal(next)
 		if err != nil {
-			return fmt.Errorf("dynamostore: encode state of flow %s: %w", flowID, err)
+			return fmt.Errorf("dynamostore: encode %s: %w", what, err)
 		}
-		lost, err := s.putVersioned(ctx, stateKey(flowID), attrState, project, doc, version)
+		lost, err := s.putVersioned(ctx, key, attr, project, doc, version)
 		if lost && attempt < stateUpdateAttempts {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("dynamostore: update state of flow %s: %w", flowID, err)
+			return fmt.Errorf("dynamostore: update %s: %w", what, err)
 		}
 		return nil
 	}

@@ -61,26 +61,6 @@ func (s *Store) readVariables(ctx context.Context, project string) (map[string]a
 // UpdateVariables writes the changed variables conditionally on the
 // version it read; a lost race reads again.
 func (s *Store) UpdateVariables(ctx context.Context, project string, change func(map[string]automation.Variable) (map[string]automation.Variable, error)) error {
-	for attempt := 1; ; attempt++ {
-		cur, version, err := s.readVariables(ctx, project)
-		if err != nil {
-			return err
-		}
-		next, err := change(cur)
-		if err != nil {
-			return err
-		}
-		doc, err := json.Marshal(next)
-		if err != nil {
-			return fmt.Errorf("dynamostore: encode variables of %s: %w", project, err)
-		}
-		lost, err := s.putVersioned(ctx, variablesKey(project), attrVariables, project, doc, version)
-		if lost && attempt < stateUpdateAttempts {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("dynamostore: update variables of %s: %w", project, err)
-		}
-		return nil
-	}
+	return updateVersioned(ctx, s, "variables of "+project, variablesKey(project), attrVariables, project,
+		func() (map[string]automation.Variable, int64, error) { return s.readVariables(ctx, project) }, change)
 }

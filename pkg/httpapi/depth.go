@@ -20,22 +20,12 @@ const MaxJSONDepth = 64
 // count. b need not be valid JSON: validity is checked separately.
 func jsonDepthExceeds(b []byte, limit int) bool {
 	depth := 0
-	inString, escaped := false, false
+	var str jsonStrings
 	for _, c := range b {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
+		if str.skip(c) {
 			continue
 		}
 		switch c {
-		case '"':
-			inString = true
 		case '[', '{':
 			depth++
 			if depth > limit {

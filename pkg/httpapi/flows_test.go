@@ -204,6 +204,7 @@ func TestOtherProjectsFlow(t *testing.T) {
 }
 
 func TestListFlowsPagination(t *testing.T) {
+	t.Parallel() // its own server and database
 	srv, key := newTestServer(t)
 	var ids []string
 	for i := range 23 {

@@ -11,6 +11,7 @@ import (
 // that holds the path (and no flow of another project), and GET / says
 // where the API and the dashboard are.
 func TestErrorsSayWhere(t *testing.T) {
+	t.Parallel() // its own server and database
 	srv, key := newTestServer(t)
 	tests := []struct {
 		name, method, path, body string

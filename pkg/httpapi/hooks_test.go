@@ -562,6 +562,7 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 
 // TestAllowlist: the allowlist judges the real client address.
 func TestAllowlist(t *testing.T) {
+	t.Parallel() // its own servers and databases
 	tests := []struct {
 		name    string
 		trusted []string

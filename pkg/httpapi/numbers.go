@@ -14,25 +14,10 @@ import (
 // any value; only numbers with an exponent or more than 15 characters are
 // parsed, the only ones that can be out of range.
 func checkNumbers(b []byte) error {
-	inString, escaped := false, false
+	var str jsonStrings
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		if c == '"' {
-			inString = true
-			continue
-		}
-		if c != '-' && (c < '0' || c > '9') {
+		if str.skip(c) || c != '-' && (c < '0' || c > '9') {
 			continue
 		}
 		j, exp := i, false

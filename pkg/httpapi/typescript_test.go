@@ -19,6 +19,7 @@ const (
 // and npm, and npm must reach its registry (or its cache) the first time;
 // without them the test is skipped, saying why.
 func TestTypeScriptTypesCompile(t *testing.T) {
+	t.Parallel() // its own directory; mostly node, which overlaps the other parallel tests
 	if _, err := exec.LookPath("npm"); err != nil {
 		t.Skip("npm is not installed: the TypeScript check needs node and npm")
 	}

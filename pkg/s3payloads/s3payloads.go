@@ -2,7 +2,9 @@
 // DynamoDB item (webhook bodies up to awsapp.MaxProxyBody, 4,303,392
 // bytes, on Lambda; large step outputs) as objects in an S3 bucket. pkg/dynamostore decides what goes
 // here and keeps a reference in the run item; this package only stores
-// bytes under keys.
+// bytes under keys. The Lambda functions reach the bucket through Client,
+// a small signed-REST client that keeps the SDK's S3 client out of their
+// binaries; tests and tools may pass the SDK's.
 //
 // Objects are removed two ways: with their runs when a flow is deleted or
 // runs are purged (DeletePrefix, best effort), and by the bucket's lifecycle

@@ -4,6 +4,11 @@
 // whose consumer, the runner Lambda, executes it. Messages carry IDs only;
 // a run's data, however large, stays with the run record (dynamostore keeps
 // bodies too large for an item in S3).
+//
+// The consumer side is here too (runner.go): Runner handles a batch as the
+// runner Lambda and flowd's aws backend receive it, and Backoff brings a
+// message whose run is due later back at the run's time, by visibility or
+// as a fresh copy, so that bounces never reach the dead-letter queue.
 package sqsqueue
 
 import (
@@ -53,8 +58,17 @@ var _ automation.RunQueue = (*Queue)(nil)
 
 var _ automation.Delayer = (*Queue)(nil)
 
-// MaxDelay is the longest SQS message delay (DelaySeconds).
+// MaxDelay is the longest SQS message delay (DelaySeconds, 15 minutes):
+// every message sent for a later time, a delayed run's (EnqueueAfter) or a
+// bounced message's copy (Backoff), is due at the latest after it.
 const MaxDelay = 15 * time.Minute
+
+// delaySeconds is the DelaySeconds of a message due at until: the time
+// left, rounded up to a second, within MaxDelay.
+func delaySeconds(until time.Time) int32 {
+	d := min(max(time.Until(until), 0), MaxDelay)
+	return int32((d + time.Second - 1) / time.Second)
+}
 
 // EnqueueAfter sends run r's message again, due at until: with a delay of
 // at most MaxDelay and until in the message (QueueMessage.NotBefore), so
@@ -66,10 +80,8 @@ func (q *Queue) EnqueueAfter(ctx context.Context, r automation.Run, until time.T
 	if err != nil {
 		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
 	}
-	delay := min(max(time.Until(until), 0), MaxDelay)
-	secs := int32((delay + time.Second - 1) / time.Second)
 	text := string(body)
-	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: secs}); err != nil {
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: delaySeconds(until)}); err != nil {
 		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"flowservice/deploy/samenv"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsdev"
+	"flowservice/pkg/awsenv"
 )
 
 func main() {
@@ -57,7 +58,7 @@ func run() error {
 		if ep == "" {
 			return fmt.Errorf("-moto needs AWS_ENDPOINT_URL (the moto_server's address)")
 		}
-		awsCfg, err := awsapp.AWSConfig(os.Getenv)
+		awsCfg, err := awsenv.Config(os.Getenv)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package awsapp_test
+package sqsqueue_test
 
 import (
 	"context"
@@ -14,9 +14,10 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/awsapp"
+
 	"flowservice/pkg/awsdev"
 	"flowservice/pkg/awstest"
+	"flowservice/pkg/sqsqueue"
 )
 
 // heldRun is a run held by a live attempt for its first holds messages:
@@ -72,7 +73,7 @@ func TestBouncesNeverReachTheDLQ(t *testing.T) {
 			t.Fatal(err)
 		}
 		h = &heldRun{holds: 4 * maxReceives}
-		runner := awsapp.Runner(h, awsapp.Backoff{Client: client, QueueURL: url, RequeueAt: requeueAt}, log)
+		runner := sqsqueue.Runner(h, sqsqueue.Backoff{Client: client, QueueURL: url, RequeueAt: requeueAt}, log)
 		for range 3 * h.holds {
 			n, err := awsdev.PollOnce(ctx, client, url, 0, runner)
 			if err != nil {

@@ -1,4 +1,4 @@
-package awsapp
+package s3payloads
 
 import (
 	"context"
@@ -18,23 +18,22 @@ import (
 
 	"flowservice/pkg/awsretry"
 	"flowservice/pkg/awstest"
-	"flowservice/pkg/s3payloads"
 )
 
-// TestS3REST runs the payload store on s3REST against moto: what one
+// TestClient runs the payload store on Client against moto: what one
 // function puts, another reads back, the SDK sees the same objects, a
-// missing key is s3payloads.ErrNotFound, and DeletePrefix removes exactly
+// missing key is ErrNotFound, and DeletePrefix removes exactly
 // its prefix.
-func TestS3REST(t *testing.T) {
+func TestClient(t *testing.T) {
 	ctx := context.Background()
 	awsCfg := awstest.Start(t)
 	bucket := strings.ToLower(awstest.UniqueName(t, "payloads"))
 	sdk := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.UsePathStyle = true })
-	if err := s3payloads.CreateBucket(ctx, sdk, bucket, 1); err != nil {
+	if err := CreateBucket(ctx, sdk, bucket, 1); err != nil {
 		t.Fatal(err)
 	}
 	var calls []string
-	store := s3payloads.New(newS3REST(awsCfg, func(svc, op string, _ any) { calls = append(calls, svc+":"+op) }), bucket)
+	store := New(NewClient(awsCfg, func(svc, op string, _ any) { calls = append(calls, svc+":"+op) }), bucket)
 
 	body := []byte(strings.Repeat("payload ", 1000))
 	keys := []string{"runs/p1/run 1/trigger", "runs/p1/run+2/step=a&b", "runs/p2/run3/trigger"}
@@ -55,7 +54,7 @@ func TestS3REST(t *testing.T) {
 		t.Fatalf("SDK get: %v", err)
 	}
 	out.Body.Close()
-	if _, err := store.Get(ctx, "runs/p1/missing"); !errors.Is(err, s3payloads.ErrNotFound) {
+	if _, err := store.Get(ctx, "runs/p1/missing"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("missing key: %v, want ErrNotFound", err)
 	}
 	if err := store.DeletePrefix(ctx, "runs/p1/"); err != nil {
@@ -63,14 +62,14 @@ func TestS3REST(t *testing.T) {
 	}
 	for i, k := range keys {
 		_, err := store.Get(ctx, k)
-		if gone := errors.Is(err, s3payloads.ErrNotFound); gone != (i < 2) {
+		if gone := errors.Is(err, ErrNotFound); gone != (i < 2) {
 			t.Errorf("after DeletePrefix(runs/p1/): %q gone = %v (%v)", k, gone, err)
 		}
 	}
 	if err := store.Delete(ctx, keys[2]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Get(ctx, keys[2]); !errors.Is(err, s3payloads.ErrNotFound) {
+	if _, err := store.Get(ctx, keys[2]); !errors.Is(err, ErrNotFound) {
 		t.Errorf("after Delete: %v", err)
 	}
 	for _, op := range []string{"PutObject", "GetObject", "ListObjectsV2", "DeleteObjects", "DeleteObject"} {
@@ -80,24 +79,24 @@ func TestS3REST(t *testing.T) {
 	}
 
 	// A refused request is an error naming S3's code, not a silent success.
-	bad := s3payloads.New(newS3REST(awsCfg, nil), bucket+"-missing")
+	bad := New(NewClient(awsCfg, nil), bucket+"-missing")
 	if err := bad.Put(ctx, "k", body); err == nil || !strings.Contains(err.Error(), "NoSuchBucket") {
 		t.Errorf("put to a missing bucket: %v", err)
 	}
 }
 
-// TestS3RESTURL: real AWS addresses the bucket by host, keys escaped.
-func TestS3RESTURL(t *testing.T) {
-	c := newS3REST(aws.Config{Region: "eu-west-1"}, nil)
+// TestClientURL: real AWS addresses the bucket by host, keys escaped.
+func TestClientURL(t *testing.T) {
+	c := NewClient(aws.Config{Region: "eu-west-1"}, nil)
 	if got, want := c.url("b", "runs/a b/c+d", nil), "https://b.s3.eu-west-1.amazonaws.com/runs/a%20b/c%2Bd"; got != want {
 		t.Errorf("url = %s, want %s", got, want)
 	}
 }
 
-// TestS3RESTRetries: S3's throttle (503 SlowDown) and server errors are
+// TestClientRetries: S3's throttle (503 SlowDown) and server errors are
 // tried again with the same body, as the SDK's client would; an access
 // refusal is not.
-func TestS3RESTRetries(t *testing.T) {
+func TestClientRetries(t *testing.T) {
 	var calls atomic.Int32
 	var bodies []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -118,10 +117,10 @@ func TestS3RESTRetries(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	c := newS3REST(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+	c := NewClient(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")}, nil)
 	c.retry = awsretry.Policy{Attempts: 4, Base: time.Millisecond, Max: time.Millisecond}
-	store := s3payloads.New(c, "bucket")
+	store := New(c, "bucket")
 	if err := store.Put(context.Background(), "runs/p/r/trigger", []byte("payload")); err != nil || calls.Load() != 3 {
 		t.Fatalf("put = %v after %d calls, want success after 3", err, calls.Load())
 	}

@@ -1,4 +1,4 @@
-package awsapp
+package s3payloads
 
 import (
 	"bytes"
@@ -24,14 +24,14 @@ import (
 	"flowservice/pkg/awsretry"
 )
 
-// s3REST is the payload bucket's client: the five object calls
-// pkg/s3payloads makes, as signed REST requests. It stands in for the SDK's
+// Client is the payload bucket's client on Lambda: the five object calls
+// Store makes (API), as signed REST requests. It stands in for the SDK's
 // S3 client for the size of the bootstraps: s3.New stores the client in an
 // interface (its S3 Express credential provider), and in a binary that also
 // calls methods by reflection (the expression engine) the linker then keeps
 // all of S3's operations, about 3 MB of every function. It speaks the same
-// types as the SDK, so s3payloads cannot tell the difference.
-type s3REST struct {
+// types as the SDK, so Store cannot tell the difference.
+type Client struct {
 	http   aws.HTTPClient
 	creds  aws.CredentialsProvider
 	signer *v4.Signer
@@ -39,7 +39,7 @@ type s3REST struct {
 	// base is an explicit endpoint (a local emulator), addressed by path;
 	// empty means the bucket's virtual-hosted AWS endpoint.
 	base string
-	// observe, if set, is told of each call (Config.Observe).
+	// observe, if set, is told of each call (awsapp.Config.Observe).
 	observe func(service, operation string, input any)
 	now     func() time.Time
 	// retry is how throttles (503 SlowDown) and server errors are tried
@@ -47,8 +47,13 @@ type s3REST struct {
 	retry awsretry.Policy
 }
 
-func newS3REST(awsCfg aws.Config, observe func(service, operation string, input any)) *s3REST {
-	c := &s3REST{
+var _ API = (*Client)(nil)
+
+// NewClient returns a Client with awsCfg's region, credentials, HTTP client
+// and endpoint (BaseEndpoint, addressed by path: a local emulator). observe,
+// if not nil, is told of each call before it is sent.
+func NewClient(awsCfg aws.Config, observe func(service, operation string, input any)) *Client {
+	c := &Client{
 		http: awsCfg.HTTPClient, creds: awsCfg.Credentials, region: awsCfg.Region, observe: observe, now: time.Now,
 		retry: awsretry.Default,
 		// S3 signs the path as sent, without escaping it again.
@@ -64,7 +69,7 @@ func newS3REST(awsCfg aws.Config, observe func(service, operation string, input 
 }
 
 // url is the address of key (or of the bucket when key is empty).
-func (c *s3REST) url(bucket, key string, query url.Values) string {
+func (c *Client) url(bucket, key string, query url.Values) string {
 	escaped := escapeKey(key)
 	var u string
 	if c.base != "" {
@@ -94,7 +99,7 @@ func escapeKey(key string) string {
 
 // do sends a request (doOnce), again after a backoff while S3 answers a
 // throttle or server error or the connection drops.
-func (c *s3REST) do(ctx context.Context, op string, input any, method, u string, body []byte, header http.Header) (*http.Response, error) {
+func (c *Client) do(ctx context.Context, op string, input any, method, u string, body []byte, header http.Header) (*http.Response, error) {
 	if c.observe != nil {
 		c.observe("S3", op, input)
 	}
@@ -109,7 +114,7 @@ func (c *s3REST) do(ctx context.Context, op string, input any, method, u string,
 
 // doOnce signs and sends one request and returns the response of a 2xx
 // status; any other status becomes the error S3 described.
-func (c *s3REST) doOnce(ctx context.Context, op string, method, u string, body []byte, header http.Header) (*http.Response, error) {
+func (c *Client) doOnce(ctx context.Context, op string, method, u string, body []byte, header http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("s3 %s: %w", op, err)
@@ -161,7 +166,7 @@ func (c *s3REST) doOnce(ctx context.Context, op string, method, u string, body [
 	return nil, err
 }
 
-func (c *s3REST) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
+func (c *Client) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func(*s3.Options)) (*s3.PutObjectOutput, error) {
 	var body []byte
 	if in.Body != nil {
 		b, err := io.ReadAll(in.Body)
@@ -182,7 +187,7 @@ func (c *s3REST) PutObject(ctx context.Context, in *s3.PutObjectInput, _ ...func
 	return &s3.PutObjectOutput{}, nil
 }
 
-func (c *s3REST) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
+func (c *Client) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func(*s3.Options)) (*s3.GetObjectOutput, error) {
 	resp, err := c.do(ctx, "GetObject", in, http.MethodGet, c.url(aws.ToString(in.Bucket), aws.ToString(in.Key), nil), nil, nil)
 	if err != nil {
 		return nil, err
@@ -190,7 +195,7 @@ func (c *s3REST) GetObject(ctx context.Context, in *s3.GetObjectInput, _ ...func
 	return &s3.GetObjectOutput{Body: resp.Body, ContentLength: aws.Int64(resp.ContentLength)}, nil
 }
 
-func (c *s3REST) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, _ ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
+func (c *Client) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, _ ...func(*s3.Options)) (*s3.DeleteObjectOutput, error) {
 	resp, err := c.do(ctx, "DeleteObject", in, http.MethodDelete, c.url(aws.ToString(in.Bucket), aws.ToString(in.Key), nil), nil, nil)
 	if err != nil {
 		return nil, err
@@ -199,7 +204,7 @@ func (c *s3REST) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput, _ .
 	return &s3.DeleteObjectOutput{}, nil
 }
 
-func (c *s3REST) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+func (c *Client) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, _ ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
 	q := url.Values{"list-type": {"2"}}
 	if in.Prefix != nil {
 		q.Set("prefix", *in.Prefix)
@@ -229,7 +234,7 @@ func (c *s3REST) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, _
 	return out, nil
 }
 
-func (c *s3REST) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, _ ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error) {
+func (c *Client) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput, _ ...func(*s3.Options)) (*s3.DeleteObjectsOutput, error) {
 	type object struct {
 		Key string `xml:"Key"`
 	}
