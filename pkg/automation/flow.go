@@ -67,6 +67,9 @@ type Flow struct {
 	// Version increases by one on every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"-"`
+	// StoppedAt is when the flow was last disabled: its runs created until
+	// then stop at their next step (flowstop.go).
+	StoppedAt *time.Time `json:"-"`
 }
 
 // FlowStats are a flow's run counters, updated atomically when a run finishes.

@@ -146,6 +146,9 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 		"allowedIPs":      ips,
 	}
 	attrs["managedBy"] = str(f.ManagedBy)
+	if f.StoppedAt != nil {
+		attrs[attrStoppedAt] = num(f.StoppedAt.UnixMilli()) // flowstop.go
+	}
 	return attrs, flowTooLarge(f, attrs)
 }
 
@@ -156,7 +159,7 @@ func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
 		Status: automation.FlowStatus(r.str("status")), Engine: automation.Engine(r.str("engine")),
 		TriggerType: automation.TriggerType(r.str("triggerType")),
 		Created:     r.time("created"), Updated: r.time("updated"), Version: r.int(attrVersion),
-		ManagedBy: r.str("managedBy"),
+		ManagedBy: r.str("managedBy"), StoppedAt: r.millisPtr(attrStoppedAt),
 		Stats: automation.FlowStats{
 			Finished: r.int(attrFinished), Succeeded: r.int(attrSucceeded), LastRun: r.timePtr(attrLastRun),
 		},

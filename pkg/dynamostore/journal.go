@@ -76,7 +76,11 @@ func (s *Store) AppendSteps(ctx context.Context, r automation.Run, patches []aut
 			ExpressionAttributeValues: values,
 		}},
 		{Put: &types.Put{TableName: &s.t.Runs, Item: entry}},
+		flowNotStopped(s.t.Flows, r), // flowstop.go
 	}})
+	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 2) == reasonCondition && reasonCode(rs, 0) != reasonCondition {
+		return automation.FlowStopped(r.ID)
+	}
 	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
 		if err := s.whyRefused(ctx, r); err != nil {
 			return err
