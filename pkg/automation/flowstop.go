@@ -10,9 +10,9 @@ import "time"
 //     run waiting (WAIT, a retry's backoff, the queue) ends when it wakes;
 //   - while an attempt runs, by its journal write after each step with side
 //     effects: RunStore.AppendSteps refuses with FlowStopped, checked in the
-//     write the attempt makes anyway (an in-process record on flowd, a
-//     condition on the flow item in the same transaction on DynamoDB), so
-//     no step costs a store round trip more.
+//     write the attempt makes anyway (an in-process record on flowd; on
+//     DynamoDB a condition on a mark the disable puts on the running runs),
+//     so no step costs a store round trip more.
 //
 // Such a run ends FAILED with StoppedMessage, without its onError steps
 // (they would call out again for a flow its owner just stopped).

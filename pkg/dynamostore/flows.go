@@ -400,6 +400,9 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 	if err != nil {
 		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
 	}
+	if f.StoppedAt != nil && (stored.StoppedAt == nil || !stored.StoppedAt.Equal(*f.StoppedAt)) {
+		return s.stopRuns(ctx, f) // disabled now: flowstop.go
+	}
 	return nil
 }
 
