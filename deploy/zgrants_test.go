@@ -234,7 +234,11 @@ func TestGrantsMatchObservedCalls(t *testing.T) {
 	if !alertsRan.Load() {
 		t.Run("TestAlertsOnLambda", TestAlertsOnLambda)
 	}
-	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() || !envRan.Load() || !auditRan.Load() || !alertsRan.Load() {
+	if !stopRan.Load() {
+		t.Run("TestDisableStopsRunningRunOnLambda", TestDisableStopsRunningRunOnLambda)
+	}
+	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() || !envRan.Load() || !auditRan.Load() || !alertsRan.Load() ||
+		!stopRan.Load() {
 		t.Fatal("the tests that make the calls did not complete: the grants cannot be compared")
 	}
 	observed.Lock()
