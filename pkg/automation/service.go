@@ -61,6 +61,7 @@ type Service struct {
 	newID       func(prefix string) string
 	log         *slog.Logger
 	quotas      quotas
+	outbound    outboundGates // outbound.go
 }
 
 // NewService checks cfg and returns a Service.
