@@ -153,6 +153,7 @@ type Store interface {
 	StateStore
 	VariableStore
 	AuditStore
+	UsageStore // storage.go
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of

@@ -62,6 +62,7 @@ type Service struct {
 	log         *slog.Logger
 	quotas      quotas
 	outbound    outboundGates // outbound.go
+	storage     storageUsage  // storage.go
 }
 
 // NewService checks cfg and returns a Service.
