@@ -216,6 +216,7 @@ func (b Backoff) requeue(ctx context.Context, m events.SQSMessage, at time.Time)
 	d := min(max(time.Until(at), 0), maxDelay)
 	in := &sqs.SendMessageInput{
 		QueueUrl: &b.QueueURL, MessageBody: &m.Body, DelaySeconds: int32((d + time.Second - 1) / time.Second),
+		MessageGroupId: messageGroup(m), // the fair queue's tenant: sqsqueue/fair.go
 	}
 	if len(m.MessageAttributes) > 0 {
 		in.MessageAttributes = make(map[string]sqstypes.MessageAttributeValue, len(m.MessageAttributes))

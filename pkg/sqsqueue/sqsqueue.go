@@ -69,7 +69,8 @@ func (q *Queue) EnqueueAfter(ctx context.Context, r automation.Run, until time.T
 	delay := min(max(time.Until(until), 0), MaxDelay)
 	secs := int32((delay + time.Second - 1) / time.Second)
 	text := string(body)
-	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: secs}); err != nil {
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: secs,
+		MessageGroupId: GroupOf(r.Project)}); err != nil {
 		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
 	}
 	return nil
@@ -115,7 +116,7 @@ func (q *Queue) Enqueue(ctx context.Context, r automation.Run) error {
 		return err // RUN_EXISTS and NotFound reach the caller as they are
 	}
 	text := string(body)
-	_, sendErr := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text})
+	_, sendErr := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, MessageGroupId: GroupOf(r.Project)})
 	if sendErr == nil {
 		return nil
 	}
