@@ -23,7 +23,7 @@ const (
 	backlogStep = 100 * time.Millisecond
 )
 
-// benchBacklog measures (h): another project's run latency while one
+// benchBacklog measures (i): another project's run latency while one
 // project has a 3,000-run backlog. The noisy project's runs are seeded
 // due in the queue while flowd is stopped, each calling a loopback
 // service that answers after backlogStep; flowd starts on them, and the
@@ -82,7 +82,7 @@ func benchBacklog(ctx context.Context, c config, r *report) error {
 	if err != nil {
 		return err
 	}
-	r.section("(h) Another project's run latency while one project has a 3,000-run backlog")
+	r.section("(i) Another project's run latency while one project has a 3,000-run backlog")
 	r.para("A fresh flowd (default workers) starts with %d runs of one project already due in its queue, each an HTTP call to a loopback "+
 		"service that answers after %v (seeded through the store while flowd is stopped). At once a second project's flow (SET + HTTP to a "+
 		"loopback sink that answers at once) gets webhooks paced at 10/s for 3 s. Its runs' accept→finished is `finished − created`, "+
