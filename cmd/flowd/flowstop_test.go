@@ -98,3 +98,60 @@ func testDisableStops(t *testing.T, p *proc, key string) {
 		t.Errorf("the fake saw %d calls, want 5 (none after the one in flight when the flow was disabled)", n)
 	}
 }
+
+// TestDeletingFlowStopsItsRunningRun: deleting a flow stops its running
+// run at its next step before it removes it. With one worker, another
+// flow's run finishing afterwards proves the stopped attempt has ended, so
+// the count of calls it made is final.
+func TestDeletingFlowStopsItsRunningRun(t *testing.T) {
+	var calls, others atomic.Int64
+	fifth, release := make(chan struct{}), make(chan struct{})
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/other" {
+			others.Add(1)
+		} else if calls.Add(1) == 5 {
+			close(fifth)
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer fake.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_WORKERS=1", "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+	var flow, other struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "flood", "engine": "FLOW_BUILDER", "steps": [
+		{"name": "each", "type": "FOR_EACH", "items": "trigger.body.xs", "steps": [
+			{"name": "call", "type": "HTTP", "method": "POST", "url": %q, "body": {"i": "{{ index }}"}}]}]}`, fake.URL), 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "other", "engine": "FLOW_BUILDER", "steps": [
+		{"name": "call", "type": "HTTP", "method": "POST", "url": %q}]}`, fake.URL+"/other"), 201, &other)
+	for _, id := range []string{flow.ID, other.ID} {
+		api(t, p, key, "POST", "/api/v1/flows/"+id+"/enable", "", 200, nil)
+	}
+	xs := make([]string, 200)
+	for i := range xs {
+		xs[i] = fmt.Sprint(i)
+	}
+	hook := func(id, body string) {
+		t.Helper()
+		resp, err := http.Post(p.base+"/api/v1/webhooks/"+id, "application/json", strings.NewReader(body))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("webhook: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	hook(flow.ID, `{"xs": [`+strings.Join(xs, ",")+`]}`)
+	select {
+	case <-fifth:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the fake saw %d calls, want the fifth; log: %s", calls.Load(), p.stderr)
+	}
+	api(t, p, key, "DELETE", "/api/v1/flows/"+flow.ID, "", 204, nil)
+	hook(other.ID, `{}`) // queued behind the one worker, busy with the stopped run
+	close(release)
+	testwait.For(t, 20*time.Second, "the other flow's run on the freed worker", func() bool { return others.Load() == 1 })
+	if n := calls.Load(); n != 5 {
+		t.Errorf("the fake saw %d calls of the deleted flow, want 5 (none after the one in flight when it was deleted)", n)
+	}
+}
