@@ -24,7 +24,7 @@ func TestStoredBytesQuota(t *testing.T) {
 	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
 	e := newEnv(t, automation.RunPolicy{Retention: time.Hour}, clock)
 	ctx := context.Background()
-	free, _ := e.Project(t, "free", automation.PlanFree)
+	e.Project(t, "free", automation.PlanFree)
 	free, err := e.svc.SetProjectLimits(ctx, "free", map[string]int64{"storedBytes": 50_000}, nil)
 	if err != nil {
 		t.Fatal(err)
