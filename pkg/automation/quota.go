@@ -208,7 +208,8 @@ func (s *Service) checkFlowQuota(ctx context.Context, p Project) error {
 // quota. Past it, it returns a RateLimited error saying how long to wait.
 // The buckets are this process's: on flowd that is the service; on Lambda
 // each instance keeps its own, so the bound is per instance there (API
-// Gateway's stage throttling bounds the whole).
+// Gateway's stage throttling bounds the whole). A project over its
+// storedBytes quota is refused first, the same way (storage.go).
 func (s *Service) AdmitDelivery(ctx context.Context, project string) error {
 	pq, err := s.quotas.get(ctx, s.store, project, s.clock())
 	if err != nil {
