@@ -3,13 +3,17 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
+	"flowservice/pkg/awsapp"
 )
 
 // usageRan says TestStoredBytesOnLambda completed in this process.
@@ -17,8 +21,9 @@ var usageRan atomic.Bool
 
 // TestStoredBytesOnLambda: a FREE project's delivery has the webhook
 // function measure its stored bytes (in the background), the runner counts
-// a finished run on its flow, and GET /api/v1/project through the api
-// function shows at least the run's trigger and output.
+// a finished run on its flow, GET /api/v1/project through the api
+// function shows at least the run's trigger and output, and past the
+// quota the webhook function refuses deliveries.
 func TestStoredBytesOnLambda(t *testing.T) {
 	e := newE2E(t, 5, automation.RunPolicy{MaxAttempts: 3})
 	ctx := context.Background()
@@ -58,6 +63,34 @@ func TestStoredBytesOnLambda(t *testing.T) {
 	usage, _ := info["usage"].(map[string]any)
 	if n, _ := usage["storedBytes"].(float64); n < body {
 		t.Errorf("usage.storedBytes = %v after a finished run with a %d-byte body, want at least that", usage["storedBytes"], body)
+	}
+
+	// Over a limit below what it keeps, a webhook function instance that
+	// has measured the project (its first delivery has it measured in the
+	// background) answers 429 QUOTA_EXCEEDED with Retry-After.
+	if _, err := e.svc.SetProjectLimits(ctx, "tiny", map[string]int64{"storedBytes": 1000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := awsapp.NewWebhookHandler(ctx, e.aws, e.cfgOf("WebhookFunction"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused events.APIGatewayProxyResponse
+	testwait.For(t, 10*time.Second, "a delivery refused for storedBytes", func() bool {
+		resp, err := fresh(ctx, proxyRequest("POST", "/api/v1/webhooks/"+flowID, "", `{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused = resp
+		return resp.StatusCode == http.StatusTooManyRequests
+	})
+	retryAfter := refused.Headers["Retry-After"]
+	if v := refused.MultiValueHeaders["Retry-After"]; len(v) > 0 {
+		retryAfter = v[0]
+	}
+	if !strings.Contains(refused.Body, "QUOTA_EXCEEDED") || !strings.Contains(refused.Body, "limits.storedBytes") || retryAfter == "" {
+		t.Errorf("refused delivery = %d %s (Retry-After %q); want QUOTA_EXCEEDED naming limits.storedBytes with Retry-After",
+			refused.StatusCode, refused.Body, retryAfter)
 	}
 	usageRan.Store(!t.Failed())
 }
