@@ -191,10 +191,12 @@ var unobserved = map[string]map[grant]string{
 		{"dynamodb:UpdateItem", "ConnectionsTable"}: "the dashboard's OAuth2 re-authorization sets the connection ACTIVE again after the token exchange, which no moto test reaches (TestOAuth2Connect in pkg/dashboard covers it on SQLite)",
 	},
 	"WorkflowHookFunction": {
-		{"dynamodb:DeleteItem", "RunsTable"}:        "sqsqueue deletes the run it wrote when SendMessage fails (exercised through WebhookFunction)",
-		{"dynamodb:UpdateItem", "ConnectionsTable"}: "the engine marks a connection whose credential got 401/403 (exercised through RunnerFunction)",
-		{"dynamodb:GetItem", "RunsTable"}:           "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
-		{"dynamodb:PutItem", "AlertsTable"}:         "a run finished inline whose event a subscription wants commits the delivery with it (exercised through RunnerFunction)",
+		{"dynamodb:DeleteItem", "RunsTable"}:             "sqsqueue deletes the run it wrote when SendMessage fails (exercised through WebhookFunction)",
+		{"dynamodb:UpdateItem", "ConnectionsTable"}:      "the engine marks a connection whose credential got 401/403 (exercised through RunnerFunction)",
+		{"dynamodb:GetItem", "RunsTable"}:                "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
+		{"dynamodb:PutItem", "AlertsTable"}:              "a run finished inline whose event a subscription wants commits the delivery with it (exercised through RunnerFunction)",
+		{"dynamodb:Query", "FlowsTable/index/byProject"}: "a delivery to a project with a storedBytes limit has its usage measured: the same AdmitDelivery as WebhookFunction's, exercised there",
+		{"dynamodb:BatchGetItem", "FlowsTable"}:          "the same measurement reads the project's flow items (exercised through WebhookFunction)",
 	},
 	"RunnerFunction": {
 		{"dynamodb:DeleteItem", "RunsTable"}:   "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
@@ -237,7 +239,14 @@ func TestGrantsMatchObservedCalls(t *testing.T) {
 	if !versionsRan.Load() {
 		t.Run("TestRunsPinnedOnLambda", TestRunsPinnedOnLambda)
 	}
-	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() || !envRan.Load() || !auditRan.Load() || !alertsRan.Load() || !versionsRan.Load() {
+	if !stopRan.Load() {
+		t.Run("TestDisableStopsRunningRunOnLambda", TestDisableStopsRunningRunOnLambda)
+	}
+	if !usageRan.Load() {
+		t.Run("TestStoredBytesOnLambda", TestStoredBytesOnLambda)
+	}
+	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() || !envRan.Load() || !auditRan.Load() || !alertsRan.Load() ||
+		!versionsRan.Load() || !stopRan.Load() || !usageRan.Load() {
 		t.Fatal("the tests that make the calls did not complete: the grants cannot be compared")
 	}
 	observed.Lock()

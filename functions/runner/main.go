@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/fairshare"
 	"flowservice/pkg/lambdacode"
 )
 
@@ -23,7 +24,7 @@ func main() {
 		// CODE steps run in the code function, the one function that
 		// carries the JavaScript engine.
 		if fn := os.Getenv("CODE_FUNCTION"); fn != "" {
-			cfg.Code = lambdacode.New(awsCfg, fn)
+			cfg.Code = lambdacode.New(awsCfg, fn).WithShares(fairshare.New(lambdacode.DefaultInstanceSlots, 0))
 		}
 		return awsapp.NewRunnerHandler(ctx, awsCfg, cfg)
 	})

@@ -75,6 +75,9 @@ type Flow struct {
 	// VersionWrites is what CreateFlow and PutFlow write beside the flow,
 	// in the same atomic write (versions.go); never read back.
 	VersionWrites `json:"-"`
+	// StoppedAt is when the flow was last disabled: its runs created until
+	// then stop at their next step (flowstop.go).
+	StoppedAt *time.Time `json:"-"`
 }
 
 // FlowStats are a flow's run counters, updated atomically when a run finishes.

@@ -171,9 +171,14 @@ func (s *Service) EnableFlow(ctx context.Context, p Project, id string) (Flow, e
 	return s.modifyFlow(ctx, p, id, func(f *Flow) error { f.Status = FlowActive; return nil })
 }
 
-// DisableFlow stops a flow's trigger; runs already accepted still finish.
+// DisableFlow stops a flow's trigger and its running runs, at their next
+// step (flowstop.go).
 func (s *Service) DisableFlow(ctx context.Context, p Project, id string) (Flow, error) {
-	return s.modifyFlow(ctx, p, id, func(f *Flow) error { f.Status = FlowInactive; return nil })
+	return s.modifyFlow(ctx, p, id, func(f *Flow) error {
+		now := s.clock()
+		f.Status, f.StoppedAt = FlowInactive, &now
+		return nil
+	})
 }
 
 // DeleteFlow removes a flow with its run history, schedule and secrets. It

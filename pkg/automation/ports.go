@@ -154,6 +154,7 @@ type Store interface {
 	VariableStore
 	AuditStore
 	VersionStore
+	UsageStore // storage.go
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of
@@ -257,7 +258,9 @@ type RunStore interface {
 	// entries folded in (ApplyStepPatches) and JournalLen set; RecordSteps,
 	// ReleaseRun and FinishRun write the whole run and empty the journal
 	// (FinishRun may leave the entries of a run whose JournalLen is 0 to
-	// go with the run: a final run's journal is never read).
+	// go with the run: a final run's journal is never read). A run created
+	// at or before its flow's StoppedAt (a PutFlow that disabled the flow)
+	// is refused with FlowStopped, and nothing changes (flowstop.go).
 	AppendSteps(ctx context.Context, r Run, patches []StepPatch) error
 	// DeleteRunsBefore removes at most limit runs created before t (the
 	// retention purge) and returns how many it removed.

@@ -114,6 +114,9 @@ func ParseLimit(name, value string) (v int64, set bool, err error) {
 // Usage is what a project uses now of what Limits bound.
 type Usage struct {
 	Flows int64 `json:"flows"`
+	// StoredBytes is what the project's runs, webhook samples and flow
+	// state take in the store, measured now (storage.go).
+	StoredBytes int64 `json:"storedBytes"`
 }
 
 // ProjectInfo is the answer of GET /api/v1/project.
@@ -131,7 +134,11 @@ func (s *Service) ProjectInfo(ctx context.Context, p Project) (ProjectInfo, erro
 	if err != nil {
 		return ProjectInfo{}, err
 	}
-	return ProjectInfo{ID: p.ID, Name: p.Name, Plan: p.Plan, Limits: p.Limits(), Usage: Usage{Flows: n}}, nil
+	stored, err := s.storedBytes(ctx, p.ID) // storage.go
+	if err != nil {
+		return ProjectInfo{}, err
+	}
+	return ProjectInfo{ID: p.ID, Name: p.Name, Plan: p.Plan, Limits: p.Limits(), Usage: Usage{Flows: n, StoredBytes: stored}}, nil
 }
 
 // SetProjectLimits sets (or, for values not set, removes) the overrides of
@@ -201,8 +208,16 @@ func (s *Service) checkFlowQuota(ctx context.Context, p Project) error {
 // quota. Past it, it returns a RateLimited error saying how long to wait.
 // The buckets are this process's: on flowd that is the service; on Lambda
 // each instance keeps its own, so the bound is per instance there (API
-// Gateway's stage throttling bounds the whole).
+// Gateway's stage throttling bounds the whole). A project over its
+// storedBytes quota is refused first, the same way (storage.go).
 func (s *Service) AdmitDelivery(ctx context.Context, project string) error {
+	pq, err := s.quotas.get(ctx, s.store, project, s.clock())
+	if err != nil {
+		return err
+	}
+	if err := s.admitStorage(ctx, project, pq.limits, pq.plan); err != nil { // storage.go
+		return err
+	}
 	return s.quotas.admit(ctx, s.store, project, s.clock())
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -452,6 +453,14 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 	if err != nil {
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
 	}
+	if StopsRun(f.StoppedAt, r.Created) { // disabled since the run began: flowstop.go
+		if r.OnErrorOf.Final() {
+			r.Status = r.OnErrorOf // it had ended; only its onError steps are left undone
+		} else {
+			r.Status, r.Error = RunFailed, StoppedMessage
+		}
+		return s.settle(ctx, rt, at, r)
+	}
 	r.NextAttemptAt = nil // executing now
 	if r.OnErrorOf.Final() {
 		// An earlier attempt ended the run and started its onError steps:
@@ -464,14 +473,23 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 	// Each entry appends what changed since the last (AppendSteps): a
 	// journal that rewrote the whole run would make a FOR_EACH quadratic.
 	jr := &journaler{runs: rt.Runs, root: PatchRootSteps, base: r.Steps, n: r.JournalLen}
+	var stopped atomic.Bool // the journal refused: the flow was disabled (flowstop.go)
 	ex := s.exec.ExecuteJournaled(actx, f, r, func(ctx context.Context, steps []StepResult) error {
 		j := r
 		j.Steps = steps
-		return jr.append(ctx, j, steps)
+		err := jr.append(ctx, j, steps)
+		if IsFlowStopped(err) {
+			stopped.Store(true)
+		}
+		return err
 	})
 	cancel()
 	out := acrossAttempts(r, ex.Run)
 	out.JournalLen = jr.n // what the store holds beside the document now
+	if stopped.Load() {
+		out.Status, out.Error, out.Response = RunFailed, StoppedMessage, nil
+		return s.settle(ctx, rt, at, out)
+	}
 	if ex.WaitUntil != nil && out.Status == RunRunning {
 		return s.suspend(ctx, rt, at, out, *ex.WaitUntil)
 	}

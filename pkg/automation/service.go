@@ -62,6 +62,8 @@ type Service struct {
 	log         *slog.Logger
 	quotas      quotas
 	versions    versionCache // flow versions pinned runs execute (versioncache.go)
+	outbound    outboundGates // outbound.go
+	storage     storageUsage  // storage.go
 }
 
 // NewService checks cfg and returns a Service.

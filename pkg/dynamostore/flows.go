@@ -148,6 +148,9 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 	attrs["managedBy"] = str(f.ManagedBy)
 	attrs[attrLiveVersion] = num(f.LiveVersion)                              // versions.go
 	attrs[attrHasDraft] = &types.AttributeValueMemberBOOL{Value: f.HasDraft} // versions.go
+	if f.StoppedAt != nil {
+		attrs[attrStoppedAt] = num(f.StoppedAt.UnixMilli()) // flowstop.go
+	}
 	return attrs, flowTooLarge(f, attrs)
 }
 
@@ -159,6 +162,7 @@ func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
 		TriggerType: automation.TriggerType(r.str("triggerType")),
 		Created:     r.time("created"), Updated: r.time("updated"), Version: r.int(attrVersion),
 		ManagedBy: r.str("managedBy"), LiveVersion: r.int(attrLiveVersion), HasDraft: r.bool(attrHasDraft),
+		StoppedAt: r.millisPtr(attrStoppedAt),
 		Stats: automation.FlowStats{
 			Finished: r.int(attrFinished), Succeeded: r.int(attrSucceeded), LastRun: r.timePtr(attrLastRun),
 		},
@@ -412,6 +416,9 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
+	if f.StoppedAt != nil && (stored.StoppedAt == nil || !stored.StoppedAt.Equal(*f.StoppedAt)) {
+		return s.stopRuns(ctx, f) // disabled now: flowstop.go
 	}
 	return nil
 }

@@ -54,7 +54,8 @@ func (s *Store) AppendSteps(ctx context.Context, r automation.Run, patches []aut
 	} else {
 		entry[attrPatches] = str(string(data))
 	}
-	cond := "#project = :project AND #status = :running AND #token = :token AND "
+	// A run its flow's disabling marked (flowstop.go) journals no more.
+	cond := "#project = :project AND #status = :running AND #token = :token AND attribute_not_exists(#stop) AND "
 	values := map[string]types.AttributeValue{
 		":project": str(r.Project), ":running": str(string(automation.RunRunning)), ":token": str(r.LeaseToken),
 		":n": num(int64(n)),
@@ -71,13 +72,16 @@ func (s *Store) AppendSteps(ctx context.Context, r automation.Run, patches []aut
 			UpdateExpression:    aws.String("SET #jl = :n"),
 			ConditionExpression: aws.String(cond),
 			ExpressionAttributeNames: map[string]string{
-				"#project": attrProject, "#status": "status", "#token": attrLeaseToken, "#jl": attrJournalLen,
+				"#project": attrProject, "#status": "status", "#token": attrLeaseToken, "#jl": attrJournalLen, "#stop": attrStopped,
 			},
 			ExpressionAttributeValues: values,
 		}},
 		{Put: &types.Put{TableName: &s.t.Runs, Item: entry}},
 	}})
 	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {
+		if s.runStopped(ctx, r) { // flowstop.go
+			return automation.FlowStopped(r.ID)
+		}
 		if err := s.whyRefused(ctx, r); err != nil {
 			return err
 		}

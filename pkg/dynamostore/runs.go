@@ -601,10 +601,11 @@ func (s *Store) addStats(ctx context.Context, r automation.Run) error {
 	}
 	names := map[string]string{"#f": attrFinished, "#s": attrSucceeded, "#project": attrProject, "#id": attrID}
 	values := map[string]types.AttributeValue{":one": num(1), ":s": num(succeeded), ":project": str(r.Project)}
+	addBytes, removeGone := s.usageTerms(r, names, values) // usage.go
 	owned := "attribute_exists(#id) AND #project = :project"
 	withLast := &dynamodb.UpdateItemInput{
 		TableName: &s.t.Flows, Key: flowKey(r.FlowID),
-		UpdateExpression:          aws.String("ADD #f :one, #s :s SET #l = :created"),
+		UpdateExpression:          aws.String("ADD #f :one, #s :s" + addBytes + " SET #l = :created" + removeGone),
 		ConditionExpression:       aws.String(owned + " AND (attribute_not_exists(#l) OR #l < :created)"),
 		ExpressionAttributeNames:  maps.Clone(names),
 		ExpressionAttributeValues: maps.Clone(values),
@@ -620,7 +621,7 @@ func (s *Store) addStats(ctx context.Context, r automation.Run) error {
 	// A newer run set lastRun already, or the flow is gone.
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &s.t.Flows, Key: flowKey(r.FlowID),
-		UpdateExpression: aws.String("ADD #f :one, #s :s"), ConditionExpression: aws.String(owned),
+		UpdateExpression: aws.String("ADD #f :one, #s :s" + addBytes + removeGone), ConditionExpression: aws.String(owned),
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 	})
 	if _, ok := conditionFailed(err); ok {

@@ -69,6 +69,10 @@ type Config struct {
 	Log   *slog.Logger
 	// UserAgent is sent with every outbound request (default UserAgent("")).
 	UserAgent string
+	// Outbound holds HTTP step requests to their project's
+	// outboundPerMinute quota; nil takes Credentials when it is an
+	// OutboundGate too (the Service is).
+	Outbound automation.OutboundGate
 }
 
 // Defaults and limits of Config.
@@ -100,6 +104,7 @@ type Engine struct {
 	now         func() time.Time
 	log         *slog.Logger
 	userAgent   string
+	outbound    automation.OutboundGate
 }
 
 // New returns an Engine for cfg.
@@ -117,6 +122,10 @@ func New(cfg Config) *Engine {
 	}
 	if v, ok := cfg.Credentials.(Variables); ok && e.vars == nil {
 		e.vars = v
+	}
+	e.outbound = cfg.Outbound
+	if g, ok := cfg.Credentials.(automation.OutboundGate); ok && e.outbound == nil {
+		e.outbound = g
 	}
 	if e.timeout <= 0 {
 		e.timeout = DefaultHTTPTimeout

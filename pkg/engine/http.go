@@ -117,6 +117,9 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	if s.TimeoutMs > 0 {
 		timeout = min(time.Duration(s.TimeoutMs)*time.Millisecond, MaxHTTPTimeout)
 	}
+	if se := x.admitOutbound(ctx, where); se != nil { // outbound.go
+		return nil, se
+	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req = req.WithContext(rctx)

@@ -24,6 +24,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsretry"
+	"flowservice/pkg/fairshare"
 )
 
 // MaxPayload is the largest request or answer of a synchronous Lambda
@@ -43,6 +44,7 @@ type Runner struct {
 	signer   *v4.Signer
 	client   aws.HTTPClient
 	retry    awsretry.Policy
+	shares   *fairshare.Slots // nil: no sharing (shares.go)
 }
 
 var _ automation.CodeRunner = (*Runner)(nil)
@@ -83,7 +85,12 @@ func (r *Runner) RunCode(ctx context.Context, req automation.CodeRequest) (autom
 		return automation.CodeResult{Error: fmt.Sprintf(
 			"the run's data for this step is %d bytes; CODE steps on AWS take at most %d", len(payload), MaxPayload)}, nil
 	}
+	done, err := r.share(ctx, req)
+	if err != nil {
+		return automation.CodeResult{}, err
+	}
 	body, fnErr, err := r.invoke(ctx, payload)
+	done()
 	if err != nil {
 		return automation.CodeResult{}, fmt.Errorf("lambdacode: invoke %s: %w", r.function, err)
 	}

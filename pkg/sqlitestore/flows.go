@@ -41,12 +41,17 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 // PutFlow replaces a flow's definition, metadata and allowlist if the stored
 // version is f.Version-1, and moves its routes to f.Routes(). The run stats
 // columns are left alone: runs own them.
-func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
+func (s *Store) PutFlow(ctx context.Context, f automation.Flow) (err error) {
 	doc, ips, err := encodeFlow(f)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: put flow %s: %w", f.ID, err)
 	}
 	defer s.cache.invalidate()
+	defer func() {
+		if err == nil {
+			s.stops.set(f.ID, f.StoppedAt) // flowstop.go
+		}
+	}()
 	return s.writeAudited(ctx, "put flow "+f.ID, func(tx *sql.Tx) error {
 		if err := s.outboxFlow(ctx, tx, f.Project, f.ID, &f); err != nil { // alerts.go
 			return err
@@ -164,6 +169,7 @@ func (s *Store) flowByID(ctx context.Context, id string) (automation.Flow, error
 // DeleteFlow removes a flow of the project and everything that hangs off it.
 func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 	defer s.cache.invalidate()
+	defer s.stops.drop(id) // its runs go with it: their journal writes find nothing
 	return s.writeAudited(ctx, "delete flow "+id, func(tx *sql.Tx) error {
 		var n int
 		if err := tx.QueryRowContext(ctx,
@@ -293,6 +299,7 @@ func encodeFlow(f automation.Flow) (doc string, ips sql.NullString, err error) {
 	if err != nil {
 		return "", ips, fmt.Errorf("encode flow: %w", err)
 	}
+	b = withStoppedAt(b, f) // flowstop.go
 	if len(f.AllowedIPs) > 0 {
 		a, err := json.Marshal(f.AllowedIPs)
 		if err != nil {
@@ -319,6 +326,9 @@ func scanFlow(row rowScanner) (automation.Flow, int64, error) {
 		return f, 0, err
 	}
 	if err := json.Unmarshal([]byte(doc), &f); err != nil {
+		return f, 0, fmt.Errorf("decode flow %s: %w", id, err)
+	}
+	if err := readStoppedAt([]byte(doc), &f); err != nil {
 		return f, 0, fmt.Errorf("decode flow %s: %w", id, err)
 	}
 	if ips.Valid {

@@ -28,6 +28,9 @@ CREATE TABLE run_journal (
 // attempt (see automation.RunStore). The fence is a read of the run's
 // status and claim in the write transaction: the row is not rewritten.
 func (s *Store) AppendSteps(ctx context.Context, r automation.Run, patches []automation.StepPatch) error {
+	if s.stops.stops(r) { // disabled since the run began: flowstop.go
+		return automation.FlowStopped(r.ID)
+	}
 	b, err := json.Marshal(patches)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: journal steps of run %s: %w", r.ID, err)

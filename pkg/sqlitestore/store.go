@@ -72,6 +72,8 @@ type Store struct {
 	// cache holds flows and routes for the receivers (CacheFlows); nil
 	// when off.
 	cache *flowCache
+	// stops records when flows were disabled, for AppendSteps (flowstop.go).
+	stops flowStops
 	// alerts caches subscriptions for the run path (alerts.go).
 	alerts alertState
 	// batchHook, when set (tests only, before any write), is told the size

@@ -110,7 +110,9 @@ func (b Backoff) visibility(ctx context.Context, m events.SQSMessage, at time.Ti
 // one message executes the attempt and the other bounces or finds the run
 // finished.
 func (b Backoff) requeue(ctx context.Context, m events.SQSMessage, at time.Time) error {
-	in := &sqs.SendMessageInput{QueueUrl: &b.QueueURL, MessageBody: &m.Body, DelaySeconds: delaySeconds(at)}
+	in := &sqs.SendMessageInput{QueueUrl: &b.QueueURL, MessageBody: &m.Body, DelaySeconds: delaySeconds(at),
+		MessageGroupId: messageGroup(m), // the fair queue's tenant (fair.go)
+	}
 	if len(m.MessageAttributes) > 0 {
 		in.MessageAttributes = make(map[string]sqstypes.MessageAttributeValue, len(m.MessageAttributes))
 		for k, a := range m.MessageAttributes {

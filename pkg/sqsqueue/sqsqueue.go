@@ -81,7 +81,8 @@ func (q *Queue) EnqueueAfter(ctx context.Context, r automation.Run, until time.T
 		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
 	}
 	text := string(body)
-	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: delaySeconds(until)}); err != nil {
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: delaySeconds(until),
+		MessageGroupId: GroupOf(r.Project)}); err != nil {
 		return fmt.Errorf("sqsqueue: delay run %s: %w", r.ID, err)
 	}
 	return nil
@@ -127,7 +128,7 @@ func (q *Queue) Enqueue(ctx context.Context, r automation.Run) error {
 		return err // RUN_EXISTS and NotFound reach the caller as they are
 	}
 	text := string(body)
-	_, sendErr := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text})
+	_, sendErr := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, MessageGroupId: GroupOf(r.Project)})
 	if sendErr == nil {
 		return nil
 	}

@@ -51,6 +51,8 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunNestedResults", func(t *testing.T) { testRunNestedResults(t, open(t)) })
 	t.Run("RunJournalAppend", func(t *testing.T) { testRunJournalAppend(t, open(t)) }) // journal.go
 	t.Run("RunPinned", func(t *testing.T) { testRunPinned(t, open(t)) })               // versions.go
+	t.Run("RunsStopWithFlow", func(t *testing.T) { testRunsStopWithFlow(t, open(t)) }) // flowstop.go
+	t.Run("StoredBytes", func(t *testing.T) { testStoredBytes(t, open(t)) })           // usage.go
 }
 
 // runFixture is a project with one flow, stored.
