@@ -375,6 +375,9 @@ type Execution struct {
 	// WaitUntil is set when a WAIT step paused the run (Status RUNNING):
 	// the attempt ends, and the run resumes after the WAIT at this time.
 	WaitUntil *time.Time
+	// Calls are the child runs that CALL_FLOW steps of a run paused with
+	// WaitUntil wait for, to be started once the run is parked.
+	Calls []Call
 }
 
 // Journal makes an attempt's step results durable while it runs. An

@@ -44,6 +44,9 @@ type Config struct {
 	// Variables serves `vars`; nil takes Credentials when it is a
 	// Variables too (the Service is).
 	Variables Variables
+	// Calls serves CALL_FLOW steps; nil takes Credentials when it is a
+	// Calls too (the Service is).
+	Calls Calls
 	// AllowPrivateNetworks lets HTTP steps reach loopback, private and
 	// link-local addresses (FLOWD_ALLOW_PRIVATE_NETWORKS); off, they are
 	// refused when dialling.
@@ -91,6 +94,7 @@ type Engine struct {
 	code        automation.CodeRunner
 	state       State
 	vars        Variables
+	calls       Calls
 	checker     Checker
 	transport   *http.Transport
 	timeout     time.Duration
@@ -105,7 +109,7 @@ type Engine struct {
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
-		creds: cfg.Credentials, code: cfg.Code, state: cfg.State, vars: cfg.Variables,
+		creds: cfg.Credentials, code: cfg.Code, state: cfg.State, vars: cfg.Variables, calls: cfg.Calls,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}
@@ -117,6 +121,9 @@ func New(cfg Config) *Engine {
 	}
 	if v, ok := cfg.Credentials.(Variables); ok && e.vars == nil {
 		e.vars = v
+	}
+	if c, ok := cfg.Credentials.(Calls); ok && e.calls == nil {
+		e.calls = c
 	}
 	if e.timeout <= 0 {
 		e.timeout = DefaultHTTPTimeout
@@ -223,6 +230,7 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 		// Paused by a WAIT: the run stays RUNNING and resumes after it.
 		r.Steps = x.snapshot()
 		res.WaitUntil = end.wait
+		res.Calls = x.sh.calls
 		end2 := e.clock()
 		d := end2.Sub(start).Milliseconds()
 		r.DurationMs = &d

@@ -113,7 +113,8 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			return end
 		}
 		sr := &results[i]
-		if done, ok := x.sh.previous[journalKey(s.Name, iter)]; ok && done.Type == s.Type && finished(done) {
+		done, ok := x.sh.previous[journalKey(s.Name, iter)]
+		if _, waiting := waitingCall(done); ok && done.Type == s.Type && finished(done) && !waiting {
 			if until, ok := waitingUntil(done); ok && x.e.now().Before(until) {
 				// Resumed before its time (a redelivery, a restart): wait on.
 				x.locked(func() { *sr = done })
@@ -132,8 +133,14 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			continue
 		}
 		began := x.e.clock()
+		_, resuming := waitingCall(done)
+		resuming = resuming && ok && done.Type == s.Type
+		if resuming && done.StartedAt != nil {
+			began = *done.StartedAt // a call's time runs from its start to the child's end
+		}
 		x.locked(func() { sr.StartedAt = &began })
-		if s.When != "" {
+		if s.When != "" && !resuming { // a call waiting for its child passed its `when`
+
 			x.env[budgetKey] = newBudget(ctx)
 			if se := x.checkVars(s.When); se != nil {
 				x.finish(sr, began, nil, se)
@@ -175,6 +182,11 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		}
 		if until, ok := waitingUntil(*sr); ok && se == nil {
 			end.wait, end.step = &until, s.Name // the release records the WAIT
+			return end
+		}
+		if w, ok := waitingCall(*sr); ok && se == nil {
+			until := x.callWaitUntil(w.RunID)
+			end.wait, end.step = &until, s.Name // the release records the call
 			return end
 		}
 		if inner.halted() {
@@ -257,6 +269,12 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 	}
 	out, err = x.step(ctx, s)
 	attempts := 1
+	if prev, ok := x.sh.previous[journalKey(s.Name, iter)]; ok && s.Type == automation.StepCallFlow {
+		// Each claim that looks at the child counts (automation.callResumes).
+		if _, waiting := waitingCall(prev); waiting {
+			attempts = prev.Attempts + 1
+		}
+	}
 	for s.Retry != nil && attempts < s.Retry.Attempts {
 		var se *stepError
 		if !errors.As(err, &se) || !se.retryable || !x.e.pause(ctx, s.Retry, attempts, se.retryAfter) {
