@@ -154,3 +154,12 @@ func (x *execution) callWaitUntil(runID string) time.Time {
 	})
 	return x.e.clock().Add(d)
 }
+
+// callerEnv is trigger.caller: the run whose CALL_FLOW step started this
+// one and its flow, or nil for a run that nothing called.
+func callerEnv(c *automation.Caller) any {
+	if c == nil {
+		return nil
+	}
+	return map[string]any{"runId": c.RunID, "flowId": c.FlowID}
+}

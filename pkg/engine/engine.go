@@ -441,6 +441,7 @@ func triggerEnv(t automation.TriggerData) map[string]any {
 		"rawBody":    rawBody(t),
 		"method":     t.Method,
 		"path":       t.Path,
+		"caller":     callerEnv(t.Caller),
 	}
 }
 
