@@ -277,3 +277,52 @@ func TestCallFlowSurvivesKill9(t *testing.T) {
 		t.Errorf("the child's service saw %d requests, want 2 (the one cut by the kill, and the retry)", n)
 	}
 }
+
+// TestCallFlowExample runs examples/call-flow-order.json, which calls
+// examples/call-flow-enrich.json, on flowd against a local stand-in for the
+// CRM and billing services: the order is invoiced with what the sub-flow
+// answered.
+func TestCallFlowExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flowd")
+	}
+	invoices := make(chan map[string]any, 4)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == "GET" && r.URL.Path == "/v1/customers/cus_1":
+			w.Write([]byte(`{"email": "ana@example.com", "tier": "gold"}`))
+		case r.Method == "POST" && r.URL.Path == "/v1/invoices":
+			var body map[string]any
+			json.NewDecoder(r.Body).Decode(&body)
+			invoices <- body
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"id": "in_1"}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer svc.Close()
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+
+	enrich := createEnabled(t, p, key, example(t, "call-flow-enrich", svc.URL))
+	order := createEnabled(t, p, key, strings.ReplaceAll(example(t, "call-flow-order", svc.URL), "flw_replace_with_the_enrich_flow_id", enrich))
+	r := finalRun(t, p, key, order, trigger(t, p, order, `{"id": "ord_9", "customer": "cus_1"}`))
+	if r.Status != "SUCCEEDED" {
+		t.Fatalf("order run = %+v, want SUCCEEDED", r)
+	}
+	want := fmt.Sprintf(`{"calledBy":%q,"customerId":"cus_1","email":"ana@example.com","tier":"gold"}`, order)
+	if got := string(r.Steps[0].Output); got != want {
+		t.Errorf("customer output = %s, want %s", got, want)
+	}
+	select {
+	case got := <-invoices:
+		if got["order"] != "ord_9" || got["email"] != "ana@example.com" || got["discountPercent"] != float64(10) {
+			t.Errorf("billing got %v, want order ord_9 for ana@example.com with 10%% off", got)
+		}
+	default:
+		t.Fatal("billing got no invoice, though the run succeeded")
+	}
+}
