@@ -117,7 +117,8 @@ func (s *Service) StartCall(ctx context.Context, c Call) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.callTarget(ctx, c.Project, c.FlowID); err != nil {
+	f, err := s.callTarget(ctx, c.Project, c.FlowID)
+	if err != nil {
 		return err
 	}
 	body := c.Body
@@ -125,16 +126,16 @@ func (s *Service) StartCall(ctx context.Context, c Call) error {
 		body = json.RawMessage(`{}`)
 	}
 	caller := c.Caller
-	r := Run{
-		ID: c.RunID, Project: c.Project, FlowID: c.FlowID, Status: RunRunning, Steps: []StepResult{}, Created: s.clock(),
-		Trigger: TriggerData{
-			Method:  CallMethod,
-			Headers: map[string]string{strings.ToLower(FlowDepthHeader): strconv.Itoa(c.Depth)},
-			Query:   map[string]string{},
-			Body:    body,
-			Caller:  &caller,
-		},
-	}
+	// A run of the flow as it is now, as a webhook's would be, under the
+	// ID that makes a second start of the same call find the first.
+	r := s.newRun(f, TriggerData{
+		Method:  CallMethod,
+		Headers: map[string]string{strings.ToLower(FlowDepthHeader): strconv.Itoa(c.Depth)},
+		Query:   map[string]string{},
+		Body:    body,
+		Caller:  &caller,
+	})
+	r.ID = c.RunID
 	if err := rt.Queue.Enqueue(ctx, r); err != nil && !IsRunExists(err) {
 		return wrap("start called run", err)
 	}
@@ -186,13 +187,34 @@ func (s *Service) wakeCaller(ctx context.Context, rt *RunRuntime, r Run) {
 }
 
 // callResumes counts the claims of a run that only looked at a child a
-// CALL_FLOW step waits for (each such step's attempts but its first):
-// like the claim that resumes a WAIT, they are not retries.
+// CALL_FLOW step waits for: each claim after the one that asked for the
+// child (the step's attempts count them all). Like the claim that resumes
+// a WAIT, they are not retries. In a claimed run whose step still waits,
+// the claim under way is such a look too.
 func callResumes(st StepResult) int {
 	if st.Type != StepCallFlow {
 		return 0
 	}
+	if _, waiting := WaitingCall(st); waiting {
+		return st.Attempts
+	}
 	return max(st.Attempts-1, 0)
+}
+
+// WaitingCall reports whether a recorded CALL_FLOW step waits for its
+// child, and which: its output is then {"runId", "waiting": true}.
+func WaitingCall(sr StepResult) (runID string, ok bool) {
+	if sr.Type != StepCallFlow || sr.Status != StepSucceeded {
+		return "", false
+	}
+	var out struct {
+		RunID   string `json:"runId"`
+		Waiting bool   `json:"waiting"`
+	}
+	if err := json.Unmarshal(sr.Output, &out); err != nil || !out.Waiting || out.RunID == "" {
+		return "", false
+	}
+	return out.RunID, true
 }
 
 // validateCallFlow checks a CALL_FLOW step: flowId names a flow of the

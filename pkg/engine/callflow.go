@@ -23,25 +23,8 @@ type Calls interface {
 	CalledRun(ctx context.Context, project, flowID, runID string) (automation.Run, error)
 }
 
-// callOutput is what a CALL_FLOW step records: the child's run ID while
-// the step waits for it (Waiting), and the child's run ID alone for a step
-// that does not wait.
-type callOutput struct {
-	RunID   string `json:"runId"`
-	Waiting bool   `json:"waiting,omitempty"`
-}
-
 // waitingCall reads the child a recorded CALL_FLOW step waits for.
-func waitingCall(sr automation.StepResult) (callOutput, bool) {
-	if sr.Type != automation.StepCallFlow || sr.Status != automation.StepSucceeded {
-		return callOutput{}, false
-	}
-	var out callOutput
-	if err := json.Unmarshal(sr.Output, &out); err != nil || !out.Waiting || out.RunID == "" {
-		return callOutput{}, false
-	}
-	return out, true
-}
+func waitingCall(sr automation.StepResult) (string, bool) { return automation.WaitingCall(sr) }
 
 // callFlow runs a CALL_FLOW step. Without wait it starts the child and
 // outputs {"runId"}. With wait, the first execution asks for the child
@@ -55,13 +38,13 @@ func (x *execution) callFlow(ctx context.Context, s automation.Step) (any, error
 		return nil, &stepError{msg: "CALL_FLOW steps are not available in this deployment"}
 	}
 	if prev, ok := x.sh.previous[journalKey(s.Name, x.iter)]; ok {
-		if w, ok := waitingCall(prev); ok {
-			child, err := x.e.calls.CalledRun(ctx, x.flow.Project, s.FlowID, w.RunID)
+		if childID, ok := waitingCall(prev); ok {
+			child, err := x.e.calls.CalledRun(ctx, x.flow.Project, s.FlowID, childID)
 			switch {
 			case err == nil:
 				return x.calledRun(child)
 			case !automation.IsNotFound(err):
-				x.e.log.WarnContext(ctx, "read called run", "run", x.run.ID, "step", s.Name, "child", w.RunID, "err", err)
+				x.e.log.WarnContext(ctx, "read called run", "run", x.run.ID, "step", s.Name, "child", childID, "err", err)
 				return nil, &stepError{msg: "the called run could not be read; the run will be retried", retryable: true}
 			}
 			// Not started (this run was parked, then its process died) or

@@ -184,8 +184,8 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			end.wait, end.step = &until, s.Name // the release records the WAIT
 			return end
 		}
-		if w, ok := waitingCall(*sr); ok && se == nil {
-			until := x.callWaitUntil(w.RunID)
+		if childID, ok := waitingCall(*sr); ok && se == nil {
+			until := x.callWaitUntil(childID)
 			end.wait, end.step = &until, s.Name // the release records the call
 			return end
 		}
@@ -269,10 +269,10 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 	}
 	out, err = x.step(ctx, s)
 	attempts := 1
-	if prev, ok := x.sh.previous[journalKey(s.Name, iter)]; ok && s.Type == automation.StepCallFlow {
+	if s.Type == automation.StepCallFlow {
 		// Each claim that looks at the child counts (automation.callResumes).
-		if _, waiting := waitingCall(prev); waiting {
-			attempts = prev.Attempts + 1
+		if _, waiting := waitingCall(x.sh.previous[journalKey(s.Name, iter)]); waiting {
+			attempts = x.sh.previous[journalKey(s.Name, iter)].Attempts + 1
 		}
 	}
 	for s.Retry != nil && attempts < s.Retry.Attempts {

@@ -1,0 +1,97 @@
+package automation_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/flowtest"
+)
+
+// TestCallFlowWaitsWithoutSpendingRetries drives a waiting CALL_FLOW claim
+// by claim on real SQLite: the first attempt parks the caller and then
+// starts the child (derived ID, trigger.caller, depth 1); a look while the
+// child runs parks it again without a second child; once the child has
+// ended, the caller goes on with its answer. With MaxAttempts 2, the
+// caller's flaky HTTP step after the call still gets its retry: the claims
+// that only looked at the child are not attempts.
+func TestCallFlowWaitsWithoutSpendingRetries(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2})
+	ctx := context.Background()
+	flaky, calls := flowtest.StatusServer(t, 503, 200)
+	child := e.ActiveFlow(t, e.project, "child",
+		automation.Step{Name: "answer", Type: automation.StepRespond, Body: json.RawMessage(`{"got": "{{ trigger.body.ref }}"}`)})
+	parent := e.ActiveFlow(t, e.project, "parent",
+		automation.Step{Name: "call", Type: automation.StepCallFlow, FlowID: child.ID, Input: json.RawMessage(`{"ref": "{{ trigger.body.ref }}"}`)},
+		automation.Step{Name: "notify", Type: automation.StepHTTP, Method: "POST", URL: flaky.URL, Body: json.RawMessage(`{"got": "{{ steps.call.got }}"}`)})
+	r := e.start1(t, parent)
+
+	at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	childID := automation.CallRunID(r.ID, "call", child.ID)
+	if at.Outcome != automation.OutcomeRetry || at.Run.Status != automation.RunRunning {
+		t.Fatalf("first attempt = %v %s, want the caller parked", at.Outcome, at.Run.Status)
+	}
+	if wait := at.RetryAt.Sub(time.Now()); wait < 50*time.Second || wait > automation.CallStartCheck {
+		t.Errorf("parked for %s, want about %s (the first look after asking for the child)", wait, automation.CallStartCheck)
+	}
+	kid, err := e.svc.Run(ctx, e.project, child.ID, childID)
+	if err != nil {
+		t.Fatalf("the child %s was not started: %v", childID, err)
+	}
+	if kid.Trigger.Caller == nil || kid.Trigger.Caller.RunID != r.ID || kid.Trigger.Depth() != 1 || string(kid.Trigger.Body) != `{"ref":"main"}` {
+		t.Fatalf("child trigger = %+v, want caller %s, depth 1, body {\"ref\":\"main\"}", kid.Trigger, r.ID)
+	}
+
+	// A look before the child ran: parked again, for longer, no new child.
+	at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if at.Outcome != automation.OutcomeRetry || at.RetryAt.Sub(time.Now()) < automation.CallCheckInterval-time.Minute {
+		t.Fatalf("look while the child runs = %v until %s, want parked about %s", at.Outcome, at.RetryAt, automation.CallCheckInterval)
+	}
+	if id, ok := automation.WaitingCall(at.Run.Steps[0]); !ok || id != childID || at.Run.Steps[0].Attempts != 2 {
+		t.Fatalf("call step = %+v, want waiting for %s with 2 attempts", at.Run.Steps[0], childID)
+	}
+
+	if at, err := e.svc.ExecuteRun(ctx, r.Project, childID); err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("child = %v %v", at.Run.Status, err)
+	}
+	at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID) // the child's answer; notify gets a 503
+	if at.Outcome != automation.OutcomeRetry || string(at.Run.Steps[0].Output) != `{"got":"main"}` {
+		t.Fatalf("after the child = %v, call output %s; want a retry of notify with the child's answer", at.Outcome, at.Run.Steps[0].Output)
+	}
+	at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if at.Run.Status != automation.RunSucceeded || calls.Load() != 2 {
+		t.Fatalf("caller = %s (%s) after %d notify calls, want SUCCEEDED on notify's retry", at.Run.Status, at.Run.Error, calls.Load())
+	}
+}
+
+// TestCallFlowWithoutWait starts the child at once and outputs its run ID;
+// executing the step again (a retry) finds the same child.
+func TestCallFlowWithoutWait(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	child := e.ActiveFlow(t, e.project, "child", automation.Step{Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{"a": 1}`)})
+	no := false
+	parent := e.ActiveFlow(t, e.project, "parent",
+		automation.Step{Name: "go", Type: automation.StepCallFlow, FlowID: child.ID, Wait: &no})
+	r := e.start1(t, parent)
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	childID := automation.CallRunID(r.ID, "go", child.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || string(at.Run.Steps[0].Output) != `{"runId":"`+childID+`"}` {
+		t.Fatalf("caller = %s %v, output %s; want SUCCEEDED with runId %s", at.Run.Status, err, at.Run.Steps[0].Output, childID)
+	}
+	if err := e.svc.StartCall(ctx, automation.Call{Project: e.project.ID, FlowID: child.ID, RunID: childID, Depth: 1}); err != nil {
+		t.Fatalf("starting the same call again = %v, want nil (the same child)", err)
+	}
+	if at, err := e.svc.ExecuteRun(ctx, r.Project, childID); err != nil || at.Run.Status != automation.RunSucceeded || at.Run.Trigger.Caller.Wait {
+		t.Fatalf("child = %+v %v, want SUCCEEDED, its caller not waiting", at.Run, err)
+	}
+	if _, err := e.svc.CalledRun(ctx, e.project.ID, child.ID, automation.CallRunID(r.ID, "go2", child.ID)); !automation.IsNotFound(err) {
+		t.Errorf("a call never made = %v, want not found", err)
+	}
+	if err := e.svc.CheckCall(ctx, "prj_other", child.ID); err == nil || !strings.Contains(err.Error(), "does not exist in this project") {
+		t.Errorf("another project's call = %v, want not found in this project", err)
+	}
+}
