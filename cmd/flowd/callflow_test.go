@@ -121,6 +121,23 @@ func TestCallFlowOnFlowd(t *testing.T) {
 		}
 	})
 
+	t.Run("answer a webhook with a sub-flow's answer", func(t *testing.T) {
+		createEnabled(t, p, key, fmt.Sprintf(`{"name": "quote", "engine": "WORKFLOW_BUILDER",
+			"trigger": {"type": "WEBHOOK", "webhook": {"httpMethod": "POST", "path": "quote", "responseMode": "ON_COMPLETION"}},
+			"steps": [
+				{"name": "enrich", "type": "CALL_FLOW", "flowId": %q, "input": {"id": "{{ trigger.body.customer }}"}},
+				{"name": "reply", "type": "RESPOND", "body": {"quote": "{{ steps.enrich.tier == 'gold' ? 90 : 100 }}"}}]}`, child))
+		resp, err := http.Post(p.base+"/webhook/quote", "application/json", strings.NewReader(`{"customer": "cus_1"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct{ Quote int }
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || got.Quote != 90 {
+			t.Fatalf("ON_COMPLETION answer = %d %+v %v, want 200 with the quote the sub-flow's answer gives (90)", resp.StatusCode, got, err)
+		}
+	})
+
 	t.Run("last step output without RESPOND", func(t *testing.T) {
 		plain := createEnabled(t, p, key, `{"name": "plain", "engine": "FLOW_BUILDER", "steps": [
 			{"name": "one", "type": "SET", "values": {"n": 1}},

@@ -73,12 +73,14 @@ func CallRunID(parentID, step, flowID string) string {
 	return derivedRunID(flowID, "call\x00"+parentID+"\x00"+step)
 }
 
-// Waker is implemented by a RunQueue whose store cannot wake a waiting
-// caller in the same write that finishes its child (SQS): the Service
-// wakes the caller through it after RunStore.FinishRun. The embedded store
-// does it inside FinishRun, atomically, and has no Waker.
+// Waker is implemented by a RunQueue that is told when a run whose caller
+// waits for it has finished (after RunStore.FinishRun wrote it): on SQS it
+// sends the caller a message; on flowd the store made the caller due in
+// FinishRun's own write already, and the worker pool's queue only wakes
+// its idle workers, so that the caller goes on at once rather than at the
+// next poll.
 type Waker interface {
-	// WakeRun makes the run due now.
+	// WakeRun makes the run due now, and says so to whoever takes due runs.
 	WakeRun(ctx context.Context, project, runID string) error
 }
 
