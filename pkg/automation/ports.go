@@ -243,7 +243,9 @@ type RunStore interface {
 	// atomic write, adds it to the flow's stats (Finished, Succeeded when
 	// SUCCEEDED, LastRun = max(LastRun, r.Created)). A run already final is
 	// RunFinished, one claimed by another attempt RunLeaseLost; neither
-	// changes anything.
+	// changes anything. A store that is also the run queue (flowd's) makes
+	// the queue entry of the run's waiting caller (Trigger.Caller, Wait)
+	// due in the same write (callflow.go); others leave that to Waker.
 	FinishRun(ctx context.Context, r Run) error
 	// RecordSteps journals the step results of a claimed run's attempt
 	// (r.Steps), keeping it RUNNING and claimed, fenced like ReleaseRun.

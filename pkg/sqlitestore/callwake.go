@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"flowservice/pkg/automation"
 )
@@ -25,7 +26,10 @@ func (s *Store) wakeCaller(ctx context.Context, tx *sql.Tx, r automation.Run) er
 	if c == nil || !c.Wait {
 		return nil
 	}
-	now := r.Finished.UnixMilli()
+	now := time.Now().UnixMilli()
+	if r.Finished != nil {
+		now = r.Finished.UnixMilli()
+	}
 	_, err := s.exec(ctx, tx, `UPDATE run_queue SET due_ms = min(due_ms, ?),
 		woken = (woken OR (lease_until IS NOT NULL AND lease_until > ?)) WHERE run = ?`, now, now, c.RunID)
 	return err
