@@ -34,7 +34,7 @@ func TestCallFlowWaitsWithoutSpendingRetries(t *testing.T) {
 	if at.Outcome != automation.OutcomeRetry || at.Run.Status != automation.RunRunning {
 		t.Fatalf("first attempt = %v %s, want the caller parked", at.Outcome, at.Run.Status)
 	}
-	if wait := at.RetryAt.Sub(time.Now()); wait < 50*time.Second || wait > automation.CallStartCheck {
+	if wait := time.Until(at.RetryAt); wait < 50*time.Second || wait > automation.CallStartCheck {
 		t.Errorf("parked for %s, want about %s (the first look after asking for the child)", wait, automation.CallStartCheck)
 	}
 	kid, err := e.svc.Run(ctx, e.project, child.ID, childID)
@@ -47,7 +47,7 @@ func TestCallFlowWaitsWithoutSpendingRetries(t *testing.T) {
 
 	// A look before the child ran: parked again, for longer, no new child.
 	at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID)
-	if at.Outcome != automation.OutcomeRetry || at.RetryAt.Sub(time.Now()) < automation.CallCheckInterval-time.Minute {
+	if at.Outcome != automation.OutcomeRetry || time.Until(at.RetryAt) < automation.CallCheckInterval-time.Minute {
 		t.Fatalf("look while the child runs = %v until %s, want parked about %s", at.Outcome, at.RetryAt, automation.CallCheckInterval)
 	}
 	if id, ok := automation.WaitingCall(at.Run.Steps[0]); !ok || id != childID || at.Run.Steps[0].Attempts != 2 {
