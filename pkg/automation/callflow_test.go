@@ -95,3 +95,44 @@ func TestCallFlowWithoutWait(t *testing.T) {
 		t.Errorf("another project's call = %v, want not found in this project", err)
 	}
 }
+
+// TestPausesInsideASwitch pauses a run inside a SWITCH's branch, with a
+// WAIT and with a waiting CALL_FLOW: the attempt that resumes the run
+// enters the branch again, in the case it chose, and runs the steps after
+// the pause.
+func TestPausesInsideASwitch(t *testing.T) {
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	child := e.ActiveFlow(t, e.project, "child", automation.Step{Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{"a": 1}`)})
+	for _, pause := range []automation.Step{
+		{Name: "pause", Type: automation.StepWait, Duration: "1ms"},
+		{Name: "pause", Type: automation.StepCallFlow, FlowID: child.ID},
+	} {
+		t.Run(string(pause.Type), func(t *testing.T) {
+			f := e.ActiveFlow(t, e.project, "switch "+string(pause.Type), automation.Step{Name: "route", Type: automation.StepSwitch,
+				Cases: []automation.Case{{When: "trigger.body.ref == 'main'", Steps: []automation.Step{pause,
+					{Name: "after", Type: automation.StepSet, Values: json.RawMessage(`{"x": 1}`)}}}}},
+				automation.Step{Name: "last", Type: automation.StepSet, Values: json.RawMessage(`{"y": "{{ steps.after.x }}"}`)})
+			r := e.start1(t, f)
+			at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+			if at.Outcome != automation.OutcomeRetry || at.Run.Status != automation.RunRunning {
+				t.Fatalf("first attempt = %v %s, want the run paused", at.Outcome, at.Run.Status)
+			}
+			if pause.Type == automation.StepCallFlow {
+				if at, err := e.svc.ExecuteRun(ctx, r.Project, automation.CallRunID(r.ID, "pause", child.ID)); err != nil || at.Run.Status != automation.RunSucceeded {
+					t.Fatalf("child = %s %v", at.Run.Status, err)
+				}
+			} else {
+				time.Sleep(5 * time.Millisecond) // past the 1ms WAIT
+			}
+			at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+			if err != nil || at.Run.Status != automation.RunSucceeded {
+				t.Fatalf("resumed = %s (%s) %v, want SUCCEEDED", at.Run.Status, at.Run.Error, err)
+			}
+			branch := at.Run.Steps[0].Steps
+			if len(branch) != 2 || branch[1].Status != automation.StepSucceeded || string(at.Run.Steps[1].Output) != `{"y":1}` {
+				t.Fatalf("steps = %+v, want the step after the pause run, and the step after the SWITCH see it", at.Run.Steps)
+			}
+		})
+	}
+}

@@ -162,6 +162,13 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			}
 		}
 		out, err, inner := x.run1(ctx, s, sr, iter)
+		if inner.wait != nil && err == nil {
+			// A WAIT or a waiting CALL_FLOW inside (a SWITCH's branch) paused
+			// the run: the container stays unfinished, so that the attempt
+			// that resumes the run enters it again, in the case it chose.
+			inner.last = end.last
+			return inner
+		}
 		var se *stepError
 		switch {
 		case err == nil, errors.Is(err, errFiltered):
