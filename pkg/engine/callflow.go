@@ -23,9 +23,6 @@ type Calls interface {
 	CalledRun(ctx context.Context, project, flowID, runID string) (automation.Run, error)
 }
 
-// waitingCall reads the child a recorded CALL_FLOW step waits for.
-func waitingCall(sr automation.StepResult) (string, bool) { return automation.WaitingCall(sr) }
-
 // callFlow runs a CALL_FLOW step. Without wait it starts the child and
 // outputs {"runId"}. With wait, the first execution asks for the child
 // (started by the Service once this run is parked, execution.calls) and
@@ -38,7 +35,7 @@ func (x *execution) callFlow(ctx context.Context, s automation.Step) (any, error
 		return nil, &stepError{msg: "CALL_FLOW steps are not available in this deployment"}
 	}
 	if prev, ok := x.sh.previous[journalKey(s.Name, x.iter)]; ok {
-		if childID, ok := waitingCall(prev); ok {
+		if childID, ok := automation.WaitingCall(prev); ok {
 			child, err := x.e.calls.CalledRun(ctx, x.flow.Project, s.FlowID, childID)
 			switch {
 			case err == nil:
@@ -80,12 +77,12 @@ func (x *execution) callFlow(ctx context.Context, s automation.Step) (any, error
 	}
 	if !wait {
 		if err := x.e.calls.StartCall(ctx, c); err != nil {
-			return nil, callError(ctx, x, s, err)
+			return nil, x.callError(ctx, s, err)
 		}
 		return map[string]any{"runId": c.RunID}, nil
 	}
 	if err := x.e.calls.CheckCall(ctx, c.Project, c.FlowID); err != nil {
-		return nil, callError(ctx, x, s, err)
+		return nil, x.callError(ctx, s, err)
 	}
 	x.locked(func() { x.sh.calls = append(x.sh.calls, c) })
 	return map[string]any{"runId": c.RunID, "waiting": true}, nil
@@ -93,7 +90,7 @@ func (x *execution) callFlow(ctx context.Context, s automation.Step) (any, error
 
 // callError is the step error of a call that could not start: the
 // Service's words, or a store failure worth another attempt.
-func callError(ctx context.Context, x *execution, s automation.Step, err error) *stepError {
+func (x *execution) callError(ctx context.Context, s automation.Step, err error) *stepError {
 	var ae *automation.Error
 	if errors.As(err, &ae) {
 		return &stepError{msg: ae.Message}

@@ -114,7 +114,11 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		}
 		sr := &results[i]
 		done, ok := x.sh.previous[journalKey(s.Name, iter)]
-		if _, waiting := waitingCall(done); ok && done.Type == s.Type && finished(done) && !waiting {
+		ok = ok && done.Type == s.Type
+		// A CALL_FLOW that waits for its child is looked at again, not restored.
+		_, resuming := automation.WaitingCall(done)
+		resuming = resuming && ok
+		if ok && finished(done) && !resuming {
 			if until, ok := waitingUntil(done); ok && x.e.now().Before(until) {
 				// Resumed before its time (a redelivery, a restart): wait on.
 				x.locked(func() { *sr = done })
@@ -133,14 +137,11 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			continue
 		}
 		began := x.e.clock()
-		_, resuming := waitingCall(done)
-		resuming = resuming && ok && done.Type == s.Type
 		if resuming && done.StartedAt != nil {
 			began = *done.StartedAt // a call's time runs from its start to the child's end
 		}
 		x.locked(func() { sr.StartedAt = &began })
 		if s.When != "" && !resuming { // a call waiting for its child passed its `when`
-
 			x.env[budgetKey] = newBudget(ctx)
 			if se := x.checkVars(s.When); se != nil {
 				x.finish(sr, began, nil, se)
@@ -191,7 +192,7 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			end.wait, end.step = &until, s.Name // the release records the WAIT
 			return end
 		}
-		if childID, ok := waitingCall(*sr); ok && se == nil {
+		if childID, ok := automation.WaitingCall(*sr); ok && se == nil {
 			until := x.callWaitUntil(childID)
 			end.wait, end.step = &until, s.Name // the release records the call
 			return end
@@ -278,7 +279,7 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 	attempts := 1
 	if s.Type == automation.StepCallFlow {
 		// Each claim that looks at the child counts (automation.callResumes).
-		if _, waiting := waitingCall(x.sh.previous[journalKey(s.Name, iter)]); waiting {
+		if _, waiting := automation.WaitingCall(x.sh.previous[journalKey(s.Name, iter)]); waiting {
 			attempts = x.sh.previous[journalKey(s.Name, iter)].Attempts + 1
 		}
 	}
