@@ -145,13 +145,26 @@ func (s *Service) StartCall(ctx context.Context, c Call) error {
 }
 
 // CalledRun reads a child run for the CALL_FLOW step that waits for it.
+// A child never claimed since it was started CallStartCheck ago or more is
+// woken (Waker): on SQS its message may never have been sent (the process
+// died between the run's record and its message), and a wake-up sends one;
+// a second message for a run that had one does nothing more than a
+// redelivery would.
 func (s *Service) CalledRun(ctx context.Context, project, flowID, runID string) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
 	}
 	r, err := rt.Runs.Run(ctx, project, flowID, runID)
-	return r, wrap("read called run", err)
+	if err != nil {
+		return r, wrap("read called run", err)
+	}
+	if w, ok := rt.Queue.(Waker); ok && r.Status == RunRunning && r.Attempts == 0 && s.clock().Sub(r.Created) >= CallStartCheck {
+		if err := w.WakeRun(ctx, project, runID); err != nil {
+			s.log.WarnContext(ctx, "wake a called run never claimed", "run", runID, "err", err)
+		}
+	}
+	return r, nil
 }
 
 // startCalls starts the children a parked run waits for; the first error

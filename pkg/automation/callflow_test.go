@@ -3,12 +3,16 @@ package automation_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
+	"flowservice/pkg/sqlitestore"
 )
 
 // TestCallFlowWaitsWithoutSpendingRetries drives a waiting CALL_FLOW claim
@@ -134,5 +138,68 @@ func TestPausesInsideASwitch(t *testing.T) {
 				t.Fatalf("steps = %+v, want the step after the pause run, and the step after the SWITCH see it", at.Run.Steps)
 			}
 		})
+	}
+}
+
+// wakingQueue is the embedded queue with the wake-ups it is told of
+// (automation.Waker), as SQS's would send them.
+type wakingQueue struct {
+	automation.RunQueue
+	mu    sync.Mutex
+	woken []string
+}
+
+func (q *wakingQueue) WakeRun(_ context.Context, _, runID string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.woken = append(q.woken, runID)
+	return nil
+}
+
+func (q *wakingQueue) wakes() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.woken)
+}
+
+// TestCallFlowWakeUps checks the wake-ups a queue without the embedded
+// store's (SQS) is told of: the child's end wakes its waiting caller, and
+// a look at a child never claimed a CallStartCheck after it was started
+// wakes the child (its message may never have been sent), not before.
+func TestCallFlowWakeUps(t *testing.T) {
+	var now atomic.Pointer[time.Time]
+	start := time.Now()
+	now.Store(&start)
+	q := &wakingQueue{}
+	fe := flowtest.New(t, flowtest.Options{Clock: func() time.Time { return *now.Load() },
+		Queue: func(s *sqlitestore.Store) automation.RunQueue { q.RunQueue = s; return q }})
+	project, _ := fe.Project(t, "wake", automation.PlanEnterprise)
+	ctx := context.Background()
+	child := fe.ActiveFlow(t, project, "child", automation.Step{Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{"a": 1}`)})
+	parent := fe.ActiveFlow(t, project, "parent", automation.Step{Name: "call", Type: automation.StepCallFlow, FlowID: child.ID})
+	r := fe.StartRef(t, parent)
+	childID := automation.CallRunID(r.ID, "call", child.ID)
+
+	if at, _ := fe.Svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("first attempt = %v, want the caller parked", at.Outcome)
+	}
+	fe.Svc.ExecuteRun(ctx, r.Project, r.ID) // a look at once: the child is young
+	if got := q.wakes(); len(got) != 0 {
+		t.Fatalf("wake-ups before the child is due a look = %v, want none", got)
+	}
+	later := start.Add(automation.CallStartCheck + time.Second)
+	now.Store(&later)
+	fe.Svc.ExecuteRun(ctx, r.Project, r.ID)
+	if got := q.wakes(); !slices.Equal(got, []string{childID}) {
+		t.Fatalf("wake-ups after a look at a child never claimed = %v, want the child %s", got, childID)
+	}
+	if at, err := fe.Svc.ExecuteRun(ctx, r.Project, childID); err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("child = %s %v", at.Run.Status, err)
+	}
+	if got := q.wakes(); !slices.Equal(got, []string{childID, r.ID}) {
+		t.Fatalf("wake-ups after the child ended = %v, want its caller %s", got, r.ID)
+	}
+	if at, err := fe.Svc.ExecuteRun(ctx, r.Project, r.ID); err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("caller = %s (%s) %v, want SUCCEEDED", at.Run.Status, at.Run.Error, err)
 	}
 }
