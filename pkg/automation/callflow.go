@@ -78,7 +78,7 @@ func CallRunID(parentID, step, flowID string) string {
 // sends the caller a message; on flowd the store made the caller due in
 // FinishRun's own write already, and the worker pool's queue only wakes
 // its idle workers, so that the caller goes on at once rather than at the
-// next poll.
+// next poll. CalledRun wakes a child never claimed the same way.
 type Waker interface {
 	// WakeRun makes the run due now, and says so to whoever takes due runs.
 	WakeRun(ctx context.Context, project, runID string) error
