@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"flowservice/pkg/automation"
 )
 
 // TestCallFlowValidation saves CALL_FLOW steps through the API: a flow of
@@ -61,4 +65,51 @@ func TestCallFlowValidation(t *testing.T) {
 			t.Fatalf("saved steps %+v, want a call of itself without wait", f.Steps)
 		}
 	})
+}
+
+// TestCalledRunAsTheAPIShowsIt reads a child run through the validating
+// client: trigger.caller is the calling run and flow, as the API document
+// says, and nothing more; the caller's step shows the child it waits for.
+func TestCalledRunAsTheAPIShowsIt(t *testing.T) {
+	srv, key := newTestServer(t)
+	ctx := context.Background()
+	child := createFlow(t, srv, key, `{"name":"child","engine":"FLOW_BUILDER"}`)
+	call(t, srv, "POST", "/api/v1/flows/"+child.ID+"/enable", key, "").into(t, http.StatusOK, &flowView{})
+	parent := createFlow(t, srv, key, `{"name":"parent","engine":"FLOW_BUILDER","steps":[{"name":"enrich","type":"CALL_FLOW","flowId":"`+child.ID+`"}]}`)
+	p := projectOfKey(t, srv, key)
+	full, err := srv.svc.Flow(ctx, p, parent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := srv.svc.StartRun(ctx, full, automation.TriggerData{Method: "POST", Headers: map[string]string{}, Query: map[string]string{}, Body: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, _ := srv.svc.ExecuteRun(ctx, p.ID, r.ID); at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("caller's attempt = %v, want parked", at.Outcome)
+	}
+	childID := automation.CallRunID(r.ID, "enrich", child.ID)
+	var got struct {
+		Trigger struct {
+			Method string
+			Caller json.RawMessage
+		}
+	}
+	call(t, srv, "GET", "/api/v1/flows/"+child.ID+"/runs/"+childID, key, "").into(t, http.StatusOK, &got)
+	if want := fmt.Sprintf(`{"runId":%q,"flowId":%q}`, r.ID, parent.ID); string(got.Trigger.Caller) != want || got.Trigger.Method != "CALL_FLOW" {
+		t.Errorf("child's trigger = %s %s, want method CALL_FLOW and caller %s", got.Trigger.Method, got.Trigger.Caller, want)
+	}
+	var list struct{ Data []json.RawMessage }
+	call(t, srv, "GET", "/api/v1/flows/"+child.ID+"/runs", key, "").into(t, http.StatusOK, &list)
+	if len(list.Data) != 1 || !strings.Contains(string(list.Data[0]), `"caller":{"runId":"`+r.ID+`","flowId":"`+parent.ID+`"}`) {
+		t.Errorf("child in the run list = %s, want its caller without more", list.Data)
+	}
+	var waiting struct {
+		Status string
+		Steps  []struct{ Output json.RawMessage }
+	}
+	call(t, srv, "GET", "/api/v1/flows/"+parent.ID+"/runs/"+r.ID, key, "").into(t, http.StatusOK, &waiting)
+	if want := `{"runId":"` + childID + `","waiting":true}`; waiting.Status != "RUNNING" || string(waiting.Steps[0].Output) != want {
+		t.Errorf("caller = %+v, want RUNNING with output %s", waiting, want)
+	}
 }
