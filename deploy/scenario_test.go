@@ -271,6 +271,24 @@ func TestEveryFunctionPath(t *testing.T) {
 	}
 	api("DELETE", "/api/v1/flows/"+wID, "", 204)
 	api("DELETE", "/api/v1/connections/"+connID, "", 204)
+
+	// Sub-flows: the runner parks the caller, queues the child, runs it,
+	// and the child's end wakes the caller with a message (CALL_FLOW).
+	child := api("POST", "/api/v1/flows", `{"name": "Child", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "reply", "type": "RESPOND", "body": {"got": "{{ trigger.body.n }}"}}]}`, 201)["id"].(string)
+	api("POST", "/api/v1/flows/"+child+"/enable", "", 200)
+	caller := api("POST", "/api/v1/flows", fmt.Sprintf(`{"name": "Caller", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "sub", "type": "CALL_FLOW", "flowId": %q, "input": {"n": "{{ trigger.body.n }}"}}]}`, child), 201)["id"].(string)
+	api("POST", "/api/v1/flows/"+caller+"/enable", "", 200)
+	status, b = call(t, e.hook, "POST", "/api/v1/webhooks/"+caller, "", `{"n": 6}`)
+	if status != 200 {
+		t.Fatalf("webhook of the caller = %d %v", status, b)
+	}
+	drain()
+	drain()
+	if run := api("GET", "/api/v1/flows/"+caller+"/runs/"+b["runId"].(string), "", 200); run["status"] != "SUCCEEDED" {
+		t.Fatalf("caller run = %v, want SUCCEEDED with its child's answer", run)
+	}
 	scenarioRan.Store(true)
 }
 

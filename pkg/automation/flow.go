@@ -229,10 +229,11 @@ const (
 	StepVerifySignature StepType = "VERIFY_SIGNATURE"
 	StepRespond         StepType = "RESPOND"
 	StepCode            StepType = "CODE"
-	StepSwitch          StepType = "SWITCH"   // runs the steps of the first case whose condition holds
-	StepForEach         StepType = "FOR_EACH" // runs its steps once per item of a list
-	StepStore           StepType = "STORE"    // writes the flow's state
-	StepWait            StepType = "WAIT"     // pauses the run, durably
+	StepSwitch          StepType = "SWITCH"    // runs the steps of the first case whose condition holds
+	StepForEach         StepType = "FOR_EACH"  // runs its steps once per item of a list
+	StepStore           StepType = "STORE"     // writes the flow's state
+	StepWait            StepType = "WAIT"      // pauses the run, durably
+	StepCallFlow        StepType = "CALL_FLOW" // starts a run of another flow, and may wait for it
 )
 
 // SideEffects reports whether steps of type t act on the world outside the
@@ -240,12 +241,12 @@ const (
 // Their results are journaled before the next step starts, and an attempt
 // that resumes a run never executes a journaled one again.
 func (t StepType) SideEffects() bool {
-	return t == StepHTTP || t == StepCode || t == StepStore || t == StepWait
+	return t == StepHTTP || t == StepCode || t == StepStore || t == StepWait || t == StepCallFlow
 }
 
 // StepTypes lists the step types in the order error messages name them.
 var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode,
-	StepSwitch, StepForEach, StepStore, StepWait}
+	StepSwitch, StepForEach, StepStore, StepWait, StepCallFlow}
 
 // Limits of the flow language.
 const (
@@ -329,6 +330,13 @@ type Step struct {
 
 	// WAIT: how long to pause ("10m"), at most MaxWait.
 	Duration string `json:"duration,omitempty"`
+
+	// CALL_FLOW: the flow of the same project to run, its trigger body
+	// (any JSON, every string inside it a template), and whether the step
+	// waits for the child run's end (true when absent; validation fills it).
+	FlowID string          `json:"flowId,omitempty"`
+	Input  json.RawMessage `json:"input,omitempty"`
+	Wait   *bool           `json:"wait,omitempty"`
 
 	// Any step: a condition; when false the step is SKIPPED.
 	When string `json:"when,omitempty"`

@@ -245,7 +245,9 @@ type RunStore interface {
 	// atomic write, adds it to the flow's stats (Finished, Succeeded when
 	// SUCCEEDED, LastRun = max(LastRun, r.Created)). A run already final is
 	// RunFinished, one claimed by another attempt RunLeaseLost; neither
-	// changes anything.
+	// changes anything. A store that is also the run queue (flowd's) makes
+	// the queue entry of the run's waiting caller (Trigger.Caller, Wait)
+	// due in the same write (callflow.go); others leave that to Waker.
 	FinishRun(ctx context.Context, r Run) error
 	// RecordSteps journals the step results of a claimed run's attempt
 	// (r.Steps), keeping it RUNNING and claimed, fenced like ReleaseRun.
@@ -379,6 +381,9 @@ type Execution struct {
 	// WaitUntil is set when a WAIT step paused the run (Status RUNNING):
 	// the attempt ends, and the run resumes after the WAIT at this time.
 	WaitUntil *time.Time
+	// Calls are the child runs that CALL_FLOW steps of a run paused with
+	// WaitUntil wait for, to be started once the run is parked.
+	Calls []Call
 }
 
 // Journal makes an attempt's step results durable while it runs. An

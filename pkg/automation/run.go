@@ -91,6 +91,7 @@ type Run struct {
 // stored run document may hold (OnErrorOf, StepResult.ItemsJournal).
 func (r Run) Public() Run {
 	r.OnErrorOf, r.DraftDefinition = "", nil
+	r.Trigger.Caller = r.Trigger.Caller.public()
 	r.Steps = withoutItemsJournals(r.Steps)
 	r.OnErrorSteps = withoutItemsJournals(r.OnErrorSteps)
 	return r
@@ -142,6 +143,9 @@ type TriggerData struct {
 	Params     map[string]string `json:"params,omitempty"`
 	Files      []TriggerFile     `json:"files,omitempty"`
 	BodyBase64 string            `json:"bodyBase64,omitempty"`
+
+	// Caller is the run whose CALL_FLOW step started this one (callflow.go).
+	Caller *Caller `json:"caller,omitempty"`
 }
 
 // TriggerFile is one file part of a multipart/form-data body.
@@ -230,6 +234,7 @@ const RunPageBudget = 1 << 20
 // Those are in the single-run GET.
 func (r Run) Summary() Run {
 	r.Trigger.Body, r.Trigger.RawBody = nil, ""
+	r.Trigger.Caller = r.Trigger.Caller.public()
 	steps := make([]StepResult, len(r.Steps))
 	for i, st := range r.Steps {
 		st.Output, st.Steps, st.Iterations, st.ItemsJournal = nil, nil, nil, nil

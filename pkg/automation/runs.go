@@ -491,7 +491,7 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		return s.settle(ctx, rt, at, out)
 	}
 	if ex.WaitUntil != nil && out.Status == RunRunning {
-		return s.suspend(ctx, rt, at, out, *ex.WaitUntil)
+		return s.suspend(ctx, rt, at, out, *ex.WaitUntil, ex.Calls)
 	}
 	switch {
 	case out.Status == RunFailed && ctx.Err() != nil:
@@ -602,6 +602,7 @@ func failedAttempts(r Run) int {
 			if st.Type == StepWait && st.Status == StepSucceeded {
 				waits++
 			}
+			waits += callResumes(st)
 			walk(st.Steps)
 		}
 	}
@@ -642,6 +643,9 @@ func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run)
 	for try := 1; try <= finishTries; try++ {
 		err = rt.Runs.FinishRun(ctx, r)
 		if o, ok := settled(err); ok {
+			if err == nil && r.Trigger.Caller != nil {
+				s.wakeCaller(ctx, rt, r)
+			}
 			at.Outcome = o
 			return at, nil
 		}
@@ -709,8 +713,10 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 // suspend gives back a run that a WAIT step paused, due again at until
 // (nextAttemptAt). Where the queue cannot be told to look again later
 // (Delayer: SQS), the run's message is sent again with a delay and this
-// one settled.
-func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time) (Attempt, error) {
+// one settled. The children that CALL_FLOW steps wait for (calls) are
+// started once the run is parked, so that a child's end always finds its
+// caller parked to wake.
+func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time, calls []Call) (Attempt, error) {
 	at.RetryAt = until
 	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &until
 	at.Run = r
@@ -721,6 +727,12 @@ func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 	} else if err != nil {
 		at.Outcome = OutcomeRetry
 		return at, fmt.Errorf("%w: release waiting run %s: %w", ErrRetry, r.ID, err)
+	}
+	if err := s.startCalls(ctx, calls); err != nil {
+		// Woken again soon, the step asks for the children not started.
+		at.RetryAt = s.clock().Add(rt.Policy.Backoff(1))
+		at.Outcome = OutcomeRetry
+		return at, fmt.Errorf("%w: run %s: %w", ErrRetry, r.ID, err)
 	}
 	if d, ok := rt.Queue.(Delayer); ok {
 		if err := d.EnqueueAfter(ctx, r, until); err != nil {

@@ -73,6 +73,10 @@ func (s *Service) validateFlow(ctx context.Context, f *Flow) error {
 	if waits {
 		return Invalid("onError: WAIT cannot run in onError steps; they run once the run has ended")
 	}
+	WalkSteps(f.OnError, func(st *Step) { waits = waits || st.Type == StepCallFlow && *st.Wait })
+	if waits {
+		return Invalid(`onError: a CALL_FLOW that waits cannot run in onError steps; they run once the run has ended (set "wait": false)`)
+	}
 	return nil
 }
 
@@ -159,6 +163,10 @@ func (v *stepsValidation) step(ctx context.Context, st *Step, at string, depth i
 	case StepWait:
 		if inLoop {
 			return named(st, Invalid("%s: WAIT cannot run inside FOR_EACH; wait before or after the loop", at))
+		}
+	case StepCallFlow:
+		if inLoop && *st.Wait {
+			return named(st, Invalid(`%s: a CALL_FLOW that waits cannot run inside FOR_EACH; set "wait": false, or call before or after the loop`, at))
 		}
 	}
 	return nil
@@ -369,6 +377,8 @@ func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string
 		if _, err := st.WaitDuration(); err != nil {
 			return Invalid("%s.%v", at, err)
 		}
+	case StepCallFlow:
+		return s.validateCallFlow(ctx, f, st, at)
 	}
 	return nil
 }
@@ -558,6 +568,9 @@ func onlyFields(st *Step, at string) error {
 		{"set", len(st.Set) > 0, []StepType{StepStore}},
 		{"delete", st.Delete != nil, []StepType{StepStore}},
 		{"duration", st.Duration != "", []StepType{StepWait}},
+		{"flowId", st.FlowID != "", []StepType{StepCallFlow}},
+		{"input", len(st.Input) > 0, []StepType{StepCallFlow}},
+		{"wait", st.Wait != nil, []StepType{StepCallFlow}},
 	}
 	for _, fd := range fields {
 		if fd.set && !slices.Contains(fd.types, st.Type) {

@@ -59,6 +59,10 @@ func TestEditorAssist(t *testing.T) {
 	if strings.Contains(page.body, "k-never-shown") {
 		t.Error("the editor shows a connection's key")
 	}
+	// The project's flows are offered for a CALL_FLOW step's flowId, with
+	// the API document's help for its fields.
+	wantPage(t, page, http.StatusOK, `<datalist id="flow-ids">`, `<option value="`+f.ID+`"`,
+		"<dt>steps[].flowId</dt>", "<dt>steps[].wait</dt>", "<code>CALL_FLOW</code>")
 	// A new flow has neither: no section to insert from.
 	if p := b.get("/ui/flows/new"); p.status != http.StatusOK || strings.Contains(p.body, "Insert a field") {
 		t.Errorf("the new flow editor offers expressions: %d", p.status)

@@ -46,6 +46,8 @@ type editorData struct {
 	Expressions []string
 	// Connections are offered for an HTTP step's connectionId.
 	Connections []automation.Connection
+	// Flows are offered for a CALL_FLOW step's flowId.
+	Flows []automation.FlowSummary
 }
 
 // fieldHelp is one field of a flow definition with its description from the
@@ -232,6 +234,9 @@ func (d *Dashboard) renderEditor(w http.ResponseWriter, r *http.Request, status 
 	data.Help = d.help
 	if l, err := d.svc.ListConnections(r.Context(), project(r), automation.PageRequest{Limit: "100"}); err == nil {
 		data.Connections = l.Data // a help: without it the ID is typed
+	}
+	if l, err := d.svc.ListFlows(r.Context(), project(r), automation.PageRequest{Limit: "100"}); err == nil {
+		data.Flows = l.Data // for CALL_FLOW's flowId, as connections are for connectionId
 	}
 	if data.Error != "" {
 		data.ErrorField, data.ErrorRest = fieldOf(data.Error)

@@ -44,6 +44,9 @@ type Config struct {
 	// Variables serves `vars`; nil takes Credentials when it is a
 	// Variables too (the Service is).
 	Variables Variables
+	// Calls serves CALL_FLOW steps; nil takes Credentials when it is a
+	// Calls too (the Service is).
+	Calls Calls
 	// AllowPrivateNetworks lets HTTP steps reach loopback, private and
 	// link-local addresses (FLOWD_ALLOW_PRIVATE_NETWORKS); off, they are
 	// refused when dialling.
@@ -95,6 +98,7 @@ type Engine struct {
 	code        automation.CodeRunner
 	state       State
 	vars        Variables
+	calls       Calls
 	checker     Checker
 	transport   *http.Transport
 	timeout     time.Duration
@@ -110,7 +114,7 @@ type Engine struct {
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
-		creds: cfg.Credentials, code: cfg.Code, state: cfg.State, vars: cfg.Variables,
+		creds: cfg.Credentials, code: cfg.Code, state: cfg.State, vars: cfg.Variables, calls: cfg.Calls,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}
@@ -126,6 +130,9 @@ func New(cfg Config) *Engine {
 	e.outbound = cfg.Outbound
 	if g, ok := cfg.Credentials.(automation.OutboundGate); ok && e.outbound == nil {
 		e.outbound = g
+	}
+	if c, ok := cfg.Credentials.(Calls); ok && e.calls == nil {
+		e.calls = c
 	}
 	if e.timeout <= 0 {
 		e.timeout = DefaultHTTPTimeout
@@ -232,6 +239,7 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 		// Paused by a WAIT: the run stays RUNNING and resumes after it.
 		r.Steps = x.snapshot()
 		res.WaitUntil = end.wait
+		res.Calls = x.sh.calls
 		end2 := e.clock()
 		d := end2.Sub(start).Milliseconds()
 		r.DurationMs = &d
@@ -442,6 +450,7 @@ func triggerEnv(t automation.TriggerData) map[string]any {
 		"rawBody":    rawBody(t),
 		"method":     t.Method,
 		"path":       t.Path,
+		"caller":     callerEnv(t.Caller),
 	}
 }
 

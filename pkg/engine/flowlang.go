@@ -114,7 +114,12 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			return end
 		}
 		sr := &results[i]
-		if done, ok := x.sh.previous[journalKey(s.Name, iter)]; ok && done.Type == s.Type && finished(done) {
+		done, ok := x.sh.previous[journalKey(s.Name, iter)]
+		ok = ok && done.Type == s.Type
+		// A CALL_FLOW that waits for its child is looked at again, not restored.
+		_, resuming := automation.WaitingCall(done)
+		resuming = resuming && ok
+		if ok && finished(done) && !resuming {
 			if until, ok := waitingUntil(done); ok && x.e.now().Before(until) {
 				// Resumed before its time (a redelivery, a restart): wait on.
 				x.locked(func() { *sr = done })
@@ -133,8 +138,11 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			continue
 		}
 		began := x.e.clock()
+		if resuming && done.StartedAt != nil {
+			began = *done.StartedAt // a call's time runs from its start to the child's end
+		}
 		x.locked(func() { sr.StartedAt = &began })
-		if s.When != "" {
+		if s.When != "" && !resuming { // a call waiting for its child passed its `when`
 			x.env[budgetKey] = newBudget(ctx)
 			if se := x.checkVars(s.When); se != nil {
 				x.finish(sr, began, nil, se)
@@ -156,6 +164,13 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			}
 		}
 		out, err, inner := x.run1(ctx, s, sr, iter)
+		if inner.wait != nil && err == nil {
+			// A WAIT or a waiting CALL_FLOW inside (a SWITCH's branch) paused
+			// the run: the container stays unfinished, so that the attempt
+			// that resumes the run enters it again, in the case it chose.
+			inner.last = end.last
+			return inner
+		}
 		var se *stepError
 		switch {
 		case err == nil, errors.Is(err, errFiltered):
@@ -176,6 +191,11 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		}
 		if until, ok := waitingUntil(*sr); ok && se == nil {
 			end.wait, end.step = &until, s.Name // the release records the WAIT
+			return end
+		}
+		if childID, ok := automation.WaitingCall(*sr); ok && se == nil {
+			until := x.callWaitUntil(childID)
+			end.wait, end.step = &until, s.Name // the release records the call
 			return end
 		}
 		if inner.halted() {
@@ -258,6 +278,12 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 	}
 	out, err = x.step(ctx, s)
 	attempts := 1
+	if s.Type == automation.StepCallFlow {
+		// Each claim that looks at the child counts (automation.callResumes).
+		if _, waiting := automation.WaitingCall(x.sh.previous[journalKey(s.Name, iter)]); waiting {
+			attempts = x.sh.previous[journalKey(s.Name, iter)].Attempts + 1
+		}
+	}
 	for s.Retry != nil && attempts < s.Retry.Attempts {
 		var se *stepError
 		if !errors.As(err, &se) || !se.retryable || !x.e.pause(ctx, s.Retry, attempts, se.retryAfter) {

@@ -53,6 +53,9 @@ type shared struct {
 	varChecks sync.Map // step name -> the error of a missing variable, "" for none (checkStepVars)
 	// connIDs resolves HTTP steps' connection names (connname.go).
 	connIDs map[string][]string
+	// calls are the children that CALL_FLOW steps wait for, to be started
+	// once the run is parked (callflow.go).
+	calls []automation.Call
 }
 
 // step runs one step and returns its output. Failures are *stepError; a
@@ -84,6 +87,8 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 		return x.store(ctx, s)
 	case automation.StepWait:
 		return x.wait(s)
+	case automation.StepCallFlow:
+		return x.callFlow(ctx, s)
 	}
 	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
 }

@@ -26,6 +26,7 @@ var migrations = []string{
 	schemaAllowedHosts,  // access.go
 	schemaRunJournal,    // journal.go
 	schemaVersions,      // versions.go
+	schemaCallWake,      // callwake.go
 }
 
 // SchemaVersion is the version Open brings a database to.

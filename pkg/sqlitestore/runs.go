@@ -481,6 +481,11 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 				return err
 			}
 		}
+		if r.Trigger.Caller != nil {
+			if err := s.wakeCaller(ctx, tx, r); err != nil {
+				return err
+			}
+		}
 		var last sql.NullString
 		err := s.queryRow(ctx, tx, `SELECT last_run FROM flows WHERE project = ? AND id = ?`, r.Project, r.FlowID).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -701,11 +706,14 @@ func (s *Store) Ack(ctx context.Context, runID string) error {
 	})
 }
 
-// Retry makes a queue entry due again at a later time.
+// Retry makes a queue entry due again at a later time; an entry that a
+// child run woke while it was held stays due when it was woken
+// (callwake.go).
 func (s *Store) Retry(ctx context.Context, runID string, at time.Time) error {
 	return s.write(ctx, "reschedule run "+runID, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx,
-			`UPDATE run_queue SET due_ms = ?, lease_until = NULL WHERE run = ?`, at.UnixMilli(), runID)
+			`UPDATE run_queue SET due_ms = CASE WHEN woken THEN min(due_ms, ?1) ELSE ?1 END, woken = 0, lease_until = NULL
+			 WHERE run = ?2`, at.UnixMilli(), runID)
 		return err
 	})
 }

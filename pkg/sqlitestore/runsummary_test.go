@@ -44,7 +44,10 @@ func summaryCases() []automation.Run {
 	emptySteps.OnErrorSteps = []automation.StepResult{}
 	nullResponse := full
 	nullResponse.Response = &automation.RunResponse{StatusCode: 200}
-	return []automation.Run{full, fresh, emptySteps, nullResponse, finishedRun(), {}}
+	called, calledNoWait := fresh, fresh // runs a CALL_FLOW started
+	called.Trigger.Caller = &automation.Caller{RunID: "run_p", FlowID: "flw_\"wait\"", Wait: true}
+	calledNoWait.Trigger.Caller = &automation.Caller{RunID: "run_p", FlowID: "flw_p"}
+	return []automation.Run{full, fresh, emptySteps, nullResponse, finishedRun(), {}, called, calledNoWait}
 }
 
 // TestSummaryFromDoc: the summary cut out of a run's document is byte for

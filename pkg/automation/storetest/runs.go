@@ -108,6 +108,11 @@ func testRunGet(t *testing.T, env RunEnv) {
 	wantKind(t, "run of another project", err, automation.ErrNotFound, "RUN_NOT_FOUND")
 	_, err = env.Runs.Run(ctx, f.Project, "flw_other", r.ID)
 	wantKind(t, "run of another flow", err, automation.ErrNotFound, "RUN_NOT_FOUND")
+	// A run a CALL_FLOW step started keeps its caller, whose end wakes.
+	called := newRun(f, now())
+	called.Trigger.Caller = &automation.Caller{RunID: r.ID, FlowID: f.ID, Wait: true}
+	must(t, "create called run", env.Create(ctx, called))
+	wantSame(t, "called run", getRun(t, env, called), called)
 }
 
 func testRunClaim(t *testing.T, env RunEnv) {

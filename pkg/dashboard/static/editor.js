@@ -339,13 +339,17 @@
     SWITCH: { name: "route", type: "SWITCH", cases: [{ when: "trigger.body.type == 'a'", steps: [] }], "default": [] },
     FOR_EACH: { name: "each", type: "FOR_EACH", items: "trigger.body.items", steps: [] },
     WAIT: { name: "later", type: "WAIT", duration: "10m" },
-    STORE: { name: "remember", type: "STORE", set: { last: "{{ trigger.body.id }}" } }
+    STORE: { name: "remember", type: "STORE", set: { last: "{{ trigger.body.id }}" } },
+    CALL_FLOW: { name: "subflow", type: "CALL_FLOW", flowId: "", input: { id: "{{ trigger.body.id }}" }, wait: true }
   };
   // The fields the form offers, beyond name and when.
   var formFields = {
     HTTP: ["method", "url", "connectionId"], FILTER: ["condition"], RESPOND: ["statusCode", "contentType"],
-    CODE: ["code", "timeout"], WAIT: ["duration"], FOR_EACH: ["items"], SET: [], SWITCH: [], STORE: [], VERIFY_SIGNATURE: []
+    CODE: ["code", "timeout"], WAIT: ["duration"], FOR_EACH: ["items"], SET: [], SWITCH: [], STORE: [], VERIFY_SIGNATURE: [],
+    CALL_FLOW: ["flowId", "wait"]
   };
+  // Fields the form offers as true or false.
+  var booleanFields = { wait: true };
   // stepPathOf cuts path to the innermost step it is in: [..., "steps", 2].
   function stepPathOf(path) {
     for (var n = path.length; n >= 2; n--) {
@@ -418,6 +422,7 @@
       label.textContent = f;
       label.htmlFor = id;
       var values = enumOf(schemaAt(at.concat([f])));
+      if (booleanFields[f]) values = ["true", "false"];
       if (values.length) {
         input = document.createElement("select");
         [""].concat(values).forEach(function (v) { var o = document.createElement("option"); o.value = o.textContent = v; input.appendChild(o); });
@@ -426,6 +431,7 @@
       } else {
         input = document.createElement("input"); input.type = f === "statusCode" ? "number" : "text";
         if (f === "connectionId" && document.getElementById("connection-ids")) input.setAttribute("list", "connection-ids");
+        if (f === "flowId" && document.getElementById("flow-ids")) input.setAttribute("list", "flow-ids");
       }
       input.id = id;
       input.value = step[f] == null ? "" : (typeof step[f] === "object" ? JSON.stringify(step[f]) : String(step[f]));
@@ -437,6 +443,7 @@
         var v = input.value;
         if (v === "") delete st[f];
         else if (f === "statusCode") st[f] = Number(v);
+        else if (booleanFields[f]) st[f] = v === "true";
         else st[f] = v;
         formPath = "";
         rewrite(d, at);
