@@ -153,6 +153,7 @@ type Store interface {
 	StateStore
 	VariableStore
 	AuditStore
+	SlotStore
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of
@@ -416,4 +417,24 @@ type VariableStore interface {
 	// change run again on the newer ones). An error from change is
 	// returned as is.
 	UpdateVariables(ctx context.Context, project string, change func(map[string]Variable) (map[string]Variable, error)) error
+}
+
+// SlotStore keeps the admission bookkeeping of runs (admission.go): one
+// small Slots document per bound, named by scope (a flow's concurrency or
+// throttle for one key value, a project's concurrentRuns). The rules live
+// in the Service; the store only makes each change atomic.
+type SlotStore interface {
+	// UpdateSlots reads the scope's slots (none: empty Slots), calls
+	// change and writes what it returns, atomically: when another writer
+	// changed the document meanwhile, it reads again and calls change
+	// again. Empty slots (Slots.Empty) remove the document.
+	UpdateSlots(ctx context.Context, project, scope string, change func(Slots) (Slots, error)) error
+}
+
+// Waker is implemented by a queue that can bring the entries of waiting
+// runs forward (flowd's): when a run gives back a slot, the runs first in
+// line for it are made due at once instead of at their next poll. An entry
+// that an attempt holds, or that is due already, is left as it is.
+type Waker interface {
+	Wake(ctx context.Context, runIDs []string, now time.Time) error
 }

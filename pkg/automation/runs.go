@@ -437,7 +437,24 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 	if err != nil {
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
 	}
-	r.NextAttemptAt = nil // executing now
+	// Admission: a run over a bound of its flow or project waits, in
+	// line, without executing (admission.go). None: nothing to do here.
+	bs, err := s.bounds(ctx, f, r, p.Lease())
+	if err != nil {
+		return s.release(ctx, rt, at, r, fmt.Errorf("read the run's bounds: %w", err))
+	}
+	if len(bs) > 0 {
+		a, err := s.admit(ctx, rt, bs, r)
+		if err != nil {
+			return s.release(ctx, rt, at, r, err)
+		}
+		if a.waitFor != "" {
+			r.Deferred++
+			return s.suspend(ctx, rt, at, r, a.retryAt, a.waitFor)
+		}
+		defer s.releaseHeld(context.WithoutCancel(ctx), rt, r, a)
+	}
+	r.NextAttemptAt, r.WaitingFor = nil, "" // executing now
 	if r.OnErrorOf.Final() {
 		// An earlier attempt ended the run and started its onError steps:
 		// resume those, at the first unfinished one.
@@ -458,7 +475,7 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 	out := acrossAttempts(r, ex.Run)
 	out.JournalLen = jr.n // what the store holds beside the document now
 	if ex.WaitUntil != nil && out.Status == RunRunning {
-		return s.suspend(ctx, rt, at, out, *ex.WaitUntil)
+		return s.suspend(ctx, rt, at, out, *ex.WaitUntil, WaitingWait)
 	}
 	switch {
 	case out.Status == RunFailed && ctx.Err() != nil:
@@ -573,7 +590,7 @@ func failedAttempts(r Run) int {
 		}
 	}
 	walk(r.Steps)
-	return max(r.Attempts-waits, 1)
+	return max(r.Attempts-waits-r.Deferred, 1)
 }
 
 // acrossAttempts is the outcome of an attempt as the run shows it: started
@@ -586,7 +603,7 @@ func acrossAttempts(claimed, out Run) Run {
 		d := *claimed.DurationMs + *out.DurationMs
 		out.DurationMs = &d
 	}
-	out.NextAttemptAt = nil
+	out.NextAttemptAt, out.WaitingFor = nil, ""
 	return out
 }
 
@@ -659,7 +676,7 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 	if !r.OnErrorOf.Final() { // a run in its onError steps keeps the error it ended with
 		r.Error = ""
 	}
-	r.Status, r.Finished, r.NextAttemptAt = RunRunning, nil, &at.RetryAt
+	r.Status, r.Finished, r.NextAttemptAt, r.WaitingFor = RunRunning, nil, &at.RetryAt, WaitingRetry
 	at.Run = r
 	err := rt.Runs.ReleaseRun(ctx, r)
 	if o, ok := settled(err); ok && err != nil {
@@ -673,13 +690,14 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 	return at, fmt.Errorf("%w: run %s attempt %d: %w", ErrRetry, r.ID, r.Attempts, cause)
 }
 
-// suspend gives back a run that a WAIT step paused, due again at until
+// suspend gives back a run that waits (a WAIT step paused it, or a bound
+// of its flow or project let it not start: why), due again at until
 // (nextAttemptAt). Where the queue cannot be told to look again later
 // (Delayer: SQS), the run's message is sent again with a delay and this
 // one settled.
-func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time) (Attempt, error) {
+func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time, why WaitReason) (Attempt, error) {
 	at.RetryAt = until
-	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &until
+	r.Status, r.Error, r.Finished, r.NextAttemptAt, r.WaitingFor = RunRunning, "", nil, &until, why
 	at.Run = r
 	err := rt.Runs.ReleaseRun(ctx, r)
 	if o, ok := settled(err); ok && err != nil {
