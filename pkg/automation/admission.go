@@ -52,8 +52,9 @@ const MaxSlotWaiters = 100
 
 // Admission polling: a run refused a concurrency or quota slot is tried
 // again after slotPoll, doubling per refusal up to slotPollMax (where the
-// queue can wake it when a slot frees, Waker, later: it is woken); its
-// place in the line is kept slotGrace past its next try.
+// queue can wake it when a slot frees, Waker, later: it is woken), but a
+// run next in line every slotPoll; its place in the line is kept slotGrace
+// past its next try.
 const (
 	slotPoll        = time.Second
 	slotPollMax     = 10 * time.Second
@@ -246,6 +247,11 @@ func takeSlot(sl Slots, b bound, r Run, now time.Time, poll time.Duration) (next
 		return sl, true, time.Time{}
 	}
 	retryAt = now.Add(poll)
+	if ahead < b.limit {
+		// Next in line: a wake may cross this refusal (Waker skips an
+		// entry that an attempt holds), so it looks again soon.
+		retryAt = now.Add(min(poll, slotPoll))
+	}
 	if !b.release { // a throttle: a slot frees when the oldest start leaves the period
 		ends := make([]int64, 0, len(sl.Held))
 		for _, u := range sl.Held {

@@ -55,6 +55,10 @@ type Nullable[T any] struct {
 	Value *T   // nil for null
 }
 
+// JSONValue is the type the field holds when set, for a strict decoder
+// that walks types to find unknown fields (pkg/httpapi).
+func (Nullable[T]) JSONValue() any { return (*T)(nil) }
+
 // UnmarshalJSON records that the field was present.
 func (n *Nullable[T]) UnmarshalJSON(b []byte) error {
 	n.Set = true

@@ -67,6 +67,9 @@ func (s *Store) UpdateSlots(ctx context.Context, project, scope string, change f
 			return err
 		}
 		var lost bool
+		if next.Empty() && r.str(attrProject) != project {
+			return nil // nothing of this project's to remove
+		}
 		if next.Empty() {
 			lost, err = s.deleteVersioned(ctx, key, version)
 		} else {

@@ -51,6 +51,8 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("AuditLog", func(t *testing.T) { testAuditLog(t, open(t)) })
 	t.Run("AuditInTheChange", func(t *testing.T) { testAuditInTheChange(t, open(t)) })
 	t.Run("ConnectionHosts", func(t *testing.T) { testConnectionHosts(t, open(t)) })
+	t.Run("Slots", func(t *testing.T) { testSlots(t, open(t)) })
+	t.Run("SlotsRace", func(t *testing.T) { testSlotsRace(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.

@@ -1,0 +1,124 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"flowservice/pkg/automation"
+)
+
+// readSlots reads a scope's slots through an UpdateSlots that changes
+// nothing.
+func readSlots(t *testing.T, s automation.Store, project, scope string) automation.Slots {
+	t.Helper()
+	var got automation.Slots
+	must(t, "UpdateSlots (read)", s.UpdateSlots(context.Background(), project, scope, func(cur automation.Slots) (automation.Slots, error) {
+		got = cur
+		return cur, nil
+	}))
+	return got
+}
+
+// A bound's slots: empty at first, replaced by each update, per project,
+// and gone once empty; a refusing change writes nothing.
+func testSlots(t *testing.T, s automation.Store) {
+	ctx := context.Background()
+	project, other := automation.NewID(automation.PrefixProject), automation.NewID(automation.PrefixProject)
+	scope := "c:flw_x:abc"
+	if got := readSlots(t, s, project, scope); !got.Empty() {
+		t.Fatalf("new scope = %+v, want empty", got)
+	}
+	want := automation.Slots{
+		Held:    map[string]int64{"run_a": 1_700_000_060_000, "run_b": 1_700_000_070_000},
+		Waiting: []automation.SlotWaiter{{Run: "run_c", Arrived: 1_700_000_000_001, Until: 1_700_000_120_000}},
+	}
+	must(t, "UpdateSlots", s.UpdateSlots(ctx, project, scope, func(automation.Slots) (automation.Slots, error) { return want, nil }))
+	if diff := cmp.Diff(want, readSlots(t, s, project, scope)); diff != "" {
+		t.Errorf("slots (-want +got):\n%s", diff)
+	}
+	if got := readSlots(t, s, project, "c:flw_x"); !got.Empty() {
+		t.Errorf("another scope reads %+v", got)
+	}
+	if got := readSlots(t, s, other, scope); !got.Empty() {
+		t.Errorf("another project reads %+v", got)
+	}
+
+	refused := errors.New("refused")
+	err := s.UpdateSlots(ctx, project, scope, func(automation.Slots) (automation.Slots, error) { return automation.Slots{}, refused })
+	if !errors.Is(err, refused) {
+		t.Errorf("refusing change: err = %v, want it back", err)
+	}
+	if diff := cmp.Diff(want, readSlots(t, s, project, scope)); diff != "" {
+		t.Errorf("slots after a refused change (-want +got):\n%s", diff)
+	}
+
+	// Emptied, the document goes; the next update starts from nothing.
+	must(t, "UpdateSlots (empty)", s.UpdateSlots(ctx, project, scope, func(automation.Slots) (automation.Slots, error) { return automation.Slots{}, nil }))
+	if got := readSlots(t, s, project, scope); !got.Empty() {
+		t.Errorf("emptied scope = %+v", got)
+	}
+	must(t, "UpdateSlots (again)", s.UpdateSlots(ctx, project, scope, func(cur automation.Slots) (automation.Slots, error) {
+		if !cur.Empty() {
+			return cur, fmt.Errorf("change got %+v, want empty", cur)
+		}
+		return automation.Slots{Held: map[string]int64{"run_d": 1}}, nil
+	}))
+	if got := readSlots(t, s, project, scope); !maps.Equal(got.Held, map[string]int64{"run_d": 1}) {
+		t.Errorf("slots = %+v, want run_d held", got)
+	}
+}
+
+// Runners racing for the slots of one bound (limit 3) never hold more
+// than the limit between them: every change sees the one before it.
+func testSlotsRace(t *testing.T, s automation.Store) {
+	ctx := context.Background()
+	project := automation.NewID(automation.PrefixProject)
+	const scope, limit, runners = "q:race", 3, 8
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		won []string
+	)
+	for i := range runners {
+		wg.Go(func() {
+			run := fmt.Sprintf("run_%d", i)
+			took := false
+			err := s.UpdateSlots(ctx, project, scope, func(cur automation.Slots) (automation.Slots, error) {
+				took = false
+				if len(cur.Held) >= limit {
+					return cur, nil
+				}
+				next := automation.Slots{Held: maps.Clone(cur.Held), Waiting: cur.Waiting}
+				if next.Held == nil {
+					next.Held = map[string]int64{}
+				}
+				next.Held[run] = 1
+				took = true
+				return next, nil
+			})
+			if err != nil {
+				t.Errorf("%s: UpdateSlots: %v", run, err)
+				return
+			}
+			if took {
+				mu.Lock()
+				won = append(won, run)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	got := readSlots(t, s, project, scope)
+	held := slices.Sorted(maps.Keys(got.Held))
+	slices.Sort(won)
+	if len(won) != limit || !slices.Equal(held, won) {
+		t.Errorf("runners that took a slot %v, slots held %v: want the same %d", won, held, limit)
+	}
+}
