@@ -275,7 +275,9 @@ func TestFlowLimitsValidation(t *testing.T) {
 		{`{"throttle": {"limit": 1, "period": "1m", "key": "1 +"}}`, "throttle.key"},
 		{`{"throttle": {"limit": 1, "period": "1m", "burst": 3}}`, "burst"},
 	} {
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		api(t, p, key, "POST", "/api/v1/flows/"+flow.ID, tc.body, 400, &e)
 		if !strings.Contains(e.Error.Message, tc.field) {
 			t.Errorf("%s: 400 %q, want it to name %s", tc.body, e.Error.Message, tc.field)
@@ -289,4 +291,119 @@ func TestFlowLimitsValidation(t *testing.T) {
 	if after.Concurrency != nil || after.Throttle == nil || after.Throttle.Limit != 10 {
 		t.Errorf("after concurrency null: %+v, want the throttle alone", after)
 	}
+}
+
+// TestConcurrentRunsQuotaWaits: past its project's concurrentRuns quota a
+// run waits (RUNNING, waitingFor QUOTA) and starts when a run ends.
+func TestConcurrentRunsQuotaWaits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	env := []string{"FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn"}
+	p := startFlowd(t, dir, env...)
+	key := initialKey(t, dir)
+	var projects []struct{ Name string }
+	out, err := flowctl(t, dir, "projects", "list", "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &projects) != nil || len(projects) != 1 {
+		t.Fatalf("projects list: %v %s", err, out)
+	}
+	if out, err := flowctl(t, dir, "projects", "set-limits", projects[0].Name, "--concurrentRuns", "2"); err != nil {
+		t.Fatalf("set-limits: %v %s", err, out)
+	}
+	p.stop(t) // a new process reads the limits at once
+	p = startFlowd(t, dir, env...)
+	svc := newHeldService(t)
+	// Two flows: the quota is the project's, whatever the flow.
+	one := limitedFlow(t, p, key, svc.URL+"/a", `"description": "one"`)
+	two := limitedFlow(t, p, key, svc.URL+"/b", `"description": "two"`)
+
+	var last int64
+	r1 := deliverAfter(t, p, one, `{"order": "all", "id": "Q1"}`, &last)
+	r2 := deliverAfter(t, p, two, `{"order": "all", "id": "Q2"}`, &last)
+	got := []string{svc.next(t), svc.next(t)}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"Q1", "Q2"}) {
+		t.Fatalf("first calls %v, want Q1 and Q2", got)
+	}
+	r3 := deliverAfter(t, p, one, `{"order": "all", "id": "Q3"}`, &last)
+	waitFor(t, "the third run waiting for QUOTA", func() bool {
+		r := getRun(t, p, key, one, r3)
+		return r.Status == "RUNNING" && r.WaitingFor == "QUOTA"
+	})
+	svc.release("Q2")
+	if got := svc.next(t); got != "Q3" {
+		t.Fatalf("after Q2 ended, the next call is %s, want Q3", got)
+	}
+	svc.release("Q1")
+	svc.release("Q3")
+	for runID, flowID := range map[string]string{r1: one, r2: two, r3: one} {
+		waitFor(t, runID+" SUCCEEDED", func() bool { return getRun(t, p, key, flowID, runID).Status == "SUCCEEDED" })
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if svc.most["all"] != 2 {
+		t.Errorf("the service saw %d of the project's runs at once, want at most (and reaching) 2", svc.most["all"])
+	}
+}
+
+// TestFairSharesAcrossProjects: one project floods flowd (4 workers) with
+// 400 runs of 200 ms each, 20 s of work; another project's run, queued
+// behind them, finishes within 5 s, while most of the flood still waits.
+func TestFairSharesAcrossProjects(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn", "FLOWD_WORKERS=4")
+	floodKey := initialKey(t, dir)
+	if out, err := flowctl(t, dir, "projects", "create", "quiet", "--plan", "ENTERPRISE"); err != nil {
+		t.Fatalf("projects create: %v %s", err, out)
+	}
+	quietKey, err := flowctl(t, dir, "keys", "create", "--project", "quiet")
+	if err != nil {
+		t.Fatalf("keys create: %v %s", err, quietKey)
+	}
+	quietKey = strings.TrimSpace(quietKey)
+
+	var mu sync.Mutex
+	served := 0
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond) // the third party's own pace
+		mu.Lock()
+		served++
+		mu.Unlock()
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(slow.Close)
+	flood := limitedFlow(t, p, floodKey, slow.URL, `"description": "flood"`)
+	quiet := limitedFlow(t, p, quietKey, slow.URL, `"description": "quiet"`)
+
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				resp, err := http.Post(p.base+"/api/v1/webhooks/"+flood, "application/json", strings.NewReader(fmt.Sprintf(`{"id": "F%d-%d"}`, g, i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	start := time.Now()
+	var last int64
+	runID := deliverAfter(t, p, quiet, `{"id": "quiet"}`, &last)
+	deadline := start.Add(5 * time.Second)
+	for getRun(t, p, quietKey, quiet, runID).Status != "SUCCEEDED" {
+		if time.Now().After(deadline) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("the quiet project's run did not finish within 5 s behind the flood (%d of 400 flood calls served)", served)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if served > 300 {
+		t.Fatalf("the flood was nearly over (%d of 400 calls served) when the quiet run finished: no backlog to share", served)
+	}
+	t.Logf("quiet run finished %v after it was queued, behind a backlog of %d flood runs", took, 400-served)
 }

@@ -161,7 +161,7 @@ func (s *Service) admit(ctx context.Context, rt *RunRuntime, bs []bound, r Run) 
 // pollAfter is how long a run refused a slot waits before it tries again.
 func (s *Service) pollAfter(rt *RunRuntime, r Run) time.Duration {
 	d, top := slotPoll, slotPollMax
-	if _, ok := rt.Queue.(Waker); ok {
+	if rt.Waker != nil {
 		top = slotPollMaxWake
 	}
 	for i := 0; i < r.Deferred && d < top; i++ {
@@ -205,11 +205,10 @@ func (s *Service) releaseHeld(ctx context.Context, rt *RunRuntime, r Run, a admi
 }
 
 func (s *Service) wake(ctx context.Context, rt *RunRuntime, runs []string) {
-	w, ok := rt.Queue.(Waker)
-	if !ok || len(runs) == 0 {
+	if rt.Waker == nil || len(runs) == 0 {
 		return
 	}
-	if err := w.Wake(ctx, runs, s.clock()); err != nil {
+	if err := rt.Waker.Wake(ctx, runs, s.clock()); err != nil {
 		s.log.WarnContext(ctx, "wake waiting runs; they try again at their own time", "err", err)
 	}
 }

@@ -438,3 +438,36 @@ type SlotStore interface {
 type Waker interface {
 	Wake(ctx context.Context, runIDs []string, now time.Time) error
 }
+
+// Share is how a worker pool shares its workers among projects: a project
+// holding PerProject attempts already (Held, by project) gets no more
+// from a shared claim, so that one project's backlog leaves workers to the
+// others.
+type Share struct {
+	Held       map[string]int
+	PerProject int
+}
+
+// Capped reports whether a project holds its whole share now (a nil Share:
+// no).
+func (s *Share) Capped() bool {
+	if s == nil {
+		return false
+	}
+	for _, n := range s.Held {
+		if n >= s.PerProject {
+			return true
+		}
+	}
+	return false
+}
+
+// SharedWorkQueue is a WorkQueue that can share a claim among projects
+// (flowd's): ClaimDueShared is ClaimDueBatch reading further (up to a bound
+// the store names) past the due entries of projects at their share, and
+// taking none of theirs, so that one project's backlog does not hide
+// another project's entry behind it. It costs more than ClaimDueBatch;
+// the pool asks for it while a project holds its share.
+type SharedWorkQueue interface {
+	ClaimDueShared(ctx context.Context, now time.Time, lease time.Duration, max int, share Share) ([]QueueEntry, error)
+}

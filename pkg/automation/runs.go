@@ -51,6 +51,9 @@ type RunRuntime struct {
 	// DefaultPureBudget); past it the result is dropped and the run is
 	// stored and executed as any other ON_COMPLETION run.
 	PureBudget time.Duration
+	// Waker, when set, brings a waiting run's queue entry forward when a
+	// slot it waits for frees (admission.go); nil: such runs poll.
+	Waker Waker
 }
 
 // Credentials reads connection credentials for an executor and records
