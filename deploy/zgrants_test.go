@@ -195,13 +195,15 @@ var unobserved = map[string]map[grant]string{
 		{"dynamodb:UpdateItem", "ConnectionsTable"}: "the engine marks a connection whose credential got 401/403 (exercised through RunnerFunction)",
 		{"dynamodb:GetItem", "RunsTable"}:           "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
 		{"dynamodb:PutItem", "AlertsTable"}:         "a run finished inline whose event a subscription wants commits the delivery with it (exercised through RunnerFunction)",
+		{"dynamodb:DeleteItem", "SamplesTable"}:     "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
 	},
 	"RunnerFunction": {
-		{"dynamodb:DeleteItem", "RunsTable"}:   "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
-		{"s3:DeleteObject", "PayloadBucket/*"}: "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
-		{"sqs:ReceiveMessage", "RunQueue"}:     "the event source mapping polls the run queue with the runner's role (RunnerQueueMapping; TestQueueAndRunner)",
-		{"sqs:DeleteMessage", "RunQueue"}:      "the event source mapping deletes the records the runner did not report as failed",
-		{"sqs:GetQueueAttributes", "RunQueue"}: "the event source mapping reads the queue's attributes when it is created",
+		{"dynamodb:DeleteItem", "RunsTable"}:    "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
+		{"s3:DeleteObject", "PayloadBucket/*"}:  "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
+		{"sqs:ReceiveMessage", "RunQueue"}:      "the event source mapping polls the run queue with the runner's role (RunnerQueueMapping; TestQueueAndRunner)",
+		{"sqs:DeleteMessage", "RunQueue"}:       "the event source mapping deletes the records the runner did not report as failed",
+		{"sqs:GetQueueAttributes", "RunQueue"}:  "the event source mapping reads the queue's attributes when it is created",
+		{"dynamodb:DeleteItem", "SamplesTable"}: "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
 	},
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -121,4 +122,21 @@ func testSlotsRace(t *testing.T, s automation.Store) {
 	if len(won) != limit || !slices.Equal(held, won) {
 		t.Errorf("runners that took a slot %v, slots held %v: want the same %d", won, held, limit)
 	}
+}
+
+// A flow's concurrency and throttle are kept with it, and a put without
+// them removes them.
+func testFlowLimits(t *testing.T, s automation.Store) {
+	ctx := context.Background()
+	base := now()
+	f := flowBuilderWebhook(automation.NewID(automation.PrefixProject), "limited", base)
+	f.Concurrency = &automation.Concurrency{Limit: 2, Key: "trigger.body.user"}
+	f.Throttle = &automation.Throttle{Limit: 10, Period: "1m", Key: "trigger.body.team"}
+	must(t, "CreateFlow", s.CreateFlow(ctx, f))
+	equalFlow(t, "Flow with limits", getFlow(t, s, f.Project, f.ID), f)
+
+	g := f
+	g.Concurrency, g.Version, g.Updated = nil, 2, base.Add(time.Second)
+	must(t, "PutFlow without concurrency", s.PutFlow(ctx, g))
+	equalFlow(t, "Flow after the concurrency went", getFlow(t, s, f.Project, f.ID), g)
 }
