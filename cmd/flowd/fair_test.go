@@ -407,3 +407,65 @@ func TestFairSharesAcrossProjects(t *testing.T) {
 	}
 	t.Logf("quiet run finished %v after it was queued, behind a backlog of %d flood runs", took, 400-served)
 }
+
+// TestOnCompletionWaitCountsTowardSyncTimeout: a synchronous webhook whose
+// run waits for its flow's concurrency answers 504 when the sync timeout
+// (2 s here) passes; the run goes on and succeeds once the slot frees.
+func TestOnCompletionWaitCountsTowardSyncTimeout(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn", "FLOWD_SYNC_TIMEOUT=2s")
+	key := initialKey(t, dir)
+	svc := newHeldService(t)
+	var flow struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "sync", "engine": "WORKFLOW_BUILDER",
+		"trigger": {"type": "WEBHOOK", "webhook": {"httpMethod": "POST", "path": "sync/orders", "responseMode": "ON_COMPLETION"}},
+		"concurrency": {"limit": 1},
+		"steps": [{"name": "call", "type": "HTTP", "method": "POST", "url": %q, "body": {"key": "k", "id": "{{ trigger.body.id }}"}}]}`, svc.URL), 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(p.base+"/webhook/sync/orders", "application/json", strings.NewReader(`{"id": "S1"}`))
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	if got := svc.next(t); got != "S1" {
+		t.Fatalf("first call %s, want S1", got)
+	}
+	resp, err := http.Post(p.base+"/webhook/sync/orders", "application/json", strings.NewReader(`{"id": "S2"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("the waiting run's webhook answered %d, want 504 after the sync timeout", resp.StatusCode)
+	}
+	if code := <-first; code != http.StatusGatewayTimeout {
+		t.Fatalf("the first webhook (its call held) answered %d, want 504", code)
+	}
+	var waiting struct{ Data []limitedRun }
+	api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &waiting)
+	if len(waiting.Data) != 2 || waiting.Data[0].WaitingFor != "CONCURRENCY" {
+		t.Fatalf("runs after the 504s: %+v; want the newest waiting for CONCURRENCY", waiting.Data)
+	}
+	svc.mu.Lock()
+	calls := slices.Clone(svc.order)
+	svc.mu.Unlock()
+	if !slices.Equal(calls, []string{"S1"}) {
+		t.Fatalf("calls while S1 held the slot: %v, want S1 alone", calls)
+	}
+	svc.release("S1")
+	if got := svc.next(t); got != "S2" {
+		t.Fatalf("after S1, the next call is %s, want S2", got)
+	}
+	svc.release("S2")
+	var runs struct{ Data []limitedRun }
+	waitFor(t, "both runs SUCCEEDED", func() bool {
+		api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &runs)
+		return len(runs.Data) == 2 && runs.Data[0].Status == "SUCCEEDED" && runs.Data[1].Status == "SUCCEEDED"
+	})
+}
