@@ -69,6 +69,7 @@ type bound struct {
 	limit   int
 	hold    time.Duration // how long a slot is held: the claim's lease, or the throttle's period
 	release bool          // given back when the attempt ends (not a throttle's start)
+	until   int64         // the end of the hold this attempt took (Unix ms), once taken
 }
 
 // scopeKey names a bound's document: kind, owner and a digest of the key
@@ -143,6 +144,7 @@ func (s *Service) admit(ctx context.Context, rt *RunRuntime, bs []bound, r Run) 
 		err := s.store.UpdateSlots(ctx, r.Project, b.scope, func(sl Slots) (Slots, error) {
 			var next Slots
 			next, ok, retryAt = takeSlot(sl, b, r, s.clock(), s.pollAfter(rt, r))
+			b.until = next.Held[r.ID]
 			return next, nil
 		})
 		if err != nil {
@@ -284,10 +286,13 @@ func before(w SlotWaiter, arrived int64, run string) bool {
 }
 
 // releaseSlot drops run's hold (and place in line) and names the runs
-// first in line that now fit, to be woken.
+// first in line that now fit, to be woken. A hold that another attempt at
+// the run took since (b.until differs: this one lost its lease) stays.
 func releaseSlot(sl Slots, b bound, run string, now time.Time) (next Slots, wake []string) {
 	sl = pruneSlots(sl, now)
-	delete(sl.Held, run)
+	if until, ok := sl.Held[run]; ok && (b.until == 0 || until == b.until) {
+		delete(sl.Held, run)
+	}
 	sl.Waiting = slices.DeleteFunc(sl.Waiting, func(w SlotWaiter) bool { return w.Run == run })
 	for i := 0; i < len(sl.Waiting) && len(sl.Held)+i < b.limit; i++ {
 		wake = append(wake, sl.Waiting[i].Run)

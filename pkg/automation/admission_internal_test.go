@@ -108,3 +108,27 @@ func TestLineIsBounded(t *testing.T) {
 		t.Errorf("line of %d, want at most %d", len(sl.Waiting), MaxSlotWaiters)
 	}
 }
+
+// An attempt that lost its lease gives back nothing: the attempt that
+// claimed the run after it holds the slot now.
+func TestReleaseKeepsALaterAttemptsHold(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	b := bound{limit: 1, hold: time.Minute, release: true}
+	sl, _, _ := takeSlot(Slots{}, b, runAt("r", t0), t0, time.Second)
+	first := b
+	first.until = sl.Held["r"]
+	later := t0.Add(90 * time.Second) // the first attempt's hold ran out; a new claim took it again
+	sl, ok, _ := takeSlot(sl, b, runAt("r", t0), later, time.Second)
+	if !ok {
+		t.Fatal("the later attempt was refused")
+	}
+	sl, _ = releaseSlot(sl, first, "r", later)
+	if _, held := sl.Held["r"]; !held {
+		t.Fatal("the first attempt's late release dropped the later attempt's hold")
+	}
+	second := b
+	second.until = sl.Held["r"]
+	if sl, _ = releaseSlot(sl, second, "r", later); len(sl.Held) != 0 {
+		t.Fatalf("the later attempt's release left %v", sl.Held)
+	}
+}
