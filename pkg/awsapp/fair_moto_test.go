@@ -46,7 +46,7 @@ type fairApp struct {
 	last    int64 // the latest delivery's millisecond
 }
 
-func newFairApp(t *testing.T) *fairApp {
+func newFairApp(t *testing.T, limits map[string]int64) *fairApp {
 	ctx := context.Background()
 	a := &fairApp{t: t, gates: map[string]chan struct{}{}, arrived: make(chan string, 10)}
 	a.awsCfg = awstest.Start(t)
@@ -66,6 +66,11 @@ func newFairApp(t *testing.T) *fairApp {
 	}
 	if a.key, _, err = admin.CreateAPIKey(ctx, project.ID); err != nil {
 		t.Fatal(err)
+	}
+	if len(limits) > 0 {
+		if _, err := admin.SetProjectLimits(ctx, "acme", limits, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if a.api, err = management.NewHandler(ctx, a.awsCfg, a.cfg); err != nil {
 		t.Fatal(err)
@@ -168,12 +173,13 @@ func (a *fairApp) call(h awsapp.ProxyHandler, method, path, body string, want in
 	}
 }
 
-// flow makes an ACTIVE flow with the given concurrency that calls the
-// held service with the delivery's id.
-func (a *fairApp) flow(concurrency string) string {
+// flow makes an ACTIVE flow with the given bounds (flow fields, such as
+// `"concurrency": {"limit": 1}`) that calls the held service with the
+// delivery's id.
+func (a *fairApp) flow(bounds string) string {
 	var flow struct{ ID string }
-	a.call(a.api, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "orders", "engine": "FLOW_BUILDER", "concurrency": %s,
-		"steps": [{"name": "call", "type": "HTTP", "method": "POST", "url": %q, "body": {"id": "{{ trigger.body.id }}"}}]}`, concurrency, a.svc.URL), 201, &flow)
+	a.call(a.api, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "orders", "engine": "FLOW_BUILDER", %s,
+		"steps": [{"name": "call", "type": "HTTP", "method": "POST", "url": %q, "body": {"id": "{{ trigger.body.id }}"}}]}`, bounds, a.svc.URL), 201, &flow)
 	a.call(a.api, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
 	return flow.ID
 }
@@ -222,8 +228,8 @@ func succeeded(status, _ string) bool { return status == "SUCCEEDED" }
 // call the service one at a time, in arrival order: the slots live in
 // DynamoDB, not in either runner.
 func TestConcurrencyOnMoto(t *testing.T) {
-	a := newFairApp(t)
-	flowID := a.flow(`{"limit": 1, "key": "trigger.body.order"}`)
+	a := newFairApp(t, nil)
+	flowID := a.flow(`"concurrency": {"limit": 1, "key": "trigger.body.order"}`)
 	runs := map[string]string{}
 	runs["A1"] = a.deliver(flowID, "A1")
 	if got := a.next(); got != "A1" {
@@ -257,8 +263,8 @@ func TestConcurrencyOnMoto(t *testing.T) {
 // the next run waiting until the hold's lease ends, and no longer: the
 // run then executes.
 func TestSlotOfACrashedRunnerExpiresOnMoto(t *testing.T) {
-	a := newFairApp(t)
-	flowID := a.flow(`{"limit": 1}`)
+	a := newFairApp(t, nil)
+	flowID := a.flow(`"concurrency": {"limit": 1}`)
 	var project struct{ ID string }
 	a.call(a.api, "GET", "/api/v1/project", "", 200, &project)
 	store := dynamostore.New(dynamodb.NewFromConfig(a.awsCfg), a.cfg.Tables)
@@ -279,4 +285,57 @@ func TestSlotOfACrashedRunnerExpiresOnMoto(t *testing.T) {
 	}
 	a.release("B1")
 	a.waitRun(flowID, runID, "SUCCEEDED", succeeded)
+}
+
+// TestConcurrentRunsQuotaOnMoto: past the project's concurrentRuns (1
+// here) a run of another flow waits (waitingFor QUOTA) and executes when
+// the first ends.
+func TestConcurrentRunsQuotaOnMoto(t *testing.T) {
+	a := newFairApp(t, map[string]int64{"concurrentRuns": 1})
+	one, two := a.flow(`"description": "one"`), a.flow(`"description": "two"`)
+	r1 := a.deliver(one, "Q1")
+	if got := a.next(); got != "Q1" {
+		t.Fatalf("first call %s, want Q1", got)
+	}
+	r2 := a.deliver(two, "Q2")
+	a.waitRun(two, r2, "waiting for QUOTA", waitingFor("QUOTA"))
+	a.release("Q1")
+	if got := a.next(); got != "Q2" {
+		t.Fatalf("after Q1, the next call is %s, want Q2", got)
+	}
+	a.release("Q2")
+	a.waitRun(one, r1, "SUCCEEDED", succeeded)
+	a.waitRun(two, r2, "SUCCEEDED", succeeded)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.most != 1 {
+		t.Errorf("the service saw %d of the project's runs at once, want 1", a.most)
+	}
+}
+
+// TestThrottleOnMoto: a throttle of 1 start per 2 s lets the first run
+// start and keeps the second waiting (waitingFor THROTTLE) until the first
+// start leaves the period, though the first run has finished.
+func TestThrottleOnMoto(t *testing.T) {
+	a := newFairApp(t, nil)
+	flowID := a.flow(`"throttle": {"limit": 1, "period": "2s"}`)
+	r1 := a.deliver(flowID, "T1")
+	if got := a.next(); got != "T1" {
+		t.Fatalf("first call %s, want T1", got)
+	}
+	a.release("T1")
+	a.waitRun(flowID, r1, "SUCCEEDED", succeeded)
+	r2 := a.deliver(flowID, "T2")
+	a.waitRun(flowID, r2, "waiting for THROTTLE", waitingFor("THROTTLE"))
+	if got := a.next(); got != "T2" {
+		t.Fatalf("second call %s, want T2", got)
+	}
+	a.release("T2")
+	a.waitRun(flowID, r2, "SUCCEEDED", succeeded)
+	var one, two struct{ Started time.Time }
+	a.call(a.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+r1, "", 200, &one)
+	a.call(a.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+r2, "", 200, &two)
+	if gap := two.Started.Sub(one.Started); gap < 2*time.Second {
+		t.Fatalf("the second run started %v after the first, within the 2 s period", gap)
+	}
 }
