@@ -219,7 +219,8 @@ func waitingFor(reason string) func(string, string) bool {
 	return func(status, w string) bool { return status == "RUNNING" && w == reason }
 }
 
-func succeeded(status, _ string) bool { return status == "SUCCEEDED" }
+// succeeded: final, waiting for nothing (the item keeps no earlier reason).
+func succeeded(status, w string) bool { return status == "SUCCEEDED" && w == "" }
 
 // TestConcurrencyOnMoto is the Lambda path of a flow's concurrency: three
 // runs of one key delivered through the webhook function, executed by two

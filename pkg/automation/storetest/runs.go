@@ -50,6 +50,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunsPurge", func(t *testing.T) { testRunsPurge(t, open(t)) })
 	t.Run("RunNestedResults", func(t *testing.T) { testRunNestedResults(t, open(t)) })
 	t.Run("RunJournalAppend", func(t *testing.T) { testRunJournalAppend(t, open(t)) }) // journal.go
+	t.Run("RunWaitingFor", func(t *testing.T) { testRunWaitingFor(t, open(t)) })       // slots.go
 }
 
 // runFixture is a project with one flow, stored.

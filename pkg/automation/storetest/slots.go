@@ -140,3 +140,36 @@ func testFlowLimits(t *testing.T, s automation.Store) {
 	must(t, "PutFlow without concurrency", s.PutFlow(ctx, g))
 	equalFlow(t, "Flow after the concurrency went", getFlow(t, s, f.Project, f.ID), g)
 }
+
+// A run given back waiting shows why (waitingFor) and keeps its count of
+// claims that found no slot (Deferred); the next attempt's writes without
+// a reason clear it.
+func testRunWaitingFor(t *testing.T, env RunEnv) {
+	ctx := context.Background()
+	f, r := storedRun(t, env)
+	t0, lease := now(), time.Minute
+	a, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, t0, lease)
+	must(t, "claim", err)
+	next := t0.Add(time.Second)
+	a.WaitingFor, a.Deferred, a.NextAttemptAt = automation.WaitingConcurrency, 1, &next
+	must(t, "release waiting", env.Runs.ReleaseRun(ctx, a))
+	if got := getRun(t, env, r); got.WaitingFor != automation.WaitingConcurrency || got.Deferred != 1 {
+		t.Fatalf("released waiting: waitingFor %q, deferred %d; want CONCURRENCY, 1", got.WaitingFor, got.Deferred)
+	}
+	b, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, next, lease)
+	must(t, "claim again", err)
+	if b.WaitingFor != automation.WaitingConcurrency || b.Deferred != 1 {
+		t.Fatalf("claimed: waitingFor %q, deferred %d", b.WaitingFor, b.Deferred)
+	}
+	b.WaitingFor, b.NextAttemptAt = "", nil
+	b.Steps = []automation.StepResult{{Name: "call", Type: automation.StepHTTP, Status: automation.StepSucceeded}}
+	must(t, "journal", env.Runs.RecordSteps(ctx, b))
+	if got := getRun(t, env, r); got.WaitingFor != "" {
+		t.Fatalf("executing run still waiting for %q", got.WaitingFor)
+	}
+	b.Status = automation.RunSucceeded
+	must(t, "finish", env.Runs.FinishRun(ctx, b))
+	if got := getRun(t, env, r); got.WaitingFor != "" || got.Status != automation.RunSucceeded {
+		t.Fatalf("finished run: %s waiting for %q", got.Status, got.WaitingFor)
+	}
+}
