@@ -174,6 +174,9 @@ func TestConcurrencyKeyOneAtATime(t *testing.T) {
 		if got := svc.next(t); got != want {
 			t.Fatalf("after %s, the next call is %s, want %s (arrival order)", id, got, want)
 		}
+		if r := getRun(t, p, key, flowID, runs[want]); r.Status != "RUNNING" || r.WaitingFor != "" {
+			t.Fatalf("%s executing: %+v, want RUNNING waiting for nothing", want, r)
+		}
 	}
 	svc.release("A4")
 	for id, runID := range runs {

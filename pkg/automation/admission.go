@@ -62,6 +62,12 @@ const (
 	slotGrace       = time.Minute
 )
 
+// admissionWait reports whether w is a wait for a bound (not a WAIT step
+// or a retry's backoff).
+func admissionWait(w WaitReason) bool {
+	return w == WaitingConcurrency || w == WaitingThrottle || w == WaitingQuota
+}
+
 // bound is one limit a run must fit in before it executes.
 type bound struct {
 	scope   string

@@ -457,6 +457,20 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		}
 		defer s.releaseHeld(context.WithoutCancel(ctx), rt, r, a)
 	}
+	if admissionWait(r.WaitingFor) {
+		// It waited for a slot and starts now: say so at once, not at its
+		// first step's journal entry, which does not rewrite the run. It
+		// has no steps yet, so the write is small.
+		r.NextAttemptAt, r.WaitingFor = nil, ""
+		if err := rt.Runs.RecordSteps(ctx, r); err != nil {
+			if o, ok := settled(err); ok {
+				at.Outcome = o
+				return at, nil
+			}
+			return s.release(ctx, rt, at, r, fmt.Errorf("record the run's start: %w", err))
+		}
+		r.JournalLen = 0 // RecordSteps emptied the journal
+	}
 	r.NextAttemptAt, r.WaitingFor = nil, "" // executing now
 	if r.OnErrorOf.Final() {
 		// An earlier attempt ended the run and started its onError steps:

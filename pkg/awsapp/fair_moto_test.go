@@ -244,6 +244,11 @@ func TestConcurrencyOnMoto(t *testing.T) {
 	if got := a.next(); got != "A2" {
 		t.Fatalf("after A1, the next call is %s, want A2 (arrival order)", got)
 	}
+	var executing struct{ Status, WaitingFor string }
+	a.call(a.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runs["A2"], "", 200, &executing)
+	if executing.Status != "RUNNING" || executing.WaitingFor != "" {
+		t.Fatalf("A2 executing: %+v, want RUNNING waiting for nothing", executing)
+	}
 	a.release("A2")
 	if got := a.next(); got != "A3" {
 		t.Fatalf("after A2, the next call is %s, want A3", got)
