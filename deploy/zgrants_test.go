@@ -197,13 +197,15 @@ var unobserved = map[string]map[grant]string{
 		{"dynamodb:PutItem", "AlertsTable"}:              "a run finished inline whose event a subscription wants commits the delivery with it (exercised through RunnerFunction)",
 		{"dynamodb:Query", "FlowsTable/index/byProject"}: "a delivery to a project with a storedBytes limit has its usage measured: the same AdmitDelivery as WebhookFunction's, exercised there",
 		{"dynamodb:BatchGetItem", "FlowsTable"}:          "the same measurement reads the project's flow items (exercised through WebhookFunction)",
+		{"dynamodb:DeleteItem", "SamplesTable"}:          "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
 	},
 	"RunnerFunction": {
-		{"dynamodb:DeleteItem", "RunsTable"}:   "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
-		{"s3:DeleteObject", "PayloadBucket/*"}: "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
-		{"sqs:ReceiveMessage", "RunQueue"}:     "the event source mapping polls the run queue with the runner's role (RunnerQueueMapping; TestQueueAndRunner)",
-		{"sqs:DeleteMessage", "RunQueue"}:      "the event source mapping deletes the records the runner did not report as failed",
-		{"sqs:GetQueueAttributes", "RunQueue"}: "the event source mapping reads the queue's attributes when it is created",
+		{"dynamodb:DeleteItem", "RunsTable"}:    "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
+		{"s3:DeleteObject", "PayloadBucket/*"}:  "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
+		{"sqs:ReceiveMessage", "RunQueue"}:      "the event source mapping polls the run queue with the runner's role (RunnerQueueMapping; TestQueueAndRunner)",
+		{"sqs:DeleteMessage", "RunQueue"}:       "the event source mapping deletes the records the runner did not report as failed",
+		{"sqs:GetQueueAttributes", "RunQueue"}:  "the event source mapping reads the queue's attributes when it is created",
+		{"dynamodb:DeleteItem", "SamplesTable"}: "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
 	},
 }
 

@@ -228,7 +228,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
 		Runtime: &automation.RunRuntime{
 			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Inline: dir.Store, Policy: cfg.RunPolicy,
-			Finished: m.FinishedRuns(dir.Store),
+			Finished: m.FinishedRuns(dir.Store), SlotWaker: pool.Waking(dir.Store),
 			NewExecutor: func(c automation.Credentials) automation.Executor {
 				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log,
 					UserAgent: engine.UserAgent(cfg.EngineURL)})

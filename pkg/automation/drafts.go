@@ -16,6 +16,9 @@ type DraftInput struct {
 	Trigger *Trigger `json:"trigger"`
 	Steps   *[]Step  `json:"steps"`
 	OnError *[]Step  `json:"onError"`
+	// Concurrency and Throttle: null removes them.
+	Concurrency Nullable[Concurrency] `json:"concurrency"`
+	Throttle    Nullable[Throttle]    `json:"throttle"`
 }
 
 // PublishRequest is the optional body of POST …/publish.

@@ -58,6 +58,10 @@ type Flow struct {
 	// ManagedBy is ManagedByApply when `flowctl apply` created or last
 	// updated the flow: a later apply with --prune may delete it.
 	ManagedBy string `json:"managedBy,omitempty"`
+	// Concurrency and Throttle bound how many runs execute at once and
+	// start per period (flowlimits.go); nil: no bound but the project's.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	Throttle    *Throttle    `json:"throttle,omitempty"`
 
 	// AllowedIPs restricts the webhook receivers to these addresses and
 	// CIDR ranges (canonical form); empty means no restriction.

@@ -42,6 +42,9 @@ func TestOnErrorRunsOnceAfterRetries(t *testing.T) {
 	if alertCalls.Load() != 0 {
 		t.Fatalf("onError ran before the run's last attempt")
 	}
+	if got, err := e.svc.Run(ctx, e.project, f.ID, r.ID); err != nil || got.WaitingFor != automation.WaitingRetry || got.NextAttemptAt == nil {
+		t.Fatalf("run between attempts: waiting for %q next %v, %v; want RETRY", got.WaitingFor, got.NextAttemptAt, err)
+	}
 	e.svc.ExecuteRun(ctx, r.Project, r.ID)
 	got, err := e.svc.Run(ctx, e.project, f.ID, r.ID)
 	if err != nil {
@@ -188,8 +191,9 @@ func TestWaitPausesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Status != automation.RunRunning || got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(at.RetryAt) ||
+		got.WaitingFor != automation.WaitingWait ||
 		got.Steps[1].Status != automation.StepSucceeded || got.Steps[2].Status != automation.StepSkipped {
-		t.Fatalf("waiting run: %s next %v steps %+v", got.Status, got.NextAttemptAt, got.Steps)
+		t.Fatalf("waiting run: %s (waiting for %q) next %v steps %+v", got.Status, got.WaitingFor, got.NextAttemptAt, got.Steps)
 	}
 	// Too early (a redelivery): still waiting, nothing repeated.
 	if at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
@@ -208,8 +212,8 @@ func TestWaitPausesAndResumes(t *testing.T) {
 	if beforeCalls.Load() != 1 || afterCalls.Load() != 1 {
 		t.Errorf("calls before %d after %d; want 1 and 1", beforeCalls.Load(), afterCalls.Load())
 	}
-	if got, _ := e.svc.Run(ctx, e.project, f.ID, r.ID); got.NextAttemptAt != nil {
-		t.Errorf("finished run keeps nextAttemptAt %v", got.NextAttemptAt)
+	if got, _ := e.svc.Run(ctx, e.project, f.ID, r.ID); got.NextAttemptAt != nil || got.WaitingFor != "" {
+		t.Errorf("finished run keeps nextAttemptAt %v, waitingFor %q", got.NextAttemptAt, got.WaitingFor)
 	}
 }
 

@@ -21,6 +21,9 @@ type FlowInput struct {
 	// ManagedBy marks (ManagedByApply) or unmarks ("") a flow as managed
 	// by `flowctl apply`.
 	ManagedBy *string `json:"managedBy"`
+	// Concurrency and Throttle: null removes them.
+	Concurrency Nullable[Concurrency] `json:"concurrency"`
+	Throttle    Nullable[Throttle]    `json:"throttle"`
 }
 
 // applyTo sets the fields of f that in carries; the others keep their
@@ -41,6 +44,12 @@ func (in FlowInput) applyTo(f *Flow) {
 	}
 	if in.OnError != nil {
 		f.OnError = *in.OnError
+	}
+	if in.Concurrency.Set {
+		f.Concurrency = in.Concurrency.Value
+	}
+	if in.Throttle.Set {
+		f.Throttle = in.Throttle.Value
 	}
 }
 

@@ -155,6 +155,7 @@ type Store interface {
 	AuditStore
 	VersionStore
 	UsageStore // storage.go
+	SlotStore
 }
 
 // Secrets keeps write-only values: connection credentials and the secrets of
@@ -425,4 +426,57 @@ type VariableStore interface {
 	// change run again on the newer ones). An error from change is
 	// returned as is.
 	UpdateVariables(ctx context.Context, project string, change func(map[string]Variable) (map[string]Variable, error)) error
+}
+
+// SlotStore keeps the admission bookkeeping of runs (admission.go): one
+// small Slots document per bound, named by scope (a flow's concurrency or
+// throttle for one key value, a project's concurrentRuns). The rules live
+// in the Service; the store only makes each change atomic.
+type SlotStore interface {
+	// UpdateSlots reads the scope's slots (none: empty Slots), calls
+	// change and writes what it returns, atomically: when another writer
+	// changed the document meanwhile, it reads again and calls change
+	// again. Empty slots (Slots.Empty) remove the document.
+	UpdateSlots(ctx context.Context, project, scope string, change func(Slots) (Slots, error)) error
+}
+
+// SlotWaker is implemented by a queue that can bring the entries of waiting
+// runs forward (flowd's): when a run gives back a slot, the runs first in
+// line for it are made due at once instead of at their next poll. An entry
+// that an attempt holds, or that is due already, is left as it is.
+type SlotWaker interface {
+	Wake(ctx context.Context, runIDs []string, now time.Time) error
+}
+
+// Share is how a worker pool shares its workers among projects: a project
+// holding PerProject attempts already (Held, by project) gets no more
+// from a shared claim, so that one project's backlog leaves workers to the
+// others.
+type Share struct {
+	Held       map[string]int
+	PerProject int
+}
+
+// Capped reports whether a project holds its whole share now (a nil Share:
+// no).
+func (s *Share) Capped() bool {
+	if s == nil {
+		return false
+	}
+	for _, n := range s.Held {
+		if n >= s.PerProject {
+			return true
+		}
+	}
+	return false
+}
+
+// SharedWorkQueue is a WorkQueue that can share a claim among projects
+// (flowd's): ClaimDueShared is ClaimDueBatch reading further (up to a bound
+// the store names) past the due entries of projects at their share, and
+// taking none of theirs, so that one project's backlog does not hide
+// another project's entry behind it. It costs more than ClaimDueBatch;
+// the pool asks for it while a project holds its share.
+type SharedWorkQueue interface {
+	ClaimDueShared(ctx context.Context, now time.Time, lease time.Duration, max int, share Share) ([]QueueEntry, error)
 }

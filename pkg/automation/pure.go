@@ -23,6 +23,9 @@ var pureSteps = map[StepType]bool{
 // steps included, is free of side effects: executing it again, or
 // executing it and then losing the result, changes nothing outside the run.
 func PureFlow(f Flow) bool {
+	if f.Limited() {
+		return false // its runs wait for admission like any other
+	}
 	pure := true
 	check := func(s *Step) { pure = pure && pureSteps[s.Type] }
 	WalkSteps(f.Steps, check)

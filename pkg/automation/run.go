@@ -37,6 +37,14 @@ type Run struct {
 	// NextAttemptAt is when a RUNNING run waiting between attempts will be
 	// tried again; null while it executes and once it is final.
 	NextAttemptAt *time.Time `json:"nextAttemptAt"`
+	// WaitingFor says why a RUNNING run is not executing: a bound of its
+	// flow or project (CONCURRENCY, THROTTLE, QUOTA), a WAIT step, or the
+	// backoff before a RETRY. Empty while it executes and once it is final.
+	WaitingFor WaitReason `json:"waitingFor,omitempty"`
+	// Deferred counts the claims that found no slot for the run
+	// (admission.go): they are not attempts at it, so MaxAttempts does not
+	// count them. Internal, like OnErrorOf.
+	Deferred int `json:"deferred,omitempty"`
 	// ResumedFrom is the run this one resumed (a retry from the failed
 	// step), which lent it the outputs of its finished steps.
 	ResumedFrom string `json:"resumedFrom,omitempty"`
@@ -90,7 +98,7 @@ type Run struct {
 // Public is r as API answers show it: without the internal fields a
 // stored run document may hold (OnErrorOf, StepResult.ItemsJournal).
 func (r Run) Public() Run {
-	r.OnErrorOf, r.DraftDefinition = "", nil
+	r.OnErrorOf, r.DraftDefinition, r.Deferred = "", nil, 0
 	r.Trigger.Caller = r.Trigger.Caller.public()
 	r.Steps = withoutItemsJournals(r.Steps)
 	r.OnErrorSteps = withoutItemsJournals(r.OnErrorSteps)
@@ -241,7 +249,7 @@ func (r Run) Summary() Run {
 		steps[i] = st
 	}
 	r.Steps = steps
-	r.OnErrorSteps, r.OnErrorOf, r.DraftDefinition = nil, "", nil
+	r.OnErrorSteps, r.OnErrorOf, r.DraftDefinition, r.Deferred = nil, "", nil, 0
 	if r.Response != nil {
 		resp := *r.Response
 		resp.Body = nil

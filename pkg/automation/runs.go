@@ -52,6 +52,9 @@ type RunRuntime struct {
 	// DefaultPureBudget); past it the result is dropped and the run is
 	// stored and executed as any other ON_COMPLETION run.
 	PureBudget time.Duration
+	// SlotWaker, when set, brings a waiting run's queue entry forward when a
+	// slot it waits for frees (admission.go); nil: such runs poll.
+	SlotWaker SlotWaker
 }
 
 // Credentials reads connection credentials for an executor and records
@@ -461,7 +464,38 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		}
 		return s.settle(ctx, rt, at, r)
 	}
-	r.NextAttemptAt = nil // executing now
+	// Admission: a run over a bound of its flow or project waits, in
+	// line, without executing (admission.go). None: nothing to do here.
+	bs, err := s.bounds(ctx, f, r, p.Lease())
+	if err != nil {
+		return s.release(ctx, rt, at, r, fmt.Errorf("read the run's bounds: %w", err))
+	}
+	if len(bs) > 0 {
+		a, err := s.admit(ctx, rt, bs, r)
+		if err != nil {
+			return s.release(ctx, rt, at, r, err)
+		}
+		if a.waitFor != "" {
+			r.Deferred++
+			return s.suspend(ctx, rt, at, r, a.retryAt, a.waitFor, nil)
+		}
+		defer s.releaseHeld(context.WithoutCancel(ctx), rt, r, a)
+	}
+	if admissionWait(r.WaitingFor) {
+		// It waited for a slot and starts now: say so at once, not at its
+		// first step's journal entry, which does not rewrite the run. It
+		// has no steps yet, so the write is small.
+		r.NextAttemptAt, r.WaitingFor = nil, ""
+		if err := rt.Runs.RecordSteps(ctx, r); err != nil {
+			if o, ok := settled(err); ok {
+				at.Outcome = o
+				return at, nil
+			}
+			return s.release(ctx, rt, at, r, fmt.Errorf("record the run's start: %w", err))
+		}
+		r.JournalLen = 0 // RecordSteps emptied the journal
+	}
+	r.NextAttemptAt, r.WaitingFor = nil, "" // executing now
 	if r.OnErrorOf.Final() {
 		// An earlier attempt ended the run and started its onError steps:
 		// resume those, at the first unfinished one.
@@ -491,7 +525,7 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		return s.settle(ctx, rt, at, out)
 	}
 	if ex.WaitUntil != nil && out.Status == RunRunning {
-		return s.suspend(ctx, rt, at, out, *ex.WaitUntil, ex.Calls)
+		return s.suspend(ctx, rt, at, out, *ex.WaitUntil, WaitingWait, ex.Calls)
 	}
 	switch {
 	case out.Status == RunFailed && ctx.Err() != nil:
@@ -607,7 +641,7 @@ func failedAttempts(r Run) int {
 		}
 	}
 	walk(r.Steps)
-	return max(r.Attempts-waits, 1)
+	return max(r.Attempts-waits-r.Deferred, 1)
 }
 
 // acrossAttempts is the outcome of an attempt as the run shows it: started
@@ -620,7 +654,7 @@ func acrossAttempts(claimed, out Run) Run {
 		d := *claimed.DurationMs + *out.DurationMs
 		out.DurationMs = &d
 	}
-	out.NextAttemptAt = nil
+	out.NextAttemptAt, out.WaitingFor = nil, ""
 	return out
 }
 
@@ -696,7 +730,7 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 	if !r.OnErrorOf.Final() { // a run in its onError steps keeps the error it ended with
 		r.Error = ""
 	}
-	r.Status, r.Finished, r.NextAttemptAt = RunRunning, nil, &at.RetryAt
+	r.Status, r.Finished, r.NextAttemptAt, r.WaitingFor = RunRunning, nil, &at.RetryAt, WaitingRetry
 	at.Run = r
 	err := rt.Runs.ReleaseRun(ctx, r)
 	if o, ok := settled(err); ok && err != nil {
@@ -710,15 +744,16 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 	return at, fmt.Errorf("%w: run %s attempt %d: %w", ErrRetry, r.ID, r.Attempts, cause)
 }
 
-// suspend gives back a run that a WAIT step paused, due again at until
+// suspend gives back a run that waits (a WAIT step paused it, or a bound
+// of its flow or project let it not start: why), due again at until
 // (nextAttemptAt). Where the queue cannot be told to look again later
 // (Delayer: SQS), the run's message is sent again with a delay and this
 // one settled. The children that CALL_FLOW steps wait for (calls) are
 // started once the run is parked, so that a child's end always finds its
 // caller parked to wake.
-func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time, calls []Call) (Attempt, error) {
+func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time, why WaitReason, calls []Call) (Attempt, error) {
 	at.RetryAt = until
-	r.Status, r.Error, r.Finished, r.NextAttemptAt = RunRunning, "", nil, &until
+	r.Status, r.Error, r.Finished, r.NextAttemptAt, r.WaitingFor = RunRunning, "", nil, &until, why
 	at.Run = r
 	err := rt.Runs.ReleaseRun(ctx, r)
 	if o, ok := settled(err); ok && err != nil {

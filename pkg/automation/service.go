@@ -61,7 +61,7 @@ type Service struct {
 	newID       func(prefix string) string
 	log         *slog.Logger
 	quotas      quotas
-	versions    versionCache // flow versions pinned runs execute (versioncache.go)
+	versions    versionCache  // flow versions pinned runs execute (versioncache.go)
 	outbound    outboundGates // outbound.go
 	storage     storageUsage  // storage.go
 }

@@ -54,6 +54,9 @@ func (s *Service) validateFlow(ctx context.Context, f *Flow) error {
 	if err := s.validateTrigger(f); err != nil {
 		return err
 	}
+	if err := s.validateFlowLimits(f); err != nil {
+		return err
+	}
 	f.TriggerType = f.Trigger.Type
 	if f.Steps == nil {
 		f.Steps = []Step{}

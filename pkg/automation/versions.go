@@ -13,20 +13,23 @@ import (
 // that copies the definition's fields between a flow and a version, draft
 // or run.
 type Definition struct {
-	Trigger Trigger `json:"trigger"`
-	Steps   []Step  `json:"steps"`
-	OnError []Step  `json:"onError,omitempty"`
+	Trigger     Trigger      `json:"trigger"`
+	Steps       []Step       `json:"steps"`
+	OnError     []Step       `json:"onError,omitempty"`
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	Throttle    *Throttle    `json:"throttle,omitempty"`
 }
 
 // DefinitionOf returns the definition of f. Its slices are f's: a caller
 // that changes one clones it first.
 func DefinitionOf(f Flow) Definition {
-	return Definition{Trigger: f.Trigger, Steps: f.Steps, OnError: f.OnError}
+	return Definition{Trigger: f.Trigger, Steps: f.Steps, OnError: f.OnError, Concurrency: f.Concurrency, Throttle: f.Throttle}
 }
 
 // ApplyTo makes d the definition of f.
 func (d Definition) ApplyTo(f *Flow) {
 	f.Trigger, f.Steps, f.OnError = d.Trigger, d.Steps, d.OnError
+	f.Concurrency, f.Throttle = d.Concurrency, d.Throttle
 	f.TriggerType = d.Trigger.Type
 	if f.Steps == nil {
 		f.Steps = []Step{}
@@ -44,17 +47,17 @@ func (d Definition) shown() Definition {
 // HasDefinition reports whether in carries a definition field: an update
 // with one publishes a new version, one without changes only metadata.
 func (in FlowInput) HasDefinition() bool {
-	return in.Trigger != nil || in.Steps != nil || in.OnError != nil
+	return in.Trigger != nil || in.Steps != nil || in.OnError != nil || in.Concurrency.Set || in.Throttle.Set
 }
 
 // Draft is the definition fields of in, as a draft takes them.
 func (in FlowInput) Draft() DraftInput {
-	return DraftInput{Trigger: in.Trigger, Steps: in.Steps, OnError: in.OnError}
+	return DraftInput{Trigger: in.Trigger, Steps: in.Steps, OnError: in.OnError, Concurrency: in.Concurrency, Throttle: in.Throttle}
 }
 
 // flowInput is in as the definition fields of a flow update.
 func (in DraftInput) flowInput() FlowInput {
-	return FlowInput{Trigger: in.Trigger, Steps: in.Steps, OnError: in.OnError}
+	return FlowInput{Trigger: in.Trigger, Steps: in.Steps, OnError: in.OnError, Concurrency: in.Concurrency, Throttle: in.Throttle}
 }
 
 // FlowVersion is one published, immutable version of a flow's definition.

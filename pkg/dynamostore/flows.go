@@ -131,6 +131,14 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode allowlist: %w", err)
 	}
+	concurrency, err := defEncoder.Encode(f.Concurrency)
+	if err != nil {
+		return nil, fmt.Errorf("encode concurrency: %w", err)
+	}
+	throttle, err := defEncoder.Encode(f.Throttle)
+	if err != nil {
+		return nil, fmt.Errorf("encode throttle: %w", err)
+	}
 	attrs := map[string]types.AttributeValue{
 		"name":            str(f.Name),
 		"description":     str(f.Description),
@@ -151,6 +159,7 @@ func flowAttrs(f automation.Flow) (map[string]types.AttributeValue, error) {
 	if f.StoppedAt != nil {
 		attrs[attrStoppedAt] = num(f.StoppedAt.UnixMilli()) // flowstop.go
 	}
+	attrs["concurrency"], attrs["throttle"] = concurrency, throttle
 	return attrs, flowTooLarge(f, attrs)
 }
 
@@ -177,7 +186,8 @@ func decodeFlow(item map[string]types.AttributeValue) (automation.Flow, error) {
 }
 
 func decodeDef(item map[string]types.AttributeValue, f *automation.Flow) error {
-	for name, dst := range map[string]any{"trigger": &f.Trigger, "steps": &f.Steps, "onError": &f.OnError, "allowedIPs": &f.AllowedIPs} {
+	for name, dst := range map[string]any{"trigger": &f.Trigger, "steps": &f.Steps, "onError": &f.OnError, "allowedIPs": &f.AllowedIPs,
+		"concurrency": &f.Concurrency, "throttle": &f.Throttle} {
 		if av, ok := item[name]; ok {
 			if err := defDecoder.Decode(av, dst); err != nil {
 				return fmt.Errorf("attribute %s: %w", name, err)

@@ -543,6 +543,12 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*typ
 		remove = append(remove, "#onErrorOf")
 		names["#onErrorOf"] = "onErrorOf"
 	}
+	if r.WaitingFor == "" {
+		// Executing or final: why it last waited goes (omitted from rec,
+		// it would stay).
+		remove = append(remove, "#waitingFor")
+		names["#waitingFor"] = "waitingFor"
+	}
 	names["#project"], names["#status"], names["#token"] = attrProject, "status", attrLeaseToken
 	values[":project"], values[":running"] = str(r.Project), str(string(automation.RunRunning))
 	values[":token"] = str(r.LeaseToken)

@@ -78,6 +78,9 @@ func inexactKey(doc any, t reflect.Type, path string) (name, at string) {
 	if t == rawMessageType {
 		return "", ""
 	}
+	if n, ok := reflect.Zero(t).Interface().(interface{ JSONValue() any }); ok { // automation.Nullable
+		return inexactKey(doc, reflect.TypeOf(n.JSONValue()), path)
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		obj, ok := doc.(map[string]any)

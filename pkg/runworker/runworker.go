@@ -7,6 +7,7 @@ package runworker
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -35,6 +36,11 @@ type Config struct {
 	// due at once (a restart, WAITs that end together) are worked through
 	// a few at a time instead of loaded all at once.
 	MaxBytes int64
+	// PerProject bounds the workers one project's attempts hold at once,
+	// where the queue can share its claims (automation.SharedWorkQueue):
+	// default Workers - Workers/4, so that a quarter of the workers is
+	// always left to the projects without a backlog.
+	PerProject int
 }
 
 // DefaultMaxBytes is Config.MaxBytes unless set: a run holds a few times
@@ -48,6 +54,10 @@ type Pool struct {
 	q    automation.WorkQueue
 	cfg  Config
 	wake chan struct{}
+
+	mu         sync.Mutex
+	queued     map[string]struct{} // projects that queued runs since lastShared
+	lastShared time.Time           // the last shared claim (SharedWorkQueue)
 }
 
 // New returns a pool over q; Run starts it.
@@ -65,7 +75,42 @@ func New(q automation.WorkQueue, cfg Config) *Pool {
 	if cfg.MaxBytes <= 0 {
 		cfg.MaxBytes = DefaultMaxBytes
 	}
-	return &Pool{q: q, cfg: cfg, wake: make(chan struct{}, 1)}
+	if cfg.PerProject <= 0 || cfg.PerProject > cfg.Workers {
+		cfg.PerProject = max(1, cfg.Workers-cfg.Workers/4)
+	}
+	return &Pool{q: q, cfg: cfg, wake: make(chan struct{}, 1), queued: map[string]struct{}{}}
+}
+
+// queuedBy records that project queued a run (Notifying).
+func (p *Pool) queuedBy(project string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queued) < maxQueuedBy {
+		p.queued[project] = struct{}{}
+	}
+}
+
+// maxQueuedBy bounds the projects remembered between two shared claims.
+const maxQueuedBy = 1024
+
+// lookFurther reports whether a claim should look past the entries of the
+// projects at their share: a project below its share queued a run since
+// the last such claim, or a poll interval passed (a retry or WAIT of
+// another project may be due).
+func (p *Pool) lookFurther(share automation.Share) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	other := false
+	for project := range p.queued {
+		other = other || share.Held[project] < share.PerProject
+	}
+	if !other && now.Sub(p.lastShared) < p.cfg.Poll {
+		return false
+	}
+	clear(p.queued)
+	p.lastShared = now
+	return true
 }
 
 // Notify tells idle workers that an entry was queued, so a new run starts at
@@ -101,7 +146,9 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 		mu       sync.Mutex
 		inFlight int64                    // Bytes of the entries under way
 		freed    = make(chan struct{}, 1) // an attempt ended and gave its bytes back
+		held     = map[string]int{}       // attempts under way by project
 	)
+	shared, _ := p.q.(automation.SharedWorkQueue)
 	for range p.cfg.Workers {
 		wg.Go(func() {
 			for e := range work {
@@ -110,6 +157,9 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 				p.handle(context.WithoutCancel(ctx), exec, e)
 				mu.Lock()
 				inFlight -= e.Bytes
+				if held[e.Project]--; held[e.Project] <= 0 {
+					delete(held, e.Project)
+				}
 				mu.Unlock()
 				select {
 				case freed <- struct{}{}:
@@ -152,7 +202,25 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 				break idle
 			}
 		}
-		es, err := p.q.ClaimDueBatch(ctx, time.Now(), p.cfg.Policy.Lease(), n)
+		var (
+			es          []automation.QueueEntry
+			err         error
+			sharedClaim bool
+		)
+		mu.Lock()
+		share := automation.Share{Held: maps.Clone(held), PerProject: p.cfg.PerProject}
+		mu.Unlock()
+		if shared != nil && share.Capped() && p.lookFurther(share) {
+			// A project with a backlog gets its share of the workers, not
+			// all of them (docs/reliability.md): while one holds its
+			// share, a claim looks past its entries for another
+			// project's, when another project queued a run since the
+			// last such claim, and at least every poll.
+			es, err = shared.ClaimDueShared(ctx, time.Now(), p.cfg.Policy.Lease(), n, share)
+			sharedClaim = true
+		} else {
+			es, err = p.q.ClaimDueBatch(ctx, time.Now(), p.cfg.Policy.Lease(), n)
+		}
 		if err != nil && ctx.Err() == nil {
 			p.cfg.Log.Error("claim queued runs", "err", err)
 		}
@@ -162,8 +230,15 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 		mu.Lock()
 		for _, e := range es {
 			inFlight += e.Bytes
+			held[e.Project]++
 		}
 		mu.Unlock()
+		var attemptEnded <-chan struct{}
+		if sharedClaim {
+			// A short shared batch may have left due entries of the
+			// projects at their share: look again when an attempt ends.
+			attemptEnded = freed
+		}
 		for _, e := range es {
 			work <- e
 		}
@@ -175,6 +250,7 @@ func (p *Pool) Run(ctx context.Context, exec Executor) {
 			case <-ctx.Done():
 				return
 			case <-p.wake:
+			case <-attemptEnded:
 			case <-time.After(p.cfg.Poll):
 			}
 		}
@@ -250,6 +326,24 @@ func (n notifying) Enqueue(ctx context.Context, r automation.Run) error {
 	if err := n.RunQueue.Enqueue(ctx, r); err != nil {
 		return err
 	}
+	n.p.queuedBy(r.Project)
 	n.p.Notify()
+	return nil
+}
+
+// Waking wraps the queue's Waker (automation.RunRuntime.SlotWaker) so that the
+// runs it wakes are claimed at once, not at the next poll.
+func (p *Pool) Waking(w automation.SlotWaker) automation.SlotWaker { return waking{w, p} }
+
+type waking struct {
+	automation.SlotWaker
+	p *Pool
+}
+
+func (w waking) Wake(ctx context.Context, runIDs []string, now time.Time) error {
+	if err := w.SlotWaker.Wake(ctx, runIDs, now); err != nil {
+		return err
+	}
+	w.p.Notify()
 	return nil
 }

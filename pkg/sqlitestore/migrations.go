@@ -27,6 +27,7 @@ var migrations = []string{
 	schemaRunJournal,    // journal.go
 	schemaVersions,      // versions.go
 	schemaCallWake,      // callwake.go
+	schemaRunSlots,      // slots.go
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -561,8 +561,16 @@ type claimedRun struct {
 // document over claimLimits.maxLoad is not loaded at all: its run ends
 // FAILED, saying why.
 func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Duration, max int) ([]automation.QueueEntry, error) {
+	return s.claimDue(ctx, now, lease, max, nil)
+}
+
+func (s *Store) claimDue(ctx context.Context, now time.Time, lease time.Duration, max int, sh *automation.Share) ([]automation.QueueEntry, error) {
 	if max < 1 {
 		return nil, nil
+	}
+	query := claimSQL(max)
+	if sh != nil {
+		query = claimSQL(claimScan) // look past the capped projects' entries
 	}
 	ms, until := now.UnixMilli(), now.Add(lease).UnixMilli()
 	var (
@@ -571,11 +579,17 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 	)
 	err := s.writeLean(ctx, "claim queue entries", func(tx *sql.Tx) error {
 		es, runs = es[:0], runs[:0] // a batch run again starts over
-		rows, err := s.queryTx(ctx, tx, claimSQL(max), ms, ms)
+		rows, err := s.queryTx(ctx, tx, query, ms, ms)
 		if err != nil {
 			return err
 		}
-		var total int64
+		var (
+			total int64
+			taken map[string]int // per project, with sh
+		)
+		if sh != nil {
+			taken = map[string]int{}
+		}
 		for len(es) < max && rows.Next() {
 			var (
 				e    automation.QueueEntry
@@ -585,8 +599,14 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 				rows.Close()
 				return err
 			}
+			if sh != nil && sh.Held[e.Project]+taken[e.Project] >= sh.PerProject {
+				continue // the project has its share of the workers
+			}
 			if len(es) > 0 && total+size > s.claim.batchBytes {
 				break
+			}
+			if taken != nil {
+				taken[e.Project]++
 			}
 			total += size
 			e.Claims++
@@ -657,6 +677,21 @@ func (s *Store) ClaimDueBatch(ctx context.Context, now time.Time, lease time.Dur
 	}
 	return es, nil
 }
+
+// ClaimDueShared is ClaimDueBatch sharing the batch among projects: an
+// entry of a project that holds share.PerProject attempts, counting those
+// this batch takes, is left for later, and the query reads up to claimScan
+// due entries, so that one project's backlog does not hide another's
+// entry behind it.
+func (s *Store) ClaimDueShared(ctx context.Context, now time.Time, lease time.Duration, max int, share automation.Share) ([]automation.QueueEntry, error) {
+	return s.claimDue(ctx, now, lease, max, &share)
+}
+
+// claimScan bounds the due entries a shared claim reads while a project is
+// capped: fair among the oldest claimScan due entries (docs/reliability.md).
+const claimScan = 4096
+
+var _ automation.SharedWorkQueue = (*Store)(nil)
 
 // claimSQL is ClaimDueBatch's query of due entries for a batch of up to
 // max: its LIMIT is the power of two at or above max, written into the

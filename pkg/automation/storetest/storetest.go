@@ -53,6 +53,9 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("ConnectionHosts", func(t *testing.T) { testConnectionHosts(t, open(t)) })
 	t.Run("FlowVersions", func(t *testing.T) { testFlowVersions(t, open(t)) })
 	t.Run("FlowDraft", func(t *testing.T) { testFlowDraft(t, open(t)) })
+	t.Run("Slots", func(t *testing.T) { testSlots(t, open(t)) })
+	t.Run("SlotsRace", func(t *testing.T) { testSlotsRace(t, open(t)) })
+	t.Run("FlowLimits", func(t *testing.T) { testFlowLimits(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.
