@@ -318,6 +318,9 @@ type Step struct {
 
 	// Any step: a condition; when false the step is SKIPPED.
 	When string `json:"when,omitempty"`
+
+	// HTTP: walk a paginated API (paginate.go).
+	Paginate *Paginate `json:"paginate,omitempty"`
 }
 
 // Case is one branch of a SWITCH.

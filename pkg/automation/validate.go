@@ -513,6 +513,11 @@ func (s *Service) validateHTTPStep(ctx context.Context, f *Flow, st *Step, at st
 			return err
 		}
 	}
+	if st.Paginate != nil {
+		if err := s.validatePaginate(st.Paginate, at+".paginate"); err != nil {
+			return err
+		}
+	}
 	if st.ConnectionID != "" {
 		_, err := s.store.Connection(ctx, f.Project, st.ConnectionID)
 		if errors.Is(err, ErrNotFound) {
@@ -558,6 +563,7 @@ func onlyFields(st *Step, at string) error {
 		{"set", len(st.Set) > 0, []StepType{StepStore}},
 		{"delete", st.Delete != nil, []StepType{StepStore}},
 		{"duration", st.Duration != "", []StepType{StepWait}},
+		{"paginate", st.Paginate != nil, []StepType{StepHTTP}},
 	}
 	for _, fd := range fields {
 		if fd.set && !slices.Contains(fd.types, st.Type) {

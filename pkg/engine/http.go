@@ -25,21 +25,24 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	if se != nil {
 		return nil, se
 	}
+	if s.Paginate != nil {
+		return x.paginate(ctx, s, cred)
+	}
 	req, err := x.request(ctx, s)
 	if err != nil {
 		return nil, cred.masked(err.Error())
 	}
-	out, se := x.exchange(ctx, s, cred, req)
+	out, se := x.exchange(ctx, s, cred, req, 1)
 	if se != nil {
 		return nil, se
 	}
 	return out, nil
 }
 
-// exchange sends one request of the step with its credential and
-// idempotency key, and reads the answer: the output on a 2xx, a step error
-// (with the output) otherwise.
-func (x *execution) exchange(ctx context.Context, s automation.Step, cred credential, req *http.Request) (map[string]any, *stepError) {
+// exchange sends one request of the step (page 1 but when paginating) with
+// its credential and idempotency key, and reads the answer: the output on a
+// 2xx, a step error (with the output) otherwise.
+func (x *execution) exchange(ctx context.Context, s automation.Step, cred credential, req *http.Request, page int) (map[string]any, *stepError) {
 	x.identify(req)
 	// A fenced credential goes only to its hosts: refuse before anything
 	// is sent (docs/access.md).
@@ -47,7 +50,7 @@ func (x *execution) exchange(ctx context.Context, s automation.Step, cred creden
 		return nil, &stepError{msg: automation.HostRefused(cred.conn, req.URL.Hostname())}
 	}
 	cred.apply(req)
-	x.setIdempotencyKey(req, s)
+	x.setIdempotencyKey(req, s, page)
 	where := req.Method + " " + redactURL(req.URL)
 
 	timeout := x.stepTimeout(s)
@@ -186,8 +189,10 @@ func (c credential) redirectPolicy(origin string) func(*http.Request, []*http.Re
 
 // setIdempotencyKey sends the same key on every retry and resume of this
 // run's step, so that the service deduplicates what it already did; the
-// step's own header wins, and "idempotencyKey": false turns it off.
-func (x *execution) setIdempotencyKey(req *http.Request, s automation.Step) {
+// step's own header wins, and "idempotencyKey": false turns it off. Each
+// page of a paginated step has its own, or the service would answer every
+// page with the first.
+func (x *execution) setIdempotencyKey(req *http.Request, s automation.Step, page int) {
 	if req.Method == http.MethodGet || req.Method == http.MethodHead ||
 		s.IdempotencyKey != nil && !*s.IdempotencyKey || req.Header.Get("Idempotency-Key") != "" {
 		return
@@ -199,6 +204,9 @@ func (x *execution) setIdempotencyKey(req *http.Request, s automation.Step) {
 	key := automation.IdempotencyKeyFor(origin, s.Name)
 	if x.iter != "" { // inside FOR_EACH: one key per item, or every item would share one
 		key += "." + x.iter
+	}
+	if page > 1 {
+		key += ".p" + strconv.Itoa(page)
 	}
 	req.Header.Set("Idempotency-Key", key)
 }
