@@ -67,6 +67,10 @@ type Flow struct {
 	// Version increases by one on every write; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"-"`
+
+	// Poll is a POLL flow's polling (poll.go), read beside the flow when it
+	// is shown; never stored with it.
+	Poll *PollStatus `json:"poll,omitempty"`
 }
 
 // FlowStats are a flow's run counters, updated atomically when a run finishes.
@@ -124,6 +128,7 @@ type Trigger struct {
 	Type     TriggerType `json:"type"`
 	Webhook  *Webhook    `json:"webhook,omitempty"`
 	Schedule *Schedule   `json:"schedule,omitempty"`
+	Poll     *Poll       `json:"poll,omitempty"`
 }
 
 // HTTP methods a workflow builder webhook may take.

@@ -25,6 +25,7 @@ var migrations = []string{
 	schemaAudit,         // access.go
 	schemaAllowedHosts,  // access.go
 	schemaRunJournal,    // journal.go
+	schemaPollState,     // poll.go
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("AuditLog", func(t *testing.T) { testAuditLog(t, open(t)) })
 	t.Run("AuditInTheChange", func(t *testing.T) { testAuditInTheChange(t, open(t)) })
 	t.Run("ConnectionHosts", func(t *testing.T) { testConnectionHosts(t, open(t)) })
+	t.Run("PollState", func(t *testing.T) { testPollState(t, open(t)) })
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.
