@@ -103,6 +103,9 @@ func (s *Service) validatePoll(ctx context.Context, f *Flow) error {
 	if req.Name != "" || req.Type != "" || req.When != "" {
 		return Invalid("trigger.poll.request takes the fields of an HTTP step (url, method, headers, query, body, connectionId...), without name, type or when")
 	}
+	if req.ContinueOnFail || req.Retry != nil {
+		return Invalid("trigger.poll.request takes neither continueOnFail nor retry: a failed poll is shown on the flow (poll.lastError) and the next poll is its retry")
+	}
 	req.Name, req.Type = "request", StepHTTP
 	if err := onlyFields(&req, "trigger.poll.request"); err != nil {
 		return err

@@ -137,6 +137,7 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 func (s *Scheduler) SyncSchedule(ctx context.Context, f automation.Flow) error {
 	k := key{f.Project, f.ID}
 	var spec, tz string
+	var every time.Duration
 	poll := false
 	switch {
 	case f.Status != automation.FlowActive:
@@ -146,8 +147,8 @@ func (s *Scheduler) SyncSchedule(ctx context.Context, f automation.Flow) error {
 			tz = "UTC" // the validator's default
 		}
 	case f.Trigger.Type == automation.TriggerPoll && f.Trigger.Poll != nil:
-		every, err := f.Trigger.Poll.Interval()
-		if err != nil {
+		var err error
+		if every, err = f.Trigger.Poll.Interval(); err != nil {
 			return fmt.Errorf("cronscheduler: poll flow %s: %w", f.ID, err)
 		}
 		spec, tz, poll = "@every "+every.String(), "UTC", true
@@ -161,9 +162,13 @@ func (s *Scheduler) SyncSchedule(ctx context.Context, f automation.Flow) error {
 	if old, ok := s.entries[k]; ok && old.cron == spec && old.timezone == tz {
 		return nil
 	}
-	sched, loc, err := s.parse(spec, tz)
-	if err != nil {
-		return fmt.Errorf("cronscheduler: schedule flow %s: %w", f.ID, err)
+	var sched cron.Schedule = cron.Every(every)
+	loc := time.UTC
+	if !poll {
+		var err error
+		if sched, loc, err = s.parse(spec, tz); err != nil {
+			return fmt.Errorf("cronscheduler: schedule flow %s: %w", f.ID, err)
+		}
 	}
 	e := &entry{project: f.Project, flowID: f.ID, cron: spec, timezone: tz,
 		schedule: zoned{sched, loc}, s: s, last: s.now(), poll: poll}
