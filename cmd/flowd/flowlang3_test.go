@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -302,4 +303,95 @@ func TestPollValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSignatureAndFormExamples: the interface document's signature check
+// in a code node (examples/code-signature-check.json), GitHub's default
+// form-encoded push delivery on both receivers
+// (examples/github-push-form*.json) and a Slack slash command
+// (examples/slack-slash-command.json), sent as those services send them to
+// a started flowd.
+func TestSignatureAndFormExamples(t *testing.T) {
+	svc := newStandIn(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+	withSecret := func(name, placeholder, secret string) string {
+		def := example(t, name, svc.URL)
+		if !strings.Contains(def, placeholder) {
+			t.Fatalf("%s has no %q", name, placeholder)
+		}
+		return strings.ReplaceAll(def, placeholder, secret)
+	}
+
+	t.Run("signature check in a code step", func(t *testing.T) {
+		const secret = "s3cret"
+		createCodeFlow(t, p, key, withSecret("code-signature-check", "replace-with-your-signing-secret", secret))
+		body := "{\n  \"ref\": \"refs/heads/main\",\n  \"after\": \"abc\"\n}\n"
+		var ok map[string]string
+		doJSON(t, "POST", p.base+"/webhook/deploys/signed", "", "application/json", body,
+			map[string]string{"X-Hub-Signature-256": "sha256=" + hmacHex(secret, body)}, 200, &ok)
+		if ok["status"] != "ok" || ok["ref"] != "refs/heads/main" {
+			t.Errorf("signed delivery answered %v", ok)
+		}
+		got, _ := doJSON(t, "POST", p.base+"/webhook/deploys/signed", "", "application/json", body,
+			map[string]string{"X-Hub-Signature-256": "sha256=" + hmacHex("not-the-secret", body)}, 500, nil)
+		if !strings.Contains(string(got), "Invalid webhook signature") {
+			t.Errorf("a mismatch answered %s, want the error Invalid webhook signature", got)
+		}
+	})
+
+	const ghSecret = "gh-secret"
+	form := "payload=" + url.QueryEscape(`{"ref":"refs/heads/main","commits":[{},{}],"repository":{"full_name":"acme/api"}}`)
+	ghHeaders := func(secret, delivery string) map[string]string {
+		return map[string]string{"X-GitHub-Event": "push", "X-GitHub-Delivery": delivery, "X-Hub-Signature-256": "sha256=" + hmacHex(secret, form)}
+	}
+	t.Run("GitHub form push, flow builder", func(t *testing.T) {
+		id := createCodeFlow(t, p, key, withSecret("github-push-form", "replace_with_your_github_webhook_secret", ghSecret))
+		var acc struct{ RunID string }
+		doJSON(t, "POST", p.base+"/api/v1/webhooks/"+id, "", "application/x-www-form-urlencoded", form, ghHeaders(ghSecret, "d-1"), 200, &acc)
+		var run flowRun
+		testwait.For(t, 30*time.Second, "the push run to finish", func() bool {
+			api(t, p, key, "GET", "/api/v1/flows/"+id+"/runs/"+acc.RunID, "", 200, &run)
+			return run.Status != "RUNNING"
+		})
+		if run.Status != "SUCCEEDED" {
+			t.Fatalf("run %s %q", run.Status, run.Error)
+		}
+		msgs := svc.take("/api/messages")
+		if len(msgs) != 1 || msgs[0].Body["text"] != "2 commit(s) pushed to acme/api (refs/heads/main)" {
+			t.Errorf("chat got %+v", msgs)
+		}
+		doJSON(t, "POST", p.base+"/api/v1/webhooks/"+id, "", "application/x-www-form-urlencoded", form, ghHeaders("wrong", "d-2"), 401, nil)
+	})
+	t.Run("GitHub form push, workflow builder", func(t *testing.T) {
+		createCodeFlow(t, p, key, withSecret("github-push-form-workflow", "replace_with_your_github_webhook_secret", ghSecret))
+		var got map[string]string
+		doJSON(t, "POST", p.base+"/webhook/github/push", "", "application/x-www-form-urlencoded", form, ghHeaders(ghSecret, "d-3"), 200, &got)
+		if got["event"] != "push" || got["ref"] != "refs/heads/main" || got["repository"] != "acme/api" {
+			t.Errorf("answer %v", got)
+		}
+		doJSON(t, "POST", p.base+"/webhook/github/push", "", "application/x-www-form-urlencoded", form, ghHeaders("wrong", "d-4"), 401, nil)
+	})
+
+	t.Run("Slack slash command", func(t *testing.T) {
+		const secret = "slack-secret"
+		createCodeFlow(t, p, key, withSecret("slack-slash-command", "replace-with-your-slack-signing-secret", secret))
+		body := "token=gIkuvaNzQIHg97ATvDxqgjtO&team_id=T0001&team_domain=example&channel_id=C2147483705&channel_name=deploys" +
+			"&user_id=U2147483697&user_name=ada&command=%2Fdeploy&text=api+prod" +
+			"&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2F1234%2F5678&trigger_id=13345224609.738474920.8088930838d88f008e0"
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		sig := map[string]string{"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + hmacHex(secret, "v0:"+ts+":"+body)}
+		var got map[string]string
+		doJSON(t, "POST", p.base+"/webhook/slack/deploy", "", "application/x-www-form-urlencoded", body, sig, 200, &got)
+		if got["response_type"] != "in_channel" || got["text"] != "ada started a deploy of api (/deploy api prod)" {
+			t.Errorf("answer %v", got)
+		}
+		deploys := svc.take("/api/deploys")
+		if len(deploys) != 1 || deploys[0].Body["service"] != "api" || deploys[0].Body["requestedBy"] != "ada" {
+			t.Errorf("deploys %+v", deploys)
+		}
+		sig["X-Slack-Signature"] = "v0=" + hmacHex("wrong", "v0:"+ts+":"+body)
+		doJSON(t, "POST", p.base+"/webhook/slack/deploy", "", "application/x-www-form-urlencoded", body, sig, 401, nil)
+	})
 }
