@@ -8,8 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"flowservice/pkg/automation"
 )
@@ -52,8 +55,8 @@ func TestPollOnLambdaPath(t *testing.T) {
 			"request": {"url": %q}, "items": "response.body.data", "key": "item.id"}},
 			"steps": [{"name": "seen", "type": "SET", "values": {"id": "{{ trigger.body.id }}"}}]}`, every, feed.URL)
 	}
-	if b := api("POST", "/api/v1/flows", def("30s"), 400); !strings.Contains(fmt.Sprint(b), "whole minutes") {
-		t.Errorf("every 30s on AWS: %v", b)
+	if b := api("POST", "/api/v1/flows", def("90s"), 400); !strings.Contains(fmt.Sprint(b), "whole minutes") {
+		t.Errorf("every 90s on AWS: %v", b)
 	}
 	id := api("POST", "/api/v1/flows", def("2m"), 201)["id"].(string)
 	api("POST", "/api/v1/flows/"+id+"/enable", "", 200)
@@ -113,4 +116,37 @@ func TestPollOnLambdaPath(t *testing.T) {
 	}
 	api("POST", "/api/v1/flows/"+id+"/disable", "", 200)
 	api("DELETE", "/api/v1/flows/"+id, "", 204)
+
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	// Under a minute: the schedule fires every minute, and its firing
+	// queues the polls due within that minute (at 20 s and 40 s), as
+	// delayed poll messages.
+	sub := api("POST", "/api/v1/flows", def("20s"), 201)["id"].(string)
+	api("POST", "/api/v1/flows/"+sub+"/enable", "", 200)
+	firing := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "poll-sub",
+		Body: fmt.Sprintf(`{"kind": "poll", "project": %q, "flowId": %q}`, e.project.ID, sub)}}}
+	if out, err := e.runner(t.Context(), firing); err != nil || len(out.BatchItemFailures) != 0 {
+		t.Fatalf("poll firing: %+v %v", out, err)
+	}
+	attrs, err := e.sqs.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: &e.cfg.QueueURL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed)]; n != "2" {
+		t.Fatalf("%s delayed messages after the firing, want the two follow-up polls", n)
+	}
+	at := time.Now().UTC().Add(20 * time.Second)
+	follow := []automation.QueueMessage{{Kind: automation.MessagePoll, Project: e.project.ID, FlowID: sub, NotBefore: &at}}
+	// A follow-up poll polls and queues nothing more.
+	body, _ := json.Marshal(follow[0])
+	firing.Records[0].Body = string(body)
+	if out, err := e.runner(t.Context(), firing); err != nil || len(out.BatchItemFailures) != 0 {
+		t.Fatalf("follow-up poll: %+v %v", out, err)
+	}
+	if p, _ := api("GET", "/api/v1/flows/"+sub, "", 200)["poll"].(map[string]any); p == nil || p["primed"] != true {
+		t.Errorf("after the polls: %v", p)
+	}
 }

@@ -79,7 +79,15 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 		// request is the flow's lastError, not an error here: the next
 		// firing is its retry; a poll that could not record is seen again.
 		err := s.PollFlow(ctx, m.Project, m.FlowID)
-		if err != nil && !IsFlowNotScheduled(err) && !IsNotFound(err) {
+		if IsFlowNotScheduled(err) || IsNotFound(err) {
+			return nil
+		}
+		if err == nil && m.NotBefore == nil {
+			// A scheduler's firing, not a poll it queued: an interval under
+			// the scheduler's minute polls again within it.
+			err = s.pollsWithinMinute(ctx, m.Project, m.FlowID)
+		}
+		if err != nil {
 			return fmt.Errorf("%w: poll %s: %w", ErrRetry, m.FlowID, err)
 		}
 		return nil

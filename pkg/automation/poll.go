@@ -140,6 +140,39 @@ type PollChecker interface {
 	PollEvery(every time.Duration) error
 }
 
+// PollDelayer queues a poll of a flow due at a later time (SQS: a delayed
+// "poll" message), for intervals finer than the scheduler's: EventBridge
+// Scheduler fires at most once a minute, so the firing of a POLL flow whose
+// interval is under a minute queues the polls due within that minute.
+type PollDelayer interface {
+	EnqueuePollAfter(ctx context.Context, project, flowID string, at time.Time) error
+}
+
+// pollsWithinMinute queues, through the run queue when it is a
+// PollDelayer, the polls of a sub-minute POLL flow due in the minute after
+// a firing: at every, 2×every… before the next firing.
+func (s *Service) pollsWithinMinute(ctx context.Context, project, flowID string) error {
+	d, ok := s.rt.Queue.(PollDelayer)
+	if !ok {
+		return nil
+	}
+	f, err := s.store.Flow(ctx, project, flowID)
+	if err != nil || f.Status != FlowActive || f.Trigger.Type != TriggerPoll || f.Trigger.Poll == nil {
+		return nil // gone or changed since: nothing more to poll
+	}
+	every, err := f.Trigger.Poll.Interval()
+	if err != nil || every >= time.Minute {
+		return nil
+	}
+	now := s.clock()
+	for at := now.Add(every); at.Before(now.Add(time.Minute)); at = at.Add(every) {
+		if err := d.EnqueuePollAfter(ctx, project, flowID, at); err != nil {
+			return wrap("queue a poll", err)
+		}
+	}
+	return nil
+}
+
 // PolledItem is one item a poll found, with its key.
 type PolledItem struct {
 	Key  string

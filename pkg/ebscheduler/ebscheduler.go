@@ -180,8 +180,10 @@ func (s *Scheduler) RemoveSchedule(ctx context.Context, project, flowID string) 
 }
 
 // PollRate is the rate expression of a POLL flow's schedule. EventBridge
-// Scheduler's rates are whole minutes, so on AWS `every` is too: anything
-// else is an automation.ErrInvalid error.
+// Scheduler's rates are whole minutes: an interval under a minute fires
+// every minute, and the runner queues the polls due within it
+// (automation.PollDelayer); one over a minute must be whole minutes, any
+// other is an automation.ErrInvalid error.
 func PollRate(p *automation.Poll) (string, error) {
 	d, err := p.Interval()
 	if err != nil {
@@ -197,8 +199,8 @@ func PollRate(p *automation.Poll) (string, error) {
 }
 
 func checkRate(d time.Duration) error {
-	if d < time.Minute || d%time.Minute != 0 {
-		return automation.Invalid("trigger.poll.every %q: on AWS polls are scheduled by EventBridge Scheduler, in whole minutes: use 1m or more, such as \"5m\"", d)
+	if d > time.Minute && d%time.Minute != 0 {
+		return automation.Invalid("trigger.poll.every %q: on AWS polls of a minute or more are scheduled by EventBridge Scheduler, in whole minutes: use such as \"2m\", or under a minute", d)
 	}
 	return nil
 }

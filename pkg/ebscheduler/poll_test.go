@@ -52,17 +52,22 @@ func TestPollScheduleOnMoto(t *testing.T) {
 	}
 }
 
-// TestPollRate: EventBridge Scheduler's rates are whole minutes; anything
-// else is a 400 at save time (Checker.PollEvery) and at sync.
+// TestPollRate: EventBridge Scheduler's rates are whole minutes: under a
+// minute fires every minute (the runner polls again within it), over a
+// minute must be whole minutes, else a 400 at save time
+// (Checker.PollEvery) and at sync.
 func TestPollRate(t *testing.T) {
 	for every, want := range map[string]string{"1m": "rate(1 minute)", "5m": "rate(5 minutes)", "24h": "rate(1440 minutes)",
-		"30s": "", "90s": "", "10s": ""} {
+		"30s": "rate(1 minute)", "10s": "rate(1 minute)", "90s": "", "61s": ""} {
 		got, err := PollRate(pollFlow(every).Trigger.Poll)
 		if got != want || (want == "") != errors.Is(err, automation.ErrInvalid) {
 			t.Errorf("PollRate(%s) = %q, %v; want %q", every, got, err, want)
 		}
 	}
-	if err := (Checker{}).PollEvery(30 * time.Second); !errors.Is(err, automation.ErrInvalid) {
+	if err := (Checker{}).PollEvery(90 * time.Second); !errors.Is(err, automation.ErrInvalid) {
+		t.Errorf("PollEvery(90s) = %v", err)
+	}
+	if err := (Checker{}).PollEvery(30 * time.Second); err != nil {
 		t.Errorf("PollEvery(30s) = %v", err)
 	}
 	if err := (Checker{}).PollEvery(5 * time.Minute); err != nil {
