@@ -196,6 +196,10 @@ type PollState struct {
 	LastErrorAt  *time.Time `json:"lastErrorAt,omitempty"`
 	// LastRuns is how many runs the last successful poll started.
 	LastRuns int `json:"lastRuns"`
+	// Polled names what the recorded keys came from (pollSource): a poll
+	// whose request, items or key changed since records again before it
+	// starts runs, as after enabling.
+	Polled string `json:"polled,omitempty"`
 	// Seen holds the hashes of the latest keys, oldest first.
 	Seen []byte `json:"seen,omitempty"`
 }
@@ -249,6 +253,7 @@ func (s *Service) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
 		return Flow{}, wrap("read poll state", err)
 	}
 	f.Poll = st.status()
+	f.Poll.Primed = st.Primed && st.Polled == pollSource(f.Trigger.Poll)
 	return f, nil
 }
 
@@ -308,7 +313,8 @@ func (s *Service) PollFlow(ctx context.Context, project, flowID string) error {
 	}
 	fresh := unseen(st.Seen, items)
 	started := 0
-	if st.Primed {
+	source := pollSource(f.Trigger.Poll)
+	if st.Primed && st.Polled == source {
 		for _, it := range fresh {
 			r := Run{
 				ID: derivedRunID(flowID, "poll\x00"+it.Key), Project: project, FlowID: flowID, Status: RunRunning,
@@ -326,12 +332,24 @@ func (s *Service) PollFlow(ctx context.Context, project, flowID string) error {
 	}
 	err = ps.UpdatePollState(ctx, project, flowID, func(cur PollState) (PollState, error) {
 		cur.Primed, cur.LastPolledAt, cur.LastError, cur.LastErrorAt, cur.LastRuns = true, &now, "", nil, started
+		cur.Polled = source
 		// Against the state as it is now: a poll that overlapped this one
 		// may have recorded some of the keys.
 		cur.Seen = remember(cur.Seen, unseen(cur.Seen, fresh))
 		return cur, nil
 	})
 	return wrap("poll: record keys", err)
+}
+
+// pollSource names what a poll reads (its request, items and key, not its
+// interval): keys recorded from another source are not this one's.
+func pollSource(p *Poll) string {
+	b, _ := json.Marshal(struct {
+		Request    PollRequest
+		Items, Key string
+	}{p.Request, p.Items, p.Key})
+	sum := sha256.Sum256(b)
+	return fmt.Sprintf("%x", sum[:8])
 }
 
 // seenHash is what is kept of a key.
