@@ -56,6 +56,9 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	entries map[key]*entry
+	// polls are the polls started outside the cron runner (a POLL flow
+	// just enabled), which Stop waits for as it waits for the runner's.
+	polls sync.WaitGroup
 }
 
 var _ automation.Scheduler = (*Scheduler)(nil)
@@ -122,8 +125,10 @@ func (s *Scheduler) Start(start Starter) {
 // is done; then it cancels them and returns ctx's error.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	done := s.cron.Stop()
+	all := make(chan struct{})
+	go func() { <-done.Done(); s.polls.Wait(); close(all) }()
 	select {
-	case <-done.Done():
+	case <-all:
 		return nil
 	case <-ctx.Done():
 		s.cancel()
@@ -181,7 +186,7 @@ func (s *Scheduler) SyncSchedule(ctx context.Context, f automation.Flow) error {
 	if poll && !existed && s.start != nil {
 		// A flow just enabled polls at once, so that its first poll
 		// records what exists now, not what exists one interval later.
-		go s.fire(e, s.now())
+		s.polls.Go(func() { s.fire(e, s.now()) })
 	}
 	return nil
 }
