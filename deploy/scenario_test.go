@@ -23,6 +23,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
+	"flowservice/pkg/jscode"
 	"flowservice/pkg/lambdacode"
 	"flowservice/pkg/oauth/oauthtest"
 	"flowservice/pkg/sandbox"
@@ -325,7 +326,7 @@ func newCodeFunction(t *testing.T) *codeFunction {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Close() })
-	return &codeFunction{handle: lambdacode.Handler(pool)}
+	return &codeFunction{handle: lambdacode.Handler(pool, jscode.Check)}
 }
 
 // endpoint starts the Lambda Invoke API on loopback for one calling

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"flowservice/pkg/jscode"
 	"flowservice/pkg/lambdacode"
 	"flowservice/pkg/sandbox"
 )
@@ -24,5 +25,6 @@ func main() {
 	if err != nil {
 		log.Fatalf("code: %v", err)
 	}
-	lambda.Start(lambdacode.Handler(pool))
+	// The api function's syntax checks compile with the sandbox's wrapper.
+	lambda.Start(lambdacode.Handler(pool, jscode.Check))
 }

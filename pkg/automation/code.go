@@ -46,6 +46,11 @@ type CodeRequest struct {
 	// Project is the run's project: sandboxes are shared fairly between
 	// projects, so one project's backlog cannot take them all.
 	Project string `json:"project,omitempty"`
+	// Check asks only whether Code compiles, without running it: the
+	// result's Error is the syntax error, "" when there is none. The api
+	// function saves flows with it (CodeCheck), so that it need not carry
+	// the JavaScript engine itself.
+	Check bool `json:"check,omitempty"`
 }
 
 // Timeout is the request's time limit with the default and the cap applied.

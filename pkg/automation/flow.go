@@ -82,6 +82,9 @@ type Flow struct {
 	// StoppedAt is when the flow was last disabled: its runs created until
 	// then stop at their next step (flowstop.go).
 	StoppedAt *time.Time `json:"-"`
+	// Poll is a POLL flow's polling (poll.go), read beside the flow when it
+	// is shown; never stored with it.
+	Poll *PollStatus `json:"poll,omitempty"`
 }
 
 // FlowStats are a flow's run counters, updated atomically when a run finishes.
@@ -142,6 +145,7 @@ type Trigger struct {
 	Type     TriggerType `json:"type"`
 	Webhook  *Webhook    `json:"webhook,omitempty"`
 	Schedule *Schedule   `json:"schedule,omitempty"`
+	Poll     *Poll       `json:"poll,omitempty"`
 }
 
 // HTTP methods a workflow builder webhook may take.
@@ -344,6 +348,9 @@ type Step struct {
 
 	// Any step: a condition; when false the step is SKIPPED.
 	When string `json:"when,omitempty"`
+
+	// HTTP: walk a paginated API (paginate.go).
+	Paginate *Paginate `json:"paginate,omitempty"`
 }
 
 // Case is one branch of a SWITCH.

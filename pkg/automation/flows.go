@@ -83,7 +83,7 @@ func (s *Service) Flow(ctx context.Context, p Project, id string) (Flow, error) 
 	if err != nil {
 		return Flow{}, wrap("get flow", err)
 	}
-	return f.WithStats(), nil
+	return s.withPollStatus(ctx, f.WithStats())
 }
 
 // CreateFlow validates a definition and stores it as a new INACTIVE flow.
@@ -177,7 +177,17 @@ func (s *Service) publishDefinition(ctx context.Context, old Flow, f *Flow, mess
 
 // EnableFlow makes a flow's trigger fire.
 func (s *Service) EnableFlow(ctx context.Context, p Project, id string) (Flow, error) {
-	return s.modifyFlow(ctx, p, id, func(f *Flow) error { f.Status = FlowActive; return nil })
+	return s.modifyFlow(ctx, p, id, func(f *Flow) error {
+		if f.Status != FlowActive {
+			// Before the flow is active, so that no poll of it sees the
+			// state of an earlier time it was enabled.
+			if err := s.unprimePoll(ctx, *f); err != nil {
+				return err
+			}
+		}
+		f.Status = FlowActive
+		return nil
+	})
 }
 
 // DisableFlow stops a flow's trigger and its running runs, at their next

@@ -11,6 +11,7 @@ import (
 const (
 	MessageRun      = "run"      // execute the queued run RunID
 	MessageSchedule = "schedule" // a schedule fired: start a run of FlowID
+	MessagePoll     = "poll"     // a POLL flow's schedule fired: poll FlowID
 )
 
 // QueueMessage is the body of a run queue message. Queue adapters write
@@ -73,6 +74,23 @@ func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
 			return fmt.Errorf("%w: start scheduled run of %s: %w", ErrRetry, m.FlowID, err)
 		}
 		return s.handleRun(ctx, r.Project, r.ID)
+	case MessagePoll:
+		// Runs of new items are queued as messages of their own. A failed
+		// request is the flow's lastError, not an error here: the next
+		// firing is its retry; a poll that could not record is seen again.
+		err := s.PollFlow(ctx, m.Project, m.FlowID)
+		if IsFlowNotScheduled(err) || IsNotFound(err) {
+			return nil
+		}
+		if err == nil && m.NotBefore == nil {
+			// A scheduler's firing, not a poll it queued: an interval under
+			// the scheduler's minute polls again within it.
+			err = s.pollsWithinMinute(ctx, m.Project, m.FlowID)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: poll %s: %w", ErrRetry, m.FlowID, err)
+		}
+		return nil
 	default:
 		return fmt.Errorf("%w: queue message of unknown kind %q", ErrExhausted, m.Kind)
 	}

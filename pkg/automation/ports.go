@@ -197,6 +197,10 @@ type Checker interface {
 	// webhook's idempotencyKey) and returns its value as text; "" when the
 	// value is null or empty.
 	TriggerKey(ctx context.Context, expr string, td TriggerData) (string, error)
+	// ResponseExpression checks a bare expression that may also use
+	// `response` (an HTTP answer: status, headers, body), as paginate and
+	// POLL expressions do.
+	ResponseExpression(src string) error
 }
 
 // CodeChecker is a Checker that can also compile a CODE step's script, so

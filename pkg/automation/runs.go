@@ -1025,8 +1025,9 @@ func derivedRunID(flowID, key string) string {
 	return PrefixRun + idEncoding.EncodeToString(sum[:16])
 }
 
-// ScheduledFlows lists every ACTIVE SCHEDULE flow of every project, for a
-// scheduler that keeps its schedules in memory and loads them at start.
+// ScheduledFlows lists every ACTIVE SCHEDULE and POLL flow of every
+// project, for a scheduler that keeps its schedules in memory and loads them
+// at start.
 func (s *Service) ScheduledFlows(ctx context.Context) ([]Flow, error) {
 	projects, err := s.store.Projects(ctx)
 	if err != nil {
@@ -1041,7 +1042,7 @@ func (s *Service) ScheduledFlows(ctx context.Context) ([]Flow, error) {
 				return nil, wrap("scheduled flows", err)
 			}
 			for _, f := range page.Items {
-				if f.Trigger.Type == TriggerSchedule && f.Trigger.Schedule != nil {
+				if f.Trigger.Type == TriggerSchedule && f.Trigger.Schedule != nil || f.Trigger.Type == TriggerPoll && f.Trigger.Poll != nil {
 					out = append(out, f)
 				}
 			}

@@ -2,6 +2,7 @@ package automation
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,6 +59,11 @@ func (s *Service) validateFlow(ctx context.Context, f *Flow) error {
 		return err
 	}
 	f.TriggerType = f.Trigger.Type
+	if f.TriggerType == TriggerPoll {
+		if err := s.validatePoll(ctx, f); err != nil {
+			return err
+		}
+	}
 	if f.Steps == nil {
 		f.Steps = []Step{}
 	}
@@ -177,7 +183,10 @@ func (v *stepsValidation) step(ctx context.Context, st *Step, at string, depth i
 
 func (s *Service) validateTrigger(f *Flow) error {
 	t := &f.Trigger
-	if t.Type == "" && t.Webhook == nil && t.Schedule == nil {
+	if t.Poll != nil && t.Type != TriggerPoll {
+		return Invalid("trigger.poll is for POLL triggers; this trigger is %s", cmp.Or(t.Type, TriggerWebhook))
+	}
+	if t.Type == "" && t.Webhook == nil && t.Schedule == nil && t.Poll == nil {
 		t.Type = TriggerWebhook // the default trigger
 	}
 	switch t.Type {
@@ -203,8 +212,10 @@ func (s *Service) validateTrigger(f *Flow) error {
 			return Invalid("trigger.schedule: %v", err)
 		}
 		return nil
+	case TriggerPoll:
+		return nil // validatePoll, which needs the context
 	default:
-		return Invalid("trigger.type %q: allowed values are %s, %s", t.Type, TriggerWebhook, TriggerSchedule)
+		return Invalid("trigger.type %q: allowed values are %s, %s, %s", t.Type, TriggerWebhook, TriggerSchedule, TriggerPoll)
 	}
 }
 
@@ -526,6 +537,11 @@ func (s *Service) validateHTTPStep(ctx context.Context, f *Flow, st *Step, at st
 			return err
 		}
 	}
+	if st.Paginate != nil {
+		if err := s.validatePaginate(st.Paginate, at+".paginate"); err != nil {
+			return err
+		}
+	}
 	if st.ConnectionID != "" {
 		_, err := s.store.Connection(ctx, f.Project, st.ConnectionID)
 		if errors.Is(err, ErrNotFound) {
@@ -574,6 +590,7 @@ func onlyFields(st *Step, at string) error {
 		{"flowId", st.FlowID != "", []StepType{StepCallFlow}},
 		{"input", len(st.Input) > 0, []StepType{StepCallFlow}},
 		{"wait", st.Wait != nil, []StepType{StepCallFlow}},
+		{"paginate", st.Paginate != nil, []StepType{StepHTTP}},
 	}
 	for _, fd := range fields {
 		if fd.set && !slices.Contains(fd.types, st.Type) {

@@ -1,6 +1,6 @@
 // Package cronscheduler is flowd's automation.Scheduler: an in-process cron
 // (robfig/cron) that starts a scheduled run of each ACTIVE SCHEDULE flow
-// when its schedule fires. Schedules live in memory only, so flowd loads
+// when its schedule fires, and polls each ACTIVE POLL flow every interval. Schedules live in memory only, so flowd loads
 // them from the store at start (Load with Service.ScheduledFlows) and the
 // Service keeps them in step through SyncSchedule and RemoveSchedule.
 //
@@ -27,6 +27,12 @@ type Starter interface {
 	StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (automation.Run, error)
 }
 
+// PollStarter polls a POLL flow once; *automation.Service implements it.
+// A Starter that is not one polls nothing.
+type PollStarter interface {
+	PollFlow(ctx context.Context, project, flowID string) error
+}
+
 // fireTimeout bounds one firing's StartScheduledRun, which only writes the
 // run and queues it: a store that hangs must not pile up goroutines.
 const fireTimeout = time.Minute
@@ -50,6 +56,9 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	entries map[key]*entry
+	// polls are the polls started outside the cron runner (a POLL flow
+	// just enabled), which Stop waits for as it waits for the runner's.
+	polls sync.WaitGroup
 }
 
 var _ automation.Scheduler = (*Scheduler)(nil)
@@ -65,6 +74,9 @@ type entry struct {
 	cron, timezone  string
 	schedule        cron.Schedule // in the flow's time zone
 	s               *Scheduler
+	// poll: the entry polls a POLL flow ("@every <every>") rather than
+	// start a run.
+	poll bool
 
 	mu   sync.Mutex
 	last time.Time // the last due time fired, or when the entry was made
@@ -113,8 +125,10 @@ func (s *Scheduler) Start(start Starter) {
 // is done; then it cancels them and returns ctx's error.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	done := s.cron.Stop()
+	all := make(chan struct{})
+	go func() { <-done.Done(); s.polls.Wait(); close(all) }()
 	select {
-	case <-done.Done():
+	case <-all:
 		return nil
 	case <-ctx.Done():
 		s.cancel()
@@ -127,30 +141,53 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 // an unrelated update neither skips nor repeats a firing.
 func (s *Scheduler) SyncSchedule(ctx context.Context, f automation.Flow) error {
 	k := key{f.Project, f.ID}
-	if f.Status != automation.FlowActive || f.Trigger.Type != automation.TriggerSchedule || f.Trigger.Schedule == nil {
+	var spec, tz string
+	var every time.Duration
+	poll := false
+	switch {
+	case f.Status != automation.FlowActive:
+	case f.Trigger.Type == automation.TriggerSchedule && f.Trigger.Schedule != nil:
+		spec, tz = f.Trigger.Schedule.Cron, f.Trigger.Schedule.Timezone
+		if tz == "" {
+			tz = "UTC" // the validator's default
+		}
+	case f.Trigger.Type == automation.TriggerPoll && f.Trigger.Poll != nil:
+		var err error
+		if every, err = f.Trigger.Poll.Interval(); err != nil {
+			return fmt.Errorf("cronscheduler: poll flow %s: %w", f.ID, err)
+		}
+		spec, tz, poll = "@every "+every.String(), "UTC", true
+	}
+	if spec == "" {
 		s.remove(k)
 		return nil
-	}
-	spec, tz := f.Trigger.Schedule.Cron, f.Trigger.Schedule.Timezone
-	if tz == "" {
-		tz = "UTC" // the validator's default
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.entries[k]; ok && old.cron == spec && old.timezone == tz {
 		return nil
 	}
-	sched, loc, err := s.parse(spec, tz)
-	if err != nil {
-		return fmt.Errorf("cronscheduler: schedule flow %s: %w", f.ID, err)
+	var sched cron.Schedule = cron.Every(every)
+	loc := time.UTC
+	if !poll {
+		var err error
+		if sched, loc, err = s.parse(spec, tz); err != nil {
+			return fmt.Errorf("cronscheduler: schedule flow %s: %w", f.ID, err)
+		}
 	}
 	e := &entry{project: f.Project, flowID: f.ID, cron: spec, timezone: tz,
-		schedule: zoned{sched, loc}, s: s, last: s.now()}
-	if old, ok := s.entries[k]; ok {
-		s.cron.Remove(old.id)
+		schedule: zoned{sched, loc}, s: s, last: s.now(), poll: poll}
+	_, existed := s.entries[k]
+	if existed {
+		s.cron.Remove(s.entries[k].id)
 	}
 	e.id = s.cron.Schedule(e.schedule, e)
 	s.entries[k] = e
+	if poll && !existed && s.start != nil {
+		// A flow just enabled polls at once, so that its first poll
+		// records what exists now, not what exists one interval later.
+		s.polls.Go(func() { s.fire(e, s.now()) })
+	}
 	return nil
 }
 
@@ -211,6 +248,10 @@ func (s *Scheduler) fire(e *entry, t time.Time) {
 	ctx, cancel := context.WithTimeout(s.ctx, fireTimeout)
 	defer cancel()
 	firedAt := t.UTC()
+	if e.poll {
+		s.poll(ctx, e, firedAt)
+		return
+	}
 	r, err := s.start.StartScheduledRun(ctx, e.project, e.flowID, firedAt, firedAt.Format(time.RFC3339))
 	switch {
 	case automation.IsFlowNotScheduled(err) || automation.IsNotFound(err):
@@ -223,6 +264,22 @@ func (s *Scheduler) fire(e *entry, t time.Time) {
 	default:
 		s.log.DebugContext(ctx, "scheduled run started", "project", e.project, "flow", e.flowID,
 			"firedAt", firedAt, "run", r.ID)
+	}
+}
+
+// poll polls e's flow once. A failed request is the flow's lastError, not an
+// error here; what is logged is a poll that could not run or record.
+func (s *Scheduler) poll(ctx context.Context, e *entry, firedAt time.Time) {
+	p, ok := s.start.(PollStarter)
+	if !ok {
+		return
+	}
+	err := p.PollFlow(ctx, e.project, e.flowID)
+	switch {
+	case automation.IsFlowNotScheduled(err) || automation.IsNotFound(err):
+		s.log.InfoContext(ctx, "poll fired for a flow no longer polled", "project", e.project, "flow", e.flowID, "reason", err)
+	case err != nil:
+		s.log.ErrorContext(ctx, "poll", "project", e.project, "flow", e.flowID, "firedAt", firedAt, "err", err)
 	}
 }
 

@@ -123,6 +123,8 @@ func triggerNode(t automation.Trigger) *pnode {
 		n.sub = "Webhook POST"
 	case t.Schedule != nil:
 		n.sub = "Schedule " + t.Schedule.Cron
+	case t.Poll != nil:
+		n.sub = "Poll every " + t.Poll.Every
 	}
 	return n
 }

@@ -524,6 +524,10 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		if d := s.stateDelete(id); d != nil {
 			tx = append(tx, *d)
 		}
+		// And a POLL flow's seen keys (poll.go).
+		if d := s.pollDelete(id); d != nil {
+			tx = append(tx, *d)
+		}
 		// flow.deleted, when a subscription wants it (alerts.go).
 		events, err := s.flowEventPuts(ctx, project, &f, nil)
 		if err != nil {

@@ -46,9 +46,10 @@ func (s *memSecrets) DeleteSecret(_ context.Context, project, name string) error
 // definitions here hold none that matter.
 type anyChecker struct{}
 
-func (anyChecker) Expression(string) error   { return nil }
-func (anyChecker) Template(string) error     { return nil }
-func (anyChecker) Cron(string, string) error { return nil }
+func (anyChecker) Expression(string) error         { return nil }
+func (anyChecker) Template(string) error           { return nil }
+func (anyChecker) Cron(string, string) error       { return nil }
+func (anyChecker) ResponseExpression(string) error { return nil }
 func (anyChecker) TriggerKey(context.Context, string, automation.TriggerData) (string, error) {
 	return "", nil
 }

@@ -1,6 +1,6 @@
 // Package ebscheduler is the AWS automation.Scheduler: one EventBridge
-// Scheduler schedule per ACTIVE SCHEDULE flow, whose target is the run queue
-// (SQS). Each firing sends a "schedule" automation.QueueMessage naming the
+// Scheduler schedule per ACTIVE SCHEDULE or POLL flow, whose target is the
+// run queue (SQS); a POLL flow's sends a "poll" message every interval. Each firing sends a "schedule" automation.QueueMessage naming the
 // project and flow, with the firing's execution ID and scheduled time filled
 // in by EventBridge Scheduler; the runner starts the run from it
 // (Service.HandleMessage), and the execution ID deduplicates redeliveries.
@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
@@ -100,18 +101,27 @@ func (s *Scheduler) Group() string { return s.cfg.Group }
 // and not otherwise: it creates the schedule, or updates it when it exists.
 // A spec EventBridge cannot express is an automation.ErrInvalid error.
 func (s *Scheduler) SyncSchedule(ctx context.Context, f automation.Flow) error {
-	if f.Status != automation.FlowActive || f.Trigger.Type != automation.TriggerSchedule || f.Trigger.Schedule == nil {
+	var expr, tz, input string
+	var err error
+	switch {
+	case f.Status != automation.FlowActive:
+		return s.RemoveSchedule(ctx, f.Project, f.ID)
+	case f.Trigger.Type == automation.TriggerSchedule && f.Trigger.Schedule != nil:
+		if expr, err = Expression(f.Trigger.Schedule.Cron); err == nil {
+			input, err = Input(f.Project, f.ID)
+		}
+		tz = f.Trigger.Schedule.Timezone
+		if tz == "" {
+			tz = "UTC" // the validator's default
+		}
+	case f.Trigger.Type == automation.TriggerPoll && f.Trigger.Poll != nil:
+		if expr, err = PollRate(f.Trigger.Poll); err == nil {
+			input, err = PollInput(f.Project, f.ID)
+		}
+		tz = "UTC"
+	default:
 		return s.RemoveSchedule(ctx, f.Project, f.ID)
 	}
-	expr, err := Expression(f.Trigger.Schedule.Cron)
-	if err != nil {
-		return fmt.Errorf("ebscheduler: schedule flow %s: %w", f.ID, err)
-	}
-	tz := f.Trigger.Schedule.Timezone
-	if tz == "" {
-		tz = "UTC" // the validator's default
-	}
-	input, err := Input(f.Project, f.ID)
 	if err != nil {
 		return fmt.Errorf("ebscheduler: schedule flow %s: %w", f.ID, err)
 	}
@@ -167,6 +177,42 @@ func (s *Scheduler) RemoveSchedule(ctx context.Context, project, flowID string) 
 		return fmt.Errorf("ebscheduler: delete schedule %s: %w", name, err)
 	}
 	return nil
+}
+
+// PollRate is the rate expression of a POLL flow's schedule. EventBridge
+// Scheduler's rates are whole minutes: an interval under a minute fires
+// every minute, and the runner queues the polls due within it
+// (automation.PollDelayer); one over a minute must be whole minutes, any
+// other is an automation.ErrInvalid error.
+func PollRate(p *automation.Poll) (string, error) {
+	d, err := p.Interval()
+	if err != nil {
+		return "", automation.Invalid("trigger.poll.%v", err)
+	}
+	if err := checkRate(d); err != nil {
+		return "", err
+	}
+	if n := int(d / time.Minute); n > 1 {
+		return fmt.Sprintf("rate(%d minutes)", n), nil
+	}
+	return "rate(1 minute)", nil
+}
+
+func checkRate(d time.Duration) error {
+	if d > time.Minute && d%time.Minute != 0 {
+		return automation.Invalid("trigger.poll.every %q: on AWS polls of a minute or more are scheduled by EventBridge Scheduler, in whole minutes: use such as \"2m\", or under a minute", d)
+	}
+	return nil
+}
+
+// PollInput is the target input of a POLL flow's schedule: a "poll"
+// automation.QueueMessage.
+func PollInput(project, flowID string) (string, error) {
+	b, err := json.Marshal(automation.QueueMessage{Kind: automation.MessagePoll, Project: project, FlowID: flowID})
+	if err != nil {
+		return "", fmt.Errorf("encode poll message: %w", err)
+	}
+	return string(b), nil
 }
 
 // Input is the target input of a flow's schedule: a "schedule"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/robfig/cron/v3"
 
@@ -127,6 +128,10 @@ func field(b uint64, lo, hi uint, names []string) string {
 // a 400 at create and update time (definitions are checked when saved), not a
 // failure when it is enabled. Wire it as Checker{engine.Checker{}}.
 type Checker struct{ automation.Checker }
+
+// PollEvery refuses a POLL interval EventBridge Scheduler cannot keep
+// (automation.PollChecker).
+func (c Checker) PollEvery(d time.Duration) error { return checkRate(d) }
 
 // Cron checks spec with the wrapped Checker, then converts it.
 func (c Checker) Cron(spec, timezone string) error {

@@ -69,14 +69,19 @@ func (c Checker) Template(s string) error {
 
 // compile returns the cached program for src, compiling it once.
 func (c Checker) compile(src string) (*vm.Program, error) {
-	if p, ok := programs.get(src); ok {
+	return compileIn(src, compileEnv, programs)
+}
+
+// compileIn compiles src for the names of env, cached in cache.
+func compileIn(src string, env types.Map, cache *cache[*vm.Program]) (*vm.Program, error) {
+	if p, ok := cache.get(src); ok {
 		return p, nil
 	}
 	if strings.TrimSpace(src) == "" {
 		return nil, automation.Invalid("expression is empty")
 	}
 	b := &bounder{}
-	opts := append([]expr.Option{expr.Env(compileEnv), expr.Patch(b)}, boundOptions...)
+	opts := append([]expr.Option{expr.Env(env), expr.Patch(b)}, boundOptions...)
 	p, err := expr.Compile(src, opts...)
 	if err == nil && b.err != nil {
 		err = b.err
@@ -84,7 +89,7 @@ func (c Checker) compile(src string) (*vm.Program, error) {
 	if err != nil {
 		return nil, automation.Invalid("%s", describe("expression", src, err))
 	}
-	programs.put(src, p)
+	cache.put(src, p)
 	return p, nil
 }
 

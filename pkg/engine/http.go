@@ -21,169 +21,57 @@ import (
 // A connection's key goes into a header and never into the output or an
 // error: every occurrence is masked.
 func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
-	var (
-		conn    automation.Connection
-		keyName string // the header carrying the key, "" without a connection
-		keyVal  string
-		// queryName carries the key as a query parameter instead (QUERY).
-		queryName, queryVal string
-		secrets             []string
-	)
-	connID, se := x.connectionID(s)
+	cred, se := x.credential(ctx, s)
 	if se != nil {
 		return nil, se
 	}
-	s.ConnectionID = connID
-	if s.ConnectionID != "" {
-		if x.e.creds == nil {
-			return nil, &stepError{msg: "connection " + s.ConnectionID + ": no credential store is configured"}
-		}
-		c, v, err := x.e.creds.ConnectionCredential(ctx, x.flow.Project, s.ConnectionID)
-		if err != nil {
-			var ae *automation.Error
-			if errors.As(err, &ae) {
-				// Its message names the connection and its state.
-				return nil, &stepError{msg: ae.Message}
-			}
-			return nil, &stepError{msg: fmt.Sprintf("connection %s: reading the credential failed: %v", s.ConnectionID, err), retryable: true}
-		}
-		conn = c
-		key := v.APIKey.Reveal()
-		if key == "" {
-			return nil, &stepError{msg: "connection " + s.ConnectionID + " has no API key"}
-		}
-		secrets = append(secrets, key)
-		for _, m := range v.Masks {
-			secrets = append(secrets, m.Reveal())
-		}
-		if v.Query != "" {
-			// QUERY: the value goes in the URL, where an echo may show it
-			// escaped as well.
-			queryName, queryVal = v.Query, key
-			secrets = append(secrets, url.QueryEscape(key), url.PathEscape(key))
-		}
-		keyName, keyVal = "Authorization", "Bearer "+key
-		if v.Header != "" {
-			keyName = v.Header
-		}
-		if v.Prefix != nil {
-			keyVal = *v.Prefix + key
-		}
-		if !validFieldValue(keyVal) {
-			return nil, &stepError{msg: "connection " + s.ConnectionID + ": its key or prefix contains a control character (CR, LF or another); store the key again"}
-		}
-		if queryName != "" {
-			keyName = ""
-		}
+	if s.Paginate != nil {
+		return x.paginate(ctx, s, cred)
 	}
-	masked := func(msg string) *stepError { return &stepError{msg: mask(msg, secrets)} }
-
 	req, err := x.request(ctx, s)
 	if err != nil {
-		return nil, masked(err.Error())
+		return nil, cred.masked(err.Error())
 	}
+	out, se := x.exchange(ctx, s, cred, req, 1)
+	if se != nil {
+		return nil, se
+	}
+	return out, nil
+}
+
+// exchange sends one request of the step (page 1 but when paginating) with
+// its credential and idempotency key, and reads the answer: the output on a
+// 2xx, a step error (with the output) otherwise.
+func (x *execution) exchange(ctx context.Context, s automation.Step, cred credential, req *http.Request, page int) (map[string]any, *stepError) {
 	x.identify(req)
 	// A fenced credential goes only to its hosts: refuse before anything
 	// is sent (docs/access.md).
-	if conn.ID != "" && !automation.HostAllowed(conn.AllowedHosts, req.URL.Hostname()) {
-		return nil, &stepError{msg: automation.HostRefused(conn, req.URL.Hostname())}
+	if cred.conn.ID != "" && !automation.HostAllowed(cred.conn.AllowedHosts, req.URL.Hostname()) {
+		return nil, &stepError{msg: automation.HostRefused(cred.conn, req.URL.Hostname())}
 	}
-	if keyName != "" {
-		req.Header.Set(keyName, keyVal)
-	}
-	if queryName != "" {
-		q := req.URL.Query()
-		q.Set(queryName, queryVal)
-		req.URL.RawQuery = q.Encode()
-	}
-	// The same key on every retry and resume of this run's step, so that
-	// the service deduplicates what it already did; the step's own header
-	// wins, and "idempotencyKey": false turns it off.
-	if req.Method != http.MethodGet && req.Method != http.MethodHead &&
-		(s.IdempotencyKey == nil || *s.IdempotencyKey) && req.Header.Get("Idempotency-Key") == "" {
-		origin := x.run.ID
-		if x.run.ResumedFrom != "" {
-			origin = x.run.ResumedFrom
-		}
-		key := automation.IdempotencyKeyFor(origin, s.Name)
-		if x.iter != "" { // inside FOR_EACH: one key per item, or every item would share one
-			key += "." + x.iter
-		}
-		req.Header.Set("Idempotency-Key", key)
-	}
+	cred.apply(req)
+	x.setIdempotencyKey(req, s, page)
 	where := req.Method + " " + redactURL(req.URL)
 
-	timeout := x.e.timeout
-	if s.TimeoutMs > 0 {
-		timeout = min(time.Duration(s.TimeoutMs)*time.Millisecond, MaxHTTPTimeout)
-	}
-	if se := x.admitOutbound(ctx, where); se != nil { // outbound.go
+	timeout := x.stepTimeout(s)
+	// Every request a step sends counts against its project's
+	// outboundPerMinute: retries and pages too (outbound.go).
+	if se := x.admitOutbound(ctx, where); se != nil {
 		return nil, se
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req = req.WithContext(rctx)
-	origin := req.URL.Host
-	client := &http.Client{
-		Transport: x.e.transport,
-		CheckRedirect: func(next *http.Request, via []*http.Request) error {
-			if len(via) > maxRedirects {
-				return fmt.Errorf("stopped after %d redirects", maxRedirects)
-			}
-			// A redirect is a new send: to a host outside the fence, the
-			// step fails rather than follows it.
-			if conn.ID != "" && !automation.HostAllowed(conn.AllowedHosts, next.URL.Hostname()) {
-				return &hostRefusedError{host: next.URL.Hostname()}
-			}
-			// Go drops Authorization on a redirect to another host, but
-			// not a custom key header: drop it here.
-			if keyName != "" && next.URL.Host != origin {
-				next.Header.Del(keyName)
-			}
-			return nil
-		},
-	}
+	client := &http.Client{Transport: x.e.transport, CheckRedirect: cred.redirectPolicy(req.URL.Host)}
 
 	resp, err := client.Do(req)
 	if err != nil {
-		var pe *privateAddrError
-		var hr *hostRefusedError
-		switch {
-		case errors.As(err, &hr):
-			return nil, masked(where + " redirected: " + automation.HostRefused(conn, hr.host))
-		case errors.As(err, &pe):
-			return nil, masked(where + ": " + pe.Error())
-		case ctx.Err() != nil:
-			return nil, &stepError{msg: where + ": the run ended", retryable: true}
-		case errors.Is(rctx.Err(), context.DeadlineExceeded):
-			return nil, &stepError{msg: fmt.Sprintf("%s: timed out after %s", where, timeout), retryable: true}
-		}
-		var de *net.DNSError
-		if errors.As(err, &de) {
-			// Its text names the resolver, an internal address.
-			return nil, &stepError{msg: fmt.Sprintf("%s: could not resolve host %s", where, de.Name), retryable: true}
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // its text repeats the full URL
-		}
-		e := masked(fmt.Sprintf("%s: request failed: %v", where, err))
-		e.retryable = true
-		return nil, e
+		return nil, cred.sendError(ctx, rctx, where, timeout, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, x.e.maxResponse+1))
-	if err != nil {
-		e := masked(fmt.Sprintf("%s: reading the response failed: %v", where, err))
-		if errors.Is(rctx.Err(), context.DeadlineExceeded) {
-			e.msg = fmt.Sprintf("%s: timed out after %s", where, timeout)
-		}
-		e.retryable = true
-		return nil, e
-	}
-	truncated := int64(len(data)) > x.e.maxResponse
-	if truncated {
-		data = data[:x.e.maxResponse]
+	data, truncated, se := x.readBody(rctx, resp, where, timeout, cred)
+	if se != nil {
+		return nil, se
 	}
 	out := map[string]any{
 		"status":  resp.StatusCode,
@@ -193,26 +81,213 @@ func (x *execution) http(ctx context.Context, s automation.Step) (any, error) {
 	if truncated {
 		out["truncated"] = true
 	}
-	output := maskValue(out, secrets)
+	output := maskValue(out, cred.secrets).(map[string]any)
 
-	if conn.ID != "" {
-		x.connectionSeen(ctx, conn, resp.StatusCode)
+	if cred.conn.ID != "" {
+		x.connectionSeen(ctx, cred.conn, resp.StatusCode)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		msg := fmt.Sprintf("%s answered %d %s", where, resp.StatusCode, http.StatusText(resp.StatusCode))
-		if conn.ID != "" && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
-			msg += fmt.Sprintf("; connection %s (%s) was refused and is now in ERROR", conn.ID, conn.Name)
-		}
-		// 408, 429 and 5xx are transient; any other 4xx is permanent.
-		return nil, &stepError{
-			msg: mask(msg, secrets),
-			retryable: resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests ||
-				resp.StatusCode >= 500,
-			retryAfter: retryAfter(resp.Header.Get("Retry-After"), x.e.clock()),
-			output:     output,
-		}
+	if se := x.statusError(resp, where, cred); se != nil {
+		se.output = output
+		return nil, se
 	}
 	return output, nil
+}
+
+// credential is what a step's connection adds to its requests: a header
+// or a query parameter carrying its key, and the strings to mask wherever
+// they show.
+type credential struct {
+	conn   automation.Connection
+	header string // the header carrying the key, "" without one
+	value  string
+	// query carries the key as a query parameter instead (QUERY).
+	query, queryValue string
+	secrets           []string
+}
+
+// credential reads the step's connection, if it names one.
+func (x *execution) credential(ctx context.Context, s automation.Step) (credential, *stepError) {
+	var c credential
+	id, se := x.connectionID(s)
+	if se != nil || id == "" {
+		return c, se
+	}
+	if x.e.creds == nil {
+		return c, &stepError{msg: "connection " + id + ": no credential store is configured"}
+	}
+	conn, v, err := x.e.creds.ConnectionCredential(ctx, x.flow.Project, id)
+	if err != nil {
+		var ae *automation.Error
+		if errors.As(err, &ae) {
+			// Its message names the connection and its state.
+			return c, &stepError{msg: ae.Message}
+		}
+		return c, &stepError{msg: fmt.Sprintf("connection %s: reading the credential failed: %v", id, err), retryable: true}
+	}
+	c.conn = conn
+	key := v.APIKey.Reveal()
+	if key == "" {
+		return c, &stepError{msg: "connection " + id + " has no API key"}
+	}
+	c.secrets = append(c.secrets, key)
+	for _, m := range v.Masks {
+		c.secrets = append(c.secrets, m.Reveal())
+	}
+	if v.Query != "" {
+		// QUERY: the value goes in the URL, where an echo may show it
+		// escaped as well.
+		c.query, c.queryValue = v.Query, key
+		c.secrets = append(c.secrets, url.QueryEscape(key), url.PathEscape(key))
+	}
+	c.header, c.value = "Authorization", "Bearer "+key
+	if v.Header != "" {
+		c.header = v.Header
+	}
+	if v.Prefix != nil {
+		c.value = *v.Prefix + key
+	}
+	if !validFieldValue(c.value) {
+		return c, &stepError{msg: "connection " + id + ": its key or prefix contains a control character (CR, LF or another); store the key again"}
+	}
+	if c.query != "" {
+		c.header = ""
+	}
+	return c, nil
+}
+
+// masked is a step error whose message shows none of the credential.
+func (c credential) masked(msg string) *stepError { return &stepError{msg: mask(msg, c.secrets)} }
+
+// apply puts the key on req.
+func (c credential) apply(req *http.Request) {
+	if c.header != "" {
+		req.Header.Set(c.header, c.value)
+	}
+	if c.query != "" {
+		q := req.URL.Query()
+		q.Set(c.query, c.queryValue)
+		req.URL.RawQuery = q.Encode()
+	}
+}
+
+// redirectPolicy follows at most maxRedirects redirects, never out of the
+// connection's allowed hosts, and drops a custom key header when leaving
+// origin.
+func (c credential) redirectPolicy(origin string) func(*http.Request, []*http.Request) error {
+	return func(next *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		// A redirect is a new send: to a host outside the fence, the
+		// step fails rather than follows it.
+		if c.conn.ID != "" && !automation.HostAllowed(c.conn.AllowedHosts, next.URL.Hostname()) {
+			return &hostRefusedError{host: next.URL.Hostname()}
+		}
+		// Go drops Authorization on a redirect to another host, but
+		// not a custom key header: drop it here.
+		if c.header != "" && next.URL.Host != origin {
+			next.Header.Del(c.header)
+		}
+		return nil
+	}
+}
+
+// setIdempotencyKey sends the same key on every retry and resume of this
+// run's step, so that the service deduplicates what it already did; the
+// step's own header wins, and "idempotencyKey": false turns it off. Each
+// page of a paginated step has its own, or the service would answer every
+// page with the first.
+func (x *execution) setIdempotencyKey(req *http.Request, s automation.Step, page int) {
+	if req.Method == http.MethodGet || req.Method == http.MethodHead ||
+		s.IdempotencyKey != nil && !*s.IdempotencyKey || req.Header.Get("Idempotency-Key") != "" {
+		return
+	}
+	origin := x.run.ID
+	if x.run.ResumedFrom != "" {
+		origin = x.run.ResumedFrom
+	}
+	key := automation.IdempotencyKeyFor(origin, s.Name)
+	if x.iter != "" { // inside FOR_EACH: one key per item, or every item would share one
+		key += "." + x.iter
+	}
+	if page > 1 {
+		key += ".p" + strconv.Itoa(page)
+	}
+	req.Header.Set("Idempotency-Key", key)
+}
+
+// stepTimeout is how long one request of the step may take.
+func (x *execution) stepTimeout(s automation.Step) time.Duration {
+	if s.TimeoutMs > 0 {
+		return min(time.Duration(s.TimeoutMs)*time.Millisecond, MaxHTTPTimeout)
+	}
+	return x.e.timeout
+}
+
+// sendError classifies a failed send: refused and private addresses fail
+// for good; the run ending, timeouts and network errors are retryable.
+func (c credential) sendError(ctx, rctx context.Context, where string, timeout time.Duration, err error) *stepError {
+	var pe *privateAddrError
+	var hr *hostRefusedError
+	switch {
+	case errors.As(err, &hr):
+		return c.masked(where + " redirected: " + automation.HostRefused(c.conn, hr.host))
+	case errors.As(err, &pe):
+		return c.masked(where + ": " + pe.Error())
+	case ctx.Err() != nil:
+		return &stepError{msg: where + ": the run ended", retryable: true}
+	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+		return &stepError{msg: fmt.Sprintf("%s: timed out after %s", where, timeout), retryable: true}
+	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		// Its text names the resolver, an internal address.
+		return &stepError{msg: fmt.Sprintf("%s: could not resolve host %s", where, de.Name), retryable: true}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // its text repeats the full URL
+	}
+	e := c.masked(fmt.Sprintf("%s: request failed: %v", where, err))
+	e.retryable = true
+	return e
+}
+
+// readBody reads at most maxResponse bytes of the answer, and says whether
+// there was more.
+func (x *execution) readBody(rctx context.Context, resp *http.Response, where string, timeout time.Duration, c credential) ([]byte, bool, *stepError) {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, x.e.maxResponse+1))
+	if err != nil {
+		e := c.masked(fmt.Sprintf("%s: reading the response failed: %v", where, err))
+		if errors.Is(rctx.Err(), context.DeadlineExceeded) {
+			e.msg = fmt.Sprintf("%s: timed out after %s", where, timeout)
+		}
+		e.retryable = true
+		return nil, false, e
+	}
+	truncated := int64(len(data)) > x.e.maxResponse
+	if truncated {
+		data = data[:x.e.maxResponse]
+	}
+	return data, truncated, nil
+}
+
+// statusError is the step's failure for an answer outside 2xx, nil for a
+// 2xx: 408, 429 and 5xx are transient; any other 4xx is permanent.
+func (x *execution) statusError(resp *http.Response, where string, c credential) *stepError {
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return nil
+	}
+	msg := fmt.Sprintf("%s answered %d %s", where, resp.StatusCode, http.StatusText(resp.StatusCode))
+	if c.conn.ID != "" && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		msg += fmt.Sprintf("; connection %s (%s) was refused and is now in ERROR", c.conn.ID, c.conn.Name)
+	}
+	return &stepError{
+		msg: mask(msg, c.secrets),
+		retryable: resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests ||
+			resp.StatusCode >= 500,
+		retryAfter: retryAfter(resp.Header.Get("Retry-After"), x.e.clock()),
+	}
 }
 
 // request builds the step's request from its templates.

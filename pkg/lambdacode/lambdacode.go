@@ -169,12 +169,36 @@ func (r *Runner) invokeOnce(ctx context.Context, payload []byte) (body []byte, f
 }
 
 // Handler is the code function: it runs each request in runner (the
-// sandbox pool of that function's own binary).
-func Handler(runner automation.CodeRunner) func(context.Context, automation.CodeRequest) (automation.CodeResult, error) {
+// sandbox pool of that function's own binary), and answers a check request
+// (CodeRequest.Check) with check's verdict, compiling without running.
+func Handler(runner automation.CodeRunner, check func(code string) error) func(context.Context, automation.CodeRequest) (automation.CodeResult, error) {
 	return func(ctx context.Context, req automation.CodeRequest) (automation.CodeResult, error) {
 		if req.Code == "" {
 			return automation.CodeResult{}, errors.New("lambdacode: the request has no code")
 		}
+		if req.Check {
+			if err := check(req.Code); err != nil {
+				return automation.CodeResult{Error: err.Error()}, nil
+			}
+			return automation.CodeResult{}, nil
+		}
 		return runner.RunCode(ctx, req)
 	}
+}
+
+// MaxCheckTime bounds a save's syntax check through the code function.
+const MaxCheckTime = 10 * time.Second
+
+// CodeCheck compiles code in the code function through runner (a Runner):
+// the syntax error, or nil. When the function cannot be reached the code is
+// not refused (nil): the step would report the error when it runs, as it
+// did before the check, and a save is not failed by another function.
+func CodeCheck(runner automation.CodeRunner, code string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), MaxCheckTime)
+	defer cancel()
+	res, err := runner.RunCode(ctx, automation.CodeRequest{Code: code, Check: true})
+	if err != nil || res.Error == "" {
+		return nil
+	}
+	return errors.New(res.Error)
 }

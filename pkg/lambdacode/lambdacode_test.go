@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/jscode"
 	"flowservice/pkg/lambdacode"
 	"flowservice/pkg/sandbox"
 )
@@ -58,7 +59,7 @@ func TestRunnerThroughCodeFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	handler := lambdacode.Handler(pool)
+	handler := lambdacode.Handler(pool, jscode.Check)
 	var invoked string
 	cfg := fakeLambda(t, func(w http.ResponseWriter, function string, payload []byte) {
 		invoked = function

@@ -28,6 +28,7 @@ var migrations = []string{
 	schemaVersions,      // versions.go
 	schemaCallWake,      // callwake.go
 	schemaRunSlots,      // slots.go
+	schemaPollState,     // poll.go
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -25,7 +25,7 @@ CREATE TABLE run_slots (
 
 var (
 	_ automation.SlotStore = (*Store)(nil)
-	_ automation.SlotWaker     = (*Store)(nil)
+	_ automation.SlotWaker = (*Store)(nil)
 )
 
 // UpdateSlots reads, changes and writes the scope's slots in one write

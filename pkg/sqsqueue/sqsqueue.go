@@ -88,6 +88,26 @@ func (q *Queue) EnqueueAfter(ctx context.Context, r automation.Run, until time.T
 	return nil
 }
 
+var _ automation.PollDelayer = (*Queue)(nil)
+
+// EnqueuePollAfter sends a "poll" message for a flow, due at at (at most
+// MaxDelay ahead): a POLL flow whose interval is under the scheduler's
+// minute polls again within the minute.
+func (q *Queue) EnqueuePollAfter(ctx context.Context, project, flowID string, at time.Time) error {
+	u := at.UTC()
+	body, err := json.Marshal(automation.QueueMessage{Kind: automation.MessagePoll, Project: project, FlowID: flowID, NotBefore: &u})
+	if err != nil {
+		return fmt.Errorf("sqsqueue: delay poll of %s: %w", flowID, err)
+	}
+	delay := min(max(time.Until(at), 0), MaxDelay)
+	secs := int32((delay + time.Second - 1) / time.Second)
+	text := string(body)
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: secs}); err != nil {
+		return fmt.Errorf("sqsqueue: delay poll of %s: %w", flowID, err)
+	}
+	return nil
+}
+
 // New returns a Queue that records runs with runs and sends their messages
 // to the queue at queueURL.
 func New(runs RunCreator, client API, queueURL string) *Queue {

@@ -18,11 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 
+	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/dashboard"
 	"flowservice/pkg/ebscheduler"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
+	"flowservice/pkg/lambdacode"
 )
 
 // NewHandler builds the management API function.
@@ -55,13 +57,27 @@ func New(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (*awsapp.App
 	if err != nil {
 		return nil, fmt.Errorf("management: %w", err)
 	}
+	// EventBridge Scheduler cannot express every cron spec nor every poll
+	// interval: refuse those when the flow is saved, not when it is enabled.
+	var checker automation.Checker = ebscheduler.Checker{Checker: engine.Checker{}}
+	if cfg.Code != nil {
+		checker = codeChecker{Checker: ebscheduler.Checker{Checker: engine.Checker{}}, code: cfg.Code}
+	}
 	return awsapp.New(ctx, awsCfg, cfg, awsapp.Parts{
-		Name: "api function", Scheduler: sched, CursorKey: key,
-		// EventBridge Scheduler cannot express every cron spec: refuse those
-		// when the flow is saved, not when it is enabled.
-		Checker: ebscheduler.Checker{Checker: engine.Checker{}},
+		Name: "api function", Scheduler: sched, CursorKey: key, Checker: checker,
 	})
 }
+
+// codeChecker is the api function's Checker with the CODE compile check
+// (automation.CodeChecker) done by the code function, which carries the
+// JavaScript engine this function does not.
+type codeChecker struct {
+	ebscheduler.Checker
+	code automation.CodeRunner
+}
+
+// Code compiles a CODE step's script in the code function.
+func (c codeChecker) Code(src string) error { return lambdacode.CodeCheck(c.code, src) }
 
 // secretReader is the call cursorKey makes, held as a method value rather
 // than the client (see schedulerClient).

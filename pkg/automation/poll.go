@@ -1,0 +1,389 @@
+package automation
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// TriggerPoll starts a run per new item of an API polled every so often
+// (docs/flows.md, "POLL").
+const TriggerPoll TriggerType = "POLL"
+
+// Bounds of POLL triggers. Each poll is one request (or the pages of a
+// paginated one) and considers at most MaxPollItems items; the keys of the
+// latest MaxSeenKeys items are kept per flow, as 12-byte hashes (120 KB).
+const (
+	MinPollEvery = 10 * time.Second
+	MaxPollEvery = 24 * time.Hour
+	MaxSeenKeys  = 10_000
+	MaxPollItems = 1_000
+	// seenHashBytes is the size of one kept key: a truncated SHA-256, so
+	// that keys of any length cost the same and two differ by chance once
+	// in 2^96.
+	seenHashBytes = 12
+)
+
+// Poll is a POLL trigger: every Every, send Request (the fields of an HTTP
+// step), take the list Items gives (an expression over `response`), and
+// start one run per item whose Key (an expression over `item`) was not seen
+// before, with the item as trigger.body.
+type Poll struct {
+	Every   string      `json:"every"`
+	Request PollRequest `json:"request"`
+	Items   string      `json:"items"`
+	Key     string      `json:"key"`
+}
+
+// PollRequest is an HTTP step without its name and type.
+type PollRequest Step
+
+// MarshalJSON leaves out name and type, which a poll's request has not.
+func (r PollRequest) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(Step(r))
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "name")
+	delete(m, "type")
+	return json.Marshal(m)
+}
+
+// Step is the request as the HTTP step the engine sends. It sends no
+// Idempotency-Key unless the request asks for one: every poll is a new
+// request, and a stable key would get the first poll's answer back.
+func (r PollRequest) Step() Step {
+	s := Step(r)
+	s.Name, s.Type = "request", StepHTTP
+	if s.IdempotencyKey == nil {
+		off := false
+		s.IdempotencyKey = &off
+	}
+	return s
+}
+
+// Interval is Every as a duration.
+func (p *Poll) Interval() (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(p.Every))
+	if err != nil || d < MinPollEvery || d > MaxPollEvery {
+		return 0, fmt.Errorf("every %q: use a duration from %s to %s, such as \"5m\"", p.Every, MinPollEvery, "24h")
+	}
+	return d, nil
+}
+
+// validatePoll checks a POLL trigger; the request is checked as an HTTP
+// step, connection included.
+func (s *Service) validatePoll(ctx context.Context, f *Flow) error {
+	t := &f.Trigger
+	if t.Webhook != nil || t.Schedule != nil {
+		return Invalid("trigger: a POLL trigger takes poll only, not webhook or schedule")
+	}
+	p := t.Poll
+	if p == nil {
+		return Invalid(`trigger.poll is required for POLL triggers, e.g. {"every": "5m", "request": {"url": "https://api.example.com/items"}, "items": "response.body.items", "key": "item.id"}`)
+	}
+	every, err := p.Interval()
+	if err != nil {
+		return Invalid("trigger.poll.%v", err)
+	}
+	if pc, ok := s.checker.(PollChecker); ok {
+		if err := pc.PollEvery(every); err != nil {
+			return err
+		}
+	}
+	req := Step(p.Request)
+	if req.Name != "" || req.Type != "" || req.When != "" {
+		return Invalid("trigger.poll.request takes the fields of an HTTP step (url, method, headers, query, body, connectionId...), without name, type or when")
+	}
+	if req.ContinueOnFail || req.Retry != nil {
+		return Invalid("trigger.poll.request takes neither continueOnFail nor retry: a failed poll is shown on the flow (poll.lastError) and the next poll is its retry")
+	}
+	req.Name, req.Type = "request", StepHTTP
+	if err := onlyFields(&req, "trigger.poll.request"); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.URL) == "" {
+		return Invalid("trigger.poll.request.url is required")
+	}
+	if err := s.validateHTTPStep(ctx, f, &req, "trigger.poll.request"); err != nil {
+		return err
+	}
+	req.Name, req.Type = "", ""
+	p.Request = PollRequest(req)
+	if strings.TrimSpace(p.Items) == "" {
+		return Invalid(`trigger.poll.items is required: an expression over response giving the list, e.g. "response.body.items"`)
+	}
+	if err := s.checker.ResponseExpression(p.Items); err != nil {
+		return Invalid("trigger.poll.items: %v", err)
+	}
+	if strings.TrimSpace(p.Key) == "" {
+		return Invalid(`trigger.poll.key is required: an expression over item that names it, e.g. "item.id"`)
+	}
+	if err := s.checker.Expression(p.Key); err != nil {
+		return Invalid("trigger.poll.key: %v", err)
+	}
+	return nil
+}
+
+// PollChecker is a Checker that also bounds POLL intervals, as the AWS
+// backend must (its scheduler keeps whole minutes): an interval it cannot
+// keep is a 400 when the flow is saved.
+type PollChecker interface {
+	PollEvery(every time.Duration) error
+}
+
+// PollDelayer queues a poll of a flow due at a later time (SQS: a delayed
+// "poll" message), for intervals finer than the scheduler's: EventBridge
+// Scheduler fires at most once a minute, so the firing of a POLL flow whose
+// interval is under a minute queues the polls due within that minute.
+type PollDelayer interface {
+	EnqueuePollAfter(ctx context.Context, project, flowID string, at time.Time) error
+}
+
+// pollsWithinMinute queues, through the run queue when it is a
+// PollDelayer, the polls of a sub-minute POLL flow due in the minute after
+// a firing: at every, 2×every… before the next firing.
+func (s *Service) pollsWithinMinute(ctx context.Context, project, flowID string) error {
+	d, ok := s.rt.Queue.(PollDelayer)
+	if !ok {
+		return nil
+	}
+	f, err := s.store.Flow(ctx, project, flowID)
+	if err != nil || f.Status != FlowActive || f.Trigger.Type != TriggerPoll || f.Trigger.Poll == nil {
+		return nil // gone or changed since: nothing more to poll
+	}
+	every, err := f.Trigger.Poll.Interval()
+	if err != nil || every >= time.Minute {
+		return nil
+	}
+	now := s.clock()
+	for at := now.Add(every); at.Before(now.Add(time.Minute)); at = at.Add(every) {
+		if err := d.EnqueuePollAfter(ctx, project, flowID, at); err != nil {
+			return wrap("queue a poll", err)
+		}
+	}
+	return nil
+}
+
+// PolledItem is one item a poll found, with its key.
+type PolledItem struct {
+	Key  string
+	Item json.RawMessage
+}
+
+// Poller makes the request of a POLL trigger (the engine): the items it
+// found with their keys, at most MaxPollItems, or an error to show on the
+// flow.
+type Poller interface {
+	Poll(ctx context.Context, f Flow) ([]PolledItem, error)
+}
+
+// PollState is what a POLL flow's polls keep between them.
+type PollState struct {
+	// Primed is set by the first poll after the flow was enabled, which
+	// only records the items that exist.
+	Primed       bool       `json:"primed"`
+	LastPolledAt *time.Time `json:"lastPolledAt,omitempty"`
+	LastError    string     `json:"lastError,omitempty"`
+	LastErrorAt  *time.Time `json:"lastErrorAt,omitempty"`
+	// LastRuns is how many runs the last successful poll started.
+	LastRuns int `json:"lastRuns"`
+	// Polled names what the recorded keys came from (pollSource): a poll
+	// whose request, items or key changed since records again before it
+	// starts runs, as after enabling.
+	Polled string `json:"polled,omitempty"`
+	// Seen holds the hashes of the latest keys, oldest first.
+	Seen []byte `json:"seen,omitempty"`
+}
+
+// PollStore keeps each POLL flow's PollState.
+type PollStore interface {
+	// PollState returns the flow's poll state: the zero PollState (not an
+	// error) when it has none.
+	PollState(ctx context.Context, project, flowID string) (PollState, error)
+	// UpdatePollState replaces the flow's poll state with what change
+	// returns for the current one, atomically (a concurrent update makes
+	// change run again on the newer state). An error from change is
+	// returned as is; a flow missing from the project is ErrNotFound.
+	UpdatePollState(ctx context.Context, project, flowID string, change func(PollState) (PollState, error)) error
+}
+
+// PollStatus is a POLL flow's polling as the flow object shows it.
+type PollStatus struct {
+	Primed       bool       `json:"primed"`
+	LastPolledAt *time.Time `json:"lastPolledAt"`
+	LastError    *string    `json:"lastError"`
+	LastErrorAt  *time.Time `json:"lastErrorAt"`
+	LastRuns     int        `json:"lastRuns"`
+	SeenKeys     int        `json:"seenKeys"`
+}
+
+func (st PollState) status() *PollStatus {
+	ps := &PollStatus{Primed: st.Primed, LastPolledAt: st.LastPolledAt, LastErrorAt: st.LastErrorAt,
+		LastRuns: st.LastRuns, SeenKeys: len(st.Seen) / seenHashBytes}
+	if st.LastError != "" {
+		e := st.LastError
+		ps.LastError = &e
+	}
+	return ps
+}
+
+// pollStore is the Store's PollStore; stores without one poll nothing.
+func (s *Service) pollStore() (PollStore, bool) {
+	ps, ok := s.store.(PollStore)
+	return ps, ok
+}
+
+// withPollStatus adds the polling status to a POLL flow.
+func (s *Service) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
+	ps, ok := s.pollStore()
+	if f.Trigger.Type != TriggerPoll || !ok {
+		return f, nil
+	}
+	st, err := ps.PollState(ctx, f.Project, f.ID)
+	if err != nil {
+		return Flow{}, wrap("read poll state", err)
+	}
+	f.Poll = st.status()
+	f.Poll.Primed = st.Primed && st.Polled == pollSource(f.Trigger.Poll)
+	return f, nil
+}
+
+// unprimePoll makes the next poll of a flow just enabled record what exists
+// without starting runs.
+func (s *Service) unprimePoll(ctx context.Context, f Flow) error {
+	ps, ok := s.pollStore()
+	if f.Trigger.Type != TriggerPoll || !ok {
+		return nil
+	}
+	err := ps.UpdatePollState(ctx, f.Project, f.ID, func(st PollState) (PollState, error) {
+		st.Primed = false
+		return st, nil
+	})
+	return wrap("reset poll state", err)
+}
+
+// PollFlow makes one poll of an ACTIVE POLL flow: it sends the request,
+// starts a run for each item whose key it has not seen (none on the first
+// poll after enabling, which only records them), and records the keys and
+// the outcome on the flow. A failed request is recorded as the flow's
+// lastError and is not an error here: the next poll is the retry. Runs are
+// queued before their keys are recorded, and their IDs derive from the
+// keys, so a poll cut short between the two starts no run twice.
+func (s *Service) PollFlow(ctx context.Context, project, flowID string) error {
+	rt, err := s.runtime()
+	if err != nil {
+		return err
+	}
+	ps, ok := s.pollStore()
+	poller, ok2 := s.exec.(Poller)
+	if !ok || !ok2 {
+		return errors.New("automation: polling is not configured (the store keeps no poll state, or the executor cannot poll)")
+	}
+	f, err := s.store.Flow(ctx, project, flowID)
+	if err != nil {
+		return wrap("poll", err)
+	}
+	if f.Status != FlowActive || f.Trigger.Type != TriggerPoll || f.Trigger.Poll == nil {
+		return FlowNotScheduled(flowID)
+	}
+	st, err := ps.PollState(ctx, project, flowID)
+	if err != nil {
+		return wrap("poll: read state", err)
+	}
+	items, perr := poller.Poll(ctx, f)
+	now := s.clock()
+	if perr != nil {
+		return wrap("poll: record error", ps.UpdatePollState(ctx, project, flowID, func(st PollState) (PollState, error) {
+			msg := perr.Error()
+			if len(msg) > 2048 {
+				msg = strings.ToValidUTF8(msg[:2048], "") + "…"
+			}
+			st.LastPolledAt, st.LastError, st.LastErrorAt = &now, msg, &now
+			return st, nil
+		}))
+	}
+	fresh := unseen(st.Seen, items)
+	started := 0
+	source := pollSource(f.Trigger.Poll)
+	if st.Primed && st.Polled == source {
+		for _, it := range fresh {
+			r := Run{
+				ID: derivedRunID(flowID, "poll\x00"+it.Key), Project: project, FlowID: flowID, Status: RunRunning,
+				Trigger: TriggerData{Method: "POLL", Headers: map[string]string{}, Query: map[string]string{}, Body: it.Item},
+				Steps:   []StepResult{}, Created: s.clock(),
+			}
+			err := rt.Queue.Enqueue(ctx, r)
+			if err != nil && !IsRunExists(err) {
+				return wrap("poll: enqueue run", err)
+			}
+			if err == nil {
+				started++
+			}
+		}
+	}
+	err = ps.UpdatePollState(ctx, project, flowID, func(cur PollState) (PollState, error) {
+		cur.Primed, cur.LastPolledAt, cur.LastError, cur.LastErrorAt, cur.LastRuns = true, &now, "", nil, started
+		cur.Polled = source
+		// Against the state as it is now: a poll that overlapped this one
+		// may have recorded some of the keys.
+		cur.Seen = remember(cur.Seen, unseen(cur.Seen, fresh))
+		return cur, nil
+	})
+	return wrap("poll: record keys", err)
+}
+
+// pollSource names what a poll reads (its request, items and key, not its
+// interval): keys recorded from another source are not this one's.
+func pollSource(p *Poll) string {
+	b, _ := json.Marshal(struct {
+		Request    PollRequest
+		Items, Key string
+	}{p.Request, p.Items, p.Key})
+	sum := sha256.Sum256(b)
+	return fmt.Sprintf("%x", sum[:8])
+}
+
+// seenHash is what is kept of a key.
+func seenHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return string(sum[:seenHashBytes])
+}
+
+// unseen returns the items whose keys are not in seen, each key once, in
+// the order given.
+func unseen(seen []byte, items []PolledItem) []PolledItem {
+	known := make(map[string]bool, len(seen)/seenHashBytes+len(items))
+	for i := 0; i+seenHashBytes <= len(seen); i += seenHashBytes {
+		known[string(seen[i:i+seenHashBytes])] = true
+	}
+	var out []PolledItem
+	for _, it := range items {
+		h := seenHash(it.Key)
+		if !known[h] {
+			known[h] = true
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// remember appends the keys of items to seen and keeps the latest
+// MaxSeenKeys.
+func remember(seen []byte, items []PolledItem) []byte {
+	for _, it := range items {
+		seen = append(seen, seenHash(it.Key)...)
+	}
+	if n := len(seen) - MaxSeenKeys*seenHashBytes; n > 0 {
+		seen = append([]byte(nil), seen[n:]...)
+	}
+	return seen
+}

@@ -1,0 +1,81 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"flowservice/pkg/automation"
+)
+
+// schemaPollState: each POLL flow's poll state (automation.PollState), one
+// JSON document per flow, removed with the flow.
+const schemaPollState = `
+CREATE TABLE poll_state (
+	flow    TEXT PRIMARY KEY REFERENCES flows (id) ON DELETE CASCADE,
+	project TEXT NOT NULL,
+	doc     TEXT NOT NULL
+);
+`
+
+var _ automation.PollStore = (*Store)(nil)
+
+// PollState reads the flow's poll state from the read pool.
+func (s *Store) PollState(ctx context.Context, project, flowID string) (automation.PollState, error) {
+	var doc string
+	err := s.readRow(ctx, `SELECT doc FROM poll_state WHERE project = ? AND flow = ?`, project, flowID).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return automation.PollState{}, nil
+	}
+	if err != nil {
+		return automation.PollState{}, fmt.Errorf("sqlitestore: read poll state of flow %s: %w", flowID, err)
+	}
+	return decodePollState(flowID, doc)
+}
+
+// UpdatePollState reads, changes and writes the poll state in one write
+// transaction: writes are serialised, so change runs once.
+func (s *Store) UpdatePollState(ctx context.Context, project, flowID string, change func(automation.PollState) (automation.PollState, error)) error {
+	return s.write(ctx, "update poll state of flow "+flowID, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM flows WHERE project = ? AND id = ?`, project, flowID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return automation.NotFound("flow", flowID)
+		}
+		var cur automation.PollState
+		var doc string
+		err := tx.QueryRowContext(ctx, `SELECT doc FROM poll_state WHERE flow = ?`, flowID).Scan(&doc)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			if cur, err = decodePollState(flowID, doc); err != nil {
+				return err
+			}
+		}
+		next, err := change(cur)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(next)
+		if err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO poll_state (flow, project, doc) VALUES (?, ?, ?)
+			ON CONFLICT (flow) DO UPDATE SET doc = excluded.doc`, flowID, project, string(b))
+		return err
+	})
+}
+
+func decodePollState(flowID, doc string) (automation.PollState, error) {
+	var st automation.PollState
+	if err := json.Unmarshal([]byte(doc), &st); err != nil {
+		return st, fmt.Errorf("sqlitestore: poll state of flow %s: %w", flowID, err)
+	}
+	return st, nil
+}
