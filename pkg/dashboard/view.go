@@ -70,6 +70,7 @@ var funcs = template.FuncMap{
 		}{base + path, p}
 	},
 	"lower": func(s any) string { return strings.ToLower(toString(s)) },
+
 	"waitHint": waitHint, // waiting.go
 }
 
