@@ -345,6 +345,10 @@ type Step struct {
 	FlowID string          `json:"flowId,omitempty"`
 	Input  json.RawMessage `json:"input,omitempty"`
 	Wait   *bool           `json:"wait,omitempty"`
+	// Flow names the called flow in portable documents, whose flowId is
+	// another installation's: saving resolves it to this project's flow
+	// of that name (portable.go) and keeps only the ID.
+	Flow string `json:"flow,omitempty"`
 
 	// Any step: a condition; when false the step is SKIPPED.
 	When string `json:"when,omitempty"`
