@@ -127,6 +127,10 @@ type FlowSummary struct {
 	LastRun     *time.Time  `json:"lastRun"`
 	Created     time.Time   `json:"created"`
 	Updated     time.Time   `json:"updated"`
+	// Version and HasDraft are the flow's live version number and whether
+	// a draft is saved beside it, as on the flow object.
+	Version  int64 `json:"version"`
+	HasDraft bool  `json:"hasDraft"`
 }
 
 // Summary returns the list item form of f.
@@ -135,7 +139,7 @@ func (f Flow) Summary() FlowSummary {
 	return FlowSummary{
 		ID: f.ID, Name: f.Name, Status: f.Status, Engine: f.Engine, TriggerType: f.TriggerType,
 		RunCount: f.RunCount, SuccessRate: f.SuccessRate, LastRun: f.LastRun,
-		Created: f.Created, Updated: f.Updated,
+		Created: f.Created, Updated: f.Updated, Version: f.LiveVersion, HasDraft: f.HasDraft,
 	}
 }
 
