@@ -257,7 +257,9 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	pollID := regexp.MustCompile(`flw_[A-Za-z0-9_-]+`).FindString(loc)
 	waitFor(t, "the first poll", func() bool {
-		var f struct{ Poll struct{ LastPolledAt *time.Time } }
+		var f struct {
+			Poll struct{ LastPolledAt *time.Time }
+		}
 		api(t, p, key, "GET", "/api/v1/flows/"+pollID, "", 200, &f)
 		return f.Poll.LastPolledAt != nil
 	})
