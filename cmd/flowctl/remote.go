@@ -233,10 +233,15 @@ func (c *cli) flowsCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(p.Data))
 			for i, f := range p.Data {
+				draft := "-"
+				if f.HasDraft {
+					draft = "draft"
+				}
 				rows[i] = []string{f.ID, f.Name, string(f.Status), string(f.Engine), string(f.TriggerType),
-					strconv.FormatInt(f.RunCount, 10), rate(f.RunCount, f.SuccessRate), stampOrDash(f.LastRun)}
+					strconv.FormatInt(f.RunCount, 10), rate(f.RunCount, f.SuccessRate), stampOrDash(f.LastRun),
+					strconv.FormatInt(f.Version, 10), draft}
 			}
-			if err := c.rows([]string{"ID", "NAME", "STATUS", "ENGINE", "TRIGGER", "RUNS", "SUCCESS", "LAST RUN"}, rows); err != nil {
+			if err := c.rows([]string{"ID", "NAME", "STATUS", "ENGINE", "TRIGGER", "RUNS", "SUCCESS", "LAST RUN", "VERSION", "DRAFT"}, rows); err != nil {
 				return err
 			}
 			c.more(p.Cursor, p.HasMore)
