@@ -202,7 +202,7 @@ again changes nothing.`,
 				}
 				return nil
 			}
-			for _, ch := range plan {
+			for _, ch := range applyOrder(plan) {
 				if err := applyChange(ctx, api, ch); err != nil {
 					return fmt.Errorf("%s: %w", ch, err)
 				}
@@ -349,7 +349,94 @@ func sameDocument(a, b []byte) (bool, error) {
 	if err := json.Unmarshal(b, &y); err != nil {
 		return false, err
 	}
-	return reflect.DeepEqual(prunedEmpty(x), prunedEmpty(y)), nil
+	return reflect.DeepEqual(prunedEmpty(withoutCalledIDs(x)), prunedEmpty(withoutCalledIDs(y))), nil
+}
+
+// withoutCalledIDs drops the flowId of CALL_FLOW steps that name the
+// called flow: each installation has its own ID for it, and the name is
+// what apply resolves, so two documents calling one name are the same.
+func withoutCalledIDs(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		if name, _ := t["flow"].(string); t["type"] == string(automation.StepCallFlow) && name != "" {
+			delete(t, "flowId")
+		}
+		for _, e := range t {
+			withoutCalledIDs(e)
+		}
+	case []any:
+		for _, e := range t {
+			withoutCalledIDs(e)
+		}
+	}
+	return v
+}
+
+// calledNames lists the flow names a document's CALL_FLOW steps call.
+func calledNames(v any, into map[string]bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		if name, _ := t["flow"].(string); t["type"] == string(automation.StepCallFlow) && name != "" {
+			into[name] = true
+		}
+		for _, e := range t {
+			calledNames(e, into)
+		}
+	case []any:
+		for _, e := range t {
+			calledNames(e, into)
+		}
+	}
+}
+
+// applyOrder is the order apply carries out a plan in: creates first, a
+// flow after the new flows it calls by name (the server resolves a name
+// when the caller is saved, so the called flow must exist by then), then
+// updates and deletes as planned. Flows that call one another in a circle
+// keep file order: the first of them is refused naming its step.
+func applyOrder(plan []change) []change {
+	var creates, rest []change
+	for _, ch := range plan {
+		if ch.op == "+" {
+			creates = append(creates, ch)
+		} else {
+			rest = append(rest, ch)
+		}
+	}
+	pending := map[string]bool{}
+	calls := map[string]map[string]bool{}
+	for _, ch := range creates {
+		pending[ch.name] = true
+		calls[ch.name] = map[string]bool{}
+		var doc any
+		if json.Unmarshal(ch.file.raw, &doc) == nil {
+			calledNames(doc, calls[ch.name])
+		}
+	}
+	var ordered []change
+	for len(creates) > 0 {
+		var next []change
+		for _, ch := range creates {
+			ready := true
+			for name := range calls[ch.name] {
+				if name != ch.name && pending[name] {
+					ready = false
+				}
+			}
+			if ready {
+				ordered = append(ordered, ch)
+				delete(pending, ch.name)
+			} else {
+				next = append(next, ch)
+			}
+		}
+		if len(next) == len(creates) { // a circle: file order
+			ordered = append(ordered, next...)
+			break
+		}
+		creates = next
+	}
+	return append(ordered, rest...)
 }
 
 // prunedEmpty drops null values, empty strings, arrays and objects from
@@ -422,12 +509,13 @@ func inputBody(f *flowFile, create bool) ([]byte, error) {
 	if err := json.Unmarshal(f.raw, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.path, err)
 	}
+	// A bound the file leaves out is removed (null), as a step is.
 	body := map[string]any{"description": f.doc.Description, "managedBy": automation.ManagedByApply,
-		"steps": json.RawMessage(`[]`), "onError": json.RawMessage(`[]`)}
+		"steps": json.RawMessage(`[]`), "onError": json.RawMessage(`[]`), "concurrency": nil, "throttle": nil}
 	if create {
 		body["name"], body["engine"] = f.doc.Name, f.doc.Engine
 	}
-	for _, k := range []string{"trigger", "steps", "onError"} {
+	for _, k := range []string{"trigger", "steps", "onError", "concurrency", "throttle"} {
 		if v, ok := doc.Definition[k]; ok && string(v) != "null" {
 			body[k] = v
 		}

@@ -233,10 +233,15 @@ func (c *cli) flowsCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(p.Data))
 			for i, f := range p.Data {
+				draft := "-"
+				if f.HasDraft {
+					draft = "draft"
+				}
 				rows[i] = []string{f.ID, f.Name, string(f.Status), string(f.Engine), string(f.TriggerType),
-					strconv.FormatInt(f.RunCount, 10), rate(f.RunCount, f.SuccessRate), stampOrDash(f.LastRun)}
+					strconv.FormatInt(f.RunCount, 10), rate(f.RunCount, f.SuccessRate), stampOrDash(f.LastRun),
+					strconv.FormatInt(f.Version, 10), draft}
 			}
-			if err := c.rows([]string{"ID", "NAME", "STATUS", "ENGINE", "TRIGGER", "RUNS", "SUCCESS", "LAST RUN"}, rows); err != nil {
+			if err := c.rows([]string{"ID", "NAME", "STATUS", "ENGINE", "TRIGGER", "RUNS", "SUCCESS", "LAST RUN", "VERSION", "DRAFT"}, rows); err != nil {
 				return err
 			}
 			c.more(p.Cursor, p.HasMore)
@@ -397,10 +402,10 @@ func (c *cli) runsCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(p.Data))
 			for i, r := range p.Data {
-				rows[i] = []string{r.ID, string(r.Status), stamp(r.Created), duration(r.DurationMs),
+				rows[i] = []string{r.ID, string(r.Status), waiting(r.WaitingFor), stamp(r.Created), duration(r.DurationMs),
 					strconv.Itoa(r.Attempts), clip(r.Error, 60)}
 			}
-			if err := c.rows([]string{"ID", "STATUS", "CREATED", "DURATION", "ATTEMPTS", "ERROR"}, rows); err != nil {
+			if err := c.rows([]string{"ID", "STATUS", "WAITING FOR", "CREATED", "DURATION", "ATTEMPTS", "ERROR"}, rows); err != nil {
 				return err
 			}
 			c.more(p.Cursor, p.HasMore)
@@ -449,18 +454,13 @@ func (c *cli) runCall(ctx context.Context, method, path string, body []byte) err
 		return c.printJSON(raw)
 	}
 	if err := c.fields(
-		"ID", r.ID, "Flow", r.FlowID, "Status", string(r.Status), "Created", stamp(r.Created),
+		"ID", r.ID, "Flow", r.FlowID, "Status", string(r.Status), "Waiting for", waiting(r.WaitingFor), "Created", stamp(r.Created),
 		"Started", stampOrDash(r.Started), "Finished", stampOrDash(r.Finished),
 		"Duration", duration(r.DurationMs), "Attempts", strconv.Itoa(r.Attempts),
 		"Next attempt", stampOrDash(r.NextAttemptAt), "Resumed from", orDash(&r.ResumedFrom),
 		"Stopped at", orDash(&r.StoppedAt), "Error", orDash(&r.Error),
 	); err != nil {
 		return err
-	}
-	if r.NextAttemptAt != nil {
-		if err := c.fields("Next attempt", stamp(*r.NextAttemptAt)); err != nil {
-			return err
-		}
 	}
 	if len(r.Steps) == 0 {
 		return nil
@@ -639,6 +639,15 @@ func stampOrDash(t *time.Time) string {
 		return "-"
 	}
 	return stamp(*t)
+}
+
+// waiting shows why a RUNNING run is not executing (CONCURRENCY,
+// THROTTLE, QUOTA, WAIT, RETRY), "-" when it executes or is final.
+func waiting(w automation.WaitReason) string {
+	if w == "" {
+		return "-"
+	}
+	return string(w)
 }
 
 func orDash(s *string) string {

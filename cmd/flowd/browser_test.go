@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,9 +61,12 @@ func newBrowser(t *testing.T) context.Context {
 // real browser through what a user does: sign in, create an API key
 // connection, connect an OAuth2 app through the provider's consent page,
 // create and enable a flow, send a webhook, read the run's steps, retry
-// it, delete a connection. At phone width the header keeps "Sign out" on
-// screen and no page scrolls sideways. With FLOWD_SCREENSHOTS=DIR it saves
-// screenshots of the main pages there (make screenshots: docs/screenshots).
+// it, write a POLL flow with a CALL_FLOW step in the editor, save a draft
+// and publish it, compare versions, open a run waiting at a WAIT step and
+// the project's limits, delete a connection. At phone width the header
+// keeps "Sign out" on screen and no page scrolls sideways. With
+// FLOWD_SCREENSHOTS=DIR it saves screenshots of the main pages there (make
+// screenshots: docs/screenshots).
 func TestDashboardInABrowser(t *testing.T) {
 	t.Parallel() // its own flowd, directory and ports, and its own browser
 	dir := filepath.Join(t.TempDir(), "data")
@@ -117,7 +121,13 @@ func TestDashboardInABrowser(t *testing.T) {
 				`document.documentElement.scrollWidth > window.innerWidth + 1`))
 			if err != nil || over {
 				sw, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.documentElement.scrollWidth`))
-				t.Errorf("%s at %d px: the page scrolls sideways (scrollWidth %v): %v", name, w.width, sw, err)
+				// The innermost element past the right edge, to say what to fix.
+				wide, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+					const past = [...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1);
+					const e = past.find(e => ![...e.children].some(c => past.includes(c)));
+					return e ? e.tagName + "." + e.className + " " + e.outerHTML.slice(0, 120) : "";
+				})()`))
+				t.Errorf("%s at %d px: the page scrolls sideways (scrollWidth %v, widest %s): %v", name, w.width, sw, wide, err)
 			}
 			signOut, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
 				const b = [...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Sign out");
@@ -217,8 +227,83 @@ func TestDashboardInABrowser(t *testing.T) {
 	waitRun(t, p, key, flowID, retryID)
 	do("reload the new run", chromedp.Reload(), chromedp.WaitVisible(chromedp.Search(`//h2[text()="Steps"]`)))
 	wantText("main", "SUCCEEDED", "Hello Ada")
+
+	// A POLL flow that calls Greeter, written in the editor: the CALL_FLOW
+	// step added from its template and its flow picked in the form; on the
+	// flow's page, the POLL trigger after its first poll.
+	orders := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"orders": [{"id": "o-1", "name": "Ada"}, {"id": "o-2", "name": "Grace"}]}`)
+	}))
+	defer orders.Close()
+	pollDef := fmt.Sprintf(`{"name": "New orders", "engine": "FLOW_BUILDER", "trigger": {"type": "POLL", "poll": {"every": "5m",
+		"request": {"method": "GET", "url": %q}, "items": "response.body.orders", "key": "item.id"}}, "steps": []}`, orders.URL+"/orders")
+	do("a POLL flow in the editor", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitReady(chromedp.CSS(`#definition[data-ready]`)),
+		chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("definition");
+			ta.value = JSON.stringify(`+pollDef+`, null, 2);
+			ta.focus(); ta.setSelectionRange(0, 0); ta.dispatchEvent(new Event("input")); })()`))
+	callForm := chromedp.WaitVisible(chromedp.Search(`//fieldset[@id="step-form"]/legend[contains(., "(CALL_FLOW)")]`))
+	do("add a CALL_FLOW step", chromedp.Click(chromedp.Search(`//div[@id="step-tools"]/button[text()="CALL_FLOW"]`)), callForm,
+		chromedp.Evaluate[chromedp.Void](`(() => { const f = document.getElementById("step-field-flowId");
+			f.value = "`+flowID+`"; f.dispatchEvent(new Event("change")); })()`), callForm,
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][contains(., "No problems found.")]`)))
+	snap("editor-callflow")
+	do("create and enable it", chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Enable"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow enabled")]`)))
+	loc, err = chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollID := regexp.MustCompile(`flw_[A-Za-z0-9_-]+`).FindString(loc)
+	waitFor(t, "the first poll", func() bool {
+		var f struct {
+			Poll struct{ LastPolledAt *time.Time }
+		}
+		api(t, p, key, "GET", "/api/v1/flows/"+pollID, "", 200, &f)
+		return f.Poll.LastPolledAt != nil
+	})
+	do("the POLL flow again", chromedp.Navigate(p.base+"/ui/flows/"+pollID), chromedp.WaitVisible(chromedp.Search(`//dt[text()="Polling"]`)))
+	wantText("main", "POLL", "last poll", "subflow")
+	snap("flow-poll")
+
+	// A draft of Greeter that waits before routing: the flow list marks
+	// it, its page offers Publish and Discard; once published, the
+	// versions page compares the two, and a run waits at the WAIT step.
+	api(t, p, key, "PUT", "/api/v1/flows/"+flowID+"/draft", `{"steps": [
+		{"name": "greet", "type": "SET", "values": {"message": "Hello {{ trigger.body.name }}"}},
+		{"name": "hold", "type": "WAIT", "duration": "1h"},
+		{"name": "route", "type": "SWITCH", "cases": [{"when": "trigger.body.name == 'Ada'",
+		  "steps": [{"name": "welcome", "type": "SET", "values": {"vip": true}}]}],
+		 "default": [{"name": "guest", "type": "SET", "values": {"vip": false}}]}]}`, 200, nil)
 	do("flows list", chromedp.Click(chromedp.Search(`//nav/a[text()="Flows"]`)), chromedp.WaitVisible(chromedp.CSS("table")))
+	wantText("main", "Greeter", "draft", "New orders")
 	snap("flows")
+	do("Greeter with a draft", chromedp.Navigate(p.base+"/ui/flows/"+flowID), chromedp.WaitVisible(chromedp.ID("draft")))
+	snap("flow-draft")
+	do("publish it", chromedp.SendKeys(chromedp.ID("publish-message"), "wait an hour before routing"),
+		chromedp.Click(chromedp.Search(`//button[text()="Publish"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Draft published")]`)))
+	do("the versions page", chromedp.Navigate(p.base+"/ui/flows/"+flowID+"/versions"),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Versions"]`)))
+	wantText("main", "wait an hour before routing", "hold")
+	snap("versions")
+	resp, err = http.Post(hook, "application/json", strings.NewReader(`{"name": "Grace"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waiting := resp.Header.Get("X-Run-Id")
+	waitFor(t, "the run to wait at hold", func() bool {
+		var r struct{ WaitingFor string }
+		api(t, p, key, "GET", "/api/v1/flows/"+flowID+"/runs/"+waiting, "", 200, &r)
+		return r.WaitingFor == "WAIT"
+	})
+	do("the waiting run", chromedp.Navigate(p.base+"/ui/flows/"+flowID+"/runs/"+waiting),
+		chromedp.WaitVisible(chromedp.Search(`//dt[text()="Waiting for"]`)))
+	snap("run-waiting")
+	do("the project page", chromedp.Navigate(p.base+"/ui/project"), chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "Project")]`)))
+	snap("project")
 
 	// Delete the API key connection after its confirmation page.
 	do("delete a connection", chromedp.Navigate(p.base+"/ui/connections"),

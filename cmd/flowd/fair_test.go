@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -166,6 +167,16 @@ func TestConcurrencyKeyOneAtATime(t *testing.T) {
 			r := getRun(t, p, key, flowID, runs[id])
 			return r.Status == "RUNNING" && r.WaitingFor == "CONCURRENCY"
 		})
+	}
+	// flowctl says why they wait, on the run and in the list; B1, which
+	// executes, waits for nothing.
+	c := newCtl(t, "FLOWCTL_URL="+p.base)
+	if out := c.ok("", "--data-dir", dir, "runs", "get", flowID, runs["A2"]); !regexp.MustCompile(`(?m)^Waiting for:\s+CONCURRENCY$`).MatchString(out) {
+		t.Errorf("flowctl runs get of a waiting run:\n%s", out)
+	}
+	if out := c.ok("", "--data-dir", dir, "runs", "list", flowID); !tableRow(out, "ID", "STATUS", "WAITING FOR") ||
+		!tableRow(out, runs["A3"], "RUNNING", "CONCURRENCY") || !tableRow(out, runs["B1"], "RUNNING", "-") {
+		t.Errorf("flowctl runs list while A2-A4 wait:\n%s", out)
 	}
 	svc.release("B1")
 	for _, id := range []string{"A1", "A2", "A3"} {

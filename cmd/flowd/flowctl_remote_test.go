@@ -278,7 +278,7 @@ func TestFlowctlAgainstServer(t *testing.T) {
 		t.Fatalf("runs: %+v, want one SUCCEEDED", runs.Data)
 	}
 	runID := runs.Data[0].ID
-	if out := c.ok("", "runs", "list", id); !tableRow(out, "ID", "STATUS", "CREATED", "DURATION", "ATTEMPTS", "ERROR") || !tableRow(out, runID, "SUCCEEDED") {
+	if out := c.ok("", "runs", "list", id); !tableRow(out, "ID", "STATUS", "WAITING FOR", "CREATED", "DURATION", "ATTEMPTS", "ERROR") || !tableRow(out, runID, "SUCCEEDED") {
 		t.Errorf("runs list:\n%s", out)
 	}
 	out = c.ok("", "runs", "get", id, runID)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -220,6 +221,10 @@ func TestFlowctlVersions(t *testing.T) {
 	}
 	if out = c.ok("", "flows", "get", f.ID); !strings.Contains(out, "Draft:") || !tableRow(out, "1", "one", "SET") {
 		t.Fatalf("flows get with a draft:\n%s", out)
+	}
+	if out = c.ok("", "flows", "list"); !tableRow(out, "ID", "NAME", "STATUS", "ENGINE", "TRIGGER", "RUNS", "SUCCESS", "LAST RUN", "VERSION", "DRAFT") ||
+		!regexp.MustCompile(`(?m)^`+f.ID+`\s.*\s1\s+draft$`).MatchString(out) {
+		t.Fatalf("flows list with a draft:\n%s", out)
 	}
 	if out = c.ok("", "flows", "publish", f.ID, "-m", "second"); !tableRow(out, "1", "two", "SET") {
 		t.Fatalf("flows publish:\n%s", out)

@@ -237,6 +237,9 @@ func WaitingCall(sr StepResult) (runID string, ok bool) {
 // itself is allowed, its runs bounded by MaxFlowDepth), input is any JSON
 // whose strings are templates, and wait defaults to true.
 func (s *Service) validateCallFlow(ctx context.Context, f *Flow, st *Step, at string) error {
+	if err := s.resolveCalledFlow(ctx, f, st, at); err != nil { // portable.go
+		return err
+	}
 	if strings.TrimSpace(st.FlowID) == "" {
 		return Invalid(`%s.flowId is required for CALL_FLOW: the ID of a flow of this project, e.g. "flw_…"`, at)
 	}

@@ -127,6 +127,10 @@ type FlowSummary struct {
 	LastRun     *time.Time  `json:"lastRun"`
 	Created     time.Time   `json:"created"`
 	Updated     time.Time   `json:"updated"`
+	// Version and HasDraft are the flow's live version number and whether
+	// a draft is saved beside it, as on the flow object.
+	Version  int64 `json:"version"`
+	HasDraft bool  `json:"hasDraft"`
 }
 
 // Summary returns the list item form of f.
@@ -135,7 +139,7 @@ func (f Flow) Summary() FlowSummary {
 	return FlowSummary{
 		ID: f.ID, Name: f.Name, Status: f.Status, Engine: f.Engine, TriggerType: f.TriggerType,
 		RunCount: f.RunCount, SuccessRate: f.SuccessRate, LastRun: f.LastRun,
-		Created: f.Created, Updated: f.Updated,
+		Created: f.Created, Updated: f.Updated, Version: f.LiveVersion, HasDraft: f.HasDraft,
 	}
 }
 
@@ -345,6 +349,10 @@ type Step struct {
 	FlowID string          `json:"flowId,omitempty"`
 	Input  json.RawMessage `json:"input,omitempty"`
 	Wait   *bool           `json:"wait,omitempty"`
+	// Flow names the called flow in portable documents, whose flowId is
+	// another installation's: saving resolves it to this project's flow
+	// of that name (portable.go) and keeps only the ID.
+	Flow string `json:"flow,omitempty"`
 
 	// Any step: a condition; when false the step is SKIPPED.
 	When string `json:"when,omitempty"`

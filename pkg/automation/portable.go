@@ -30,9 +30,11 @@ type FlowDocument struct {
 
 // FlowDefinition is what a flow runs: everything but its metadata.
 type FlowDefinition struct {
-	Trigger *Trigger `json:"trigger"`
-	Steps   []Step   `json:"steps"`
-	OnError []Step   `json:"onError,omitempty"`
+	Trigger     *Trigger     `json:"trigger"`
+	Steps       []Step       `json:"steps"`
+	OnError     []Step       `json:"onError,omitempty"`
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	Throttle    *Throttle    `json:"throttle,omitempty"`
 }
 
 // ManagedByApply marks a flow that `flowctl apply` created or updated:
@@ -73,9 +75,13 @@ func (s *Service) ExportFlow(ctx context.Context, p Project, id string) (json.Ra
 	if lookupErr != nil {
 		return nil, wrap("export flow: read connection", lookupErr)
 	}
+	if err := s.nameCalledFlows(ctx, f); err != nil {
+		return nil, err
+	}
 	trigger := f.Trigger
 	doc := FlowDocument{APIVersion: DocumentAPIVersion, Kind: DocumentKind, Name: f.Name, Description: f.Description,
-		Engine: f.Engine, Definition: FlowDefinition{Trigger: &trigger, Steps: f.Steps, OnError: f.OnError}}
+		Engine: f.Engine, Definition: FlowDefinition{Trigger: &trigger, Steps: f.Steps, OnError: f.OnError,
+			Concurrency: f.Concurrency, Throttle: f.Throttle}}
 	if doc.Definition.Steps == nil {
 		doc.Definition.Steps = []Step{}
 	}
@@ -187,6 +193,8 @@ func (s *Service) ImportFlow(ctx context.Context, p Project, doc FlowDocument) (
 	if doc.Definition.Steps == nil {
 		in.Steps = nil
 	}
+	in.Concurrency = Nullable[Concurrency]{Set: true, Value: doc.Definition.Concurrency}
+	in.Throttle = Nullable[Throttle]{Set: true, Value: doc.Definition.Throttle}
 	f, err := s.CreateFlow(ctx, p, in)
 	var e *Error
 	if errors.As(err, &e) && errors.Is(err, ErrInvalid) && definitionField(e.Message) {
@@ -210,7 +218,7 @@ func checkDocument(doc FlowDocument) error {
 // definitionField reports whether a validation message names a field of
 // the definition, which the document nests under "definition".
 func definitionField(msg string) bool {
-	for _, f := range []string{"trigger", "steps", "onError"} {
+	for _, f := range []string{"trigger", "steps", "onError", "concurrency", "throttle"} {
 		if strings.HasPrefix(msg, f+".") || strings.HasPrefix(msg, f+"[") || strings.HasPrefix(msg, f+" ") || strings.HasPrefix(msg, f+":") {
 			return true
 		}
@@ -228,4 +236,77 @@ func setManagedBy(f *Flow, v *string) error {
 	}
 	f.ManagedBy = *v
 	return nil
+}
+
+// nameCalledFlows writes beside each CALL_FLOW step's flowId the called
+// flow's name (Step.Flow): the ID means nothing on another installation,
+// where saving the document resolves the name instead. A called flow that
+// is gone keeps its ID alone, which the other installation then refuses.
+func (s *Service) nameCalledFlows(ctx context.Context, f Flow) error {
+	names := map[string]string{f.ID: f.Name}
+	var lookupErr error
+	name := func(st *Step) {
+		if st.Type != StepCallFlow || st.FlowID == "" || lookupErr != nil {
+			return
+		}
+		n, ok := names[st.FlowID]
+		if !ok {
+			g, err := s.store.Flow(ctx, f.Project, st.FlowID)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				lookupErr = err
+				return
+			}
+			n = g.Name
+			names[st.FlowID] = n
+		}
+		st.Flow = n
+	}
+	WalkSteps(f.Steps, name)
+	WalkSteps(f.OnError, name)
+	if lookupErr != nil {
+		return wrap("export flow: read called flow", lookupErr)
+	}
+	return nil
+}
+
+// resolveCalledFlow turns a CALL_FLOW step's flow name (Step.Flow, as a
+// portable document carries it) into the ID of the project's one flow of
+// that name, which replaces any flowId the step has: that ID came from the
+// installation the document was exported from. The flow being saved
+// answers to its own name, so a flow may call itself by name even before
+// it exists. None or several of that name: 400 naming the step.
+func (s *Service) resolveCalledFlow(ctx context.Context, f *Flow, st *Step, at string) error {
+	if st.Flow == "" {
+		return nil
+	}
+	var ids []string
+	if st.Flow == f.Name {
+		ids = append(ids, f.ID)
+	}
+	q := ListQuery{Limit: MaxPageSize}
+	for {
+		page, err := s.store.ListFlows(ctx, f.Project, q)
+		if err != nil {
+			return wrap("resolve called flow", err)
+		}
+		for _, g := range page.Items {
+			if g.Name == st.Flow && g.ID != f.ID {
+				ids = append(ids, g.ID)
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		q.After = page.Next
+	}
+	switch len(ids) {
+	case 0:
+		return Invalid("%s.flow %q (step %q): this project has no flow of that name: create it first, or give flowId instead",
+			at, ClipID(st.Flow), ClipID(st.Name))
+	case 1:
+		st.FlowID, st.Flow = ids[0], ""
+		return nil
+	}
+	return Invalid("%s.flow %q (step %q): %d flows of this project have that name (%s): rename all but one, or give flowId instead",
+		at, ClipID(st.Flow), ClipID(st.Name), len(ids), strings.Join(ids, ", "))
 }

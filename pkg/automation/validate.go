@@ -591,6 +591,7 @@ func onlyFields(st *Step, at string) error {
 		{"input", len(st.Input) > 0, []StepType{StepCallFlow}},
 		{"wait", st.Wait != nil, []StepType{StepCallFlow}},
 		{"paginate", st.Paginate != nil, []StepType{StepHTTP}},
+		{"flow", st.Flow != "", []StepType{StepCallFlow}},
 	}
 	for _, fd := range fields {
 		if fd.set && !slices.Contains(fd.types, st.Type) {

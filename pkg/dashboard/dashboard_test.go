@@ -22,10 +22,11 @@ import (
 
 // env is a dashboard over a real SQLite data directory.
 type env struct {
-	srv *httptest.Server
-	svc *automation.Service
-	p   automation.Project
-	key string
+	srv   *httptest.Server
+	svc   *automation.Service
+	store automation.Store
+	p     automation.Project
+	key   string
 }
 
 func newEnv(t *testing.T) *env {
@@ -38,7 +39,7 @@ func newEnv(t *testing.T) *env {
 	}
 	srv := httptest.NewServer(New(svc, Options{Key: dir.CursorKey, OpenAPI: doc}))
 	t.Cleanup(srv.Close)
-	e := &env{srv: srv, svc: svc}
+	e := &env{srv: srv, svc: svc, store: fe.Store}
 	e.p, e.key = e.project(t, "acme", automation.PlanEnterprise)
 	return e
 }

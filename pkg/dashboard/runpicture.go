@@ -247,8 +247,12 @@ func timeline(r automation.Run) template.HTML {
 		if len(rows) > 0 {
 			from = rows[len(rows)-1].to
 		}
-		fmt.Fprintf(&b, `<g class="bar waiting"><title>%s</title><text class="label" x="0" y="%d">waiting</text>`,
-			esc("next attempt at "+r.NextAttemptAt.UTC().Format(time.RFC3339)), y+15)
+		label := "waiting"
+		if r.WaitingFor != "" {
+			label = "waiting: " + string(r.WaitingFor)
+		}
+		fmt.Fprintf(&b, `<g class="bar waiting"><title>%s</title><text class="label" x="0" y="%d">%s</text>`,
+			esc("next attempt at "+r.NextAttemptAt.UTC().Format(time.RFC3339)), y+15, esc(fitText(label)))
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" rx="3"/></g>`, x(from), y+4, max(x(*r.NextAttemptAt)-x(from), 2), rowH-8)
 	}
 	b.WriteString(`</svg>`)

@@ -70,6 +70,8 @@ var funcs = template.FuncMap{
 		}{base + path, p}
 	},
 	"lower": func(s any) string { return strings.ToLower(toString(s)) },
+
+	"waitHint": waitHint, // waiting.go
 }
 
 func toString(v any) string {
