@@ -54,16 +54,11 @@ type Service struct {
 	oauth       OAuthClient
 	refreshing  sync.Map // connection ID -> *sync.Mutex: one refresh at a time per connection
 	exec        Executor // from rt.NewExecutor
-	cursors     cursors
 	engineURL   string
 	workflowURL string
-	now         func() time.Time
-	newID       func(prefix string) string
-	log         *slog.Logger
-	quotas      quotas
-	versions    versionCache  // flow versions pinned runs execute (versioncache.go)
-	outbound    outboundGates // outbound.go
-	storage     storageUsage  // storage.go
+	*base
+	versions versionCache // flow versions pinned runs execute (versioncache.go)
+	*ProjectService
 }
 
 // NewService checks cfg and returns a Service.
@@ -81,27 +76,41 @@ func NewService(cfg Config) (*Service, error) {
 	s := &Service{
 		store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker, scheduler: cfg.Scheduler, rt: cfg.Runtime,
 		oauthApps: cfg.OAuthApps, oauth: cfg.OAuth,
-		cursors:   cursors{key: cfg.CursorKey},
 		engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
-		now: cfg.Clock, newID: cfg.NewID, log: cfg.Log,
+		base: newBase(cfg),
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.newID == nil {
-		s.newID = NewID
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s.ProjectService = &ProjectService{base: s.base, store: cfg.Store}
 	if s.rt != nil && s.rt.NewExecutor != nil {
 		s.exec = s.rt.NewExecutor(s)
 	}
 	return s, nil
 }
 
+// base is what every service of the package shares: the clock, the ID
+// maker, the log and the key that seals page cursors.
+type base struct {
+	now     func() time.Time
+	newID   func(prefix string) string
+	log     *slog.Logger
+	cursors cursors
+}
+
+func newBase(cfg Config) *base {
+	b := &base{now: cfg.Clock, newID: cfg.NewID, log: cfg.Log, cursors: cursors{key: cfg.CursorKey}}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if b.newID == nil {
+		b.newID = NewID
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	return b
+}
+
 // clock returns the current time as stored and shown: UTC, milliseconds.
-func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+func (b *base) clock() time.Time { return b.now().UTC().Truncate(time.Millisecond) }
 
 func trimSlash(u string) string {
 	for len(u) > 0 && u[len(u)-1] == '/' {
@@ -126,7 +135,7 @@ type PageRequest struct {
 }
 
 // listQuery checks a PageRequest for the list named scope.
-func (s *Service) listQuery(scope string, pr PageRequest) (ListQuery, error) {
+func (s *base) listQuery(scope string, pr PageRequest) (ListQuery, error) {
 	q := ListQuery{Limit: DefaultPageSize, Status: pr.Status}
 	if pr.Limit != "" {
 		n, err := strconv.Atoi(pr.Limit)
@@ -145,14 +154,22 @@ func (s *Service) listQuery(scope string, pr PageRequest) (ListQuery, error) {
 	return q, nil
 }
 
+// sealCursor seals a list's next position for the list named scope.
+func (b *base) sealCursor(scope, next string) string { return b.cursors.seal(scope, next) }
+
+// cursorSealer is every service: each embeds *base.
+type cursorSealer interface {
+	sealCursor(scope, next string) string
+}
+
 // list turns a store page into the envelope, sealing its next position.
-func list[T, U any](s *Service, scope string, q ListQuery, p Page[T], view func(T) U) List[U] {
+func list[T, U any](s cursorSealer, scope string, q ListQuery, p Page[T], view func(T) U) List[U] {
 	out := List[U]{Data: make([]U, 0, len(p.Items)), HasMore: p.Next != ""}
 	for _, it := range p.Items {
 		out.Data = append(out.Data, view(it))
 	}
 	if p.Next != "" {
-		c := s.cursors.seal(scope+"\x00"+q.Status, p.Next)
+		c := s.sealCursor(scope+"\x00"+q.Status, p.Next)
 		out.Cursor = &c
 	}
 	return out
