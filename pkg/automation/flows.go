@@ -396,7 +396,7 @@ func (s *Service) revealFlow(ctx context.Context, f Flow, draft bool) (Flow, err
 	// The receivers and the engine reveal a flow on every delivery and
 	// run: through the cache, under the version just read (flowStamp).
 	values, err := s.readFlowSecrets(ctx, f, func(ctx context.Context, project, name string) ([]byte, error) {
-		return s.cachedSecret(ctx, project, name, flowStamp(f))
+		return cachedSecret(ctx, s.secrets, project, name, flowStamp(f))
 	})
 	if err != nil {
 		return Flow{}, err

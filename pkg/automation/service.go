@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -50,15 +49,14 @@ type Service struct {
 	checker     Checker
 	scheduler   Scheduler
 	rt          *RunRuntime
-	oauthApps   OAuthAppStore
-	oauth       OAuthClient
-	refreshing  sync.Map // connection ID -> *sync.Mutex: one refresh at a time per connection
 	exec        Executor // from rt.NewExecutor
 	engineURL   string
 	workflowURL string
 	*base
 	versions versionCache // flow versions pinned runs execute (versioncache.go)
 	*ProjectService
+	*ConnectionService
+	*VariableService
 }
 
 // NewService checks cfg and returns a Service.
@@ -75,11 +73,13 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker, scheduler: cfg.Scheduler, rt: cfg.Runtime,
-		oauthApps: cfg.OAuthApps, oauth: cfg.OAuth,
 		engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
 		base: newBase(cfg),
 	}
 	s.ProjectService = &ProjectService{base: s.base, store: cfg.Store}
+	s.ConnectionService = &ConnectionService{base: s.base, store: cfg.Store, secrets: cfg.Secrets,
+		oauthApps: cfg.OAuthApps, oauth: cfg.OAuth}
+	s.VariableService = &VariableService{base: s.base, store: cfg.Store, secrets: cfg.Secrets}
 	if s.rt != nil && s.rt.NewExecutor != nil {
 		s.exec = s.rt.NewExecutor(s)
 	}
