@@ -81,7 +81,7 @@ func (p *Poll) Interval() (time.Duration, error) {
 
 // validatePoll checks a POLL trigger; the request is checked as an HTTP
 // step, connection included.
-func (s *Service) validatePoll(ctx context.Context, f *Flow) error {
+func (s *FlowService) validatePoll(ctx context.Context, f *Flow) error {
 	t := &f.Trigger
 	if t.Webhook != nil || t.Schedule != nil {
 		return Invalid("trigger: a POLL trigger takes poll only, not webhook or schedule")
@@ -237,13 +237,13 @@ func (st PollState) status() *PollStatus {
 }
 
 // pollStore is the Store's PollStore; stores without one poll nothing.
-func (s *Service) pollStore() (PollStore, bool) {
+func (s *FlowService) pollStore() (PollStore, bool) {
 	ps, ok := s.store.(PollStore)
 	return ps, ok
 }
 
 // withPollStatus adds the polling status to a POLL flow.
-func (s *Service) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
+func (s *FlowService) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
 	ps, ok := s.pollStore()
 	if f.Trigger.Type != TriggerPoll || !ok {
 		return f, nil
@@ -259,7 +259,7 @@ func (s *Service) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
 
 // unprimePoll makes the next poll of a flow just enabled record what exists
 // without starting runs.
-func (s *Service) unprimePoll(ctx context.Context, f Flow) error {
+func (s *FlowService) unprimePoll(ctx context.Context, f Flow) error {
 	ps, ok := s.pollStore()
 	if f.Trigger.Type != TriggerPoll || !ok {
 		return nil

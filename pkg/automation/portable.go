@@ -40,7 +40,7 @@ type FlowDefinition struct {
 const ManagedByApply = "flowctl-apply"
 
 // ExportFlow returns the portable document of a flow, as JSON.
-func (s *Service) ExportFlow(ctx context.Context, p Project, id string) (json.RawMessage, error) {
+func (s *FlowService) ExportFlow(ctx context.Context, p Project, id string) (json.RawMessage, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return nil, wrap("export flow", err)
@@ -175,7 +175,7 @@ func findStep(list any, name string) map[string]any {
 
 // ImportFlow creates an INACTIVE flow from a portable document. A secret
 // given as SecretMask has no stored value to stand for: 400 naming it.
-func (s *Service) ImportFlow(ctx context.Context, p Project, doc FlowDocument) (Flow, error) {
+func (s *FlowService) ImportFlow(ctx context.Context, p Project, doc FlowDocument) (Flow, error) {
 	if err := checkDocument(doc); err != nil {
 		return Flow{}, err
 	}

@@ -57,7 +57,7 @@ type WebhookSample struct {
 // ArmWebhookTest arms the Test Trigger of a webhook flow for CaptureWindow:
 // the next event received is kept as the flow's sample. Arming again
 // restarts the window.
-func (s *Service) ArmWebhookTest(ctx context.Context, p Project, id string) (WebhookTest, error) {
+func (s *FlowService) ArmWebhookTest(ctx context.Context, p Project, id string) (WebhookTest, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return WebhookTest{}, wrap("arm webhook test", err)
@@ -74,7 +74,7 @@ func (s *Service) ArmWebhookTest(ctx context.Context, p Project, id string) (Web
 
 // WebhookSample returns the event a Test Trigger captured for the flow, or
 // SAMPLE_NOT_FOUND before the first capture.
-func (s *Service) WebhookSample(ctx context.Context, p Project, id string) (WebhookSample, error) {
+func (s *FlowService) WebhookSample(ctx context.Context, p Project, id string) (WebhookSample, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return WebhookSample{}, wrap("get webhook sample", err)
@@ -107,7 +107,7 @@ func (s *Service) WebhookSample(ctx context.Context, p Project, id string) (Webh
 }
 
 // armed reports whether the flow's Test Trigger waits for an event now.
-func (s *Service) armed(ctx context.Context, f Flow) (bool, error) {
+func (s *FlowService) armed(ctx context.Context, f Flow) (bool, error) {
 	until, err := s.store.ArmedUntil(ctx, f.Project, f.ID)
 	if err != nil {
 		return false, wrap("read test trigger", err)
@@ -118,7 +118,7 @@ func (s *Service) armed(ctx context.Context, f Flow) (bool, error) {
 // capture takes the flow's armed Test Trigger, if one holds now, and keeps
 // td as its sample. It reports whether it took one. A sample that cannot be
 // stored is logged: the event was accepted and still runs.
-func (s *Service) capture(ctx context.Context, f Flow, td TriggerData) (bool, error) {
+func (s *FlowService) capture(ctx context.Context, f Flow, td TriggerData) (bool, error) {
 	now := s.clock()
 	taken, err := s.store.TakeCapture(ctx, f.Project, f.ID, now)
 	if err != nil || !taken {

@@ -55,6 +55,7 @@ type Service struct {
 	*base
 	versions versionCache // flow versions pinned runs execute (versioncache.go)
 	*ProjectService
+	*FlowService
 	*ConnectionService
 	*VariableService
 }
@@ -80,6 +81,9 @@ func NewService(cfg Config) (*Service, error) {
 	s.ConnectionService = &ConnectionService{base: s.base, store: cfg.Store, secrets: cfg.Secrets,
 		oauthApps: cfg.OAuthApps, oauth: cfg.OAuth}
 	s.VariableService = &VariableService{base: s.base, store: cfg.Store, secrets: cfg.Secrets}
+	s.FlowService = &FlowService{base: s.base, store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker,
+		scheduler: cfg.Scheduler, engineURL: s.engineURL, workflowURL: s.workflowURL,
+		projects: s.ProjectService, variables: s.VariableService}
 	if s.rt != nil && s.rt.NewExecutor != nil {
 		s.exec = s.rt.NewExecutor(s)
 	}
