@@ -245,7 +245,7 @@ func promoteDraftSecrets(stored map[string]string) map[string]string {
 // test URL, the event an armed Test Trigger takes): a flow with a draft
 // runs the draft, as it is now, whatever is saved or published later
 // (Run.DraftDefinition); one without runs its live version.
-func (s *Service) startTestRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+func (s *RunService) startTestRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	if !f.HasDraft {
 		return s.startRun(ctx, f, td, executesInline(f))
 	}

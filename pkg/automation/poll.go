@@ -151,7 +151,7 @@ type PollDelayer interface {
 // pollsWithinMinute queues, through the run queue when it is a
 // PollDelayer, the polls of a sub-minute POLL flow due in the minute after
 // a firing: at every, 2×every… before the next firing.
-func (s *Service) pollsWithinMinute(ctx context.Context, project, flowID string) error {
+func (s *RunService) pollsWithinMinute(ctx context.Context, project, flowID string) error {
 	d, ok := s.rt.Queue.(PollDelayer)
 	if !ok {
 		return nil
@@ -278,12 +278,12 @@ func (s *FlowService) unprimePoll(ctx context.Context, f Flow) error {
 // lastError and is not an error here: the next poll is the retry. Runs are
 // queued before their keys are recorded, and their IDs derive from the
 // keys, so a poll cut short between the two starts no run twice.
-func (s *Service) PollFlow(ctx context.Context, project, flowID string) error {
+func (s *RunService) PollFlow(ctx context.Context, project, flowID string) error {
 	rt, err := s.runtime()
 	if err != nil {
 		return err
 	}
-	ps, ok := s.pollStore()
+	ps, ok := s.flows.pollStore()
 	poller, ok2 := s.exec.(Poller)
 	if !ok || !ok2 {
 		return errors.New("automation: polling is not configured (the store keeps no poll state, or the executor cannot poll)")

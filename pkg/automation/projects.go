@@ -1,6 +1,9 @@
 package automation
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // ProjectService holds the tenants and what they are allowed: projects,
 // API keys and roles (admin.go, access.go), the audit log (audit.go), and
@@ -22,4 +25,10 @@ type projectPorts interface {
 	AuditStore
 	UsageStore
 	ListFlows(ctx context.Context, project string, q ListQuery) (Page[Flow], error)
+}
+
+// projectQuota returns a project's limits and delivery bucket from the
+// quotas cache (quota.go), reading the project only when they are stale.
+func (s *ProjectService) projectQuota(ctx context.Context, project string, now time.Time) (*projectQuota, error) {
+	return s.quotas.get(ctx, s.store, project, now)
 }

@@ -33,7 +33,7 @@ type RetryTrigger struct {
 // steps with side effects are not executed again) and starts at the step
 // that failed, and ResumedFrom names the earlier run. A retry is never
 // deduplicated by the flow's idempotency header.
-func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string, req RetryRequest) (Run, error) {
+func (s *RunService) RetryRun(ctx context.Context, p Project, flowID, runID string, req RetryRequest) (Run, error) {
 	from := req.From
 	if from == "" {
 		from = RetryFromStart
@@ -88,7 +88,7 @@ func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string,
 }
 
 // enqueueNew queues a new run of f with a fresh ID, shaped by prepare.
-func (s *Service) enqueueNew(ctx context.Context, f Flow, td TriggerData, prepare func(*Run)) (Run, error) {
+func (s *RunService) enqueueNew(ctx context.Context, f Flow, td TriggerData, prepare func(*Run)) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
@@ -112,7 +112,7 @@ type RunSearch struct {
 var runStatuses = []string{string(RunRunning), string(RunSucceeded), string(RunFailed), string(RunTimeout)}
 
 // runQuery checks a search.
-func (s *Service) runQuery(p Project, in RunSearch) (RunQuery, string, error) {
+func (s *RunService) runQuery(p Project, in RunSearch) (RunQuery, string, error) {
 	if in.Status != "" && !slices.Contains(runStatuses, in.Status) {
 		return RunQuery{}, "", InvalidCode("INVALID_PARAMETER", "status must be one of %v, got %q", runStatuses, in.Status)
 	}
@@ -139,7 +139,7 @@ func (s *Service) runQuery(p Project, in RunSearch) (RunQuery, string, error) {
 
 // SearchRuns lists a project's runs, newest first, filtered by flow,
 // status and creation time: run summaries, as a flow's run list.
-func (s *Service) SearchRuns(ctx context.Context, p Project, in RunSearch) (List[Run], error) {
+func (s *RunService) SearchRuns(ctx context.Context, p Project, in RunSearch) (List[Run], error) {
 	rt, q, scope, err := s.searchQuery(p, in)
 	if err != nil {
 		return List[Run]{}, err
@@ -153,7 +153,7 @@ func (s *Service) SearchRuns(ctx context.Context, p Project, in RunSearch) (List
 
 // SearchRunsJSON is SearchRuns with each run as its JSON
 // (RunStore.SearchRunsJSON), for the API, which writes the page from it.
-func (s *Service) SearchRunsJSON(ctx context.Context, p Project, in RunSearch) (List[json.RawMessage], error) {
+func (s *RunService) SearchRunsJSON(ctx context.Context, p Project, in RunSearch) (List[json.RawMessage], error) {
 	rt, q, scope, err := s.searchQuery(p, in)
 	if err != nil {
 		return List[json.RawMessage]{}, err
@@ -166,7 +166,7 @@ func (s *Service) SearchRunsJSON(ctx context.Context, p Project, in RunSearch) (
 }
 
 // searchQuery checks a search and its page request.
-func (s *Service) searchQuery(p Project, in RunSearch) (*RunRuntime, RunQuery, string, error) {
+func (s *RunService) searchQuery(p Project, in RunSearch) (*RunRuntime, RunQuery, string, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return nil, RunQuery{}, "", err
@@ -204,7 +204,7 @@ type Replayed struct {
 // ReplayRuns retries from START every FAILED (or TIMEOUT) run of the
 // project, or of one flow, created in the window, newest first, at most
 // MaxReplay per call.
-func (s *Service) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) (Replayed, error) {
+func (s *RunService) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) (Replayed, error) {
 	if req.Status != string(RunFailed) && req.Status != string(RunTimeout) {
 		return Replayed{}, Invalid("status must be %s or %s, got %q", RunFailed, RunTimeout, req.Status)
 	}

@@ -77,7 +77,7 @@ func (e *MethodError) Error() string { return e.Err.Message }
 // Unwrap exposes the client-facing *Error (kind ErrMethodNotAllowed).
 func (e *MethodError) Unwrap() error { return e.Err }
 
-func (s *Service) runtime() (*RunRuntime, error) {
+func (s *RunService) runtime() (*RunRuntime, error) {
 	if s.rt == nil || s.rt.Runs == nil || s.rt.Queue == nil || s.exec == nil {
 		return nil, errors.New("automation: runs are not configured (Config.Runtime)")
 	}
@@ -89,7 +89,7 @@ func (s *Service) runtime() (*RunRuntime, error) {
 // INACTIVE one whose Test Trigger is armed (ReceiveWebhook then lets one
 // delivery through). Unknown and workflow builder flows are the same 404;
 // another inactive flow is a 404 FLOW_INACTIVE that says how to enable it.
-func (s *Service) WebhookFlow(ctx context.Context, flowID string) (Flow, error) {
+func (s *RunService) WebhookFlow(ctx context.Context, flowID string) (Flow, error) {
 	f, err := s.store.FlowByID(ctx, flowID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Flow{}, wrap("find webhook flow", err)
@@ -98,7 +98,7 @@ func (s *Service) WebhookFlow(ctx context.Context, flowID string) (Flow, error) 
 		return Flow{}, NotFound("flow", flowID)
 	}
 	if f.Status != FlowActive {
-		armed, err := s.armed(ctx, f)
+		armed, err := s.flows.armed(ctx, f)
 		if err != nil {
 			return Flow{}, err
 		}
@@ -106,14 +106,14 @@ func (s *Service) WebhookFlow(ctx context.Context, flowID string) (Flow, error) 
 			return Flow{}, InactiveFlow(flowID)
 		}
 	}
-	return s.RevealFlow(ctx, f)
+	return s.flows.RevealFlow(ctx, f)
 }
 
 // RouteFlow returns the ACTIVE workflow builder flow registered on path for
 // method, secrets revealed. A path no flow serves is a 404, one an
 // INACTIVE flow holds a 404 FLOW_INACTIVE; a path served for other methods
 // only is a *MethodError (405).
-func (s *Service) RouteFlow(ctx context.Context, path, method string) (Flow, error) {
+func (s *RunService) RouteFlow(ctx context.Context, path, method string) (Flow, error) {
 	return s.routeFlow(ctx, path, method, func(_ context.Context, f Flow) (bool, error) {
 		if f.Status != FlowActive {
 			return false, InactiveFlow(f.ID)
@@ -125,7 +125,7 @@ func (s *Service) RouteFlow(ctx context.Context, path, method string) (Flow, err
 // routeFlow finds the flow registered on path for method; usable decides
 // whether the flow answers there now (a flow that does not is a 404). For
 // each method, a literal path wins over a parameter path (route.go).
-func (s *Service) routeFlow(ctx context.Context, path, method string, usable func(context.Context, Flow) (bool, error)) (Flow, error) {
+func (s *RunService) routeFlow(ctx context.Context, path, method string, usable func(context.Context, Flow) (bool, error)) (Flow, error) {
 	routes, err := s.routeMethods(ctx, path, method)
 	if err != nil {
 		return Flow{}, err
@@ -165,14 +165,14 @@ func (s *Service) routeFlow(ctx context.Context, path, method string, usable fun
 	if !ok {
 		return Flow{}, notFound
 	}
-	return s.RevealFlow(ctx, f)
+	return s.flows.RevealFlow(ctx, f)
 }
 
 // routeMethods is method -> flow ID for a request path: the literal path's
 // routes, completed by those of the parameter shape that matches it (the
 // most literal one, should two). The shapes are read only when the literal
 // path lacks the method asked for.
-func (s *Service) routeMethods(ctx context.Context, path, method string) (map[string]string, error) {
+func (s *RunService) routeMethods(ctx context.Context, path, method string) (map[string]string, error) {
 	routes, err := s.store.RouteFlows(ctx, path)
 	if err != nil {
 		return nil, wrap("find route", err)
@@ -220,7 +220,7 @@ func moreLiteral(a, b string) bool {
 }
 
 // newRun is a new RUNNING run of f for the trigger data, not yet stored.
-func (s *Service) newRun(f Flow, td TriggerData) Run {
+func (s *RunService) newRun(f Flow, td TriggerData) Run {
 	return Run{
 		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
 		Trigger: td, Steps: []StepResult{}, Created: s.clock(), FlowVersion: pinTo(f),
@@ -235,20 +235,20 @@ const IdempotencyWindow = 24 * time.Hour
 // returns it RUNNING. Only then may a receiver answer 200. When the flow
 // names an idempotency header and the delivery carries it, a repeat within
 // IdempotencyWindow returns the first run and starts none.
-func (s *Service) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+func (s *RunService) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	return s.startRun(ctx, f, td, false)
 }
 
 // startRun is StartRun; inline asks for the run claimed by the caller's
 // own attempt (RunRuntime.Inline), for a receiver that executes it with
 // AwaitRun. Without Inline the run is queued as StartRun queues it.
-func (s *Service) startRun(ctx context.Context, f Flow, td TriggerData, inline bool) (Run, error) {
+func (s *RunService) startRun(ctx context.Context, f Flow, td TriggerData, inline bool) (Run, error) {
 	return s.startRunOf(ctx, f, td, inline, nil)
 }
 
 // startRunOf is startRun; a draft makes the run a test run of that
 // definition (drafts.go) instead of one pinned to f's live version.
-func (s *Service) startRunOf(ctx context.Context, f Flow, td TriggerData, inline bool, draft *Definition) (Run, error) {
+func (s *RunService) startRunOf(ctx context.Context, f Flow, td TriggerData, inline bool, draft *Definition) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
@@ -306,7 +306,7 @@ func executesInline(f Flow) bool {
 // idempotencyKey is the value of the flow's idempotency header in the
 // delivery, else that of its idempotencyKey expression (triggers.go), or
 // "" when there is none.
-func (s *Service) idempotencyKey(ctx context.Context, f Flow, td TriggerData) string {
+func (s *RunService) idempotencyKey(ctx context.Context, f Flow, td TriggerData) string {
 	w := f.Trigger.Webhook
 	if w == nil {
 		return ""
@@ -314,7 +314,7 @@ func (s *Service) idempotencyKey(ctx context.Context, f Flow, td TriggerData) st
 	if k := td.Headers[strings.ToLower(w.IdempotencyHeader)]; w.IdempotencyHeader != "" && k != "" {
 		return k
 	}
-	return s.expressionKey(ctx, f, td)
+	return s.flows.expressionKey(ctx, f, td)
 }
 
 // Who executes a run. Three callers make attempts at runs, all through
@@ -391,7 +391,7 @@ const crashedMessage = "stopped after repeated crashes: %d attempts ended withou
 // run whose earlier attempts ended without a result Policy.MaxCrashes
 // times is not executed again: it is finished FAILED, so that a flow that
 // kills its process cannot do so at every restart.
-func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attempt, error) {
+func (s *RunService) ExecuteRun(ctx context.Context, project, runID string) (Attempt, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Attempt{Outcome: OutcomeRetry}, fmt.Errorf("%w: %w", ErrRetry, err)
@@ -412,7 +412,7 @@ func (s *Service) ExecuteRun(ctx context.Context, project, runID string) (Attemp
 // ExecuteClaimed makes one attempt at a run its caller has already claimed
 // for it, as ExecuteRun does after its claim: the worker pool's queue claims
 // the run with its entry, in one write (QueueEntry.Run).
-func (s *Service) ExecuteClaimed(ctx context.Context, r Run) (Attempt, error) {
+func (s *RunService) ExecuteClaimed(ctx context.Context, r Run) (Attempt, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Attempt{Outcome: OutcomeRetry}, fmt.Errorf("%w: %w", ErrRetry, err)
@@ -421,7 +421,7 @@ func (s *Service) ExecuteClaimed(ctx context.Context, r Run) (Attempt, error) {
 }
 
 // execute runs the attempt that holds the claimed run r.
-func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Run) (Attempt, error) {
+func (s *RunService) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Run) (Attempt, error) {
 	project := r.Project
 	at := Attempt{Run: r, Attempts: r.Attempts}
 	if r.Interrupted >= p.MaxCrashes {
@@ -445,13 +445,13 @@ func (s *Service) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Ru
 		// The run executes its own version (versions.go): usually the
 		// live one, else read once for this attempt, from memory when
 		// this process read that version before.
-		f, err = s.pinnedFlow(ctx, f, r)
+		f, err = s.flows.pinnedFlow(ctx, f, r)
 	}
 	if IsNotFound(err) {
 		r.Status, r.Error = RunFailed, "flow "+r.FlowID+" was deleted"
 		return s.settle(ctx, rt, at, r)
 	} else if err == nil {
-		f, err = s.revealFlow(ctx, f, r.Draft)
+		f, err = s.flows.revealFlow(ctx, f, r.Draft)
 	}
 	if err != nil {
 		return s.release(ctx, rt, at, r, fmt.Errorf("load flow: %w", err))
@@ -550,7 +550,7 @@ const gaveUpPrefix = "gave up after "
 // finishFailed ends a run that failed (or timed out) for good: it runs the
 // flow's onError steps, then settles the run; exhausted says its attempts
 // ran out (OutcomeExhausted, the queue parks it).
-func (s *Service) finishFailed(ctx context.Context, rt *RunRuntime, p RunPolicy, at Attempt, f Flow, out Run, exhausted bool) (Attempt, error) {
+func (s *RunService) finishFailed(ctx context.Context, rt *RunRuntime, p RunPolicy, at Attempt, f Flow, out Run, exhausted bool) (Attempt, error) {
 	out, err := s.onError(ctx, rt, p, f, out)
 	if err == nil && ctx.Err() != nil && out.OnErrorSteps != nil {
 		// Cut short by the caller (shutdown) while its onError steps ran:
@@ -588,7 +588,7 @@ func (s *Service) finishFailed(ctx context.Context, rt *RunRuntime, p RunPolicy,
 // takes the run over after a crash resumes the onError steps (execute)
 // without running the run's steps again, and skips those that finished.
 // The error is that first record's: the onError steps did not start.
-func (s *Service) onError(ctx context.Context, rt *RunRuntime, p RunPolicy, f Flow, out Run) (Run, error) {
+func (s *RunService) onError(ctx context.Context, rt *RunRuntime, p RunPolicy, f Flow, out Run) (Run, error) {
 	h, ok := s.exec.(OnErrorRunner)
 	if !ok || len(f.OnError) == 0 {
 		return out, nil
@@ -670,7 +670,7 @@ const (
 // settle finishes a claimed run with r's final state. When the finish
 // cannot be saved, the run is given back (ReleaseRun drops the lease) so
 // that the retry comes after a short backoff, not after the lease.
-func (s *Service) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run) (Attempt, error) {
+func (s *RunService) settle(ctx context.Context, rt *RunRuntime, at Attempt, r Run) (Attempt, error) {
 	r = settledRun(r, s.clock())
 	at.Run = r
 	var err error
@@ -721,7 +721,7 @@ func settledRun(r Run, now time.Time) Run {
 
 // release gives a claimed run back after a failed attempt (cause), to be
 // retried: OutcomeRetry, unless the run moved on meanwhile.
-func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run, cause error) (Attempt, error) {
+func (s *RunService) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run, cause error) (Attempt, error) {
 	// Waiting for the next attempt: not finished, and says when it will
 	// try again. The failed step keeps its error.
 	// Whole milliseconds: the precision every surface shows (TimeFormat),
@@ -751,7 +751,7 @@ func (s *Service) release(ctx context.Context, rt *RunRuntime, at Attempt, r Run
 // one settled. The children that CALL_FLOW steps wait for (calls) are
 // started once the run is parked, so that a child's end always finds its
 // caller parked to wake.
-func (s *Service) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time, why WaitReason, calls []Call) (Attempt, error) {
+func (s *RunService) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time, why WaitReason, calls []Call) (Attempt, error) {
 	at.RetryAt = until
 	r.Status, r.Error, r.Finished, r.NextAttemptAt, r.WaitingFor = RunRunning, "", nil, &until, why
 	at.Run = r
@@ -804,7 +804,7 @@ func settled(err error) (Outcome, bool) {
 // (RunRuntime.StopInlineAtAnswer, the Lambda receiver, which is frozen once
 // it answers): then the attempt is cut short and gives the run back
 // (journaled steps kept) before AwaitRun returns, and the queue takes over.
-func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run, error) {
+func (s *RunService) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run, error) {
 	if r.Status.Final() {
 		// Executed before it was stored (ReceiveWebhookWithin), or a
 		// repeated delivery's first run that has finished.
@@ -875,7 +875,7 @@ func (s *Service) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run,
 // as the worker pool settles the entries it claims. When the
 // entry cannot be settled, its lease runs out and a worker finds the run
 // as this attempt left it: nothing is lost.
-func (s *Service) settleInline(ctx context.Context, rt *RunRuntime, runID string, at Attempt, cause error) {
+func (s *RunService) settleInline(ctx context.Context, rt *RunRuntime, runID string, at Attempt, cause error) {
 	var err error
 	switch at.Outcome {
 	case OutcomeFinished:
@@ -900,7 +900,7 @@ func (s *Service) settleInline(ctx context.Context, rt *RunRuntime, runID string
 }
 
 // ListRuns returns one page of a flow's run history, newest first.
-func (s *Service) ListRuns(ctx context.Context, p Project, flowID string, pr PageRequest) (List[Run], error) {
+func (s *RunService) ListRuns(ctx context.Context, p Project, flowID string, pr PageRequest) (List[Run], error) {
 	rt, q, scope, err := s.runListQuery(ctx, p, flowID, pr)
 	if err != nil {
 		return List[Run]{}, err
@@ -914,7 +914,7 @@ func (s *Service) ListRuns(ctx context.Context, p Project, flowID string, pr Pag
 
 // ListRunsJSON is ListRuns with each run as its JSON (RunStore.ListRunsJSON),
 // for the API, which writes the page from it.
-func (s *Service) ListRunsJSON(ctx context.Context, p Project, flowID string, pr PageRequest) (List[json.RawMessage], error) {
+func (s *RunService) ListRunsJSON(ctx context.Context, p Project, flowID string, pr PageRequest) (List[json.RawMessage], error) {
 	rt, q, scope, err := s.runListQuery(ctx, p, flowID, pr)
 	if err != nil {
 		return List[json.RawMessage]{}, err
@@ -927,7 +927,7 @@ func (s *Service) ListRunsJSON(ctx context.Context, p Project, flowID string, pr
 }
 
 // runListQuery checks a request for a page of a flow's runs.
-func (s *Service) runListQuery(ctx context.Context, p Project, flowID string, pr PageRequest) (*RunRuntime, ListQuery, string, error) {
+func (s *RunService) runListQuery(ctx context.Context, p Project, flowID string, pr PageRequest) (*RunRuntime, ListQuery, string, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return nil, ListQuery{}, "", err
@@ -948,7 +948,7 @@ func (s *Service) runListQuery(ctx context.Context, p Project, flowID string, pr
 }
 
 // Run returns one run of a flow with its step results.
-func (s *Service) Run(ctx context.Context, p Project, flowID, runID string) (Run, error) {
+func (s *RunService) Run(ctx context.Context, p Project, flowID, runID string) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
@@ -959,7 +959,7 @@ func (s *Service) Run(ctx context.Context, p Project, flowID, runID string) (Run
 
 // PurgeRuns deletes runs older than the retention period, in batches, and
 // returns how many it deleted.
-func (s *Service) PurgeRuns(ctx context.Context) (int, error) {
+func (s *RunService) PurgeRuns(ctx context.Context) (int, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return 0, err
@@ -982,7 +982,7 @@ func (s *Service) PurgeRuns(ctx context.Context) (int, error) {
 // of its schedule. key names the firing (the scheduler's execution ID, or the
 // fire time) and fixes the run's ID, so a firing delivered twice starts one
 // run: the second gets the first run back.
-func (s *Service) StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (Run, error) {
+func (s *RunService) StartScheduledRun(ctx context.Context, project, flowID string, firedAt time.Time, key string) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
@@ -1028,7 +1028,7 @@ func derivedRunID(flowID, key string) string {
 // ScheduledFlows lists every ACTIVE SCHEDULE and POLL flow of every
 // project, for a scheduler that keeps its schedules in memory and loads them
 // at start.
-func (s *Service) ScheduledFlows(ctx context.Context) ([]Flow, error) {
+func (s *RunService) ScheduledFlows(ctx context.Context) ([]Flow, error) {
 	projects, err := s.store.Projects(ctx)
 	if err != nil {
 		return nil, wrap("scheduled flows", err)

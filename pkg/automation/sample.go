@@ -145,9 +145,9 @@ func (s *FlowService) capture(ctx context.Context, f Flow, td TriggerData) (bool
 // the queue offers it (RunRuntime.Inline) it comes back claimed by the
 // receiver's attempt (Run.LeaseToken set), and the receiver must hand it
 // to AwaitRun; no worker takes it before its lease runs out.
-func (s *Service) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+func (s *RunService) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	if f.Engine == FlowBuilder {
-		taken, err := s.capture(ctx, f, td)
+		taken, err := s.flows.capture(ctx, f, td)
 		switch {
 		case err != nil && f.Status != FlowActive:
 			return Run{}, err
@@ -169,16 +169,16 @@ func (s *Service) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (R
 // TestRouteFlow is RouteFlow for the workflow builder test URL: it finds the
 // flow on path for method whatever its status, but only while its Test
 // Trigger is armed; otherwise the path is a 404.
-func (s *Service) TestRouteFlow(ctx context.Context, path, method string) (Flow, error) {
-	return s.routeFlow(ctx, path, method, s.armed)
+func (s *RunService) TestRouteFlow(ctx context.Context, path, method string) (Flow, error) {
+	return s.routeFlow(ctx, path, method, s.flows.armed)
 }
 
 // ReceiveTestWebhook captures a delivery to the workflow builder test URL
 // as the flow's sample and runs the flow, even while it is INACTIVE. One
 // delivery per arming gets through; the others are a 404. An ON_COMPLETION
 // flow's run comes back claimed for AwaitRun, as from ReceiveWebhook.
-func (s *Service) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
-	taken, err := s.capture(ctx, f, td)
+func (s *RunService) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+	taken, err := s.flows.capture(ctx, f, td)
 	if err != nil {
 		return Run{}, err
 	}

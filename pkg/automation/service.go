@@ -42,25 +42,20 @@ type Config struct {
 }
 
 // Service carries out every operation of the management API and the
-// receivers. It is safe for concurrent use.
+// receivers. It is the composition root of the domain: one small service
+// per aggregate, each holding only the ports it uses, embedded so that
+// every operation is a method of Service (svc.CreateFlow, svc.StartRun).
+// docs/architecture.md maps each service to its files. It is safe for
+// concurrent use.
 type Service struct {
-	store       Store
-	secrets     Secrets
-	checker     Checker
-	scheduler   Scheduler
-	rt          *RunRuntime
-	exec        Executor // from rt.NewExecutor
-	engineURL   string
-	workflowURL string
-	*base
-	versions versionCache // flow versions pinned runs execute (versioncache.go)
-	*ProjectService
-	*FlowService
-	*ConnectionService
-	*VariableService
+	*ProjectService    // projects, API keys and roles, audit, quotas (projects.go)
+	*FlowService       // flows, drafts, versions, validation (flowservice.go)
+	*ConnectionService // connections, OAuth2, credentials (connservice.go)
+	*VariableService   // project variables (connservice.go)
+	*RunService        // runs and the run state machine (runservice.go)
 }
 
-// NewService checks cfg and returns a Service.
+// NewService checks cfg, builds the services and wires them together.
 func NewService(cfg Config) (*Service, error) {
 	switch {
 	case cfg.Store == nil:
@@ -72,20 +67,26 @@ func NewService(cfg Config) (*Service, error) {
 	case len(cfg.CursorKey) < 32:
 		return nil, errors.New("automation: Config.CursorKey needs at least 32 bytes")
 	}
+	b := newBase(cfg)
+	projects := &ProjectService{base: b, store: cfg.Store}
+	variables := &VariableService{base: b, store: cfg.Store, secrets: cfg.Secrets}
+	flows := &FlowService{base: b, store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker,
+		scheduler: cfg.Scheduler, engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
+		projects: projects, variables: variables}
 	s := &Service{
-		store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker, scheduler: cfg.Scheduler, rt: cfg.Runtime,
-		engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
-		base: newBase(cfg),
+		ProjectService: projects,
+		FlowService:    flows,
+		ConnectionService: &ConnectionService{base: b, store: cfg.Store, secrets: cfg.Secrets,
+			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth},
+		VariableService: variables,
+		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
+			flows: flows, projects: projects},
 	}
-	s.ProjectService = &ProjectService{base: s.base, store: cfg.Store}
-	s.ConnectionService = &ConnectionService{base: s.base, store: cfg.Store, secrets: cfg.Secrets,
-		oauthApps: cfg.OAuthApps, oauth: cfg.OAuth}
-	s.VariableService = &VariableService{base: s.base, store: cfg.Store, secrets: cfg.Secrets}
-	s.FlowService = &FlowService{base: s.base, store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker,
-		scheduler: cfg.Scheduler, engineURL: s.engineURL, workflowURL: s.workflowURL,
-		projects: s.ProjectService, variables: s.VariableService}
-	if s.rt != nil && s.rt.NewExecutor != nil {
-		s.exec = s.rt.NewExecutor(s)
+	if cfg.Runtime != nil && cfg.Runtime.NewExecutor != nil {
+		// The executor reads credentials, variables, state and calls
+		// through the whole Service (Credentials and the interfaces the
+		// engine asks it for), and the RunService executes with it.
+		s.RunService.exec = cfg.Runtime.NewExecutor(s)
 	}
 	return s, nil
 }
