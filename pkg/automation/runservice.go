@@ -5,10 +5,10 @@ import "context"
 // RunService holds runs: starting them from webhooks, schedules, polls,
 // tests, retries, replays and CALL_FLOW steps (runs.go, sample.go,
 // poll.go's PollFlow, retry.go, callflow.go, message.go), executing them
-// through the run state machine (runstate.go and its runstate_*.go files;
-// admission.go for concurrency and throttle), the in-memory fast path of
-// ON_COMPLETION runs without side effects (pure.go), and reading, searching
-// and purging them.
+// through the run state machine (runstate.go, with admission, finishing
+// and inline attempts in runstate_admission.go, runstate_finish.go and
+// runstate_inline.go), the in-memory fast path of ON_COMPLETION runs
+// without side effects (pure.go), and reading, searching and purging them.
 type RunService struct {
 	*base
 	store    runPorts
