@@ -240,23 +240,3 @@ func promoteDraftSecrets(stored map[string]string) map[string]string {
 	}
 	return out
 }
-
-// startTestRun starts the run of a test delivery (the workflow builder
-// test URL, the event an armed Test Trigger takes): a flow with a draft
-// runs the draft, as it is now, whatever is saved or published later
-// (Run.DraftDefinition); one without runs its live version.
-func (s *RunService) startTestRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
-	if !f.HasDraft {
-		return s.startRun(ctx, f, td, executesInline(f))
-	}
-	d, err := s.store.Draft(ctx, f.Project, f.ID)
-	if IsNotFound(err) { // published or discarded since the flow was read
-		return s.startRun(ctx, f, td, executesInline(f))
-	} else if err != nil {
-		return Run{}, wrap("read draft", err)
-	}
-	def := d.Definition
-	g := f
-	def.ApplyTo(&g)
-	return s.startRunOf(ctx, g, td, executesInline(g), &def)
-}

@@ -2,13 +2,16 @@ package automation
 
 import "context"
 
-// RunService holds runs: starting them from webhooks, schedules, polls,
-// tests, retries, replays and CALL_FLOW steps (runs.go, sample.go,
-// poll.go's PollFlow, retry.go, callflow.go, message.go), executing them
-// through the run state machine (runstate.go, with admission, finishing
-// and inline attempts in runstate_admission.go, runstate_finish.go and
-// runstate_inline.go), the in-memory fast path of ON_COMPLETION runs
-// without side effects (pure.go), and reading, searching and purging them.
+// RunService holds runs: starting them from webhooks and test deliveries
+// (runs.go, receive.go), schedules and polls (runs.go, poll.go's PollFlow),
+// retries and replays (retry.go), CALL_FLOW steps (callflow.go) and queue
+// messages (message.go); executing them through the run state machine
+// (runstate.go, with admission, finishing and inline attempts in
+// runstate_admission.go, runstate_finish.go and runstate_inline.go); the
+// in-memory fast path of ON_COMPLETION runs without side effects (pure.go);
+// and reading, searching and purging them (runs.go, retry.go). A trigger or
+// step type's file (poll.go, callflow.go) holds both its save-time
+// validation, on FlowService, and what it does at run time, on RunService.
 type RunService struct {
 	*base
 	store    runPorts
@@ -19,12 +22,12 @@ type RunService struct {
 	projects *ProjectService
 }
 
-// runPorts is the part of Store a RunService uses: the flows it runs, the
-// samples a Test Trigger captures, and the admission slots.
+// runPorts is the part of Store a RunService uses: the flows it runs and
+// their routes, the admission slots, a flow's draft (a test run executes
+// it) and the projects (ScheduledFlows lists every project's flows).
 type runPorts interface {
 	FlowStore
-	SampleStore
 	SlotStore
-	VersionStore
-	Projects(ctx context.Context) ([]Project, error) // ScheduledFlows
+	Draft(ctx context.Context, project, flowID string) (Draft, error)
+	Projects(ctx context.Context) ([]Project, error)
 }
