@@ -48,10 +48,10 @@ type Config struct {
 // docs/architecture.md maps each service to its files. It is safe for
 // concurrent use.
 type Service struct {
-	*ProjectService    // projects, API keys and roles, audit, quotas (projects.go)
+	*ProjectService    // projects, API keys and roles, audit, quotas (projectservice.go)
 	*FlowService       // flows, drafts, versions, validation (flowservice.go)
-	*ConnectionService // connections, OAuth2, credentials (connservice.go)
-	*VariableService   // project variables (connservice.go)
+	*ConnectionService // connections, OAuth2, credentials (connectionservice.go)
+	*VariableService   // project variables (variableservice.go)
 	*RunService        // runs and the run state machine (runservice.go)
 }
 

@@ -15,11 +15,3 @@ type ConnectionService struct {
 	oauth      OAuthClient   // nil: OAUTH2 connections cannot refresh
 	refreshing sync.Map      // connection ID -> *sync.Mutex: one refresh at a time per connection
 }
-
-// VariableService holds a project's variables (variables.go): plain values
-// in the store, secret ones in Secrets, loaded once per run.
-type VariableService struct {
-	*base
-	store   VariableStore
-	secrets Secrets
-}
