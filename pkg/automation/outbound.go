@@ -10,8 +10,8 @@ import (
 
 // OutboundGate holds a project's outbound HTTP step requests (retries
 // included) to its outboundPerMinute quota: past it a request waits, it
-// does not fail. *Service implements it; the engine asks it before every
-// request it sends.
+// does not fail. ProjectService implements it (and so Service); the engine
+// asks it before every request it sends.
 type OutboundGate interface {
 	// AdmitOutbound returns when the project may send one more request, or
 	// ctx's error if ctx ends first.

@@ -57,13 +57,16 @@ type RunRuntime struct {
 }
 
 // Credentials reads connection credentials for an executor and records
-// the state changes it observes; *Service implements it.
+// the state changes it observes; ConnectionService implements it (and so
+// Service, which NewService hands the executor).
 type Credentials interface {
 	// ConnectionCredential returns an ACTIVE or ERROR connection and its
 	// value, or an error naming a deleted, expired or revoked connection.
 	ConnectionCredential(ctx context.Context, project, id string) (Connection, ConnectionValue, error)
 	SetConnectionStatus(ctx context.Context, project, id string, s ConnectionStatus) error
 }
+
+var _ Credentials = (*ConnectionService)(nil)
 
 // MethodError is a 405: the path exists for other methods.
 type MethodError struct {
