@@ -236,7 +236,7 @@ func WaitingCall(sr StepResult) (runID string, ok bool) {
 // flow's own project (another project's is the same 400 as none; the flow
 // itself is allowed, its runs bounded by MaxFlowDepth), input is any JSON
 // whose strings are templates, and wait defaults to true.
-func (s *FlowService) validateCallFlow(ctx context.Context, f *Flow, st *Step, at string) error {
+func (s *flowValidator) validateCallFlow(ctx context.Context, f *Flow, st *Step, at string) error {
 	if strings.TrimSpace(st.FlowID) == "" {
 		return Invalid(`%s.flowId is required for CALL_FLOW: the ID of a flow of this project, e.g. "flw_…"`, at)
 	}

@@ -6,15 +6,15 @@ import "context"
 // running them: create, update, enable, delete and webhook settings
 // (flows.go), drafts, published versions and the cache runs read pinned
 // versions from (drafts.go, versions.go, versioncache.go), save-time
-// validation with its step-type parts (validate.go, flowlimits.go,
-// poll.go, paginate.go, respond.go, callflow.go's validateCallFlow),
-// custom routes (routeholder.go), the flow's state (state.go), Test Trigger
-// samples (sample.go) and export/import (portable.go).
+// validation (flowValidator, below), custom routes (routeholder.go), the
+// trigger's idempotency key (triggers.go), the flow's state (state.go),
+// Test Trigger samples (sample.go) and export/import (portable.go).
 type FlowService struct {
 	*base
+	*flowValidator
 	store       flowPorts // a PollStore too when the store keeps poll state (poll.go)
 	secrets     Secrets   // flows/<id>: a flow's webhook secrets
-	checker     Checker
+	checker     Checker   // a trigger's idempotency key (triggers.go)
 	scheduler   Scheduler // nil: schedules are not kept
 	engineURL   string
 	workflowURL string
@@ -23,12 +23,26 @@ type FlowService struct {
 	variables   *VariableService
 }
 
-// flowPorts is the part of Store a FlowService uses; validation reads
-// connections (Connection) to check a step's connection exists.
+// flowPorts is the part of Store a FlowService uses; an export reads the
+// connections its steps name (Connection).
 type flowPorts interface {
 	FlowStore
 	VersionStore
 	SampleStore
 	StateStore
 	Connection(ctx context.Context, project, id string) (Connection, error)
+}
+
+// flowValidator checks a flow definition when it is saved (validate.go, and
+// each trigger or step type's part in its own file: flowlimits.go, poll.go,
+// paginate.go, respond.go, callflow.go). It needs only the expression
+// checker and the project's connections and flows, which a step may name
+// (an HTTP step's connectionId, a CALL_FLOW step's flowId).
+type flowValidator struct {
+	*base
+	checker Checker
+	store   interface {
+		Connection(ctx context.Context, project, id string) (Connection, error)
+		Flow(ctx context.Context, project, id string) (Flow, error)
+	}
 }

@@ -81,7 +81,7 @@ func (p *Poll) Interval() (time.Duration, error) {
 
 // validatePoll checks a POLL trigger; the request is checked as an HTTP
 // step, connection included.
-func (s *FlowService) validatePoll(ctx context.Context, f *Flow) error {
+func (s *flowValidator) validatePoll(ctx context.Context, f *Flow) error {
 	t := &f.Trigger
 	if t.Webhook != nil || t.Schedule != nil {
 		return Invalid("trigger: a POLL trigger takes poll only, not webhook or schedule")

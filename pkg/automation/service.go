@@ -71,7 +71,8 @@ func NewService(cfg Config) (*Service, error) {
 	projects := &ProjectService{base: b, store: cfg.Store}
 	variables := &VariableService{base: b, store: cfg.Store, secrets: cfg.Secrets}
 	flows := &FlowService{base: b, store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker,
-		scheduler: cfg.Scheduler, engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
+		flowValidator: &flowValidator{base: b, checker: cfg.Checker, store: cfg.Store},
+		scheduler:     cfg.Scheduler, engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
 		projects: projects, variables: variables}
 	s := &Service{
 		ProjectService: projects,
