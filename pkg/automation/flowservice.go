@@ -6,8 +6,9 @@ import "context"
 // running them: create, update, enable, delete and webhook settings
 // (flows.go), drafts, published versions and the cache runs read pinned
 // versions from (drafts.go, versions.go, versioncache.go), save-time
-// validation (flowValidator, below), custom routes (routeholder.go), the
-// trigger's idempotency key (triggers.go), the flow's state (state.go),
+// validation (flowValidator, below), custom routes and which flow a
+// delivery addresses (routeholder.go, routing.go), the trigger's
+// idempotency key (triggers.go), the flow's state (state.go),
 // Test Trigger samples (sample.go) and export/import (portable.go).
 type FlowService struct {
 	*base

@@ -39,13 +39,6 @@ func (s *RunService) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData)
 	return s.startRun(ctx, f, td, executesInline(f))
 }
 
-// TestRouteFlow is RouteFlow for the workflow builder test URL: it finds the
-// flow on path for method whatever its status, but only while its Test
-// Trigger is armed; otherwise the path is a 404.
-func (s *RunService) TestRouteFlow(ctx context.Context, path, method string) (Flow, error) {
-	return s.routeFlow(ctx, path, method, s.flows.armed)
-}
-
 // ReceiveTestWebhook captures a delivery to the workflow builder test URL
 // as the flow's sample and runs the flow, even while it is INACTIVE. One
 // delivery per arming gets through; the others are a 404. An ON_COMPLETION

@@ -22,11 +22,13 @@ type RunService struct {
 	projects *ProjectService
 }
 
-// runPorts is the part of Store a RunService uses: the flows it runs and
-// their routes, the admission slots, a flow's draft (a test run executes
-// it) and the projects (ScheduledFlows lists every project's flows).
+// runPorts is the part of Store a RunService uses: the flows it runs, the
+// admission slots, a flow's draft (a test run executes it) and the
+// projects with their flows (ScheduledFlows lists them all).
 type runPorts interface {
-	FlowStore
+	Flow(ctx context.Context, project, id string) (Flow, error)
+	FlowByID(ctx context.Context, id string) (Flow, error)
+	ListFlows(ctx context.Context, project string, q ListQuery) (Page[Flow], error)
 	SlotStore
 	Draft(ctx context.Context, project, flowID string) (Draft, error)
 	Projects(ctx context.Context) ([]Project, error)
