@@ -70,10 +70,18 @@ func NewService(cfg Config) (*Service, error) {
 	b := newBase(cfg)
 	projects := &ProjectService{base: b, store: cfg.Store}
 	variables := &VariableService{base: b, store: cfg.Store, secrets: cfg.Secrets}
-	flows := &FlowService{base: b, store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker,
+	flows := &FlowService{
+		base:          b,
 		flowValidator: &flowValidator{base: b, checker: cfg.Checker, store: cfg.Store},
-		scheduler:     cfg.Scheduler, engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
-		projects: projects, variables: variables}
+		store:         cfg.Store,
+		secrets:       cfg.Secrets,
+		checker:       cfg.Checker,
+		scheduler:     cfg.Scheduler,
+		engineURL:     trimSlash(cfg.EngineURL),
+		workflowURL:   trimSlash(cfg.WorkflowURL),
+		projects:      projects,
+		variables:     variables,
+	}
 	s := &Service{
 		ProjectService: projects,
 		FlowService:    flows,
