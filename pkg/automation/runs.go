@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"time"
 )
@@ -170,85 +169,6 @@ func (s *RunService) idempotencyKey(ctx context.Context, f Flow, td TriggerData)
 		return k
 	}
 	return s.flows.expressionKey(ctx, f, td)
-}
-
-// ListRuns returns one page of a flow's run history, newest first.
-func (s *RunService) ListRuns(ctx context.Context, p Project, flowID string, pr PageRequest) (List[Run], error) {
-	rt, q, scope, err := s.runListQuery(ctx, p, flowID, pr)
-	if err != nil {
-		return List[Run]{}, err
-	}
-	page, err := rt.Runs.ListRuns(ctx, p.ID, flowID, q)
-	if err != nil {
-		return List[Run]{}, wrap("list runs", err)
-	}
-	return list(s, scope, q, page, Run.Public), nil
-}
-
-// ListRunsJSON is ListRuns with each run as its JSON (RunStore.ListRunsJSON),
-// for the API, which writes the page from it.
-func (s *RunService) ListRunsJSON(ctx context.Context, p Project, flowID string, pr PageRequest) (List[json.RawMessage], error) {
-	rt, q, scope, err := s.runListQuery(ctx, p, flowID, pr)
-	if err != nil {
-		return List[json.RawMessage]{}, err
-	}
-	page, err := rt.Runs.ListRunsJSON(ctx, p.ID, flowID, q)
-	if err != nil {
-		return List[json.RawMessage]{}, wrap("list runs", err)
-	}
-	return list(s, scope, q, page, func(r json.RawMessage) json.RawMessage { return r }), nil
-}
-
-// runListQuery checks a request for a page of a flow's runs.
-func (s *RunService) runListQuery(ctx context.Context, p Project, flowID string, pr PageRequest) (*RunRuntime, ListQuery, string, error) {
-	rt, err := s.runtime()
-	if err != nil {
-		return nil, ListQuery{}, "", err
-	}
-	statuses := []string{string(RunRunning), string(RunSucceeded), string(RunFailed), string(RunTimeout)}
-	if pr.Status != "" && !slices.Contains(statuses, pr.Status) {
-		return nil, ListQuery{}, "", InvalidCode("INVALID_PARAMETER", "status must be one of %v, got %q", statuses, pr.Status)
-	}
-	if _, err := s.store.Flow(ctx, p.ID, flowID); err != nil {
-		return nil, ListQuery{}, "", wrap("list runs", err)
-	}
-	scope := p.ID + "/runs/" + flowID
-	q, err := s.listQuery(scope, pr)
-	if err != nil {
-		return nil, ListQuery{}, "", err
-	}
-	return rt, q, scope, nil
-}
-
-// Run returns one run of a flow with its step results.
-func (s *RunService) Run(ctx context.Context, p Project, flowID, runID string) (Run, error) {
-	rt, err := s.runtime()
-	if err != nil {
-		return Run{}, err
-	}
-	r, err := rt.Runs.Run(ctx, p.ID, flowID, runID)
-	return r.Public(), wrap("get run", err)
-}
-
-// PurgeRuns deletes runs older than the retention period, in batches, and
-// returns how many it deleted.
-func (s *RunService) PurgeRuns(ctx context.Context) (int, error) {
-	rt, err := s.runtime()
-	if err != nil {
-		return 0, err
-	}
-	before := s.clock().Add(-rt.Policy.WithDefaults().Retention)
-	total := 0
-	for {
-		n, err := rt.Runs.DeleteRunsBefore(ctx, before, 500)
-		total += n
-		if err != nil {
-			return total, wrap("purge runs", err)
-		}
-		if n < 500 {
-			return total, nil
-		}
-	}
 }
 
 // StartScheduledRun starts the run of an ACTIVE SCHEDULE flow for one firing

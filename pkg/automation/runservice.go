@@ -9,9 +9,9 @@ import "context"
 // (runstate.go, with admission, finishing and inline attempts in
 // runstate_admission.go, runstate_finish.go and runstate_inline.go); the
 // in-memory fast path of ON_COMPLETION runs without side effects (pure.go);
-// and reading, searching and purging them (runs.go, retry.go). A trigger or
+// and reading, searching and purging them (runquery.go). A trigger or
 // step type's file (poll.go, callflow.go) holds both its save-time
-// validation, on FlowService, and what it does at run time, on RunService.
+// validation (flowValidator) and what it does at run time (RunService).
 type RunService struct {
 	*base
 	store    runPorts
