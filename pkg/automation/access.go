@@ -103,7 +103,7 @@ func (pr Principal) Authorize(p Permission, what string) error {
 
 // CreateAPIKeyWithRole issues a key with a role for a project; see
 // CreateAPIKey. An unknown role is a 400 naming the field "role".
-func (s *Service) CreateAPIKeyWithRole(ctx context.Context, projectID string, role Role) (string, APIKey, error) {
+func (s *ProjectService) CreateAPIKeyWithRole(ctx context.Context, projectID string, role Role) (string, APIKey, error) {
 	r, err := ParseRole("role", string(role))
 	if err != nil {
 		return "", APIKey{}, err
@@ -113,7 +113,7 @@ func (s *Service) CreateAPIKeyWithRole(ctx context.Context, projectID string, ro
 
 // AuthenticatePrincipal is Authenticate that also returns the key's ID and
 // role, for the management API's authorization and audit.
-func (s *Service) AuthenticatePrincipal(ctx context.Context, key string) (Principal, error) {
+func (s *ProjectService) AuthenticatePrincipal(ctx context.Context, key string) (Principal, error) {
 	if !validKeyShape(key) {
 		return Principal{}, deniedKey()
 	}
@@ -122,7 +122,7 @@ func (s *Service) AuthenticatePrincipal(ctx context.Context, key string) (Princi
 
 // PrincipalByKeyHash is AuthenticateKeyHash that also returns the key's ID
 // and role, for the dashboard's sessions.
-func (s *Service) PrincipalByKeyHash(ctx context.Context, hash string) (Principal, error) {
+func (s *ProjectService) PrincipalByKeyHash(ctx context.Context, hash string) (Principal, error) {
 	k, p, err := s.keyByHash(ctx, hash)
 	if err != nil {
 		return Principal{}, err

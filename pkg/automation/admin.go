@@ -13,7 +13,7 @@ var projectNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // CreateProject makes a project. Names are unique, lower-case letters, digits
 // and dashes, because the CLI addresses projects by name.
-func (s *Service) CreateProject(ctx context.Context, name string, plan Plan) (Project, error) {
+func (s *ProjectService) CreateProject(ctx context.Context, name string, plan Plan) (Project, error) {
 	if !projectNameRE.MatchString(name) {
 		return Project{}, Invalid("project name %q: use 1 to 63 lower-case letters, digits and dashes, starting with a letter or digit", name)
 	}
@@ -28,13 +28,13 @@ func (s *Service) CreateProject(ctx context.Context, name string, plan Plan) (Pr
 }
 
 // Projects lists all projects.
-func (s *Service) Projects(ctx context.Context) ([]Project, error) {
+func (s *ProjectService) Projects(ctx context.Context) ([]Project, error) {
 	ps, err := s.store.Projects(ctx)
 	return ps, wrap("list projects", err)
 }
 
 // ProjectByName finds a project by name.
-func (s *Service) ProjectByName(ctx context.Context, name string) (Project, error) {
+func (s *ProjectService) ProjectByName(ctx context.Context, name string) (Project, error) {
 	p, err := s.store.ProjectByName(ctx, name)
 	if err != nil {
 		return Project{}, wrap("find project", err)
@@ -44,11 +44,11 @@ func (s *Service) ProjectByName(ctx context.Context, name string) (Project, erro
 
 // CreateAPIKey issues a key for a project. The key is returned once and only
 // its hash is kept.
-func (s *Service) CreateAPIKey(ctx context.Context, projectID string) (string, APIKey, error) {
+func (s *ProjectService) CreateAPIKey(ctx context.Context, projectID string) (string, APIKey, error) {
 	return s.createAPIKey(ctx, projectID, RoleAdmin)
 }
 
-func (s *Service) createAPIKey(ctx context.Context, projectID string, role Role) (string, APIKey, error) {
+func (s *ProjectService) createAPIKey(ctx context.Context, projectID string, role Role) (string, APIKey, error) {
 	if _, err := s.store.Project(ctx, projectID); err != nil {
 		return "", APIKey{}, wrap("create key", err)
 	}
@@ -64,19 +64,19 @@ func (s *Service) createAPIKey(ctx context.Context, projectID string, role Role)
 }
 
 // APIKeys lists the keys of a project, or of all projects for "".
-func (s *Service) APIKeys(ctx context.Context, projectID string) ([]APIKey, error) {
+func (s *ProjectService) APIKeys(ctx context.Context, projectID string) ([]APIKey, error) {
 	ks, err := s.store.Keys(ctx, projectID)
 	return ks, wrap("list keys", err)
 }
 
 // RevokeAPIKey revokes a key at once: the next request with it is a 401.
-func (s *Service) RevokeAPIKey(ctx context.Context, keyID string) error {
+func (s *ProjectService) RevokeAPIKey(ctx context.Context, keyID string) error {
 	return wrap("revoke key", s.store.RevokeKey(ctx, keyID, s.clock()))
 }
 
 // Authenticate returns the project of a bearer key. Every failure is the same
 // 401, so a caller learns nothing about which keys exist.
-func (s *Service) Authenticate(ctx context.Context, key string) (Project, error) {
+func (s *ProjectService) Authenticate(ctx context.Context, key string) (Project, error) {
 	if !validKeyShape(key) {
 		return Project{}, deniedKey()
 	}
@@ -91,13 +91,13 @@ func validKeyShape(key string) bool {
 // AuthenticateKeyHash is Authenticate for a caller that keeps only the hash
 // of a key (HashAPIKey), such as a dashboard session: it checks the key
 // again on every call, so a revoked key stops working at once.
-func (s *Service) AuthenticateKeyHash(ctx context.Context, hash string) (Project, error) {
+func (s *ProjectService) AuthenticateKeyHash(ctx context.Context, hash string) (Project, error) {
 	_, p, err := s.keyByHash(ctx, hash)
 	return p, err
 }
 
 // keyByHash finds a live key by its hash, with its project.
-func (s *Service) keyByHash(ctx context.Context, hash string) (APIKey, Project, error) {
+func (s *ProjectService) keyByHash(ctx context.Context, hash string) (APIKey, Project, error) {
 	if len(hash) != 64 {
 		return APIKey{}, Project{}, deniedKey()
 	}
@@ -139,7 +139,7 @@ const DefaultProject = "default"
 // Bootstrap gives an empty installation its first project, "default" on the
 // ENTERPRISE plan, and one API key for it, which it returns. When a project
 // exists already it does nothing and returns "".
-func (s *Service) Bootstrap(ctx context.Context) (string, error) {
+func (s *ProjectService) Bootstrap(ctx context.Context) (string, error) {
 	ps, err := s.store.Projects(ctx)
 	if err != nil {
 		return "", wrap("bootstrap", err)

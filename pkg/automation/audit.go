@@ -122,7 +122,7 @@ func auditCreated(ctx context.Context, id string) {
 
 // NewAuditEntry starts an entry for a request of pr, with a fresh ID and
 // the Service's clock.
-func (s *Service) NewAuditEntry(pr Principal, action string, res AuditResource, requestID, sourceIP string) AuditEntry {
+func (s *ProjectService) NewAuditEntry(pr Principal, action string, res AuditResource, requestID, sourceIP string) AuditEntry {
 	return AuditEntry{
 		ID: s.newID(PrefixAudit), Project: pr.Project.ID, Time: s.clock(),
 		Actor: AuditActor{KeyID: pr.KeyID, Role: pr.Role}, Action: action, Resource: res,
@@ -132,7 +132,7 @@ func (s *Service) NewAuditEntry(pr Principal, action string, res AuditResource, 
 
 // RecordAudit writes an entry that goes with no other change, such as a
 // dashboard sign-in.
-func (s *Service) RecordAudit(ctx context.Context, e AuditEntry) error {
+func (s *ProjectService) RecordAudit(ctx context.Context, e AuditEntry) error {
 	return wrap("record audit entry", s.store.AppendAudit(ctx, e))
 }
 
@@ -143,7 +143,7 @@ type AuditSearch struct {
 }
 
 // AuditLog lists the project's audit entries, newest first.
-func (s *Service) AuditLog(ctx context.Context, p Project, in AuditSearch) (List[AuditEntry], error) {
+func (s *ProjectService) AuditLog(ctx context.Context, p Project, in AuditSearch) (List[AuditEntry], error) {
 	if in.Status != "" {
 		return List[AuditEntry]{}, InvalidCode("INVALID_PARAMETER", "the audit log takes no status filter")
 	}
@@ -189,7 +189,7 @@ func AuditSortKey(e AuditEntry) string {
 // failure with a key that exists (revoked) is logged in its project with
 // the key's ID; one with no such key is logged with no project (no project
 // has it to see), for the operator.
-func (s *Service) SignIn(ctx context.Context, key, requestID, sourceIP string) (Principal, error) {
+func (s *ProjectService) SignIn(ctx context.Context, key, requestID, sourceIP string) (Principal, error) {
 	pr, err := s.AuthenticatePrincipal(ctx, key)
 	if err == nil {
 		e := s.NewAuditEntry(pr, "session.signin", AuditResource{Type: "session", ID: pr.KeyID}, requestID, sourceIP)

@@ -88,12 +88,12 @@ type Waker interface {
 // flowID: a flow of the same project (another project's is the same "not
 // found" as none) that is ACTIVE. The error is an *Error whose message the
 // step records; any other error is the store's.
-func (s *Service) CheckCall(ctx context.Context, project, flowID string) error {
+func (s *RunService) CheckCall(ctx context.Context, project, flowID string) error {
 	_, err := s.callTarget(ctx, project, flowID)
 	return err
 }
 
-func (s *Service) callTarget(ctx context.Context, project, flowID string) (Flow, error) {
+func (s *RunService) callTarget(ctx context.Context, project, flowID string) (Flow, error) {
 	f, err := s.store.FlowByID(ctx, flowID)
 	if err == nil && f.Project != project {
 		err = NotFound("flow", flowID)
@@ -114,7 +114,7 @@ func (s *Service) callTarget(ctx context.Context, project, flowID string) (Flow,
 // StartCall makes the child run c asks for durable and queued, after
 // checking it as CheckCall does. A child that exists already (the step ran
 // again) is not an error: it is the same run.
-func (s *Service) StartCall(ctx context.Context, c Call) error {
+func (s *RunService) StartCall(ctx context.Context, c Call) error {
 	rt, err := s.runtime()
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (s *Service) StartCall(ctx context.Context, c Call) error {
 // died between the run's record and its message), and a wake-up sends one;
 // a second message for a run that had one does nothing more than a
 // redelivery would.
-func (s *Service) CalledRun(ctx context.Context, project, flowID, runID string) (Run, error) {
+func (s *RunService) CalledRun(ctx context.Context, project, flowID, runID string) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
@@ -169,7 +169,7 @@ func (s *Service) CalledRun(ctx context.Context, project, flowID, runID string) 
 
 // startCalls starts the children a parked run waits for; the first error
 // stops it (the run, woken again, asks for those not started).
-func (s *Service) startCalls(ctx context.Context, calls []Call) error {
+func (s *RunService) startCalls(ctx context.Context, calls []Call) error {
 	for _, c := range calls {
 		if err := s.StartCall(ctx, c); err != nil {
 			var e *Error
@@ -187,7 +187,7 @@ func (s *Service) startCalls(ctx context.Context, calls []Call) error {
 // wakeCaller wakes the run that waits for r, just finished, where the queue
 // does not do it in FinishRun's write (Waker). A failure is logged: the
 // caller looks again after CallCheckInterval.
-func (s *Service) wakeCaller(ctx context.Context, rt *RunRuntime, r Run) {
+func (s *RunService) wakeCaller(ctx context.Context, rt *RunRuntime, r Run) {
 	c := r.Trigger.Caller
 	if c == nil || !c.Wait {
 		return
@@ -236,7 +236,7 @@ func WaitingCall(sr StepResult) (runID string, ok bool) {
 // flow's own project (another project's is the same 400 as none; the flow
 // itself is allowed, its runs bounded by MaxFlowDepth), input is any JSON
 // whose strings are templates, and wait defaults to true.
-func (s *Service) validateCallFlow(ctx context.Context, f *Flow, st *Step, at string) error {
+func (s *flowValidator) validateCallFlow(ctx context.Context, f *Flow, st *Step, at string) error {
 	if err := s.resolveCalledFlow(ctx, f, st, at); err != nil { // portable.go
 		return err
 	}

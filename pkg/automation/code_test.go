@@ -24,7 +24,7 @@ func TestValidateCode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.step.Name, tt.step.Type = "js", StepCode
-			err := (&Service{}).validateCode(&tt.step, "steps[0] (js)")
+			err := (&flowValidator{}).validateCode(&tt.step, "steps[0] (js)")
 			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("validateCode = %v, want %q", err, tt.wantErr)
 			}

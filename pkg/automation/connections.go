@@ -19,7 +19,7 @@ type ConnectionInput struct {
 }
 
 // ListConnections returns one page of the project's connections.
-func (s *Service) ListConnections(ctx context.Context, p Project, pr PageRequest) (List[Connection], error) {
+func (s *ConnectionService) ListConnections(ctx context.Context, p Project, pr PageRequest) (List[Connection], error) {
 	if pr.Status != "" {
 		return List[Connection]{}, InvalidCode("INVALID_PARAMETER", "connections take no status filter")
 	}
@@ -36,14 +36,14 @@ func (s *Service) ListConnections(ctx context.Context, p Project, pr PageRequest
 }
 
 // Connection returns one connection of the project, without its credential.
-func (s *Service) Connection(ctx context.Context, p Project, id string) (Connection, error) {
+func (s *ConnectionService) Connection(ctx context.Context, p Project, id string) (Connection, error) {
 	c, err := s.store.Connection(ctx, p.ID, id)
 	return c, wrap("get connection", err)
 }
 
 // CreateConnection stores an API key connection: the key goes to Secrets,
 // the rest to the store. OAuth2 connections need the dashboard.
-func (s *Service) CreateConnection(ctx context.Context, p Project, in ConnectionInput) (Connection, error) {
+func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in ConnectionInput) (Connection, error) {
 	if err := checkText("name", in.Name, 200); err != nil {
 		return Connection{}, err
 	}
@@ -85,7 +85,7 @@ func (s *Service) CreateConnection(ctx context.Context, p Project, in Connection
 
 // storeConnection stores a new ACTIVE connection with its credential raw:
 // the credential first, so that a stored connection always has one.
-func (s *Service) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte, hosts []string) (Connection, error) {
+func (s *ConnectionService) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte, hosts []string) (Connection, error) {
 	now := s.clock()
 	c := Connection{
 		ID: s.newID(PrefixConnection), Project: p.ID, Name: name, App: app,
@@ -104,7 +104,7 @@ func (s *Service) storeConnection(ctx context.Context, p Project, name, app stri
 
 // DeleteConnection removes a connection and revokes its credential at once:
 // flows that use it fail on their next run.
-func (s *Service) DeleteConnection(ctx context.Context, p Project, id string) error {
+func (s *ConnectionService) DeleteConnection(ctx context.Context, p Project, id string) error {
 	if _, err := s.store.Connection(ctx, p.ID, id); err != nil {
 		return wrap("delete connection", err)
 	}
@@ -118,7 +118,7 @@ func (s *Service) DeleteConnection(ctx context.Context, p Project, id string) er
 // ConnectionCredential returns the stored value of an ACTIVE or ERROR
 // connection, for the engine. A deleted, expired or revoked connection is
 // an error naming it.
-func (s *Service) ConnectionCredential(ctx context.Context, project, id string) (Connection, ConnectionValue, error) {
+func (s *ConnectionService) ConnectionCredential(ctx context.Context, project, id string) (Connection, ConnectionValue, error) {
 	c, err := s.store.Connection(ctx, project, id)
 	if errors.Is(err, ErrNotFound) {
 		return Connection{}, ConnectionValue{}, &Error{Kind: ErrNotFound, Code: "CONNECTION_NOT_FOUND",
@@ -137,7 +137,7 @@ func (s *Service) ConnectionCredential(ctx context.Context, project, id string) 
 	read := s.secrets.Secret
 	if c.Type != ConnectionOAuth2 {
 		read = func(ctx context.Context, project, name string) ([]byte, error) {
-			return s.cachedSecret(ctx, project, name, connectionStamp(c))
+			return cachedSecret(ctx, s.secrets, project, name, connectionStamp(c))
 		}
 	}
 	raw, err := read(ctx, project, ConnectionSecretName(id))
@@ -169,7 +169,7 @@ func (s *Service) ConnectionCredential(ctx context.Context, project, id string) 
 }
 
 // SetConnectionStatus records a state change seen by the engine.
-func (s *Service) SetConnectionStatus(ctx context.Context, project, id string, st ConnectionStatus) error {
+func (s *ConnectionService) SetConnectionStatus(ctx context.Context, project, id string, st ConnectionStatus) error {
 	return wrap("set connection status", s.store.SetConnectionStatus(ctx, project, id, st, s.clock()))
 }
 
@@ -210,7 +210,7 @@ func decodeConnectionValue(raw json.RawMessage) (ConnectionValue, error) {
 // ConnectionIDsByName maps each connection name of the project to the IDs
 // that carry it (names are not unique), for HTTP steps that name their
 // connection: read once when a run starts.
-func (s *Service) ConnectionIDsByName(ctx context.Context, project string) (map[string][]string, error) {
+func (s *ConnectionService) ConnectionIDsByName(ctx context.Context, project string) (map[string][]string, error) {
 	out := map[string][]string{}
 	q := ListQuery{Limit: MaxPageSize}
 	for {

@@ -38,7 +38,7 @@ const MaxVersionMessage = 500
 const draftSecretPrefix = "draft:"
 
 // Draft returns the flow's draft.
-func (s *Service) Draft(ctx context.Context, p Project, id string) (Draft, error) {
+func (s *FlowService) Draft(ctx context.Context, p Project, id string) (Draft, error) {
 	if _, err := s.store.Flow(ctx, p.ID, id); err != nil {
 		return Draft{}, wrap("get draft", err)
 	}
@@ -50,7 +50,7 @@ func (s *Service) Draft(ctx context.Context, p Project, id string) (Draft, error
 // SaveDraft validates a definition and saves it as the flow's one draft,
 // leaving what runs unchanged. Secret values it sets are kept apart from
 // the live ones until it is published.
-func (s *Service) SaveDraft(ctx context.Context, p Project, id string, in DraftInput) (Draft, error) {
+func (s *FlowService) SaveDraft(ctx context.Context, p Project, id string, in DraftInput) (Draft, error) {
 	var saved Draft
 	_, err := s.modifyFlow(ctx, p, id, func(f *Flow) error {
 		base, basedOn := DefinitionOf(*f), f.live()
@@ -105,7 +105,7 @@ func (s *Service) SaveDraft(ctx context.Context, p Project, id string, in DraftI
 }
 
 // DiscardDraft removes the flow's draft; none is DRAFT_NOT_FOUND.
-func (s *Service) DiscardDraft(ctx context.Context, p Project, id string) error {
+func (s *FlowService) DiscardDraft(ctx context.Context, p Project, id string) error {
 	_, err := s.modifyFlow(ctx, p, id, func(f *Flow) error {
 		if !f.HasDraft {
 			return NotFound("draft", id)
@@ -127,7 +127,7 @@ func (s *Service) DiscardDraft(ctx context.Context, p Project, id string) error 
 
 // Publish makes the flow's draft its next version, live at once, and
 // answers the flow.
-func (s *Service) Publish(ctx context.Context, p Project, id string, req PublishRequest) (Flow, error) {
+func (s *FlowService) Publish(ctx context.Context, p Project, id string, req PublishRequest) (Flow, error) {
 	if n := utf8.RuneCountInString(req.Message); n > MaxVersionMessage {
 		return Flow{}, Invalid("message is %d characters long; at most %d are allowed", n, MaxVersionMessage)
 	}
@@ -154,7 +154,7 @@ func (s *Service) Publish(ctx context.Context, p Project, id string, req Publish
 }
 
 // RestoreVersion publishes a copy of version n as the flow's next version.
-func (s *Service) RestoreVersion(ctx context.Context, p Project, id string, n int64) (Flow, error) {
+func (s *FlowService) RestoreVersion(ctx context.Context, p Project, id string, n int64) (Flow, error) {
 	v, err := s.FlowVersion(ctx, p, id, n)
 	if err != nil {
 		return Flow{}, err
@@ -170,7 +170,7 @@ func (s *Service) RestoreVersion(ctx context.Context, p Project, id string, n in
 }
 
 // FlowVersion returns version n of a flow with its definition.
-func (s *Service) FlowVersion(ctx context.Context, p Project, id string, n int64) (FlowVersion, error) {
+func (s *FlowService) FlowVersion(ctx context.Context, p Project, id string, n int64) (FlowVersion, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return FlowVersion{}, wrap("get version", err)
@@ -189,7 +189,7 @@ func (s *Service) FlowVersion(ctx context.Context, p Project, id string, n int64
 }
 
 // ListFlowVersions returns one page of a flow's versions, newest first.
-func (s *Service) ListFlowVersions(ctx context.Context, p Project, id string, pr PageRequest) (List[FlowVersion], error) {
+func (s *FlowService) ListFlowVersions(ctx context.Context, p Project, id string, pr PageRequest) (List[FlowVersion], error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return List[FlowVersion]{}, wrap("list versions", err)
@@ -239,24 +239,4 @@ func promoteDraftSecrets(stored map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-// startTestRun starts the run of a test delivery (the workflow builder
-// test URL, the event an armed Test Trigger takes): a flow with a draft
-// runs the draft, as it is now, whatever is saved or published later
-// (Run.DraftDefinition); one without runs its live version.
-func (s *Service) startTestRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
-	if !f.HasDraft {
-		return s.startRun(ctx, f, td, executesInline(f))
-	}
-	d, err := s.store.Draft(ctx, f.Project, f.ID)
-	if IsNotFound(err) { // published or discarded since the flow was read
-		return s.startRun(ctx, f, td, executesInline(f))
-	} else if err != nil {
-		return Run{}, wrap("read draft", err)
-	}
-	def := d.Definition
-	g := f
-	def.ApplyTo(&g)
-	return s.startRunOf(ctx, g, td, executesInline(g), &def)
 }

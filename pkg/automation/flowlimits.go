@@ -76,7 +76,7 @@ func (n *Nullable[T]) UnmarshalJSON(b []byte) error {
 
 // validateFlowLimits checks a flow's concurrency and throttle. Messages
 // name the field.
-func (s *Service) validateFlowLimits(f *Flow) error {
+func (s *flowValidator) validateFlowLimits(f *Flow) error {
 	if c := f.Concurrency; c != nil {
 		if c.Limit < 1 || c.Limit > MaxFlowLimit {
 			return Invalid("concurrency.limit %d: from 1 to %d", c.Limit, MaxFlowLimit)
@@ -102,7 +102,7 @@ func (s *Service) validateFlowLimits(f *Flow) error {
 	return nil
 }
 
-func (s *Service) checkLimitKey(field, key string) error {
+func (s *flowValidator) checkLimitKey(field, key string) error {
 	if key == "" {
 		return nil
 	}

@@ -61,7 +61,7 @@ const updateAttempts = 3
 const MaxAllowedIPs = 100
 
 // ListFlows returns one page of the project's flows as list items.
-func (s *Service) ListFlows(ctx context.Context, p Project, pr PageRequest) (List[FlowSummary], error) {
+func (s *FlowService) ListFlows(ctx context.Context, p Project, pr PageRequest) (List[FlowSummary], error) {
 	if pr.Status != "" && pr.Status != string(FlowActive) && pr.Status != string(FlowInactive) {
 		return List[FlowSummary]{}, InvalidCode("INVALID_PARAMETER", "status must be ACTIVE or INACTIVE, got %q", pr.Status)
 	}
@@ -78,7 +78,7 @@ func (s *Service) ListFlows(ctx context.Context, p Project, pr PageRequest) (Lis
 }
 
 // Flow returns one flow of the project, secrets masked.
-func (s *Service) Flow(ctx context.Context, p Project, id string) (Flow, error) {
+func (s *FlowService) Flow(ctx context.Context, p Project, id string) (Flow, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return Flow{}, wrap("get flow", err)
@@ -87,7 +87,7 @@ func (s *Service) Flow(ctx context.Context, p Project, id string) (Flow, error) 
 }
 
 // CreateFlow validates a definition and stores it as a new INACTIVE flow.
-func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow, error) {
+func (s *FlowService) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow, error) {
 	if in.Name == nil {
 		return Flow{}, Invalid("name is required")
 	}
@@ -106,7 +106,7 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 	if err := s.validateFlow(ctx, &f); err != nil {
 		return Flow{}, err
 	}
-	if err := s.checkFlowQuota(ctx, p); err != nil {
+	if err := s.projects.checkFlowQuota(ctx, p); err != nil {
 		return Flow{}, err
 	}
 	secrets, err := extractSecrets(&f, nil)
@@ -128,7 +128,7 @@ func (s *Service) CreateFlow(ctx context.Context, p Project, in FlowInput) (Flow
 
 // UpdateFlow changes the fields present in in. Secrets sent back as
 // SecretMask keep their stored values.
-func (s *Service) UpdateFlow(ctx context.Context, p Project, id string, in FlowInput) (Flow, error) {
+func (s *FlowService) UpdateFlow(ctx context.Context, p Project, id string, in FlowInput) (Flow, error) {
 	return s.modifyFlow(ctx, p, id, func(f *Flow) error {
 		if in.Engine != nil && *in.Engine != f.Engine {
 			return Invalid("engine cannot be changed (flow is %s): create a new flow instead", f.Engine)
@@ -148,7 +148,7 @@ func (s *Service) UpdateFlow(ctx context.Context, p Project, id string, in FlowI
 
 // publishDefinition validates the definition f now holds, stores its
 // secrets and makes it the next version (publish), for modifyFlow to write.
-func (s *Service) publishDefinition(ctx context.Context, old Flow, f *Flow, message string) error {
+func (s *FlowService) publishDefinition(ctx context.Context, old Flow, f *Flow, message string) error {
 	if err := s.validateFlow(ctx, f); err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (s *Service) publishDefinition(ctx context.Context, old Flow, f *Flow, mess
 }
 
 // EnableFlow makes a flow's trigger fire.
-func (s *Service) EnableFlow(ctx context.Context, p Project, id string) (Flow, error) {
+func (s *FlowService) EnableFlow(ctx context.Context, p Project, id string) (Flow, error) {
 	return s.modifyFlow(ctx, p, id, func(f *Flow) error {
 		if f.Status != FlowActive {
 			// Before the flow is active, so that no poll of it sees the
@@ -192,7 +192,7 @@ func (s *Service) EnableFlow(ctx context.Context, p Project, id string) (Flow, e
 
 // DisableFlow stops a flow's trigger and its running runs, at their next
 // step (flowstop.go).
-func (s *Service) DisableFlow(ctx context.Context, p Project, id string) (Flow, error) {
+func (s *FlowService) DisableFlow(ctx context.Context, p Project, id string) (Flow, error) {
 	return s.modifyFlow(ctx, p, id, func(f *Flow) error {
 		now := s.clock()
 		f.Status, f.StoppedAt = FlowInactive, &now
@@ -202,7 +202,7 @@ func (s *Service) DisableFlow(ctx context.Context, p Project, id string) (Flow, 
 
 // DeleteFlow removes a flow with its run history, schedule and secrets. It
 // cannot be undone.
-func (s *Service) DeleteFlow(ctx context.Context, p Project, id string) error {
+func (s *FlowService) DeleteFlow(ctx context.Context, p Project, id string) error {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return wrap("delete flow", err)
@@ -221,7 +221,7 @@ func (s *Service) DeleteFlow(ctx context.Context, p Project, id string) error {
 }
 
 // Webhook describes the URL that triggers a webhook flow.
-func (s *Service) Webhook(ctx context.Context, p Project, id string) (WebhookDescriptor, error) {
+func (s *FlowService) Webhook(ctx context.Context, p Project, id string) (WebhookDescriptor, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return WebhookDescriptor{}, wrap("get webhook", err)
@@ -238,7 +238,7 @@ func (s *Service) Webhook(ctx context.Context, p Project, id string) (WebhookDes
 }
 
 // WebhookSecurity returns a flow's IP allowlist.
-func (s *Service) WebhookSecurity(ctx context.Context, p Project, id string) (WebhookSecurity, error) {
+func (s *FlowService) WebhookSecurity(ctx context.Context, p Project, id string) (WebhookSecurity, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return WebhookSecurity{}, wrap("get webhook security", err)
@@ -248,7 +248,7 @@ func (s *Service) WebhookSecurity(ctx context.Context, p Project, id string) (We
 
 // SetWebhookSecurity replaces a flow's IP allowlist; an empty list lifts the
 // restriction. ENTERPRISE projects only.
-func (s *Service) SetWebhookSecurity(ctx context.Context, p Project, id string, ips []string) (WebhookSecurity, error) {
+func (s *FlowService) SetWebhookSecurity(ctx context.Context, p Project, id string, ips []string) (WebhookSecurity, error) {
 	if p.Plan != PlanEnterprise {
 		return WebhookSecurity{}, Forbidden("PLAN_RESTRICTED", "IP allowlists need the ENTERPRISE plan; this project is on %s", p.Plan)
 	}
@@ -295,7 +295,7 @@ func CanonicalAllowlist(ips []string) ([]string, error) {
 
 // modifyFlow reads a flow, applies change, and writes it back with the next
 // version, retrying when another writer got there first.
-func (s *Service) modifyFlow(ctx context.Context, p Project, id string, change func(*Flow) error) (Flow, error) {
+func (s *FlowService) modifyFlow(ctx context.Context, p Project, id string, change func(*Flow) error) (Flow, error) {
 	for attempt := 1; ; attempt++ {
 		f, err := s.store.Flow(ctx, p.ID, id)
 		if err != nil {
@@ -335,13 +335,13 @@ func nonNil(ss []string) []string {
 
 // flowSecrets loads the secret values of a stored flow, keyed by the paths
 // of secretFields.
-func (s *Service) flowSecrets(ctx context.Context, f Flow) (map[string]string, error) {
+func (s *FlowService) flowSecrets(ctx context.Context, f Flow) (map[string]string, error) {
 	return s.readFlowSecrets(ctx, f, s.secrets.Secret)
 }
 
 // readFlowSecrets is flowSecrets through a given read: RevealFlow's goes
 // through the store's cache (cachedSecret, under the flow's version).
-func (s *Service) readFlowSecrets(ctx context.Context, f Flow, read func(ctx context.Context, project, name string) ([]byte, error)) (map[string]string, error) {
+func (s *FlowService) readFlowSecrets(ctx context.Context, f Flow, read func(ctx context.Context, project, name string) ([]byte, error)) (map[string]string, error) {
 	if len(secretFields(&f)) == 0 {
 		return map[string]string{}, nil
 	}
@@ -360,7 +360,7 @@ func (s *Service) readFlowSecrets(ctx context.Context, f Flow, read func(ctx con
 
 // putFlowSecrets stores the secret values of f, or removes them when there
 // are none.
-func (s *Service) putFlowSecrets(ctx context.Context, f Flow, secrets map[string]string) error {
+func (s *FlowService) putFlowSecrets(ctx context.Context, f Flow, secrets map[string]string) error {
 	if len(secrets) == 0 {
 		return wrap("delete flow secrets", s.secrets.DeleteSecret(ctx, f.Project, FlowSecretName(f.ID)))
 	}
@@ -371,7 +371,7 @@ func (s *Service) putFlowSecrets(ctx context.Context, f Flow, secrets map[string
 	return wrap("store flow secrets", s.secrets.PutSecret(ctx, f.Project, FlowSecretName(f.ID), raw))
 }
 
-func (s *Service) dropFlowSecrets(ctx context.Context, f Flow) {
+func (s *FlowService) dropFlowSecrets(ctx context.Context, f Flow) {
 	if err := s.secrets.DeleteSecret(ctx, f.Project, FlowSecretName(f.ID)); err != nil {
 		s.log.WarnContext(ctx, "delete flow secrets", "flow", f.ID, "err", err)
 	}
@@ -380,13 +380,13 @@ func (s *Service) dropFlowSecrets(ctx context.Context, f Flow) {
 // RevealFlow returns f with its secret fields filled from the Secrets store,
 // for the receivers and the engine. The result must never be encoded to a
 // client or a log; Secret's marshaling masks it anyway.
-func (s *Service) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
+func (s *FlowService) RevealFlow(ctx context.Context, f Flow) (Flow, error) {
 	return s.revealFlow(ctx, f, false)
 }
 
 // revealFlow is RevealFlow; draft reveals the draft's own secret values
 // (drafts.go) where it has them, for a test run of the draft.
-func (s *Service) revealFlow(ctx context.Context, f Flow, draft bool) (Flow, error) {
+func (s *FlowService) revealFlow(ctx context.Context, f Flow, draft bool) (Flow, error) {
 	fields := secretFields(&f)
 	if len(fields) == 0 {
 		return f, nil
@@ -396,7 +396,7 @@ func (s *Service) revealFlow(ctx context.Context, f Flow, draft bool) (Flow, err
 	// The receivers and the engine reveal a flow on every delivery and
 	// run: through the cache, under the version just read (flowStamp).
 	values, err := s.readFlowSecrets(ctx, f, func(ctx context.Context, project, name string) ([]byte, error) {
-		return s.cachedSecret(ctx, project, name, flowStamp(f))
+		return cachedSecret(ctx, s.secrets, project, name, flowStamp(f))
 	})
 	if err != nil {
 		return Flow{}, err
@@ -411,7 +411,7 @@ func (s *Service) revealFlow(ctx context.Context, f Flow, draft bool) (Flow, err
 		}
 		*ptr = Secret(v)
 	}
-	if err := s.resolveSecretVars(ctx, f.Project, secretFields(&f)); err != nil {
+	if err := s.variables.resolveSecretVars(ctx, f.Project, secretFields(&f)); err != nil {
 		return Flow{}, err
 	}
 	return f, nil

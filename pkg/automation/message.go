@@ -39,7 +39,7 @@ type QueueMessage struct {
 // error that asks to see the message again: ErrRetry, or a RunClaimed error
 // (IsRunClaimed) when another attempt holds the run, which is the expected
 // hand-over of "Who executes a run", not a failure to log as one.
-func (s *Service) HandleMessage(ctx context.Context, body []byte) error {
+func (s *RunService) HandleMessage(ctx context.Context, body []byte) error {
 	var m QueueMessage
 	if err := json.Unmarshal(body, &m); err != nil {
 		// A message nobody can read will not improve with retries; let it
@@ -113,7 +113,7 @@ func (e *RetryLater) Unwrap() error { return e.Err }
 
 // handleRun executes a run for a message and maps the outcome to
 // HandleMessage's errors.
-func (s *Service) handleRun(ctx context.Context, project, runID string) error {
+func (s *RunService) handleRun(ctx context.Context, project, runID string) error {
 	at, err := s.ExecuteRun(ctx, project, runID)
 	switch at.Outcome {
 	case OutcomeClaimed:
@@ -137,7 +137,7 @@ func policyOf(rt *RunRuntime) RunPolicy {
 }
 
 // delayer is the run queue's Delayer, if it has one.
-func (s *Service) delayer() (Delayer, bool) {
+func (s *RunService) delayer() (Delayer, bool) {
 	if s.rt == nil {
 		return nil, false
 	}

@@ -90,7 +90,7 @@ const refreshMargin = time.Minute
 var appName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // AddOAuthApp stores an app and its client secret.
-func (s *Service) AddOAuthApp(ctx context.Context, in OAuthAppInput) (OAuthApp, error) {
+func (s *ConnectionService) AddOAuthApp(ctx context.Context, in OAuthAppInput) (OAuthApp, error) {
 	if s.oauthApps == nil {
 		return OAuthApp{}, errors.New("automation: no OAuthAppStore configured")
 	}
@@ -133,7 +133,7 @@ func (s *Service) AddOAuthApp(ctx context.Context, in OAuthAppInput) (OAuthApp, 
 }
 
 // OAuthApps lists the configured apps; none when no store is configured.
-func (s *Service) OAuthApps(ctx context.Context) ([]OAuthApp, error) {
+func (s *ConnectionService) OAuthApps(ctx context.Context) ([]OAuthApp, error) {
 	if s.oauthApps == nil {
 		return []OAuthApp{}, nil
 	}
@@ -145,7 +145,7 @@ func (s *Service) OAuthApps(ctx context.Context) ([]OAuthApp, error) {
 }
 
 // OAuthApp returns one configured app.
-func (s *Service) OAuthApp(ctx context.Context, name string) (OAuthApp, error) {
+func (s *ConnectionService) OAuthApp(ctx context.Context, name string) (OAuthApp, error) {
 	if s.oauthApps == nil {
 		return OAuthApp{}, NotFound("oauth app", name)
 	}
@@ -156,7 +156,7 @@ func (s *Service) OAuthApp(ctx context.Context, name string) (OAuthApp, error) {
 // RemoveOAuthApp deletes an app and its client secret. Connections made
 // through it stay, but can no longer refresh: they become EXPIRED when
 // their access token runs out.
-func (s *Service) RemoveOAuthApp(ctx context.Context, name string) error {
+func (s *ConnectionService) RemoveOAuthApp(ctx context.Context, name string) error {
 	if s.oauthApps == nil {
 		return NotFound("oauth app", name)
 	}
@@ -177,7 +177,7 @@ type OAuthStart struct {
 
 // StartOAuth begins connecting through app: a fresh state and verifier
 // (256 random bits each) and the provider's authorization URL.
-func (s *Service) StartOAuth(ctx context.Context, app, redirectURL string) (OAuthStart, error) {
+func (s *ConnectionService) StartOAuth(ctx context.Context, app, redirectURL string) (OAuthStart, error) {
 	a, err := s.OAuthApp(ctx, app)
 	if err != nil {
 		return OAuthStart{}, err
@@ -211,7 +211,7 @@ type OAuthCompletion struct {
 // CompleteOAuth exchanges the authorization code and stores the tokens: a
 // new ACTIVE OAUTH2 connection whose app is the app's name, or, for a
 // reconnect, the same connection made ACTIVE again.
-func (s *Service) CompleteOAuth(ctx context.Context, p Project, in OAuthCompletion) (Connection, error) {
+func (s *ConnectionService) CompleteOAuth(ctx context.Context, p Project, in OAuthCompletion) (Connection, error) {
 	hosts, err := ParseAllowedHosts("allowedHosts", in.AllowedHosts)
 	if err != nil {
 		return Connection{}, err
@@ -260,7 +260,7 @@ func (s *Service) CompleteOAuth(ctx context.Context, p Project, in OAuthCompleti
 	return s.storeConnection(ctx, p, name, a.Name, ConnectionOAuth2, raw, hosts)
 }
 
-func (s *Service) appWithSecret(ctx context.Context, name string) (OAuthApp, string, error) {
+func (s *ConnectionService) appWithSecret(ctx context.Context, name string) (OAuthApp, string, error) {
 	a, err := s.OAuthApp(ctx, name)
 	if err != nil {
 		return OAuthApp{}, "", err
@@ -305,7 +305,7 @@ func encodeToken(t OAuthToken) ([]byte, error) {
 // refreshing it first when it has expired or is about to. A refused
 // refresh moves the connection to its next state: REVOKED on invalid_grant,
 // ERROR on 401/403, EXPIRED when the provider cannot be reached or fails.
-func (s *Service) oauthCredential(ctx context.Context, c Connection, raw []byte) (Connection, ConnectionValue, error) {
+func (s *ConnectionService) oauthCredential(ctx context.Context, c Connection, raw []byte) (Connection, ConnectionValue, error) {
 	t, err := decodeToken(raw)
 	if err != nil {
 		return c, ConnectionValue{}, wrap("read connection credential", err)
@@ -332,7 +332,7 @@ func (s *Service) oauthCredential(ctx context.Context, c Connection, raw []byte)
 	return c, ConnectionValue{APIKey: Secret(t.AccessToken), Header: "Authorization", Prefix: &prefix}, nil
 }
 
-func (s *Service) needsRefresh(t storedToken) bool {
+func (s *ConnectionService) needsRefresh(t storedToken) bool {
 	return !t.Expiry.IsZero() && !s.now().Add(refreshMargin).Before(t.Expiry)
 }
 
@@ -344,7 +344,7 @@ func decodeToken(raw []byte) (storedToken, error) {
 	return t, nil
 }
 
-func (s *Service) storedToken(ctx context.Context, c Connection) (storedToken, error) {
+func (s *ConnectionService) storedToken(ctx context.Context, c Connection) (storedToken, error) {
 	raw, err := s.secrets.Secret(ctx, c.Project, ConnectionSecretName(c.ID))
 	if err != nil {
 		return storedToken{}, wrap("read connection credential", err)
@@ -358,7 +358,7 @@ func (s *Service) storedToken(ctx context.Context, c Connection) (storedToken, e
 // the error returned. An invalid_grant after another process stored a newer
 // token (it refreshed first, and the provider rotated the refresh token) is
 // no revocation: the newer token is used.
-func (s *Service) refresh(ctx context.Context, c Connection, t storedToken) (storedToken, error) {
+func (s *ConnectionService) refresh(ctx context.Context, c Connection, t storedToken) (storedToken, error) {
 	if t.RefreshToken == "" {
 		_, _, err := s.moveConnection(ctx, c, ConnectionExpired, "its access token expired and the provider gave no refresh token")
 		return t, err
@@ -405,7 +405,7 @@ func (s *Service) refresh(ctx context.Context, c Connection, t storedToken) (sto
 // moveConnection records a state change (docs/api.md, "Connection states")
 // and returns the error a run fails with, naming the connection and its new
 // state.
-func (s *Service) moveConnection(ctx context.Context, c Connection, to ConnectionStatus, why string) (Connection, ConnectionValue, error) {
+func (s *ConnectionService) moveConnection(ctx context.Context, c Connection, to ConnectionStatus, why string) (Connection, ConnectionValue, error) {
 	if err := s.store.SetConnectionStatus(ctx, c.Project, c.ID, to, s.clock()); err != nil {
 		return c, ConnectionValue{}, wrap("set connection status", err)
 	}

@@ -10,8 +10,8 @@ import (
 
 // OutboundGate holds a project's outbound HTTP step requests (retries
 // included) to its outboundPerMinute quota: past it a request waits, it
-// does not fail. *Service implements it; the engine asks it before every
-// request it sends.
+// does not fail. ProjectService implements it (and so Service); the engine
+// asks it before every request it sends.
 type OutboundGate interface {
 	// AdmitOutbound returns when the project may send one more request, or
 	// ctx's error if ctx ends first.
@@ -26,7 +26,7 @@ var _ OutboundGate = (*Service)(nil)
 // instance keeps its own. Requests wait in the order they asked, so one
 // run's loop cannot take the project's minute from its other runs beyond
 // the requests it has in flight (a FOR_EACH's concurrency, at most 10).
-func (s *Service) AdmitOutbound(ctx context.Context, project string) error {
+func (s *ProjectService) AdmitOutbound(ctx context.Context, project string) error {
 	pq, err := s.quotas.get(ctx, s.store, project, s.clock())
 	if err != nil {
 		return err

@@ -24,7 +24,7 @@ const (
 
 // validatePaginate checks an HTTP step's paginate and sets the default
 // maxPages.
-func (s *Service) validatePaginate(p *Paginate, at string) error {
+func (s *flowValidator) validatePaginate(p *Paginate, at string) error {
 	if strings.TrimSpace(p.Next) == "" {
 		return Invalid(`%s.next is required: an expression over response giving the next URL, a cursor (with param) or null, e.g. "response.body.next"`, at)
 	}

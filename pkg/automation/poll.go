@@ -81,7 +81,7 @@ func (p *Poll) Interval() (time.Duration, error) {
 
 // validatePoll checks a POLL trigger; the request is checked as an HTTP
 // step, connection included.
-func (s *Service) validatePoll(ctx context.Context, f *Flow) error {
+func (s *flowValidator) validatePoll(ctx context.Context, f *Flow) error {
 	t := &f.Trigger
 	if t.Webhook != nil || t.Schedule != nil {
 		return Invalid("trigger: a POLL trigger takes poll only, not webhook or schedule")
@@ -151,7 +151,7 @@ type PollDelayer interface {
 // pollsWithinMinute queues, through the run queue when it is a
 // PollDelayer, the polls of a sub-minute POLL flow due in the minute after
 // a firing: at every, 2×every… before the next firing.
-func (s *Service) pollsWithinMinute(ctx context.Context, project, flowID string) error {
+func (s *RunService) pollsWithinMinute(ctx context.Context, project, flowID string) error {
 	d, ok := s.rt.Queue.(PollDelayer)
 	if !ok {
 		return nil
@@ -237,13 +237,13 @@ func (st PollState) status() *PollStatus {
 }
 
 // pollStore is the Store's PollStore; stores without one poll nothing.
-func (s *Service) pollStore() (PollStore, bool) {
+func (s *FlowService) pollStore() (PollStore, bool) {
 	ps, ok := s.store.(PollStore)
 	return ps, ok
 }
 
 // withPollStatus adds the polling status to a POLL flow.
-func (s *Service) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
+func (s *FlowService) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
 	ps, ok := s.pollStore()
 	if f.Trigger.Type != TriggerPoll || !ok {
 		return f, nil
@@ -259,7 +259,7 @@ func (s *Service) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
 
 // unprimePoll makes the next poll of a flow just enabled record what exists
 // without starting runs.
-func (s *Service) unprimePoll(ctx context.Context, f Flow) error {
+func (s *FlowService) unprimePoll(ctx context.Context, f Flow) error {
 	ps, ok := s.pollStore()
 	if f.Trigger.Type != TriggerPoll || !ok {
 		return nil
@@ -278,12 +278,12 @@ func (s *Service) unprimePoll(ctx context.Context, f Flow) error {
 // lastError and is not an error here: the next poll is the retry. Runs are
 // queued before their keys are recorded, and their IDs derive from the
 // keys, so a poll cut short between the two starts no run twice.
-func (s *Service) PollFlow(ctx context.Context, project, flowID string) error {
+func (s *RunService) PollFlow(ctx context.Context, project, flowID string) error {
 	rt, err := s.runtime()
 	if err != nil {
 		return err
 	}
-	ps, ok := s.pollStore()
+	ps, ok := s.flows.pollStore()
 	poller, ok2 := s.exec.(Poller)
 	if !ok || !ok2 {
 		return errors.New("automation: polling is not configured (the store keeps no poll state, or the executor cannot poll)")

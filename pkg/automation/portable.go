@@ -42,7 +42,7 @@ type FlowDefinition struct {
 const ManagedByApply = "flowctl-apply"
 
 // ExportFlow returns the portable document of a flow, as JSON.
-func (s *Service) ExportFlow(ctx context.Context, p Project, id string) (json.RawMessage, error) {
+func (s *FlowService) ExportFlow(ctx context.Context, p Project, id string) (json.RawMessage, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return nil, wrap("export flow", err)
@@ -181,7 +181,7 @@ func findStep(list any, name string) map[string]any {
 
 // ImportFlow creates an INACTIVE flow from a portable document. A secret
 // given as SecretMask has no stored value to stand for: 400 naming it.
-func (s *Service) ImportFlow(ctx context.Context, p Project, doc FlowDocument) (Flow, error) {
+func (s *FlowService) ImportFlow(ctx context.Context, p Project, doc FlowDocument) (Flow, error) {
 	if err := checkDocument(doc); err != nil {
 		return Flow{}, err
 	}
@@ -242,7 +242,7 @@ func setManagedBy(f *Flow, v *string) error {
 // flow's name (Step.Flow): the ID means nothing on another installation,
 // where saving the document resolves the name instead. A called flow that
 // is gone keeps its ID alone, which the other installation then refuses.
-func (s *Service) nameCalledFlows(ctx context.Context, f Flow) error {
+func (s *FlowService) nameCalledFlows(ctx context.Context, f Flow) error {
 	names := map[string]string{f.ID: f.Name}
 	var lookupErr error
 	name := func(st *Step) {
@@ -275,7 +275,7 @@ func (s *Service) nameCalledFlows(ctx context.Context, f Flow) error {
 // installation the document was exported from. The flow being saved
 // answers to its own name, so a flow may call itself by name even before
 // it exists. None or several of that name: 400 naming the step.
-func (s *Service) resolveCalledFlow(ctx context.Context, f *Flow, st *Step, at string) error {
+func (s *flowValidator) resolveCalledFlow(ctx context.Context, f *Flow, st *Step, at string) error {
 	if st.Flow == "" {
 		return nil
 	}

@@ -432,10 +432,11 @@ type VariableStore interface {
 	UpdateVariables(ctx context.Context, project string, change func(map[string]Variable) (map[string]Variable, error)) error
 }
 
-// SlotStore keeps the admission bookkeeping of runs (admission.go): one
-// small Slots document per bound, named by scope (a flow's concurrency or
-// throttle for one key value, a project's concurrentRuns). The rules live
-// in the Service; the store only makes each change atomic.
+// SlotStore keeps the admission bookkeeping of runs
+// (runstate_admission.go): one small Slots document per bound, named by
+// scope (a flow's concurrency or throttle for one key value, a project's
+// concurrentRuns). The rules live in the RunService; the store only makes
+// each change atomic.
 type SlotStore interface {
 	// UpdateSlots reads the scope's slots (none: empty Slots), calls
 	// change and writes what it returns, atomically: when another writer

@@ -45,7 +45,7 @@ func PureFlow(f Flow) bool {
 // within the budget (RunRuntime.PureBudget, at most wait), takes
 // ReceiveWebhook's path: stored first, then executed (again, which is
 // safe for such steps) and answered as that path answers.
-func (s *Service) ReceiveWebhookWithin(ctx context.Context, f Flow, td TriggerData, wait time.Duration) (Run, error) {
+func (s *RunService) ReceiveWebhookWithin(ctx context.Context, f Flow, td TriggerData, wait time.Duration) (Run, error) {
 	if r, ok, err := s.runPure(ctx, f, td, wait); ok {
 		return r, err
 	}
@@ -54,7 +54,7 @@ func (s *Service) ReceiveWebhookWithin(ctx context.Context, f Flow, td TriggerDa
 
 // runPure is ReceiveWebhookWithin's one-commit path; ok is false when the
 // delivery should take the usual path instead, with nothing stored.
-func (s *Service) runPure(ctx context.Context, f Flow, td TriggerData, wait time.Duration) (Run, bool, error) {
+func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait time.Duration) (Run, bool, error) {
 	rt := s.rt
 	if rt == nil || rt.Finished == nil || s.exec == nil || f.Engine != WorkflowBuilder ||
 		f.Status != FlowActive || !executesInline(f) || !PureFlow(f) {

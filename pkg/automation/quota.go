@@ -129,7 +129,7 @@ type ProjectInfo struct {
 }
 
 // ProjectInfo is the project of the caller with its limits and usage.
-func (s *Service) ProjectInfo(ctx context.Context, p Project) (ProjectInfo, error) {
+func (s *ProjectService) ProjectInfo(ctx context.Context, p Project) (ProjectInfo, error) {
 	n, err := s.countFlows(ctx, p.ID, math.MaxInt64)
 	if err != nil {
 		return ProjectInfo{}, err
@@ -144,7 +144,7 @@ func (s *Service) ProjectInfo(ctx context.Context, p Project) (ProjectInfo, erro
 // SetProjectLimits sets (or, for values not set, removes) the overrides of
 // the named project's limits and answers the project. An operator's
 // command: flowctl projects set-limits.
-func (s *Service) SetProjectLimits(ctx context.Context, name string, set map[string]int64, unset []string) (Project, error) {
+func (s *ProjectService) SetProjectLimits(ctx context.Context, name string, set map[string]int64, unset []string) (Project, error) {
 	p, err := s.store.ProjectByName(ctx, name)
 	if err != nil {
 		return Project{}, wrap("set limits", err)
@@ -171,7 +171,7 @@ func (s *Service) SetProjectLimits(ctx context.Context, name string, set map[str
 }
 
 // countFlows counts the project's flows, reading no further than stop.
-func (s *Service) countFlows(ctx context.Context, project string, stop int64) (int64, error) {
+func (s *ProjectService) countFlows(ctx context.Context, project string, stop int64) (int64, error) {
 	var n int64
 	q := ListQuery{Limit: MaxPageSize}
 	for n < stop {
@@ -189,7 +189,7 @@ func (s *Service) countFlows(ctx context.Context, project string, stop int64) (i
 }
 
 // checkFlowQuota refuses a new flow past the project's flows limit.
-func (s *Service) checkFlowQuota(ctx context.Context, p Project) error {
+func (s *ProjectService) checkFlowQuota(ctx context.Context, p Project) error {
 	max := p.Limits().Flows
 	if max == nil {
 		return nil
@@ -210,7 +210,7 @@ func (s *Service) checkFlowQuota(ctx context.Context, p Project) error {
 // each instance keeps its own, so the bound is per instance there (API
 // Gateway's stage throttling bounds the whole). A project over its
 // storedBytes quota is refused first, the same way (storage.go).
-func (s *Service) AdmitDelivery(ctx context.Context, project string) error {
+func (s *ProjectService) AdmitDelivery(ctx context.Context, project string) error {
 	pq, err := s.quotas.get(ctx, s.store, project, s.clock())
 	if err != nil {
 		return err

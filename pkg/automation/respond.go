@@ -66,7 +66,7 @@ func checkResponseHeader(at, name string) error {
 
 // validateRespond checks a RESPOND step: status, headers, content type and
 // body (any JSON value; strings are templates).
-func (s *Service) validateRespond(st *Step, at string) error {
+func (s *flowValidator) validateRespond(st *Step, at string) error {
 	if st.StatusCode == 0 {
 		st.StatusCode = 200
 	}

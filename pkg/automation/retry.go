@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"time"
 )
 
 // Where a retry starts.
@@ -33,7 +32,7 @@ type RetryTrigger struct {
 // steps with side effects are not executed again) and starts at the step
 // that failed, and ResumedFrom names the earlier run. A retry is never
 // deduplicated by the flow's idempotency header.
-func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string, req RetryRequest) (Run, error) {
+func (s *RunService) RetryRun(ctx context.Context, p Project, flowID, runID string, req RetryRequest) (Run, error) {
 	from := req.From
 	if from == "" {
 		from = RetryFromStart
@@ -88,7 +87,7 @@ func (s *Service) RetryRun(ctx context.Context, p Project, flowID, runID string,
 }
 
 // enqueueNew queues a new run of f with a fresh ID, shaped by prepare.
-func (s *Service) enqueueNew(ctx context.Context, f Flow, td TriggerData, prepare func(*Run)) (Run, error) {
+func (s *RunService) enqueueNew(ctx context.Context, f Flow, td TriggerData, prepare func(*Run)) (Run, error) {
 	rt, err := s.runtime()
 	if err != nil {
 		return Run{}, err
@@ -99,86 +98,6 @@ func (s *Service) enqueueNew(ctx context.Context, f Flow, td TriggerData, prepar
 		return Run{}, wrap("enqueue run", err)
 	}
 	return r, nil
-}
-
-// RunSearch is what GET /api/v1/runs asks, unparsed.
-type RunSearch struct {
-	PageRequest
-	FlowID       string
-	Since, Until string // RFC 3339, optional
-}
-
-// runStatuses are the values a status filter takes.
-var runStatuses = []string{string(RunRunning), string(RunSucceeded), string(RunFailed), string(RunTimeout)}
-
-// runQuery checks a search.
-func (s *Service) runQuery(p Project, in RunSearch) (RunQuery, string, error) {
-	if in.Status != "" && !slices.Contains(runStatuses, in.Status) {
-		return RunQuery{}, "", InvalidCode("INVALID_PARAMETER", "status must be one of %v, got %q", runStatuses, in.Status)
-	}
-	q := RunQuery{FlowID: in.FlowID}
-	for _, t := range []struct {
-		name, v string
-		dst     *time.Time
-	}{{"since", in.Since, &q.Since}, {"until", in.Until, &q.Until}} {
-		if t.v == "" {
-			continue
-		}
-		v, err := time.Parse(time.RFC3339, t.v)
-		if err != nil {
-			return RunQuery{}, "", InvalidCode("INVALID_PARAMETER", "%s must be an RFC 3339 time such as 2026-05-01T00:00:00Z, got %q", t.name, t.v)
-		}
-		*t.dst = v.UTC()
-	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		return RunQuery{}, "", InvalidCode("INVALID_PARAMETER", "since must be before until")
-	}
-	scope := p.ID + "/runs?" + in.FlowID + "\x00" + in.Since + "\x00" + in.Until
-	return q, scope, nil
-}
-
-// SearchRuns lists a project's runs, newest first, filtered by flow,
-// status and creation time: run summaries, as a flow's run list.
-func (s *Service) SearchRuns(ctx context.Context, p Project, in RunSearch) (List[Run], error) {
-	rt, q, scope, err := s.searchQuery(p, in)
-	if err != nil {
-		return List[Run]{}, err
-	}
-	page, err := rt.Runs.SearchRuns(ctx, p.ID, q)
-	if err != nil {
-		return List[Run]{}, wrap("search runs", err)
-	}
-	return list(s, scope, q.ListQuery, page, Run.Public), nil
-}
-
-// SearchRunsJSON is SearchRuns with each run as its JSON
-// (RunStore.SearchRunsJSON), for the API, which writes the page from it.
-func (s *Service) SearchRunsJSON(ctx context.Context, p Project, in RunSearch) (List[json.RawMessage], error) {
-	rt, q, scope, err := s.searchQuery(p, in)
-	if err != nil {
-		return List[json.RawMessage]{}, err
-	}
-	page, err := rt.Runs.SearchRunsJSON(ctx, p.ID, q)
-	if err != nil {
-		return List[json.RawMessage]{}, wrap("search runs", err)
-	}
-	return list(s, scope, q.ListQuery, page, func(r json.RawMessage) json.RawMessage { return r }), nil
-}
-
-// searchQuery checks a search and its page request.
-func (s *Service) searchQuery(p Project, in RunSearch) (*RunRuntime, RunQuery, string, error) {
-	rt, err := s.runtime()
-	if err != nil {
-		return nil, RunQuery{}, "", err
-	}
-	q, scope, err := s.runQuery(p, in)
-	if err != nil {
-		return nil, RunQuery{}, "", err
-	}
-	if q.ListQuery, err = s.listQuery(scope, in.PageRequest); err != nil {
-		return nil, RunQuery{}, "", err
-	}
-	return rt, q, scope, nil
 }
 
 // MaxReplay bounds one replay call.
@@ -204,7 +123,7 @@ type Replayed struct {
 // ReplayRuns retries from START every FAILED (or TIMEOUT) run of the
 // project, or of one flow, created in the window, newest first, at most
 // MaxReplay per call.
-func (s *Service) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) (Replayed, error) {
+func (s *RunService) ReplayRuns(ctx context.Context, p Project, req ReplayRequest) (Replayed, error) {
 	if req.Status != string(RunFailed) && req.Status != string(RunTimeout) {
 		return Replayed{}, Invalid("status must be %s or %s, got %q", RunFailed, RunTimeout, req.Status)
 	}

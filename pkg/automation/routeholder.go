@@ -7,7 +7,7 @@ import "context"
 // author knows which of their flows to change. A holder of another project
 // stays unnamed (PathTaken): IDs and names never cross projects. Any other
 // error, or a failure to find the holder, leaves err as it is.
-func (s *Service) nameRouteHolder(ctx context.Context, f Flow, err error) error {
+func (s *FlowService) nameRouteHolder(ctx context.Context, f Flow, err error) error {
 	if !IsRouteConflict(err) {
 		return err
 	}

@@ -42,8 +42,8 @@ type Run struct {
 	// backoff before a RETRY. Empty while it executes and once it is final.
 	WaitingFor WaitReason `json:"waitingFor,omitempty"`
 	// Deferred counts the claims that found no slot for the run
-	// (admission.go): they are not attempts at it, so MaxAttempts does not
-	// count them. Internal, like OnErrorOf.
+	// (runstate_admission.go): they are not attempts at it, so MaxAttempts
+	// does not count them. Internal, like OnErrorOf.
 	Deferred int `json:"deferred,omitempty"`
 	// ResumedFrom is the run this one resumed (a retry from the failed
 	// step), which lent it the outputs of its finished steps.

@@ -57,7 +57,7 @@ type WebhookSample struct {
 // ArmWebhookTest arms the Test Trigger of a webhook flow for CaptureWindow:
 // the next event received is kept as the flow's sample. Arming again
 // restarts the window.
-func (s *Service) ArmWebhookTest(ctx context.Context, p Project, id string) (WebhookTest, error) {
+func (s *FlowService) ArmWebhookTest(ctx context.Context, p Project, id string) (WebhookTest, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return WebhookTest{}, wrap("arm webhook test", err)
@@ -74,7 +74,7 @@ func (s *Service) ArmWebhookTest(ctx context.Context, p Project, id string) (Web
 
 // WebhookSample returns the event a Test Trigger captured for the flow, or
 // SAMPLE_NOT_FOUND before the first capture.
-func (s *Service) WebhookSample(ctx context.Context, p Project, id string) (WebhookSample, error) {
+func (s *FlowService) WebhookSample(ctx context.Context, p Project, id string) (WebhookSample, error) {
 	f, err := s.store.Flow(ctx, p.ID, id)
 	if err != nil {
 		return WebhookSample{}, wrap("get webhook sample", err)
@@ -107,7 +107,7 @@ func (s *Service) WebhookSample(ctx context.Context, p Project, id string) (Webh
 }
 
 // armed reports whether the flow's Test Trigger waits for an event now.
-func (s *Service) armed(ctx context.Context, f Flow) (bool, error) {
+func (s *FlowService) armed(ctx context.Context, f Flow) (bool, error) {
 	until, err := s.store.ArmedUntil(ctx, f.Project, f.ID)
 	if err != nil {
 		return false, wrap("read test trigger", err)
@@ -118,7 +118,7 @@ func (s *Service) armed(ctx context.Context, f Flow) (bool, error) {
 // capture takes the flow's armed Test Trigger, if one holds now, and keeps
 // td as its sample. It reports whether it took one. A sample that cannot be
 // stored is logged: the event was accepted and still runs.
-func (s *Service) capture(ctx context.Context, f Flow, td TriggerData) (bool, error) {
+func (s *FlowService) capture(ctx context.Context, f Flow, td TriggerData) (bool, error) {
 	now := s.clock()
 	taken, err := s.store.TakeCapture(ctx, f.Project, f.ID, now)
 	if err != nil || !taken {
@@ -133,57 +133,4 @@ func (s *Service) capture(ctx context.Context, f Flow, td TriggerData) (bool, er
 		s.log.ErrorContext(ctx, "store webhook sample", "flow", f.ID, "err", err)
 	}
 	return true, nil
-}
-
-// ReceiveWebhook starts the run of a delivery to a flow's live webhook URL
-// that passed the receiver's checks. For a flow builder flow with an armed
-// Test Trigger it first captures the delivery as the flow's sample; an
-// INACTIVE flow (which WebhookFlow lets through only while armed) accepts
-// exactly the delivery that takes the capture, and is a 404 otherwise.
-//
-// The run of an ON_COMPLETION flow is for the receiver to execute: where
-// the queue offers it (RunRuntime.Inline) it comes back claimed by the
-// receiver's attempt (Run.LeaseToken set), and the receiver must hand it
-// to AwaitRun; no worker takes it before its lease runs out.
-func (s *Service) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
-	if f.Engine == FlowBuilder {
-		taken, err := s.capture(ctx, f, td)
-		switch {
-		case err != nil && f.Status != FlowActive:
-			return Run{}, err
-		case err != nil:
-			// A live flow keeps working when its Test Trigger cannot be read.
-			s.log.WarnContext(ctx, "capture webhook sample", "flow", f.ID, "err", err)
-		case !taken && f.Status != FlowActive:
-			// Another delivery took the capture, or it expired since.
-			return Run{}, InactiveFlow(f.ID)
-		case taken:
-			return s.startTestRun(ctx, f, td) // the Test Trigger's event tries the draft
-		}
-	} else if f.Status != FlowActive {
-		return Run{}, NotFound("flow", f.ID)
-	}
-	return s.startRun(ctx, f, td, executesInline(f))
-}
-
-// TestRouteFlow is RouteFlow for the workflow builder test URL: it finds the
-// flow on path for method whatever its status, but only while its Test
-// Trigger is armed; otherwise the path is a 404.
-func (s *Service) TestRouteFlow(ctx context.Context, path, method string) (Flow, error) {
-	return s.routeFlow(ctx, path, method, s.armed)
-}
-
-// ReceiveTestWebhook captures a delivery to the workflow builder test URL
-// as the flow's sample and runs the flow, even while it is INACTIVE. One
-// delivery per arming gets through; the others are a 404. An ON_COMPLETION
-// flow's run comes back claimed for AwaitRun, as from ReceiveWebhook.
-func (s *Service) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
-	taken, err := s.capture(ctx, f, td)
-	if err != nil {
-		return Run{}, err
-	}
-	if !taken {
-		return Run{}, NotFound("flow", f.ID)
-	}
-	return s.startTestRun(ctx, f, td)
 }

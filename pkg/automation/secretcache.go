@@ -17,11 +17,11 @@ type CachedSecrets interface {
 }
 
 // cachedSecret reads a secret through the store's cache when it has one.
-func (s *Service) cachedSecret(ctx context.Context, project, name, stamp string) ([]byte, error) {
-	if c, ok := s.secrets.(CachedSecrets); ok {
+func cachedSecret(ctx context.Context, secrets Secrets, project, name, stamp string) ([]byte, error) {
+	if c, ok := secrets.(CachedSecrets); ok {
 		return c.CachedSecret(ctx, project, name, stamp)
 	}
-	return s.secrets.Secret(ctx, project, name)
+	return secrets.Secret(ctx, project, name)
 }
 
 // flowStamp names the version of a flow's secrets: they change only with

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -43,30 +42,20 @@ type Config struct {
 }
 
 // Service carries out every operation of the management API and the
-// receivers. It is safe for concurrent use.
+// receivers. It is the composition root of the domain: one small service
+// per aggregate, each holding only the ports it uses, embedded so that
+// every operation is a method of Service (svc.CreateFlow, svc.StartRun).
+// docs/architecture.md maps each service to its files. It is safe for
+// concurrent use.
 type Service struct {
-	store       Store
-	secrets     Secrets
-	checker     Checker
-	scheduler   Scheduler
-	rt          *RunRuntime
-	oauthApps   OAuthAppStore
-	oauth       OAuthClient
-	refreshing  sync.Map // connection ID -> *sync.Mutex: one refresh at a time per connection
-	exec        Executor // from rt.NewExecutor
-	cursors     cursors
-	engineURL   string
-	workflowURL string
-	now         func() time.Time
-	newID       func(prefix string) string
-	log         *slog.Logger
-	quotas      quotas
-	versions    versionCache  // flow versions pinned runs execute (versioncache.go)
-	outbound    outboundGates // outbound.go
-	storage     storageUsage  // storage.go
+	*ProjectService    // projects, API keys and roles, audit, quotas (projectservice.go)
+	*FlowService       // flows, drafts, versions, validation (flowservice.go)
+	*ConnectionService // connections, OAuth2, credentials (connectionservice.go)
+	*VariableService   // project variables (variableservice.go)
+	*RunService        // runs and the run state machine (runservice.go)
 }
 
-// NewService checks cfg and returns a Service.
+// NewService checks cfg, builds the services and wires them together.
 func NewService(cfg Config) (*Service, error) {
 	switch {
 	case cfg.Store == nil:
@@ -78,30 +67,64 @@ func NewService(cfg Config) (*Service, error) {
 	case len(cfg.CursorKey) < 32:
 		return nil, errors.New("automation: Config.CursorKey needs at least 32 bytes")
 	}
+	b := newBase(cfg)
+	projects := &ProjectService{base: b, store: cfg.Store}
+	variables := &VariableService{base: b, store: cfg.Store, secrets: cfg.Secrets}
+	flows := &FlowService{
+		base:          b,
+		flowValidator: &flowValidator{base: b, checker: cfg.Checker, store: cfg.Store},
+		store:         cfg.Store,
+		secrets:       cfg.Secrets,
+		checker:       cfg.Checker,
+		scheduler:     cfg.Scheduler,
+		engineURL:     trimSlash(cfg.EngineURL),
+		workflowURL:   trimSlash(cfg.WorkflowURL),
+		projects:      projects,
+		variables:     variables,
+	}
 	s := &Service{
-		store: cfg.Store, secrets: cfg.Secrets, checker: cfg.Checker, scheduler: cfg.Scheduler, rt: cfg.Runtime,
-		oauthApps: cfg.OAuthApps, oauth: cfg.OAuth,
-		cursors:   cursors{key: cfg.CursorKey},
-		engineURL: trimSlash(cfg.EngineURL), workflowURL: trimSlash(cfg.WorkflowURL),
-		now: cfg.Clock, newID: cfg.NewID, log: cfg.Log,
+		ProjectService: projects,
+		FlowService:    flows,
+		ConnectionService: &ConnectionService{base: b, store: cfg.Store, secrets: cfg.Secrets,
+			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth},
+		VariableService: variables,
+		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
+			flows: flows, projects: projects},
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.newID == nil {
-		s.newID = NewID
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.rt != nil && s.rt.NewExecutor != nil {
-		s.exec = s.rt.NewExecutor(s)
+	if cfg.Runtime != nil && cfg.Runtime.NewExecutor != nil {
+		// The executor reads credentials, variables, state and calls
+		// through the whole Service (Credentials and the interfaces the
+		// engine asks it for), and the RunService executes with it.
+		s.RunService.exec = cfg.Runtime.NewExecutor(s)
 	}
 	return s, nil
 }
 
+// base is what every service of the package shares: the clock, the ID
+// maker, the log and the key that seals page cursors.
+type base struct {
+	now     func() time.Time
+	newID   func(prefix string) string
+	log     *slog.Logger
+	cursors cursors
+}
+
+func newBase(cfg Config) *base {
+	b := &base{now: cfg.Clock, newID: cfg.NewID, log: cfg.Log, cursors: cursors{key: cfg.CursorKey}}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if b.newID == nil {
+		b.newID = NewID
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	return b
+}
+
 // clock returns the current time as stored and shown: UTC, milliseconds.
-func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Millisecond) }
+func (b *base) clock() time.Time { return b.now().UTC().Truncate(time.Millisecond) }
 
 func trimSlash(u string) string {
 	for len(u) > 0 && u[len(u)-1] == '/' {
@@ -126,7 +149,7 @@ type PageRequest struct {
 }
 
 // listQuery checks a PageRequest for the list named scope.
-func (s *Service) listQuery(scope string, pr PageRequest) (ListQuery, error) {
+func (s *base) listQuery(scope string, pr PageRequest) (ListQuery, error) {
 	q := ListQuery{Limit: DefaultPageSize, Status: pr.Status}
 	if pr.Limit != "" {
 		n, err := strconv.Atoi(pr.Limit)
@@ -145,14 +168,22 @@ func (s *Service) listQuery(scope string, pr PageRequest) (ListQuery, error) {
 	return q, nil
 }
 
+// sealCursor seals a list's next position for the list named scope.
+func (b *base) sealCursor(scope, next string) string { return b.cursors.seal(scope, next) }
+
+// cursorSealer is every service: each embeds *base.
+type cursorSealer interface {
+	sealCursor(scope, next string) string
+}
+
 // list turns a store page into the envelope, sealing its next position.
-func list[T, U any](s *Service, scope string, q ListQuery, p Page[T], view func(T) U) List[U] {
+func list[T, U any](s cursorSealer, scope string, q ListQuery, p Page[T], view func(T) U) List[U] {
 	out := List[U]{Data: make([]U, 0, len(p.Items)), HasMore: p.Next != ""}
 	for _, it := range p.Items {
 		out.Data = append(out.Data, view(it))
 	}
 	if p.Next != "" {
-		c := s.cursors.seal(scope+"\x00"+q.Status, p.Next)
+		c := s.sealCursor(scope+"\x00"+q.Status, p.Next)
 		out.Cursor = &c
 	}
 	return out

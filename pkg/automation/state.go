@@ -9,7 +9,7 @@ import (
 )
 
 // FlowState returns a flow's state as expressions see it under `state`.
-func (s *Service) FlowState(ctx context.Context, project, flowID string) (map[string]any, error) {
+func (s *FlowService) FlowState(ctx context.Context, project, flowID string) (map[string]any, error) {
 	raw, err := s.store.FlowState(ctx, project, flowID)
 	if err != nil {
 		return nil, wrap("read flow state", err)
@@ -20,7 +20,7 @@ func (s *Service) FlowState(ctx context.Context, project, flowID string) (map[st
 // StoreFlowState sets and deletes keys of a flow's state in one atomic
 // change and returns the new state. A state that would exceed
 // MaxStateBytes as JSON is refused (ErrInvalid), leaving it as it was.
-func (s *Service) StoreFlowState(ctx context.Context, project, flowID string, set map[string]any, del []string) (map[string]any, error) {
+func (s *FlowService) StoreFlowState(ctx context.Context, project, flowID string, set map[string]any, del []string) (map[string]any, error) {
 	enc := make(map[string]json.RawMessage, len(set))
 	for k, v := range set {
 		b, err := json.Marshal(v)

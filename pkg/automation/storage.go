@@ -72,7 +72,7 @@ type measured struct {
 }
 
 // storedBytes measures the project's usage now and keeps it.
-func (s *Service) storedBytes(ctx context.Context, project string) (int64, error) {
+func (s *ProjectService) storedBytes(ctx context.Context, project string) (int64, error) {
 	n, err := s.store.StoredBytes(ctx, project)
 	if err != nil {
 		return 0, wrap("measure stored bytes", err)
@@ -121,7 +121,7 @@ func (u *storageUsage) failed(project string) {
 // usage is over its storedBytes quota: 429 with Retry-After, naming the
 // quota. It never measures on the delivery's path: a due measurement runs
 // in the background, and a project not measured yet is let through.
-func (s *Service) admitStorage(ctx context.Context, project string, l Limits, plan Plan) error {
+func (s *ProjectService) admitStorage(ctx context.Context, project string, l Limits, plan Plan) error {
 	if l.StoredBytes == nil {
 		return nil
 	}

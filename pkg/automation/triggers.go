@@ -7,7 +7,7 @@ import "context"
 // field) is not deduplicated: refusing it would lose the event. The key
 // has a namespace of its own, so that a header value and an expression
 // value never name the same first delivery.
-func (s *Service) expressionKey(ctx context.Context, f Flow, td TriggerData) string {
+func (s *FlowService) expressionKey(ctx context.Context, f Flow, td TriggerData) string {
 	w := f.Trigger.Webhook
 	if w == nil || w.IdempotencyKey == "" || s.checker == nil {
 		return ""

@@ -45,7 +45,7 @@ func validateMeta(f *Flow) error {
 
 // validateFlow checks a whole flow, filling defaults in place. Messages name
 // the field and what is allowed.
-func (s *Service) validateFlow(ctx context.Context, f *Flow) error {
+func (s *flowValidator) validateFlow(ctx context.Context, f *Flow) error {
 	if f.Engine != FlowBuilder && f.Engine != WorkflowBuilder {
 		return Invalid("engine %q: allowed values are %s, %s", f.Engine, FlowBuilder, WorkflowBuilder)
 	}
@@ -99,7 +99,7 @@ func countSteps(steps []Step) int {
 // stepsValidation checks the steps of one flow, nested ones included, with
 // names unique in the whole flow.
 type stepsValidation struct {
-	s    *Service
+	s    *flowValidator
 	f    *Flow
 	seen map[string]bool
 }
@@ -181,7 +181,7 @@ func (v *stepsValidation) step(ctx context.Context, st *Step, at string, depth i
 	return nil
 }
 
-func (s *Service) validateTrigger(f *Flow) error {
+func (s *flowValidator) validateTrigger(f *Flow) error {
 	t := &f.Trigger
 	if t.Poll != nil && t.Type != TriggerPoll {
 		return Invalid("trigger.poll is for POLL triggers; this trigger is %s", cmp.Or(t.Type, TriggerWebhook))
@@ -219,7 +219,7 @@ func (s *Service) validateTrigger(f *Flow) error {
 	}
 }
 
-func (s *Service) validateWebhook(engine Engine, w *Webhook) error {
+func (s *flowValidator) validateWebhook(engine Engine, w *Webhook) error {
 	if engine == FlowBuilder {
 		switch {
 		case w.HTTPMethod != "" && w.HTTPMethod != "POST":
@@ -343,7 +343,7 @@ func validateSignature(at string, sg *Signature) error {
 	return nil
 }
 
-func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string) error {
+func (s *flowValidator) validateStep(ctx context.Context, f *Flow, st *Step, at string) error {
 	if !slices.Contains(StepTypes, st.Type) {
 		return Invalid("%s.type %q: allowed values are %s", at, st.Type, join(StepTypes))
 	}
@@ -399,7 +399,7 @@ func (s *Service) validateStep(ctx context.Context, f *Flow, st *Step, at string
 
 // validateForEach checks a FOR_EACH's list and concurrency; its steps are
 // checked by the caller.
-func (s *Service) validateForEach(st *Step, at string) error {
+func (s *flowValidator) validateForEach(st *Step, at string) error {
 	items := bytes.TrimSpace(st.Items)
 	switch {
 	case len(items) == 0:
@@ -439,7 +439,7 @@ func (s *Service) validateForEach(st *Step, at string) error {
 }
 
 // validateStore checks a STORE step's keys and templates.
-func (s *Service) validateStore(st *Step, at string) error {
+func (s *flowValidator) validateStore(st *Step, at string) error {
 	if len(st.Set) == 0 && len(st.Delete) == 0 {
 		return Invalid(`%s: STORE needs set (an object of keys to values, e.g. {"lastSha": "{{ trigger.body.after }}"}) or delete (a list of keys)`, at)
 	}
@@ -463,7 +463,7 @@ func (s *Service) validateStore(st *Step, at string) error {
 // which the management API does not carry: the code is there and not too
 // long, and the timeout is in range. Syntax errors show at run time, as the
 // step's error ("SyntaxError: … line N").
-func (s *Service) validateCode(st *Step, at string) error {
+func (s *flowValidator) validateCode(st *Step, at string) error {
 	if strings.TrimSpace(st.Code) == "" {
 		return Invalid(`%s.code is required for CODE: the body of a JavaScript function, e.g. "return {total: trigger.body.items.length}"`, at)
 	}
@@ -482,7 +482,7 @@ func (s *Service) validateCode(st *Step, at string) error {
 	return nil
 }
 
-func (s *Service) validateHTTPStep(ctx context.Context, f *Flow, st *Step, at string) error {
+func (s *flowValidator) validateHTTPStep(ctx context.Context, f *Flow, st *Step, at string) error {
 	if st.Method == "" {
 		st.Method = "GET"
 		if len(st.Body) > 0 {
@@ -602,7 +602,7 @@ func onlyFields(st *Step, at string) error {
 }
 
 // checkTemplates checks every string inside a JSON value as a template.
-func (s *Service) checkTemplates(at string, raw json.RawMessage) error {
+func (s *flowValidator) checkTemplates(at string, raw json.RawMessage) error {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -612,7 +612,7 @@ func (s *Service) checkTemplates(at string, raw json.RawMessage) error {
 	return s.walkTemplates(at, v)
 }
 
-func (s *Service) walkTemplates(at string, v any) error {
+func (s *flowValidator) walkTemplates(at string, v any) error {
 	switch x := v.(type) {
 	case string:
 		if err := s.checker.Template(x); err != nil {

@@ -72,7 +72,7 @@ func checkVariableName(name string) error {
 // PutVariable creates or replaces a variable. A secret value goes to
 // Secrets first, so that a stored secret variable always has its value;
 // a variable that stops being secret has its stored value removed after.
-func (s *Service) PutVariable(ctx context.Context, p Project, name string, in VariableInput) (Variable, error) {
+func (s *VariableService) PutVariable(ctx context.Context, p Project, name string, in VariableInput) (Variable, error) {
 	if err := checkVariableName(name); err != nil {
 		return Variable{}, err
 	}
@@ -113,7 +113,7 @@ func (s *Service) PutVariable(ctx context.Context, p Project, name string, in Va
 // putVariableRecord writes the variable's record, keeping its creation
 // time, within the project's limits; it returns the record and the one it
 // replaced (zero when new).
-func (s *Service) putVariableRecord(ctx context.Context, p Project, name string, in VariableInput) (Variable, Variable, error) {
+func (s *VariableService) putVariableRecord(ctx context.Context, p Project, name string, in VariableInput) (Variable, Variable, error) {
 	now := s.clock()
 	var out, before Variable
 	err := s.store.UpdateVariables(ctx, p.ID, func(cur map[string]Variable) (map[string]Variable, error) {
@@ -145,7 +145,7 @@ func (s *Service) putVariableRecord(ctx context.Context, p Project, name string,
 }
 
 // Variable returns one variable of the project, without a secret's value.
-func (s *Service) Variable(ctx context.Context, p Project, name string) (Variable, error) {
+func (s *VariableService) Variable(ctx context.Context, p Project, name string) (Variable, error) {
 	vs, err := s.store.Variables(ctx, p.ID)
 	if err != nil {
 		return Variable{}, wrap("get variable", err)
@@ -158,7 +158,7 @@ func (s *Service) Variable(ctx context.Context, p Project, name string) (Variabl
 }
 
 // ListVariables returns one page of the project's variables, by name.
-func (s *Service) ListVariables(ctx context.Context, p Project, pr PageRequest) (List[Variable], error) {
+func (s *VariableService) ListVariables(ctx context.Context, p Project, pr PageRequest) (List[Variable], error) {
 	if pr.Status != "" {
 		return List[Variable]{}, InvalidCode("INVALID_PARAMETER", "variables take no status filter")
 	}
@@ -189,7 +189,7 @@ func (s *Service) ListVariables(ctx context.Context, p Project, pr PageRequest) 
 }
 
 // DeleteVariable removes a variable and, for a secret one, its value.
-func (s *Service) DeleteVariable(ctx context.Context, p Project, name string) error {
+func (s *VariableService) DeleteVariable(ctx context.Context, p Project, name string) error {
 	var gone Variable
 	err := s.store.UpdateVariables(ctx, p.ID, func(cur map[string]Variable) (map[string]Variable, error) {
 		v, ok := cur[name]
@@ -222,7 +222,7 @@ type RunVariables struct {
 // one run attempt or one webhook delivery: one store read, and one secret
 // read per secret variable (from the cache while the variable is
 // unchanged).
-func (s *Service) LoadRunVariables(ctx context.Context, project string) (RunVariables, error) {
+func (s *VariableService) LoadRunVariables(ctx context.Context, project string) (RunVariables, error) {
 	vs, err := s.store.Variables(ctx, project)
 	if err != nil {
 		return RunVariables{}, wrap("read variables", err)
@@ -235,7 +235,7 @@ func (s *Service) LoadRunVariables(ctx context.Context, project string) (RunVari
 			}
 			continue
 		}
-		b, err := s.cachedSecret(ctx, project, VariableSecretName(name), variableStamp(v))
+		b, err := cachedSecret(ctx, s.secrets, project, VariableSecretName(name), variableStamp(v))
 		if errors.Is(err, ErrNotFound) {
 			// Deleted between the two reads: as if it were never there.
 			continue
@@ -274,7 +274,7 @@ func SecretVarRef(value string) string {
 // resolveSecretVars replaces the revealed secret fields that name a
 // variable with its value, read now: at each delivery and run. A variable
 // that does not exist leaves the field empty, which every check refuses.
-func (s *Service) resolveSecretVars(ctx context.Context, project string, fields map[string]*Secret) error {
+func (s *VariableService) resolveSecretVars(ctx context.Context, project string, fields map[string]*Secret) error {
 	var rv *RunVariables
 	for _, ptr := range fields {
 		name := SecretVarRef(ptr.Reveal())

@@ -70,7 +70,7 @@ func pinTo(f Flow) *int64 {
 // that of r's version. The live version, and every run from before
 // versions, takes live as it is; another version is read once and kept
 // (versionCache), so an attempt costs no read the unpinned one did not.
-func (s *Service) pinnedFlow(ctx context.Context, live Flow, r Run) (Flow, error) {
+func (s *FlowService) pinnedFlow(ctx context.Context, live Flow, r Run) (Flow, error) {
 	var def Definition
 	switch {
 	case r.Draft && r.DraftDefinition != nil:

@@ -146,7 +146,7 @@ func publisher(ctx context.Context) string {
 // masked) the flow's next version, written with f. old is the flow as
 // stored: one from before versions gets its definition recorded as
 // version 1 first, so that no run pinned to it loses its steps.
-func (s *Service) publish(ctx context.Context, old Flow, f *Flow, message string) {
+func (s *FlowService) publish(ctx context.Context, old Flow, f *Flow, message string) {
 	if old.LiveVersion == 0 {
 		def := DefinitionOf(old)
 		f.Publish = append(f.Publish, FlowVersion{
@@ -163,7 +163,7 @@ func (s *Service) publish(ctx context.Context, old Flow, f *Flow, message string
 
 // firstVersion records f's definition as its version 1, written with the
 // new flow.
-func (s *Service) firstVersion(ctx context.Context, f *Flow) {
+func (s *FlowService) firstVersion(ctx context.Context, f *Flow) {
 	def := DefinitionOf(*f)
 	f.LiveVersion = 1
 	f.Publish = []FlowVersion{{
@@ -186,7 +186,7 @@ func keepOldSecrets(secrets, old map[string]string) {
 
 // storedFlowSecrets reads every secret value stored for f, also when its
 // live definition names none: an earlier version may (keepOldSecrets).
-func (s *Service) storedFlowSecrets(ctx context.Context, f Flow) (map[string]string, error) {
+func (s *FlowService) storedFlowSecrets(ctx context.Context, f Flow) (map[string]string, error) {
 	raw, err := s.secrets.Secret(ctx, f.Project, FlowSecretName(f.ID))
 	if errors.Is(err, ErrNotFound) {
 		return map[string]string{}, nil

@@ -92,7 +92,7 @@ func scopeKey(kind, owner, key string) string {
 // are taken. A flow without concurrency or throttle, in a project without
 // concurrentRuns, has none and costs no store access (the project's limits
 // are cached).
-func (s *Service) bounds(ctx context.Context, f Flow, r Run, lease time.Duration) ([]bound, error) {
+func (s *RunService) bounds(ctx context.Context, f Flow, r Run, lease time.Duration) ([]bound, error) {
 	var bs []bound
 	if c := f.Concurrency; c != nil {
 		bs = append(bs, bound{scope: scopeKey("c", f.ID, s.limitKey(ctx, c.Key, r)), reason: WaitingConcurrency,
@@ -106,7 +106,7 @@ func (s *Service) bounds(ctx context.Context, f Flow, r Run, lease time.Duration
 		bs = append(bs, bound{scope: scopeKey("t", f.ID, s.limitKey(ctx, t.Key, r)), reason: WaitingThrottle,
 			limit: t.Limit, hold: d})
 	}
-	pq, err := s.quotas.get(ctx, s.store, r.Project, s.clock())
+	pq, err := s.projects.projectQuota(ctx, r.Project, s.clock())
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (s *Service) bounds(ctx context.Context, f Flow, r Run, lease time.Duration
 // limitKey is the value of a concurrency or throttle key for the run: ""
 // (one bound for the flow) without a key, or when it evaluates to null or
 // fails.
-func (s *Service) limitKey(ctx context.Context, expr string, r Run) string {
+func (s *RunService) limitKey(ctx context.Context, expr string, r Run) string {
 	if expr == "" || s.checker == nil {
 		return ""
 	}
@@ -140,7 +140,7 @@ type admission struct {
 
 // admit takes a slot of every bound for run r, or none: refused at one,
 // it gives back what it took and puts r in that bound's line.
-func (s *Service) admit(ctx context.Context, rt *RunRuntime, bs []bound, r Run) (admission, error) {
+func (s *RunService) admit(ctx context.Context, rt *RunRuntime, bs []bound, r Run) (admission, error) {
 	var a admission
 	for _, b := range bs {
 		var (
@@ -167,7 +167,7 @@ func (s *Service) admit(ctx context.Context, rt *RunRuntime, bs []bound, r Run) 
 }
 
 // pollAfter is how long a run refused a slot waits before it tries again.
-func (s *Service) pollAfter(rt *RunRuntime, r Run) time.Duration {
+func (s *RunService) pollAfter(rt *RunRuntime, r Run) time.Duration {
 	d, top := slotPoll, slotPollMax
 	if rt.SlotWaker != nil {
 		top = slotPollMaxWake
@@ -182,7 +182,7 @@ func (s *Service) pollAfter(rt *RunRuntime, r Run) time.Duration {
 // throttle's start too, when the run did not start after all) and wakes
 // the runs first in line for them. A failure is only logged: the holds
 // expire with the claim's lease.
-func (s *Service) giveBack(ctx context.Context, rt *RunRuntime, r Run, bs []bound) {
+func (s *RunService) giveBack(ctx context.Context, rt *RunRuntime, r Run, bs []bound) {
 	var wake []string
 	for _, b := range bs {
 		err := s.store.UpdateSlots(ctx, r.Project, b.scope, func(sl Slots) (Slots, error) {
@@ -200,7 +200,7 @@ func (s *Service) giveBack(ctx context.Context, rt *RunRuntime, r Run, bs []boun
 
 // releaseHeld gives back, when an attempt ends, the slots it holds that
 // last no longer than it does (not a throttle's starts).
-func (s *Service) releaseHeld(ctx context.Context, rt *RunRuntime, r Run, a admission) {
+func (s *RunService) releaseHeld(ctx context.Context, rt *RunRuntime, r Run, a admission) {
 	var bs []bound
 	for _, b := range a.held {
 		if b.release {
@@ -212,7 +212,7 @@ func (s *Service) releaseHeld(ctx context.Context, rt *RunRuntime, r Run, a admi
 	}
 }
 
-func (s *Service) wake(ctx context.Context, rt *RunRuntime, runs []string) {
+func (s *RunService) wake(ctx context.Context, rt *RunRuntime, runs []string) {
 	if rt.SlotWaker == nil || len(runs) == 0 {
 		return
 	}
