@@ -6,6 +6,7 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"encoding/hex"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,10 +26,37 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 // characters): URL-safe and unguessable, because a flow builder webhook URL
 // carries only the flow ID. Run IDs (PrefixRun) are NewRunID's instead.
 func NewID(prefix string) string {
-	if prefix == PrefixRun {
+	switch prefix {
+	case PrefixRun:
 		return NewRunID(time.Now())
+	case PrefixAudit:
+		return newAuditID(time.Now())
 	}
 	return prefix + randomToken(16)
+}
+
+// lastAuditNanos is the time of the latest audit ID this process made.
+var lastAuditNanos atomic.Int64
+
+// newAuditID returns PrefixAudit, the time t in nanoseconds (13
+// characters that sort as the times do), strictly later than any audit ID
+// this process made before, and 80 random bits. The log is ordered by
+// time in milliseconds, then ID (AuditSortKey): entries one request or
+// one process writes within a millisecond keep the order they were made
+// in, where random IDs would shuffle them.
+func newAuditID(t time.Time) string {
+	n := t.UnixNano()
+	for {
+		last := lastAuditNanos.Load()
+		next := max(n, last+1)
+		if lastAuditNanos.CompareAndSwap(last, next) {
+			n = next
+			break
+		}
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	return PrefixAudit + timeEncoding.EncodeToString(b[:]) + randomToken(10)
 }
 
 // timeEncoding sorts as its values do: its alphabet is in ASCII order.

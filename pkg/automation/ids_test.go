@@ -3,6 +3,7 @@ package automation
 import (
 	"regexp"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -39,5 +40,24 @@ func TestNewRunIDSortsByTime(t *testing.T) {
 	}
 	if id := NewID(PrefixRun); !shape.MatchString(id) {
 		t.Errorf("NewID(PrefixRun) = %q, not a run ID", id)
+	}
+}
+
+// TestAuditIDsSortInTheOrderMade: audit entries made within one
+// millisecond keep their order in the log (AuditSortKey), whatever their
+// random part.
+func TestAuditIDsSortInTheOrderMade(t *testing.T) {
+	at := time.UnixMilli(1_800_000_000_000)
+	prev := ""
+	for i := range 1000 {
+		id := NewID(PrefixAudit)
+		if !strings.HasPrefix(id, PrefixAudit) || len(id) != len(PrefixAudit)+13+16 {
+			t.Fatalf("audit ID %q: want %s, 13 time characters and 16 random ones", id, PrefixAudit)
+		}
+		key := AuditSortKey(AuditEntry{ID: id, Time: at})
+		if key <= prev {
+			t.Fatalf("entry %d's sort key %q is not after the previous one, %q", i, key, prev)
+		}
+		prev = key
 	}
 }
