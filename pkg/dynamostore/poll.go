@@ -2,11 +2,7 @@ package dynamostore
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"flowservice/pkg/automation"
@@ -42,28 +38,8 @@ func (s *Store) PollState(ctx context.Context, project, flowID string) (automati
 
 func (s *Store) readPoll(ctx context.Context, project, flowID string) (automation.PollState, int64, error) {
 	var st automation.PollState
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.t.Samples, Key: pollKey(flowID), ConsistentRead: aws.Bool(true),
-		ProjectionExpression:     aws.String("#project, #poll, #sv"),
-		ExpressionAttributeNames: map[string]string{"#project": attrProject, "#poll": attrPoll, "#sv": attrStateVersion},
-	})
-	if err != nil {
-		return st, 0, fmt.Errorf("dynamostore: read poll state of flow %s: %w", flowID, err)
-	}
-	r := reader{item: out.Item}
-	if len(out.Item) == 0 || r.str(attrProject) != project {
-		return st, 0, r.err
-	}
-	if doc := r.str(attrPoll); doc != "" {
-		if err := json.Unmarshal([]byte(doc), &st); err != nil {
-			return st, 0, fmt.Errorf("dynamostore: poll state of flow %s: %w", flowID, err)
-		}
-	}
-	var v int64
-	if out.Item[attrStateVersion] != nil {
-		v = r.int(attrStateVersion)
-	}
-	return st, v, r.err
+	v, err := readVersioned(ctx, s, pollKey(flowID), attrPoll, project, "poll state of flow "+flowID, &st)
+	return st, v, err
 }
 
 // UpdatePollState writes the changed state conditionally on the version it
@@ -71,37 +47,9 @@ func (s *Store) readPoll(ctx context.Context, project, flowID string) (automatio
 // UpdateFlowState, so that the state of a missing flow (or another
 // project's) is refused.
 func (s *Store) UpdatePollState(ctx context.Context, project, flowID string, change func(automation.PollState) (automation.PollState, error)) error {
-	flow, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.t.Flows, Key: flowKey(flowID),
-		ProjectionExpression:     aws.String("#project"),
-		ExpressionAttributeNames: map[string]string{"#project": attrProject},
-	})
-	if err != nil {
-		return fmt.Errorf("dynamostore: update poll state of flow %s: %w", flowID, err)
+	if err := s.requireFlow(ctx, project, flowID, "poll state of flow "+flowID); err != nil {
+		return err
 	}
-	if r := (reader{item: flow.Item}); len(flow.Item) == 0 || r.str(attrProject) != project {
-		return automation.NotFound("flow", flowID)
-	}
-	for attempt := 1; ; attempt++ {
-		cur, version, err := s.readPoll(ctx, project, flowID)
-		if err != nil {
-			return err
-		}
-		next, err := change(cur)
-		if err != nil {
-			return err
-		}
-		doc, err := json.Marshal(next)
-		if err != nil {
-			return fmt.Errorf("dynamostore: encode poll state of flow %s: %w", flowID, err)
-		}
-		lost, err := s.putVersioned(ctx, pollKey(flowID), attrPoll, project, doc, version)
-		if lost && attempt < stateUpdateAttempts {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("dynamostore: update poll state of flow %s: %w", flowID, err)
-		}
-		return nil
-	}
+	return updateVersioned(ctx, s, "poll state of flow "+flowID, pollKey(flowID), attrPoll, project,
+		func() (automation.PollState, int64, error) { return s.readPoll(ctx, project, flowID) }, change)
 }

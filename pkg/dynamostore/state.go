@@ -48,50 +48,72 @@ func (s *Store) FlowState(ctx context.Context, project, flowID string) (map[stri
 }
 
 func (s *Store) readState(ctx context.Context, project, flowID string) (map[string]json.RawMessage, int64, error) {
+	m := map[string]json.RawMessage{}
+	v, err := readVersioned(ctx, s, stateKey(flowID), attrState, project, "state of flow "+flowID, &m)
+	if err != nil {
+		return nil, 0, err
+	}
+	return m, v, nil
+}
+
+// readVersioned reads the versioned document at key of the samples table
+// (a flow's state or poll state) into doc, consistently, and returns its
+// version: an item that is missing or of another project leaves doc as it
+// is, at version 0. what names the document in errors.
+func readVersioned[T any](ctx context.Context, s *Store, key map[string]types.AttributeValue, attr, project, what string, doc *T) (int64, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.t.Samples, Key: stateKey(flowID), ConsistentRead: aws.Bool(true),
-		ProjectionExpression:     aws.String("#project, #state, #sv"),
-		ExpressionAttributeNames: map[string]string{"#project": attrProject, "#state": attrState, "#sv": attrStateVersion},
+		TableName: &s.t.Samples, Key: key, ConsistentRead: aws.Bool(true),
+		ProjectionExpression:     aws.String("#project, #doc, #sv"),
+		ExpressionAttributeNames: map[string]string{"#project": attrProject, "#doc": attr, "#sv": attrStateVersion},
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("dynamostore: read state of flow %s: %w", flowID, err)
+		return 0, fmt.Errorf("dynamostore: read %s: %w", what, err)
 	}
 	r := reader{item: out.Item}
-	m := map[string]json.RawMessage{}
 	if len(out.Item) == 0 || r.str(attrProject) != project {
-		return m, 0, r.err
+		return 0, r.err
 	}
-	if doc := r.str(attrState); doc != "" {
-		if err := json.Unmarshal([]byte(doc), &m); err != nil {
-			return nil, 0, fmt.Errorf("dynamostore: state of flow %s: %w", flowID, err)
+	if raw := r.str(attr); raw != "" {
+		if err := json.Unmarshal([]byte(raw), doc); err != nil {
+			return 0, fmt.Errorf("dynamostore: %s: %w", what, err)
 		}
 	}
 	var v int64
 	if out.Item[attrStateVersion] != nil {
 		v = r.int(attrStateVersion)
 	}
-	return m, v, r.err
+	return v, r.err
 }
 
-// UpdateFlowState writes the changed state conditionally on the version
-// it read; a lost race reads again. The flow is read first, so that the
-// state of a missing flow (or another project's) is refused, but it is not
-// part of the write: a condition check on the flow item in a transaction
-// would contend with every run finishing on a busy flow (each adds to the
-// flow's statistics), and DynamoDB cancels such transactions
-// (TransactionConflict). A state written while its flow is being deleted
-// outlives it as a small item no flow reads.
-func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, change func(map[string]json.RawMessage) (map[string]json.RawMessage, error)) error {
+// requireFlow refuses, as not found, a flow that is not project's: the
+// documents kept beside a flow (state, poll state) are written for it
+// only. The flow is read, not made part of the write: a condition check on
+// the flow item in a transaction would contend with every run finishing
+// on a busy flow (each adds to the flow's statistics), and DynamoDB
+// cancels such transactions (TransactionConflict).
+func (s *Store) requireFlow(ctx context.Context, project, flowID, what string) error {
 	flow, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.t.Flows, Key: flowKey(flowID),
 		ProjectionExpression:     aws.String("#project"),
 		ExpressionAttributeNames: map[string]string{"#project": attrProject},
 	})
 	if err != nil {
-		return fmt.Errorf("dynamostore: update state of flow %s: %w", flowID, err)
+		return fmt.Errorf("dynamostore: update %s: %w", what, err)
 	}
 	if r := (reader{item: flow.Item}); len(flow.Item) == 0 || r.str(attrProject) != project {
 		return automation.NotFound("flow", flowID)
+	}
+	return nil
+}
+
+// UpdateFlowState writes the changed state conditionally on the version
+// it read; a lost race reads again. The flow is read first (requireFlow),
+// so that the state of a missing flow (or another project's) is refused. A
+// state written while its flow is being deleted outlives it as a small
+// item no flow reads.
+func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, change func(map[string]json.RawMessage) (map[string]json.RawMessage, error)) error {
+	if err := s.requireFlow(ctx, project, flowID, "state of flow "+flowID); err != nil {
+		return err
 	}
 	return updateVersioned(ctx, s, "state of flow "+flowID, stateKey(flowID), attrState, project,
 		func() (map[string]json.RawMessage, int64, error) { return s.readState(ctx, project, flowID) }, change)

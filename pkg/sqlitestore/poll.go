@@ -39,36 +39,16 @@ func (s *Store) PollState(ctx context.Context, project, flowID string) (automati
 // transaction: writes are serialised, so change runs once.
 func (s *Store) UpdatePollState(ctx context.Context, project, flowID string, change func(automation.PollState) (automation.PollState, error)) error {
 	return s.write(ctx, "update poll state of flow "+flowID, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM flows WHERE project = ? AND id = ?`, project, flowID).Scan(&n); err != nil {
+		if err := flowInProject(ctx, tx, project, flowID); err != nil {
 			return err
 		}
-		if n == 0 {
-			return automation.NotFound("flow", flowID)
-		}
-		var cur automation.PollState
-		var doc string
-		err := tx.QueryRowContext(ctx, `SELECT doc FROM poll_state WHERE flow = ?`, flowID).Scan(&doc)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		default:
-			if cur, err = decodePollState(flowID, doc); err != nil {
+		return updateDoc(ctx, tx, `SELECT doc FROM poll_state WHERE flow = ?`, flowID, automation.PollState{},
+			func(doc string) (automation.PollState, error) { return decodePollState(flowID, doc) }, change,
+			func(doc []byte) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO poll_state (flow, project, doc) VALUES (?, ?, ?)
+					ON CONFLICT (flow) DO UPDATE SET doc = excluded.doc`, flowID, project, string(doc))
 				return err
-			}
-		}
-		next, err := change(cur)
-		if err != nil {
-			return err
-		}
-		b, err := json.Marshal(next)
-		if err != nil {
-			return fmt.Errorf("encode: %w", err)
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO poll_state (flow, project, doc) VALUES (?, ?, ?)
-			ON CONFLICT (flow) DO UPDATE SET doc = excluded.doc`, flowID, project, string(b))
-		return err
+			})
 	})
 }
 

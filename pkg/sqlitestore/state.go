@@ -39,14 +39,10 @@ func (s *Store) FlowState(ctx context.Context, project, flowID string) (map[stri
 // transaction: writes are serialised, so change runs once.
 func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, change func(map[string]json.RawMessage) (map[string]json.RawMessage, error)) error {
 	return s.write(ctx, "update state of flow "+flowID, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM flows WHERE project = ? AND id = ?`, project, flowID).Scan(&n); err != nil {
+		if err := flowInProject(ctx, tx, project, flowID); err != nil {
 			return err
 		}
-		if n == 0 {
-			return automation.NotFound("flow", flowID)
-		}
-		return updateDoc(ctx, tx, `SELECT doc FROM flow_state WHERE flow = ?`, flowID,
+		return updateDoc(ctx, tx, `SELECT doc FROM flow_state WHERE flow = ?`, flowID, map[string]json.RawMessage{},
 			func(doc string) (map[string]json.RawMessage, error) { return decodeState(flowID, doc) }, change,
 			func(doc []byte) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO flow_state (flow, project, doc) VALUES (?, ?, ?)
@@ -56,13 +52,26 @@ func (s *Store) UpdateFlowState(ctx context.Context, project, flowID string, cha
 	})
 }
 
-// updateDoc is the read, change and write of one JSON object row (a flow's
-// state, a project's variables) inside the write transaction tx, which
-// serialises writers: read finds the row by key (none: an empty object),
-// change makes the next object, put writes it.
-func updateDoc[V any](ctx context.Context, tx *sql.Tx, read string, key any, decode func(string) (map[string]V, error),
-	change func(map[string]V) (map[string]V, error), put func(doc []byte) error) error {
-	cur := map[string]V{}
+// flowInProject refuses, as not found, a flow that is not project's: the
+// documents kept beside a flow (state, poll state) are written for it only.
+func flowInProject(ctx context.Context, tx *sql.Tx, project, flowID string) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM flows WHERE project = ? AND id = ?`, project, flowID).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return automation.NotFound("flow", flowID)
+	}
+	return nil
+}
+
+// updateDoc is the read, change and write of one JSON document row (a
+// flow's state or poll state, a project's variables) inside the write
+// transaction tx, which serialises writers: read finds the row by key
+// (none: empty), change makes the next document, put writes it.
+func updateDoc[T any](ctx context.Context, tx *sql.Tx, read string, key any, empty T, decode func(string) (T, error),
+	change func(T) (T, error), put func(doc []byte) error) error {
+	cur := empty
 	var doc string
 	err := tx.QueryRowContext(ctx, read, key).Scan(&doc)
 	switch {

@@ -39,7 +39,7 @@ func (s *Store) Variables(ctx context.Context, project string) (map[string]autom
 // transaction: writes are serialised, so change runs once.
 func (s *Store) UpdateVariables(ctx context.Context, project string, change func(map[string]automation.Variable) (map[string]automation.Variable, error)) error {
 	return s.write(ctx, "update variables of "+project, func(tx *sql.Tx) error {
-		return updateDoc(ctx, tx, `SELECT doc FROM project_variables WHERE project = ?`, project,
+		return updateDoc(ctx, tx, `SELECT doc FROM project_variables WHERE project = ?`, project, map[string]automation.Variable{},
 			func(doc string) (map[string]automation.Variable, error) { return decodeVariables(project, doc) }, change,
 			func(doc []byte) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO project_variables (project, doc) VALUES (?, ?)
