@@ -46,6 +46,11 @@ func Do(ctx context.Context, p Policy, call func() error) error {
 		if attempt+1 >= p.Attempts {
 			return r.Err
 		}
+		// An ended context stops here, not in the select below: a select
+		// with a ready timer as well picks either at random.
+		if ctx.Err() != nil {
+			return r.Err
+		}
 		ceiling := min(p.Base<<attempt, p.Max)
 		wait := time.Duration(rand.Int64N(int64(ceiling) + 1))
 		t := time.NewTimer(wait)

@@ -77,13 +77,15 @@ type budget struct {
 	deadline   time.Time
 	iterations int
 	bytes      int
-	// maxIterations is what iterations started at, for the message.
+	// maxIterations and maxTime are what iterations and the deadline
+	// started at, for the messages.
 	maxIterations int
+	maxTime       time.Duration
 }
 
 func newBudget(ctx context.Context) *budget {
 	return &budget{ctx: ctx, deadline: time.Now().Add(MaxEvalTime), iterations: MaxLoopIterations, bytes: MaxEvalBytes,
-		maxIterations: MaxLoopIterations}
+		maxIterations: MaxLoopIterations, maxTime: MaxEvalTime}
 }
 
 // errBudget marks evaluation failures caused by a limit.
@@ -94,7 +96,7 @@ func (b *budget) check() error {
 		return fmt.Errorf("evaluation stopped: %w", err)
 	}
 	if time.Now().After(b.deadline) {
-		return fmt.Errorf("%w: the step evaluated for more than %s", errBudget, MaxEvalTime)
+		return fmt.Errorf("%w: the step evaluated for more than %s", errBudget, b.maxTime)
 	}
 	return nil
 }

@@ -224,10 +224,23 @@ const (
 	MaxReceiverEvalBytes      = 1 << 20
 )
 
+// receiverLimits is the budget of one trigger key's evaluation.
+type receiverLimits struct {
+	time       time.Duration
+	iterations int
+	bytes      int
+}
+
+var receiverBudget = receiverLimits{MaxReceiverEvalTime, MaxReceiverLoopIterations, MaxReceiverEvalBytes}
+
 // TriggerKey evaluates a bare expression over `trigger` alone and returns
-// its value as text ("" for null or an empty string), within the usual
-// evaluation budget.
+// its value as text ("" for null or an empty string), within the
+// receiver's evaluation budget.
 func (c Checker) TriggerKey(ctx context.Context, src string, td automation.TriggerData) (string, error) {
+	return c.triggerKey(ctx, src, td, receiverBudget)
+}
+
+func (c Checker) triggerKey(ctx context.Context, src string, td automation.TriggerData, lim receiverLimits) (string, error) {
 	p, err := c.compile(src)
 	if err != nil {
 		return "", err
@@ -236,10 +249,10 @@ func (c Checker) TriggerKey(ctx context.Context, src string, td automation.Trigg
 		"trigger": triggerEnv(td), "steps": map[string]any{}, "flow": map[string]any{}, "run": map[string]any{},
 	}
 	// Timed from here: decoding the body is the body's cost, not the key's.
-	ctx, cancel := context.WithTimeout(ctx, MaxReceiverEvalTime)
+	ctx, cancel := context.WithTimeout(ctx, lim.time)
 	defer cancel()
-	env[budgetKey] = &budget{ctx: ctx, deadline: time.Now().Add(MaxReceiverEvalTime),
-		iterations: MaxReceiverLoopIterations, bytes: MaxReceiverEvalBytes, maxIterations: MaxReceiverLoopIterations}
+	env[budgetKey] = &budget{ctx: ctx, deadline: time.Now().Add(lim.time),
+		iterations: lim.iterations, bytes: lim.bytes, maxIterations: lim.iterations, maxTime: lim.time}
 	v, err := run(part{src: src, prog: p}, env)
 	if err != nil || v == nil {
 		return "", err
