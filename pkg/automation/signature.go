@@ -4,6 +4,8 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +14,80 @@ import (
 // SignatureTolerance is how far a timestamped signature (Stripe, Slack) may
 // be from now: older or newer deliveries are refused as replays.
 const SignatureTolerance = 5 * time.Minute
+
+// A preset is one signing scheme, both ways: Sign makes the headers a
+// sender of that scheme sends, and verify checks them. Keeping the two side
+// by side (and a round-trip test over the table) is what keeps the
+// dashboard's test events, the alert sender and the receivers agreeing.
+type preset struct {
+	sign   func(secret string, body []byte, id string, now time.Time) (map[string]string, error)
+	verify func(secret string, header func(string) string, body []byte, now time.Time) bool
+}
+
+// signingSchemes are the named schemes of Signature.Preset, in upper case.
+var signingSchemes = map[string]preset{
+	PresetGitHub: {
+		sign: func(secret string, body []byte, _ string, _ time.Time) (map[string]string, error) {
+			return map[string]string{"X-Hub-Signature-256": "sha256=" + hex.EncodeToString(mac(secret, body))}, nil
+		},
+		verify: func(secret string, header func(string) string, body []byte, _ time.Time) bool {
+			return verifyPrefixed(secret, header("X-Hub-Signature-256"), "sha256=", body)
+		},
+	},
+	PresetStripe: {
+		sign: func(secret string, body []byte, _ string, now time.Time) (map[string]string, error) {
+			ts := strconv.FormatInt(now.Unix(), 10)
+			return map[string]string{"Stripe-Signature": "t=" + ts + ",v1=" +
+				hex.EncodeToString(mac(secret, []byte(ts), []byte("."), body))}, nil
+		},
+		verify: func(secret string, header func(string) string, body []byte, now time.Time) bool {
+			return verifyStripe(secret, header("Stripe-Signature"), body, now)
+		},
+	},
+	PresetSlack: {
+		sign: func(secret string, body []byte, _ string, now time.Time) (map[string]string, error) {
+			ts := strconv.FormatInt(now.Unix(), 10)
+			return map[string]string{"X-Slack-Request-Timestamp": ts,
+				"X-Slack-Signature": "v0=" + hex.EncodeToString(mac(secret, []byte("v0:"+ts+":"), body))}, nil
+		},
+		verify: func(secret string, header func(string) string, body []byte, now time.Time) bool {
+			return verifySlack(secret, header("X-Slack-Signature"), header("X-Slack-Request-Timestamp"), body, now)
+		},
+	},
+	PresetStandard: {
+		sign: func(secret string, body []byte, id string, now time.Time) (map[string]string, error) {
+			key, err := StandardKey(secret)
+			if err != nil {
+				return nil, err
+			}
+			return map[string]string{"webhook-id": id, "webhook-timestamp": strconv.FormatInt(now.Unix(), 10),
+				"webhook-signature": StandardSignature(key, id, now, body)}, nil
+		},
+		verify: verifyStandard,
+	},
+}
+
+// SignHeaders returns the headers that sign body as a sender of sig's
+// scheme would at now (id is the delivery's ID, for the schemes that sign
+// one): what the dashboard's test events send. A custom scheme (no preset)
+// is its header with its prefix and the hex HMAC of the body.
+func SignHeaders(sig Signature, body []byte, id string, now time.Time) (map[string]string, error) {
+	secret := sig.Secret.Reveal()
+	if secret == "" || sig.Secret.Masked() {
+		return nil, errors.New("the signature has no secret")
+	}
+	if sig.Preset == "" {
+		if sig.Header == "" {
+			return nil, errors.New("the signature has neither a preset nor a header")
+		}
+		return map[string]string{sig.Header: sig.Prefix + hex.EncodeToString(mac(secret, body))}, nil
+	}
+	p, ok := signingSchemes[strings.ToUpper(sig.Preset)]
+	if !ok {
+		return nil, fmt.Errorf("unknown signature preset %q", sig.Preset)
+	}
+	return p.sign(secret, body, id, now)
+}
 
 // VerifySignature checks an HMAC-SHA256 signature of the raw body. header
 // looks up a request header by name, case-insensitively, with repeated values
@@ -25,17 +101,10 @@ func VerifySignature(sig Signature, header func(name string) string, body []byte
 		return errInvalidSignature()
 	}
 	var ok bool
-	switch strings.ToUpper(sig.Preset) {
-	case PresetGitHub:
-		ok = verifyPrefixed(secret, header("X-Hub-Signature-256"), "sha256=", body)
-	case PresetStripe:
-		ok = verifyStripe(secret, header("Stripe-Signature"), body, now)
-	case PresetSlack:
-		ok = verifySlack(secret, header("X-Slack-Signature"), header("X-Slack-Request-Timestamp"), body, now)
-	case PresetStandard:
-		ok = verifyStandard(secret, header, body, now)
-	case "":
+	if sig.Preset == "" {
 		ok = sig.Header != "" && verifyPrefixed(secret, header(sig.Header), sig.Prefix, body)
+	} else if p, found := signingSchemes[strings.ToUpper(sig.Preset)]; found {
+		ok = p.verify(secret, header, body, now)
 	}
 	if !ok {
 		return errInvalidSignature()

@@ -25,6 +25,7 @@ import (
 
 	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
+	"flowservice/pkg/httpapi"
 )
 
 //go:embed templates/*.html
@@ -214,29 +215,16 @@ func (d *Dashboard) redirect(w http.ResponseWriter, r *http.Request, path string
 	http.Redirect(w, r, d.opts.Prefix(r)+path, http.StatusSeeOther)
 }
 
-// statusOf maps the Service's error kinds to HTTP statuses.
-var statusOf = []struct {
-	kind   error
-	status int
-}{
-	{automation.ErrInvalid, http.StatusBadRequest},
-	{automation.ErrUnauthorized, http.StatusUnauthorized},
-	{automation.ErrForbidden, http.StatusForbidden},
-	{automation.ErrNotFound, http.StatusNotFound},
-	{automation.ErrConflict, http.StatusConflict},
-	{automation.ErrUnavailable, http.StatusServiceUnavailable},
-}
-
 // problem returns the status and the message a user may see for err: the
 // Service's own message for an *automation.Error, a generic one (and a log
 // line) for anything else.
 func (d *Dashboard) problem(r *http.Request, err error) (int, string) {
 	var e *automation.Error
 	if errors.As(err, &e) {
-		for _, s := range statusOf {
-			if errors.Is(e.Kind, s.kind) {
-				return s.status, e.Message
-			}
+		// The API's table, so that an action refused for the same reason
+		// answers the same status on both (a rate limit is a 429 here too).
+		if status, ok := httpapi.StatusOf(err); ok {
+			return status, e.Message
 		}
 		return http.StatusBadRequest, e.Message
 	}

@@ -3,9 +3,6 @@ package dashboard
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -136,31 +133,17 @@ func signTest(req *http.Request, wh *automation.Webhook, body []byte, now time.T
 			req.Header.Set(a.Name, a.Value.Reveal())
 		}
 	}
-	sig := wh.Signature
-	if sig == nil {
+	if wh.Signature == nil {
 		return
 	}
-	mac := func(parts ...string) string {
-		m := hmac.New(sha256.New, []byte(sig.Secret.Reveal()))
-		for _, p := range parts {
-			m.Write([]byte(p))
-		}
-		m.Write(body)
-		return hex.EncodeToString(m.Sum(nil))
+	// The domain's signer, so that every preset (STANDARD too) signs the
+	// way its receiver verifies.
+	h, err := automation.SignHeaders(*wh.Signature, body, "msg_test_"+strconv.FormatInt(now.UnixNano(), 36), now)
+	if err != nil {
+		return // unsigned: the receiver's refusal is shown as it is
 	}
-	ts := strconv.FormatInt(now.Unix(), 10)
-	switch strings.ToUpper(sig.Preset) {
-	case automation.PresetGitHub:
-		req.Header.Set("X-Hub-Signature-256", "sha256="+mac())
-	case automation.PresetStripe:
-		req.Header.Set("Stripe-Signature", "t="+ts+",v1="+mac(ts, "."))
-	case automation.PresetSlack:
-		req.Header.Set("X-Slack-Request-Timestamp", ts)
-		req.Header.Set("X-Slack-Signature", "v0="+mac("v0:"+ts+":"))
-	case "":
-		if sig.Header != "" {
-			req.Header.Set(sig.Header, sig.Prefix+mac())
-		}
+	for k, v := range h {
+		req.Header.Set(k, v)
 	}
 }
 

@@ -68,7 +68,17 @@ func TestSendTestEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, f := range []automation.Flow{signed, guarded} {
+	// STANDARD was signed by nothing before the dashboard used the
+	// domain's signer: its test events were refused with a 401.
+	stdName := "Standard"
+	standard, err := e.svc.CreateFlow(ctx, e.p, automation.FlowInput{Name: &stdName, Engine: &eng, Steps: &steps,
+		Trigger: &automation.Trigger{Type: automation.TriggerWebhook, Webhook: &automation.Webhook{HTTPMethod: "POST",
+			Signature: &automation.Signature{Preset: automation.PresetStandard, Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, f := range []automation.Flow{signed, guarded, standard} {
 		path := "/ui/flows/" + f.ID
 		// The form is there, prefilled with {} before any sample.
 		wantPage(t, b.get(path), http.StatusOK, `id="test-body"`, `>{}</textarea>`, "Send test event")

@@ -16,7 +16,9 @@ var (
 	errTooLarge         = errors.New("body too large")         // 413
 )
 
-// statusOf maps the kind of an *automation.Error to its status.
+// statusOf maps the kind of an *automation.Error to its status. It is the
+// one table of every surface: the API, both receivers and the dashboard
+// (through StatusOf).
 var statusOf = map[error]int{
 	automation.ErrInvalid:      http.StatusBadRequest,
 	automation.ErrUnauthorized: http.StatusUnauthorized,
@@ -28,6 +30,18 @@ var statusOf = map[error]int{
 	errTooLarge:                http.StatusRequestEntityTooLarge,
 	automation.ErrLoop:         http.StatusLoopDetected,
 	automation.ErrRateLimited:  http.StatusTooManyRequests,
+}
+
+// StatusOf tells the HTTP status of err's kind when err is an
+// *automation.Error of a known kind. Kinds are compared by identity, as
+// every *automation.Error carries one of the sentinels as Kind.
+func StatusOf(err error) (int, bool) {
+	var e *automation.Error
+	if !errors.As(err, &e) {
+		return 0, false
+	}
+	status, ok := statusOf[e.Kind]
+	return status, ok
 }
 
 // fail writes the error envelope for err. Only *automation.Error text
