@@ -19,7 +19,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"flowservice/pkg/automation"
-	"flowservice/pkg/engine"
+	"flowservice/pkg/cronspec"
 )
 
 // Starter starts the run of one firing; *automation.Service implements it.
@@ -42,7 +42,7 @@ type Scheduler struct {
 	start Starter // set by Start, before the first firing
 	log   *slog.Logger
 	cron  *cron.Cron
-	// parse is engine.ParseCron, so that what validates is what runs;
+	// parse is cronspec.Parse, so that what validates is what runs;
 	// tests swap it for a parser with seconds.
 	parse func(spec, timezone string) (cron.Schedule, *time.Location, error)
 	// now is the clock firings are named by; the runner itself keeps
@@ -93,7 +93,7 @@ func New(log *slog.Logger) *Scheduler {
 		// Entries carry their own time zone (zoned), so the runner's own
 		// location does not matter; UTC keeps it independent of the host.
 		cron:    cron.New(cron.WithLocation(time.UTC)),
-		parse:   engine.ParseCron,
+		parse:   cronspec.Parse,
 		now:     time.Now,
 		ctx:     ctx,
 		cancel:  cancel,

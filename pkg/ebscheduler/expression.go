@@ -11,7 +11,7 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// specParser reads specs as engine.ParseCron does (five fields or the fixed
+// specParser reads specs as cronspec.Parse does (five fields or the fixed
 // descriptors), so a spec means here what it means to flowd's cron.
 var specParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
@@ -26,7 +26,7 @@ var dayNames = [...]string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}
 // cron(minutes hours day-of-month month day-of-week year) with the same
 // firing times. EventBridge needs ? in one of the day fields, so a spec that
 // restricts both (standard cron then runs on either) cannot be expressed and
-// is an automation.ErrInvalid error, as are specs engine.ParseCron refuses.
+// is an automation.ErrInvalid error, as are specs cronspec.Parse refuses.
 // Call it when validating definitions for the AWS backend, so such a flow is
 // a 400 at create time rather than a failure at enable.
 func Expression(spec string) (string, error) {

@@ -12,9 +12,9 @@ import (
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/types"
 	"github.com/expr-lang/expr/vm"
-	"github.com/robfig/cron/v3"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/cronspec"
 )
 
 // Checker validates expressions, templates and cron specs with the same
@@ -129,46 +129,10 @@ func clipTo(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
-// cronParser takes the five standard fields and the fixed descriptors.
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-const cronHelp = "use five fields (minute hour day-of-month month day-of-week, for example \"*/5 * * * *\") " +
-	"or one of @yearly, @monthly, @weekly, @daily, @hourly"
-
 // Cron checks a five-field cron spec in an IANA time zone ("" is UTC).
 func (c Checker) Cron(spec, timezone string) error {
-	_, _, err := ParseCron(spec, timezone)
+	_, _, err := cronspec.Parse(spec, timezone)
 	return err
-}
-
-// ParseCron parses a schedule as Cron checks it, returning the schedule and
-// its location, for schedulers that compute the next time.
-func ParseCron(spec, timezone string) (cron.Schedule, *time.Location, error) {
-	loc := time.UTC
-	if timezone != "" {
-		l, err := time.LoadLocation(timezone)
-		// "Local" depends on the host, so it means different things on flowd
-		// and on Lambda: only IANA names are allowed.
-		if err != nil || timezone == "Local" {
-			return nil, nil, automation.Invalid("timezone %q is not an IANA time zone name such as \"UTC\" or \"Europe/Paris\"", timezone)
-		}
-		loc = l
-	}
-	s := strings.TrimSpace(spec)
-	switch {
-	case s == "":
-		return nil, nil, automation.Invalid("cron is required: %s", cronHelp)
-	case strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ="):
-		return nil, nil, automation.Invalid("cron %q: set the time zone in the timezone field, not in the spec", spec)
-	case strings.HasPrefix(s, "@every"):
-		// EventBridge Scheduler has no equivalent; the fixed forms map to cron.
-		return nil, nil, automation.Invalid("cron %q: @every is not supported: %s", spec, cronHelp)
-	}
-	sched, err := cronParser.Parse(s)
-	if err != nil {
-		return nil, nil, automation.Invalid("cron %q: %v: %s", spec, err, cronHelp)
-	}
-	return sched, loc, nil
 }
 
 // cache is a bounded map: when full, an arbitrary entry makes room, which is
