@@ -87,7 +87,7 @@ func TestRunsPinnedOnLambda(t *testing.T) {
 		return r["nextAttemptAt"] != nil
 	})
 	if status, g := call(t, e.api, "POST", "/api/v1/flows/"+id, e.key, `{"steps": `+steps("v2")+`}`); status != 200 || g["version"] != 2.0 {
-		t.Fatalf("endpoint 4 = %d %v, want version 2", status, g)
+		t.Fatalf("PUT /api/v1/flows/{flowId} = %d %v, want version 2", status, g)
 	}
 	if status, d := call(t, e.api, "PUT", "/api/v1/flows/"+id+"/draft", e.key, `{"steps": `+steps("v3")+`}`); status != 200 || d["basedOn"] != 2.0 {
 		t.Fatalf("save draft = %d %v", status, d)

@@ -29,7 +29,7 @@ func versionedSteps(base, tag string) string {
 }
 
 // TestRunPinnedAcrossPublishAndKill9: a run waiting at a WAIT step when
-// version 2 is published (endpoint 4) and version 3 (a draft, published),
+// version 2 is published (PUT /api/v1/flows/{flowId}) and version 3 (a draft, published),
 // with flowd killed (SIGKILL) and started again on its directory, resumes
 // on version 1, the version it started on; a new run takes version 3.
 func TestRunPinnedAcrossPublishAndKill9(t *testing.T) {
@@ -58,7 +58,7 @@ func TestRunPinnedAcrossPublishAndKill9(t *testing.T) {
 	}
 	api(t, p, key, "POST", "/api/v1/flows/"+id, `{"steps": `+versionedSteps(svc.URL, "v2")+`}`, 200, &f)
 	if f.Version != 2 {
-		t.Fatalf("endpoint 4 with steps: version %d, want 2", f.Version)
+		t.Fatalf("PUT with steps: version %d, want 2", f.Version)
 	}
 	api(t, p, key, "PUT", "/api/v1/flows/"+id+"/draft", `{"steps": `+versionedSteps(svc.URL, "v3")+`}`, 200, nil)
 	api(t, p, key, "POST", "/api/v1/flows/"+id+"/publish", `{"message": "v3 from a draft"}`, 200, &f)

@@ -31,7 +31,7 @@ func wantCode(t *testing.T, what string, err, kind error, code string) {
 }
 
 // TestVersionRules: version 1 on create; metadata edits make no version;
-// definition edits through endpoint 4 publish one; a draft changes nothing
+// definition edits through UpdateFlow (PUT /api/v1/flows/{flowId}) publish one; a draft changes nothing
 // that runs until published, is DRAFT_OUTDATED after another publish unless
 // forced; restore publishes a copy; createdBy names the publisher.
 func TestVersionRules(t *testing.T) {
@@ -71,7 +71,7 @@ func TestVersionRules(t *testing.T) {
 		t.Fatalf("an invalid draft: err = %v, want a 400", err)
 	}
 
-	// Endpoint 4 publishes at once; the draft stays, now outdated.
+	// UpdateFlow publishes at once; the draft stays, now outdated.
 	four := []automation.Step{setStep("four")}
 	if f, err = svc.UpdateFlow(ctx, p, f.ID, automation.FlowInput{Steps: &four}); err != nil || f.LiveVersion != 3 || !f.HasDraft {
 		t.Fatalf("steps update with a draft = version %d hasDraft %v, %v; want 3 true", f.LiveVersion, f.HasDraft, err)

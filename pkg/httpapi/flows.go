@@ -103,7 +103,7 @@ func (a *API) getWebhookSecurity(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sec)
 }
 
-// securityInput is the body of endpoint 13. AllowedIPs is a pointer so that a
+// securityInput is the body of POST /api/v1/flows/{flowId}/webhook/security. AllowedIPs is a pointer so that a
 // body without it is an error rather than a silent lifting of the
 // restriction, which only an explicit [] does.
 type securityInput struct {

@@ -21,8 +21,7 @@ const (
 	workflowTestPrefix = "/webhook-test/"
 )
 
-// WorkflowHook is the workflow builder receiver, {workflow_url}/webhook/{path}
-// (endpoint 15).
+// WorkflowHook is the workflow builder receiver, {workflow_url}/webhook/{path}.
 type WorkflowHook struct{ rc receiver }
 
 // NewWorkflowHook returns the workflow builder receiver: each ACTIVE flow
