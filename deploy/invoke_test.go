@@ -118,7 +118,7 @@ func newStack(t *testing.T) *stack {
 		CursorKey: []byte(cursorKey), EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL,
 		// OAuth2 apps and connections, as flowctl and the dashboard make
 		// them (the providers in tests are on loopback).
-		OAuthApps: st.store, OAuth: oauth.New(http.DefaultTransport),
+		OAuthApps: st.store, OAuth: oauth.New(http.DefaultTransport), Polls: st.store,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -222,15 +222,19 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 	pool := runworker.New(dir.Store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log, MaxBytes: runBytes(cfg)})
 	sched := cronscheduler.New(log)
 	svc, err := automation.NewService(automation.Config{
-		Store: dir.Store, Secrets: dir.Secrets, Checker: jscode.Checker{Checker: engine.Checker{}}, CursorKey: dir.CursorKey,
+		Store: dir.Store, Secrets: dir.Secrets, Polls: dir.Store, CursorKey: dir.CursorKey,
+		Checker: engine.Checker{}, CodeChecker: jscode.Checker{},
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
 		Runtime: &automation.RunRuntime{
 			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Inline: dir.Store, Policy: cfg.RunPolicy,
 			Finished: m.FinishedRuns(dir.Store), SlotWaker: pool.Waking(dir.Store),
-			NewExecutor: func(c automation.Credentials) automation.Executor {
-				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log,
+			// The store makes a caller due in the write that finishes its
+			// child; the pool's waker only has an idle worker take it now.
+			Waker: pool.Waker(),
+			NewExecutor: func(env automation.ExecEnv) automation.Executor {
+				return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log,
 					UserAgent: engine.UserAgent(cfg.EngineURL)})
 			},
 		},

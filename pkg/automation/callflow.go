@@ -159,7 +159,7 @@ func (s *RunService) CalledRun(ctx context.Context, project, flowID, runID strin
 	if err != nil {
 		return r, wrap("read called run", err)
 	}
-	if w, ok := rt.Queue.(Waker); ok && r.Status == RunRunning && r.Attempts == 0 && s.clock().Sub(r.Created) >= CallStartCheck {
+	if w := rt.Waker; w != nil && r.Status == RunRunning && r.Attempts == 0 && s.clock().Sub(r.Created) >= CallStartCheck {
 		if err := w.WakeRun(ctx, project, runID); err != nil {
 			s.log.WarnContext(ctx, "wake a called run never claimed", "run", runID, "err", err)
 		}
@@ -192,8 +192,8 @@ func (s *RunService) wakeCaller(ctx context.Context, rt *RunRuntime, r Run) {
 	if c == nil || !c.Wait {
 		return
 	}
-	w, ok := rt.Queue.(Waker)
-	if !ok {
+	w := rt.Waker
+	if w == nil {
 		return
 	}
 	if err := w.WakeRun(ctx, r.Project, c.RunID); err != nil {

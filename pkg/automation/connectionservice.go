@@ -10,7 +10,7 @@ import "sync"
 type ConnectionService struct {
 	*base
 	store      ConnectionStore
-	secrets    Secrets
+	secrets    secretStore
 	oauthApps  OAuthAppStore // nil: no OAuth2 apps
 	oauth      OAuthClient   // nil: OAUTH2 connections cannot refresh
 	refreshing sync.Map      // connection ID -> *sync.Mutex: one refresh at a time per connection

@@ -13,10 +13,11 @@ import "context"
 type FlowService struct {
 	*base
 	*flowValidator
-	store       flowPorts // a PollStore too when the store keeps poll state (poll.go)
-	secrets     Secrets   // flows/<id>: a flow's webhook secrets
-	checker     Checker   // a trigger's idempotency key (triggers.go)
-	scheduler   Scheduler // nil: schedules are not kept
+	store       flowPorts
+	pollStore   PollStore   // nil: the backend keeps no poll state (poll.go)
+	secrets     secretStore // flows/<id>: a flow's webhook secrets
+	checker     Checker     // a trigger's idempotency key (triggers.go)
+	scheduler   Scheduler   // nil: schedules are not kept
 	engineURL   string
 	workflowURL string
 	versions    versionCache // flow versions pinned runs execute (versioncache.go)
@@ -42,6 +43,8 @@ type flowPorts interface {
 type flowValidator struct {
 	*base
 	checker Checker
+	code    CodeChecker // nil: CODE scripts are compiled when they run
+	polls   PollChecker // nil: every valid POLL interval
 	store   interface {
 		Connection(ctx context.Context, project, id string) (Connection, error)
 		Flow(ctx context.Context, project, id string) (Flow, error)

@@ -136,11 +136,10 @@ func policyOf(rt *RunRuntime) RunPolicy {
 	return rt.Policy.WithDefaults()
 }
 
-// delayer is the run queue's Delayer, if it has one.
+// delayer is the runtime's Delayer, if it has one.
 func (s *RunService) delayer() (Delayer, bool) {
-	if s.rt == nil {
+	if s.rt == nil || s.rt.Delayer == nil {
 		return nil, false
 	}
-	d, ok := s.rt.Queue.(Delayer)
-	return d, ok
+	return s.rt.Delayer, true
 }

@@ -94,8 +94,8 @@ func (s *flowValidator) validatePoll(ctx context.Context, f *Flow) error {
 	if err != nil {
 		return Invalid("trigger.poll.%v", err)
 	}
-	if pc, ok := s.checker.(PollChecker); ok {
-		if err := pc.PollEvery(every); err != nil {
+	if s.polls != nil {
+		if err := s.polls.PollEvery(every); err != nil {
 			return err
 		}
 	}
@@ -148,12 +148,12 @@ type PollDelayer interface {
 	EnqueuePollAfter(ctx context.Context, project, flowID string, at time.Time) error
 }
 
-// pollsWithinMinute queues, through the run queue when it is a
-// PollDelayer, the polls of a sub-minute POLL flow due in the minute after
+// pollsWithinMinute queues, through the runtime's PollDelayer when it has
+// one, the polls of a sub-minute POLL flow due in the minute after
 // a firing: at every, 2×every… before the next firing.
 func (s *RunService) pollsWithinMinute(ctx context.Context, project, flowID string) error {
-	d, ok := s.rt.Queue.(PollDelayer)
-	if !ok {
+	d := s.rt.PollDelayer
+	if d == nil {
 		return nil
 	}
 	f, err := s.store.Flow(ctx, project, flowID)
@@ -236,15 +236,14 @@ func (st PollState) status() *PollStatus {
 	return ps
 }
 
-// pollStore is the Store's PollStore; stores without one poll nothing.
-func (s *FlowService) pollStore() (PollStore, bool) {
-	ps, ok := s.store.(PollStore)
-	return ps, ok
+// polls is the backend's PollStore; a backend without one polls nothing.
+func (s *FlowService) polls() (PollStore, bool) {
+	return s.pollStore, s.pollStore != nil
 }
 
 // withPollStatus adds the polling status to a POLL flow.
 func (s *FlowService) withPollStatus(ctx context.Context, f Flow) (Flow, error) {
-	ps, ok := s.pollStore()
+	ps, ok := s.polls()
 	if f.Trigger.Type != TriggerPoll || !ok {
 		return f, nil
 	}
@@ -260,7 +259,7 @@ func (s *FlowService) withPollStatus(ctx context.Context, f Flow) (Flow, error) 
 // unprimePoll makes the next poll of a flow just enabled record what exists
 // without starting runs.
 func (s *FlowService) unprimePoll(ctx context.Context, f Flow) error {
-	ps, ok := s.pollStore()
+	ps, ok := s.polls()
 	if f.Trigger.Type != TriggerPoll || !ok {
 		return nil
 	}
@@ -283,7 +282,7 @@ func (s *RunService) PollFlow(ctx context.Context, project, flowID string) error
 	if err != nil {
 		return err
 	}
-	ps, ok := s.flows.pollStore()
+	ps, ok := s.flows.polls()
 	poller, ok2 := s.exec.(Poller)
 	if !ok || !ok2 {
 		return errors.New("automation: polling is not configured (the store keeps no poll state, or the executor cannot poll)")

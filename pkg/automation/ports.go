@@ -398,16 +398,6 @@ type Execution struct {
 // not run unrecorded.
 type Journal func(ctx context.Context, steps []StepResult) error
 
-// OnErrorRunner is implemented by an Executor that runs a flow's onError
-// steps: RunOnError returns r (ended FAILED or TIMEOUT for good) with
-// OnErrorSteps filled, its status and error unchanged. Like
-// ExecuteJournaled, it does not execute again an onError step that
-// r.OnErrorSteps records as finished, and calls journal (nil: none) with
-// the onError results so far after each one with side effects.
-type OnErrorRunner interface {
-	RunOnError(ctx context.Context, f Flow, r Run, journal Journal) Run
-}
-
 // Executor runs a flow's steps; pkg/engine implements it.
 type Executor interface {
 	// ExecuteJournaled runs f (secrets revealed) for r and returns the
@@ -416,7 +406,65 @@ type Executor interface {
 	// its place in the flow, was journaled by an earlier attempt of this
 	// run: it is not executed again, and its recorded output stands.
 	ExecuteJournaled(ctx context.Context, f Flow, r Run, journal Journal) Execution
+	// RunOnError runs a flow's onError steps: it returns r (ended FAILED
+	// or TIMEOUT for good) with OnErrorSteps filled, its status and error
+	// unchanged. Like ExecuteJournaled, it does not execute again an
+	// onError step that r.OnErrorSteps records as finished, and calls
+	// journal (nil: none) with the onError results so far after each one
+	// with side effects.
+	RunOnError(ctx context.Context, f Flow, r Run, journal Journal) Run
 }
+
+// ExecEnv is what an executor reads and asks of the domain while it runs a
+// flow, one field per need. NewService fills every field with the service
+// that serves it and hands it to RunRuntime.NewExecutor.
+type ExecEnv struct {
+	Credentials     Credentials     // connections and their values (HTTP steps)
+	ConnectionNames ConnectionNames // a step's `connection` by name
+	State           FlowStates      // STORE steps and `state`
+	Variables       VariableLoader  // `vars`
+	Calls           Calls           // CALL_FLOW steps
+	Outbound        OutboundGate    // the project's outboundPerMinute
+}
+
+// ConnectionNames resolves a project's connection names to IDs, once per
+// run whose flow names a connection.
+type ConnectionNames interface {
+	ConnectionIDsByName(ctx context.Context, project string) (map[string][]string, error)
+}
+
+// FlowStates reads and writes a flow's own key-value state.
+type FlowStates interface {
+	FlowState(ctx context.Context, project, flowID string) (map[string]any, error)
+	StoreFlowState(ctx context.Context, project, flowID string, set map[string]any, del []string) (map[string]any, error)
+}
+
+// VariableLoader reads a project's variables for a run, secrets revealed.
+type VariableLoader interface {
+	LoadRunVariables(ctx context.Context, project string) (RunVariables, error)
+}
+
+// Calls starts and reads the runs CALL_FLOW steps call (docs/flows.md,
+// "CALL_FLOW").
+type Calls interface {
+	// CheckCall reports whether a run of project may call flowID now; an
+	// *Error says why not, in words for the step's error.
+	CheckCall(ctx context.Context, project, flowID string) error
+	// StartCall makes the child run durable and queued; a child that
+	// exists already is not an error.
+	StartCall(ctx context.Context, c Call) error
+	// CalledRun reads a child run; a missing one wraps ErrNotFound.
+	CalledRun(ctx context.Context, project, flowID, runID string) (Run, error)
+}
+
+var (
+	_ Credentials     = (*ConnectionService)(nil)
+	_ ConnectionNames = (*ConnectionService)(nil)
+	_ FlowStates      = (*FlowService)(nil)
+	_ VariableLoader  = (*VariableService)(nil)
+	_ Calls           = (*RunService)(nil)
+	_ OutboundGate    = (*ProjectService)(nil)
+)
 
 // VariableStore keeps each project's variables (docs/environments.md): their
 // names, plain values and times, as one record per project, so that a run

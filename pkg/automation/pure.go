@@ -93,10 +93,10 @@ func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait t
 		return Run{}, false, nil
 	}
 	if out.Status == RunFailed || out.Status == RunTimeout {
-		if h, ok := s.exec.(OnErrorRunner); ok && len(f.OnError) > 0 {
+		if len(f.OnError) > 0 {
 			// Nothing to journal: the run is not stored, and its onError
 			// steps have no side effects (PureFlow).
-			out = runOnError(bctx, h, p, f, out, nil)
+			out = runOnError(bctx, s.exec, p, f, out, nil)
 		}
 		if bctx.Err() != nil {
 			return Run{}, false, nil

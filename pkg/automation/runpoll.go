@@ -20,8 +20,8 @@ type RunStatusReader interface {
 // status is final. It reports whether the run is final. A failed or
 // missing status read falls back to the whole run, which settles it (the
 // status read may lag the run's creation).
-func pollRun(ctx context.Context, runs RunStore, r Run) (Run, bool, error) {
-	if sr, ok := runs.(RunStatusReader); ok {
+func pollRun(ctx context.Context, runs RunStore, sr RunStatusReader, r Run) (Run, bool, error) {
+	if sr != nil {
 		st, err := sr.RunStatus(ctx, r.Project, r.FlowID, r.ID)
 		if err == nil && !st.Final() {
 			return Run{}, false, nil

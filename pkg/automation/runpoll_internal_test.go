@@ -47,7 +47,7 @@ func TestPollRunReadsTheStatusUntilFinal(t *testing.T) {
 			wantStatuses: 1, wantRuns: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, final, err := pollRun(t.Context(), c.store, waiting)
+			got, final, err := pollRun(t.Context(), c.store, c.store, waiting)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,10 +60,10 @@ func TestPollRunReadsTheStatusUntilFinal(t *testing.T) {
 			}
 		})
 	}
-	// A store without the status read (the interface alone hides it) is
-	// polled with Run.
+	// A backend without the status read (no StatusReader) is polled with
+	// Run.
 	inner := &statusRuns{status: RunRunning, run: done}
-	got, final, err := pollRun(t.Context(), struct{ RunStore }{inner}, waiting)
+	got, final, err := pollRun(t.Context(), inner, nil, waiting)
 	if err != nil || !final || got.Status != RunFailed || inner.statuses != 0 || inner.runs != 1 {
 		t.Errorf("without RunStatus: %+v, %v, %v after %d status reads; want the final run from Run", got, final, err, inner.statuses)
 	}

@@ -29,7 +29,7 @@ type RunRuntime struct {
 	// the executor needs the Service for credentials and the Service the
 	// executor for runs, and a constructor ties that knot inside
 	// NewService, so that no caller completes a Service after the fact.
-	NewExecutor func(Credentials) Executor
+	NewExecutor func(ExecEnv) Executor
 	Policy      RunPolicy // zero fields take the defaults
 	// StopInlineAtAnswer cuts an ON_COMPLETION receiver's inline attempt
 	// short when the receiver answers without the run's result (AwaitRun's
@@ -52,6 +52,20 @@ type RunRuntime struct {
 	// SlotWaker, when set, brings a waiting run's queue entry forward when a
 	// slot it waits for frees (runstate_admission.go); nil: such runs poll.
 	SlotWaker SlotWaker
+	// The queue's and the run store's optional capabilities, each nil
+	// where the backend has none (docs/architecture.md, "Capabilities"):
+	//   - Delayer sends a paused run's message again at a later time (SQS);
+	//     nil: the queue entry itself is due later (flowd).
+	//   - PollDelayer queues the polls of a sub-minute POLL flow (SQS).
+	//   - Waker makes a run that waits for a child due when the child ends,
+	//     where FinishRun's own write does not (SQS), or wakes idle workers
+	//     (flowd's pool).
+	//   - StatusReader reads a run's status without the run, for waits that
+	//     look every 100 ms (DynamoDB); nil: the whole run is read.
+	Delayer      Delayer
+	PollDelayer  PollDelayer
+	Waker        Waker
+	StatusReader RunStatusReader
 }
 
 // Credentials reads connection credentials for an executor and records
@@ -63,8 +77,6 @@ type Credentials interface {
 	ConnectionCredential(ctx context.Context, project, id string) (Connection, ConnectionValue, error)
 	SetConnectionStatus(ctx context.Context, project, id string, s ConnectionStatus) error
 }
-
-var _ Credentials = (*ConnectionService)(nil)
 
 func (s *RunService) runtime() (*RunRuntime, error) {
 	if s.rt == nil || s.rt.Runs == nil || s.rt.Queue == nil || s.exec == nil {

@@ -52,8 +52,8 @@ func (s *RunService) finishFailed(ctx context.Context, rt *RunRuntime, p RunPoli
 // without running the run's steps again, and skips those that finished.
 // The error is that first record's: the onError steps did not start.
 func (s *RunService) onError(ctx context.Context, rt *RunRuntime, p RunPolicy, f Flow, out Run) (Run, error) {
-	h, ok := s.exec.(OnErrorRunner)
-	if !ok || len(f.OnError) == 0 {
+	h := s.exec
+	if len(f.OnError) == 0 {
 		return out, nil
 	}
 	soFar := out.OnErrorSteps
@@ -81,7 +81,7 @@ func (s *RunService) onError(ctx context.Context, rt *RunRuntime, p RunPolicy, f
 // runOnError runs the onError steps of f for out under their own time
 // limit, journaled by journal (nil: not at all, for a run that is not
 // stored yet: runPure).
-func runOnError(ctx context.Context, h OnErrorRunner, p RunPolicy, f Flow, out Run, journal Journal) Run {
+func runOnError(ctx context.Context, h Executor, p RunPolicy, f Flow, out Run, journal Journal) Run {
 	octx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	return h.RunOnError(octx, f, out, journal)
@@ -232,7 +232,7 @@ func (s *RunService) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r 
 		at.Outcome = OutcomeRetry
 		return at, fmt.Errorf("%w: run %s: %w", ErrRetry, r.ID, err)
 	}
-	if d, ok := rt.Queue.(Delayer); ok {
+	if d := rt.Delayer; d != nil {
 		if err := d.EnqueueAfter(ctx, r, until); err != nil {
 			at.Outcome = OutcomeRetry // the message comes back; the run is still waiting
 			return at, fmt.Errorf("%w: %w", ErrRetry, err)

@@ -61,7 +61,7 @@ func (s *RunService) AwaitRun(ctx context.Context, r Run, wait time.Duration) (R
 			}
 			done = nil // to be retried, or claimed by a worker: watch the record
 		case <-tick.C:
-			cur, final, err := pollRun(ctx, rt.Runs, r)
+			cur, final, err := pollRun(ctx, rt.Runs, rt.StatusReader, r)
 			if err != nil {
 				return Run{}, wrap("await run", err)
 			}

@@ -16,10 +16,17 @@ type CachedSecrets interface {
 	CachedSecret(ctx context.Context, project, name, stamp string) ([]byte, error)
 }
 
-// cachedSecret reads a secret through the store's cache when it has one.
-func cachedSecret(ctx context.Context, secrets Secrets, project, name, stamp string) ([]byte, error) {
-	if c, ok := secrets.(CachedSecrets); ok {
-		return c.CachedSecret(ctx, project, name, stamp)
+// secretStore is the Secrets port with its cache, when the backend has one
+// (Config.SecretCache).
+type secretStore struct {
+	Secrets
+	cache CachedSecrets
+}
+
+// cachedSecret reads a secret through the cache when there is one.
+func cachedSecret(ctx context.Context, secrets secretStore, project, name, stamp string) ([]byte, error) {
+	if secrets.cache != nil {
+		return secrets.cache.CachedSecret(ctx, project, name, stamp)
 	}
 	return secrets.Secret(ctx, project, name)
 }

@@ -24,6 +24,20 @@ type Config struct {
 	Secrets   Secrets
 	Checker   Checker
 	Scheduler Scheduler // nil: schedules are not kept (no SCHEDULE runner)
+	// The optional capabilities of a backend, each nil where it has none
+	// (docs/architecture.md, "Capabilities"):
+	//   - SecretCache answers secrets read on every delivery or run from a
+	//     short cache (the AWS backend); nil reads Secrets each time.
+	//   - Polls keeps POLL flows' state; nil: POLL flows show no status and
+	//     poll nothing.
+	//   - CodeChecker compiles CODE scripts at save time; nil: a script's
+	//     syntax error shows when it runs.
+	//   - PollChecker refuses POLL intervals the backend's scheduler cannot
+	//     keep (EventBridge's whole minutes); nil: every valid interval.
+	SecretCache CachedSecrets
+	Polls       PollStore
+	CodeChecker CodeChecker
+	PollChecker PollChecker
 	// Runtime runs flows; nil for tools that only administer (flowctl).
 	Runtime *RunRuntime
 	// OAuthApps and OAuth serve OAuth2 connections; nil: no
@@ -69,12 +83,14 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	b := newBase(cfg)
 	projects := &ProjectService{base: b, store: cfg.Store}
-	variables := &VariableService{base: b, store: cfg.Store, secrets: cfg.Secrets}
+	secrets := secretStore{Secrets: cfg.Secrets, cache: cfg.SecretCache}
+	variables := &VariableService{base: b, store: cfg.Store, secrets: secrets}
 	flows := &FlowService{
 		base:          b,
-		flowValidator: &flowValidator{base: b, checker: cfg.Checker, store: cfg.Store},
+		flowValidator: &flowValidator{base: b, checker: cfg.Checker, code: cfg.CodeChecker, polls: cfg.PollChecker, store: cfg.Store},
 		store:         cfg.Store,
-		secrets:       cfg.Secrets,
+		pollStore:     cfg.Polls,
+		secrets:       secrets,
 		checker:       cfg.Checker,
 		scheduler:     cfg.Scheduler,
 		engineURL:     trimSlash(cfg.EngineURL),
@@ -85,7 +101,7 @@ func NewService(cfg Config) (*Service, error) {
 	s := &Service{
 		ProjectService: projects,
 		FlowService:    flows,
-		ConnectionService: &ConnectionService{base: b, store: cfg.Store, secrets: cfg.Secrets,
+		ConnectionService: &ConnectionService{base: b, store: cfg.Store, secrets: secrets,
 			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth},
 		VariableService: variables,
 		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
@@ -93,9 +109,12 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if cfg.Runtime != nil && cfg.Runtime.NewExecutor != nil {
 		// The executor reads credentials, variables, state and calls
-		// through the whole Service (Credentials and the interfaces the
-		// engine asks it for), and the RunService executes with it.
-		s.RunService.exec = cfg.Runtime.NewExecutor(s)
+		// through the services, and the RunService executes with it.
+		s.RunService.exec = cfg.Runtime.NewExecutor(ExecEnv{
+			Credentials: s.ConnectionService, ConnectionNames: s.ConnectionService,
+			State: s.FlowService, Variables: s.VariableService,
+			Calls: s.RunService, Outbound: s.ProjectService,
+		})
 	}
 	return s, nil
 }

@@ -474,8 +474,8 @@ func (s *flowValidator) validateCode(st *Step, at string) error {
 		return Invalid("%s.%v", at, err)
 	}
 	// A script that does not compile would fail every run; say so now.
-	if cc, ok := s.checker.(CodeChecker); ok {
-		if err := cc.Code(st.Code); err != nil {
+	if s.code != nil {
+		if err := s.code.Code(st.Code); err != nil {
 			return Invalid("%s.code: %v", at, err)
 		}
 	}

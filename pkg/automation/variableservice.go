@@ -5,5 +5,5 @@ package automation
 type VariableService struct {
 	*base
 	store   VariableStore
-	secrets Secrets
+	secrets secretStore
 }

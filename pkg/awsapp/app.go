@@ -53,6 +53,11 @@ type Parts struct {
 	// also refuses cron specs EventBridge Scheduler cannot express. Nil is
 	// engine.Checker.
 	Checker automation.Checker
+	// CodeChecker compiles CODE scripts at save time (the management API's
+	// asks the code function); PollChecker refuses POLL intervals
+	// EventBridge Scheduler cannot keep. Nil: no such check.
+	CodeChecker automation.CodeChecker
+	PollChecker automation.PollChecker
 	// CursorKey is the stage's cursor key secret. The receivers and the
 	// runner never issue or open a cursor: nil gives them a random key
 	// instead of a grant on the secret and a call on their cold start.
@@ -98,10 +103,14 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	}
 	// A run is durable once its record is in DynamoDB and its message in
 	// SQS; the runner executes it from there.
+	queue := sqsqueue.New(store, newSqsClient(sqs.NewFromConfig(awsCfg)), cfg.QueueURL)
 	rt := &automation.RunRuntime{
-		Runs: emf.Runs(store, m), Queue: sqsqueue.New(store, newSqsClient(sqs.NewFromConfig(awsCfg)), cfg.QueueURL), Policy: cfg.RunPolicy,
-		NewExecutor: func(c automation.Credentials) automation.Executor {
-			return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log,
+		Runs: emf.Runs(store, m), Queue: queue, Policy: cfg.RunPolicy,
+		// SQS delays a paused run's message, queues sub-minute polls and
+		// wakes a caller with a message; DynamoDB reads a status alone.
+		Delayer: queue, PollDelayer: queue, Waker: queue, StatusReader: store,
+		NewExecutor: func(env automation.ExecEnv) automation.Executor {
+			return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log,
 				UserAgent: engine.UserAgent(cfg.EngineURL)})
 		},
 		// A receiver is frozen once it answers: its inline attempt must
@@ -113,7 +122,8 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		checker = engine.Checker{}
 	}
 	svc, err := automation.NewService(automation.Config{
-		Checker: checker, Store: store, Secrets: secrets, Scheduler: p.Scheduler, Runtime: rt,
+		Checker: checker, CodeChecker: p.CodeChecker, PollChecker: p.PollChecker,
+		Store: store, Secrets: secrets, SecretCache: secrets, Polls: store, Scheduler: p.Scheduler, Runtime: rt,
 		CursorKey: cursorKey, EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
 		OAuthApps: oauthApps(store, cfg.Tables),
 		// Token endpoints are outbound calls like HTTP steps: the same guard.

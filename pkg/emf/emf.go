@@ -74,16 +74,6 @@ type runMetrics struct {
 	m *Writer
 }
 
-// RunStatus keeps the store's status-only read visible through the
-// wrapper (automation.RunStatusReader), for ON_COMPLETION waits.
-func (s runMetrics) RunStatus(ctx context.Context, project, flowID, id string) (automation.RunStatus, error) {
-	if sr, ok := s.RunStore.(automation.RunStatusReader); ok {
-		return sr.RunStatus(ctx, project, flowID, id)
-	}
-	r, err := s.RunStore.Run(ctx, project, flowID, id)
-	return r.Status, err
-}
-
 func (s runMetrics) FinishRun(ctx context.Context, r automation.Run) error {
 	if err := s.RunStore.FinishRun(ctx, r); err != nil {
 		return err

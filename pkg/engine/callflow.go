@@ -10,19 +10,6 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// Calls starts and reads the runs CALL_FLOW steps call (docs/flows.md,
-// "CALL_FLOW"); *automation.Service implements it.
-type Calls interface {
-	// CheckCall reports whether a run of project may call flowID now; an
-	// *automation.Error says why not, in words for the step's error.
-	CheckCall(ctx context.Context, project, flowID string) error
-	// StartCall makes the child run durable and queued; a child that
-	// exists already is not an error.
-	StartCall(ctx context.Context, c automation.Call) error
-	// CalledRun reads a child run; a missing one wraps ErrNotFound.
-	CalledRun(ctx context.Context, project, flowID, runID string) (automation.Run, error)
-}
-
 // callFlow runs a CALL_FLOW step. Without wait it starts the child and
 // outputs {"runId"}. With wait, the first execution asks for the child
 // (started by the Service once this run is parked, execution.calls) and

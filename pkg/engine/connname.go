@@ -8,12 +8,6 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// ConnectionNames resolves the connection names HTTP steps may use
-// instead of IDs; *automation.Service implements it.
-type ConnectionNames interface {
-	ConnectionIDsByName(ctx context.Context, project string) (map[string][]string, error)
-}
-
 // namesConnections reports whether a flow has an HTTP step that names its
 // connection.
 func namesConnections(f automation.Flow) bool {
@@ -34,8 +28,8 @@ func (x *execution) loadConnectionNames(ctx context.Context) *stepError {
 	if !namesConnections(x.flow) {
 		return nil
 	}
-	names, ok := x.e.creds.(ConnectionNames)
-	if !ok {
+	names := x.e.names
+	if names == nil {
 		x.sh.connIDs = map[string][]string{}
 		return nil
 	}

@@ -19,34 +19,13 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// Credentials reads connection credentials and records connection state
-// changes; *automation.Service implements it.
-type Credentials interface {
-	// ConnectionCredential returns an ACTIVE or ERROR connection and its
-	// value, or an error naming a deleted, expired or revoked connection.
-	ConnectionCredential(ctx context.Context, project, id string) (automation.Connection, automation.ConnectionValue, error)
-	SetConnectionStatus(ctx context.Context, project, id string, s automation.ConnectionStatus) error
-}
-
-// State reads and writes a flow's own key-value state (STORE steps, read
-// as `state`); *automation.Service implements it.
-type State interface {
-	FlowState(ctx context.Context, project, flowID string) (map[string]any, error)
-	StoreFlowState(ctx context.Context, project, flowID string, set map[string]any, del []string) (map[string]any, error)
-}
-
 // Config wires an Engine. Zero fields take the defaults below.
 type Config struct {
-	Credentials Credentials // required for HTTP steps with a connectionId
-	// State serves STORE steps and `state`; nil takes Credentials when it
-	// is a State too (the Service is both).
-	State State
-	// Variables serves `vars`; nil takes Credentials when it is a
-	// Variables too (the Service is).
-	Variables Variables
-	// Calls serves CALL_FLOW steps; nil takes Credentials when it is a
-	// Calls too (the Service is).
-	Calls Calls
+	// Env is what runs read of the domain: credentials, connection names,
+	// flow state, variables, CALL_FLOW children and the outbound gate
+	// (NewService fills it). A nil field makes what needs it fail with a
+	// clear step error, as in tests that need no more.
+	Env automation.ExecEnv
 	// AllowPrivateNetworks lets HTTP steps reach loopback, private and
 	// link-local addresses (FLOWD_ALLOW_PRIVATE_NETWORKS); off, they are
 	// refused when dialling.
@@ -72,10 +51,6 @@ type Config struct {
 	Log   *slog.Logger
 	// UserAgent is sent with every outbound request (default UserAgent("")).
 	UserAgent string
-	// Outbound holds HTTP step requests to their project's
-	// outboundPerMinute quota; nil takes Credentials when it is an
-	// OutboundGate too (the Service is).
-	Outbound automation.OutboundGate
 }
 
 // Defaults and limits of Config.
@@ -94,11 +69,12 @@ const (
 
 // Engine executes runs. It is safe for concurrent use.
 type Engine struct {
-	creds       Credentials
+	creds       automation.Credentials
+	names       automation.ConnectionNames
 	code        automation.CodeRunner
-	state       State
-	vars        Variables
-	calls       Calls
+	state       automation.FlowStates
+	vars        automation.VariableLoader
+	calls       automation.Calls
 	checker     Checker
 	transport   *http.Transport
 	timeout     time.Duration
@@ -114,25 +90,13 @@ type Engine struct {
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
-		creds: cfg.Credentials, code: cfg.Code, state: cfg.State, vars: cfg.Variables, calls: cfg.Calls,
+		creds: cfg.Env.Credentials, names: cfg.Env.ConnectionNames, state: cfg.Env.State, vars: cfg.Env.Variables,
+		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, code: cfg.Code,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}
 	if e.userAgent == "" {
 		e.userAgent = UserAgent("")
-	}
-	if st, ok := cfg.Credentials.(State); ok && e.state == nil {
-		e.state = st
-	}
-	if v, ok := cfg.Credentials.(Variables); ok && e.vars == nil {
-		e.vars = v
-	}
-	e.outbound = cfg.Outbound
-	if g, ok := cfg.Credentials.(automation.OutboundGate); ok && e.outbound == nil {
-		e.outbound = g
-	}
-	if c, ok := cfg.Credentials.(Calls); ok && e.calls == nil {
-		e.calls = c
 	}
 	if e.timeout <= 0 {
 		e.timeout = DefaultHTTPTimeout

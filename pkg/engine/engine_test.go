@@ -156,9 +156,13 @@ func (x *external) header() http.Header {
 	return x.lastHdr
 }
 
-func newEngine(t testing.TB, creds Credentials, allowPrivate bool) *Engine {
+func newEngine(t testing.TB, creds automation.Credentials, allowPrivate bool) *Engine {
 	t.Helper()
-	return New(Config{Credentials: creds, AllowPrivateNetworks: allowPrivate, MaxResponseBytes: 64 << 10})
+	env := automation.ExecEnv{Credentials: creds}
+	if n, ok := creds.(automation.ConnectionNames); ok {
+		env.ConnectionNames = n // the test doubles that resolve names
+	}
+	return New(Config{Env: env, AllowPrivateNetworks: allowPrivate, MaxResponseBytes: 64 << 10})
 }
 
 func flowOf(steps ...automation.Step) automation.Flow {

@@ -591,7 +591,7 @@ func (x *execution) store(ctx context.Context, s automation.Step) (any, error) {
 	return map[string]any{"set": set, "deleted": deleted}, nil
 }
 
-var _ automation.OnErrorRunner = (*Engine)(nil)
+var _ automation.Executor = (*Engine)(nil)
 
 // RunOnError runs f's onError steps for r, which ended FAILED or TIMEOUT
 // for good, with `error` ({"step", "message"}) in scope besides what the

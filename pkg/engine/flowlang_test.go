@@ -521,7 +521,7 @@ func TestResumeKeepsDecisions(t *testing.T) {
 	ext := newRecorder(t)
 	ext.status.Store(503)
 	st := &memState{m: map[string]any{}}
-	e := New(Config{State: st, AllowPrivateNetworks: true})
+	e := New(Config{Env: automation.ExecEnv{State: st}, AllowPrivateNetworks: true})
 	f := flowOf(
 		automation.Step{Name: "before", Type: automation.StepSet, Values: raw(`{"prev": "{{ state.n ?? 0 }}"}`)},
 		automation.Step{Name: "first_time", Type: automation.StepSet, When: "state.n == nil", Values: raw(`{}`)},
@@ -556,7 +556,7 @@ func TestResumedForEachKeepsItsList(t *testing.T) {
 	ext := newRecorder(t)
 	ext.status.Store(503)
 	st := &memState{m: map[string]any{"list": []any{"a", "b", "c"}}}
-	e := New(Config{State: st, AllowPrivateNetworks: true})
+	e := New(Config{Env: automation.ExecEnv{State: st}, AllowPrivateNetworks: true})
 	f := flowOf(automation.Step{Name: "each", Type: automation.StepForEach, Items: raw(`"state.list"`), Steps: []automation.Step{
 		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/{{ index == 1 ? 'fail' : 'ok' }}", Body: raw(`{"item": "{{ item }}"}`)},
 	}})
@@ -594,7 +594,7 @@ func TestResumedForEachChecksALongList(t *testing.T) {
 		long[i] = fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 300))
 	}
 	st := &memState{m: map[string]any{"list": long}}
-	e := New(Config{State: st, AllowPrivateNetworks: true})
+	e := New(Config{Env: automation.ExecEnv{State: st}, AllowPrivateNetworks: true})
 	f := flowOf(automation.Step{Name: "each", Type: automation.StepForEach, Items: raw(`"state.list"`), Steps: []automation.Step{
 		{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: ext.URL + "/{{ index == 1 ? 'fail' : 'ok' }}", Body: raw(`{}`)},
 	}})

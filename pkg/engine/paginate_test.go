@@ -161,7 +161,7 @@ func TestPaginateFailures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			api := newPagedAPI(t, 1000, 50)
-			e := New(Config{Credentials: newCredentials(), AllowPrivateNetworks: true, MaxRunOutputBytes: tt.maxRun})
+			e := New(Config{Env: automation.ExecEnv{Credentials: newCredentials()}, AllowPrivateNetworks: true, MaxRunOutputBytes: tt.maxRun})
 			p := tt.paginate
 			f := flowOf(automation.Step{Name: "list", Type: automation.StepHTTP, URL: api.URL + tt.path, Paginate: &p})
 			res := e.Execute(context.Background(), f, runOf(`{}`))

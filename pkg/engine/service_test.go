@@ -225,7 +225,7 @@ func TestStoreStateAcrossRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Project = p.ID
-	e := engine.New(engine.Config{State: svc, AllowPrivateNetworks: true})
+	e := engine.New(engine.Config{Env: automation.ExecEnv{State: svc}, AllowPrivateNetworks: true})
 	run := func(sha string) automation.Run {
 		mu.Lock()
 		current = sha

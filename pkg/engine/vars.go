@@ -10,12 +10,6 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// Variables reads a project's variables for one run attempt;
-// *automation.Service implements it.
-type Variables interface {
-	LoadRunVariables(ctx context.Context, project string) (automation.RunVariables, error)
-}
-
 // usesVars reports whether the flow's steps mention vars at all, so that
 // runs of other flows read no variables.
 func (x *execution) usesVars() bool {

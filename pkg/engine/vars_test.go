@@ -42,7 +42,7 @@ func (varsEcho) RunCode(_ context.Context, req automation.CodeRequest) (automati
 func TestSecretVariablesMasked(t *testing.T) {
 	const secret, quoted = "s3cr3t-tok", `a"b\c-long`
 	vars := &memVars{values: map[string]string{"TOKEN": secret, "QUOTED": quoted, "PLAIN": "visible"}, secrets: []string{secret, quoted}}
-	e := New(Config{Variables: vars, Code: varsEcho{}})
+	e := New(Config{Env: automation.ExecEnv{Variables: vars}, Code: varsEcho{}})
 	f := flowOf(
 		automation.Step{Name: "js", Type: automation.StepCode, Code: "return vars.TOKEN"},
 		automation.Step{Name: "set", Type: automation.StepSet, Values: raw(`{"t": "{{ vars.TOKEN }}", "q": "{{ vars.QUOTED }}", "p": "{{ vars.PLAIN }}", "len": "{{ len(vars.TOKEN) }}"}`)},
@@ -90,7 +90,7 @@ func TestSecretVariablesMasked(t *testing.T) {
 // naming it; a step reading another step's field named vars is not
 // mistaken for one.
 func TestMissingVariableFailsTheStep(t *testing.T) {
-	e := New(Config{Variables: &memVars{values: map[string]string{"HAVE": "x"}}, Code: varsEcho{}})
+	e := New(Config{Env: automation.ExecEnv{Variables: &memVars{values: map[string]string{"HAVE": "x"}}}, Code: varsEcho{}})
 	for _, tt := range []struct {
 		name string
 		step automation.Step
@@ -128,7 +128,7 @@ func (failingVars) LoadRunVariables(context.Context, string) (automation.RunVari
 // Variables that cannot be read fail the attempt before any step, worth
 // retrying, and say so without the store's error.
 func TestVariablesUnreadableRetries(t *testing.T) {
-	e := New(Config{Variables: failingVars{}})
+	e := New(Config{Env: automation.ExecEnv{Variables: failingVars{}}})
 	res := e.Execute(context.Background(), flowOf(automation.Step{Name: "s", Type: automation.StepSet, Values: raw(`{"a": "{{ vars.X }}"}`)}), runOf(`{}`))
 	if res.Run.Status != automation.RunFailed || !res.Retryable || !strings.HasPrefix(res.Run.Error, "step (variables): ") ||
 		strings.Contains(res.Run.Error, "store unavailable") || res.Run.Steps[0].StartedAt != nil {

@@ -95,6 +95,13 @@ func New(t testing.TB, opts Options) *Env {
 	// Runs without side effects take their one-commit path where the run
 	// store offers it, unless the test asks for the usual path.
 	finished, _ := runs.(automation.FinishedRuns)
+	// A test's queue may stand for SQS: its capabilities are wired as the
+	// AWS backend wires the real queue's, and the run store's status read
+	// likewise.
+	delayer, _ := queue.(automation.Delayer)
+	pollDelayer, _ := queue.(automation.PollDelayer)
+	waker, _ := queue.(automation.Waker)
+	statusReader, _ := runs.(automation.RunStatusReader)
 	if opts.NoFinishedRuns {
 		finished = nil
 	}
@@ -108,13 +115,15 @@ func New(t testing.TB, opts Options) *Env {
 		opts.OAuth = oauth.New(engine.GuardedTransport(true))
 	}
 	svc, err := automation.NewService(automation.Config{
-		Store: store, Secrets: dir.Secrets, Checker: jscode.Checker{Checker: engine.Checker{}}, Scheduler: opts.Scheduler,
+		Store: store, Secrets: dir.Secrets, Checker: engine.Checker{}, CodeChecker: jscode.Checker{}, Polls: dir.Store,
+		Scheduler: opts.Scheduler,
 		OAuthApps: dir.Store, OAuth: opts.OAuth,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
 		Clock: opts.Clock, Log: opts.Log,
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			Finished: finished, PureBudget: opts.PureBudget,
+			Delayer: delayer, PollDelayer: pollDelayer, Waker: waker, StatusReader: statusReader,
 			NewExecutor: NewExecutor,
 		},
 	})
@@ -127,8 +136,8 @@ func New(t testing.TB, opts Options) *Env {
 // NewExecutor is the RunRuntime.NewExecutor of tests: the real engine,
 // allowed to reach private networks (tests' fake services listen on
 // 127.0.0.1).
-func NewExecutor(c automation.Credentials) automation.Executor {
-	return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: true})
+func NewExecutor(env automation.ExecEnv) automation.Executor {
+	return engine.New(engine.Config{Env: env, AllowPrivateNetworks: true})
 }
 
 // Project creates a project on plan and an API key for it.

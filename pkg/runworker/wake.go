@@ -6,18 +6,15 @@ import (
 	"flowservice/pkg/automation"
 )
 
-var _ automation.Waker = notifying{}
+// Waker is the RunRuntime's automation.Waker on flowd: the embedded store
+// made a run that waits for a child due in the write that finished the
+// child, and this tells idle workers, so that one takes it at once
+// instead of at the next poll.
+func (p *Pool) Waker() automation.Waker { return poolWaker{p} }
 
-// WakeRun tells idle workers that a run waiting for a child is due: the
-// embedded store made it due in the write that finished the child
-// (automation.Waker), and a worker takes it at once instead of at the next
-// poll. A queue that wakes runs itself is told first.
-func (n notifying) WakeRun(ctx context.Context, project, runID string) error {
-	if w, ok := n.RunQueue.(automation.Waker); ok {
-		if err := w.WakeRun(ctx, project, runID); err != nil {
-			return err
-		}
-	}
-	n.p.Notify()
+type poolWaker struct{ p *Pool }
+
+func (w poolWaker) WakeRun(context.Context, string, string) error {
+	w.p.Notify()
 	return nil
 }

@@ -59,20 +59,20 @@ func New(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (*awsapp.App
 	}
 	// EventBridge Scheduler cannot express every cron spec nor every poll
 	// interval: refuse those when the flow is saved, not when it is enabled.
-	var checker automation.Checker = ebscheduler.Checker{Checker: engine.Checker{}}
-	if cfg.Code != nil {
-		checker = codeChecker{Checker: ebscheduler.Checker{Checker: engine.Checker{}}, code: cfg.Code}
+	checker := ebscheduler.Checker{Checker: engine.Checker{}}
+	parts := awsapp.Parts{
+		Name: "api function", Scheduler: sched, CursorKey: key, Checker: checker, PollChecker: checker,
 	}
-	return awsapp.New(ctx, awsCfg, cfg, awsapp.Parts{
-		Name: "api function", Scheduler: sched, CursorKey: key, Checker: checker,
-	})
+	if cfg.Code != nil {
+		parts.CodeChecker = codeChecker{code: cfg.Code}
+	}
+	return awsapp.New(ctx, awsCfg, cfg, parts)
 }
 
-// codeChecker is the api function's Checker with the CODE compile check
-// (automation.CodeChecker) done by the code function, which carries the
+// codeChecker is the api function's CODE compile check
+// (automation.CodeChecker), done by the code function, which carries the
 // JavaScript engine this function does not.
 type codeChecker struct {
-	ebscheduler.Checker
 	code automation.CodeRunner
 }
 
