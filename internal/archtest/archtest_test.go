@@ -81,7 +81,9 @@ func TestPackageTable(t *testing.T) {
 }
 
 // stdlib tells a standard library import: its first element has no dot.
-func stdlib(p string) bool { return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") && !strings.HasPrefix(p, module) }
+func stdlib(p string) bool {
+	return !strings.Contains(strings.SplitN(p, "/", 2)[0], ".") && !strings.HasPrefix(p, module)
+}
 
 // TestDomainImports: the domain imports the standard library and the one
 // rate limiter the page names, nothing of HTTP frameworks, SQL drivers or
