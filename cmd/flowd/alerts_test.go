@@ -29,6 +29,7 @@ type alertReceiver struct {
 	hold    chan struct{}
 	reached chan struct{}
 	held    atomic.Bool
+	agent   atomic.Value // string: the User-Agent of the latest delivery
 
 	mu     sync.Mutex
 	counts map[string]int
@@ -49,6 +50,7 @@ func newAlertReceiver(t *testing.T, holdFirst bool) *alertReceiver {
 			err = wh.Verify(body, r.Header)
 		}
 		id := r.Header.Get("webhook-id")
+		rc.agent.Store(r.Header.Get("User-Agent"))
 		rc.mu.Lock()
 		if err != nil {
 			rc.bad = append(rc.bad, fmt.Sprintf("%s: %v", id, err))
@@ -424,7 +426,11 @@ func TestAlertsOnAWSBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { moto.Stop() })
-	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
+	var stepAgent atomic.Value
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stepAgent.Store(r.Header.Get("User-Agent"))
+		w.WriteHeader(500)
+	}))
 	defer broken.Close()
 	rc := newAlertReceiver(t, false)
 	dir := filepath.Join(t.TempDir(), "data")
@@ -461,4 +467,118 @@ func TestAlertsOnAWSBackend(t *testing.T) {
 			t.Fatalf("alert = %s, want run.failed of %s", b, runID)
 		}
 	}
+	checkAgents(t, rc, &stepAgent)
+}
+
+// checkAgents: alerts say who sends them as HTTP steps do,
+// flowd/<version> (+<engine URL>).
+func checkAgents(t *testing.T, rc *alertReceiver, stepAgent *atomic.Value) {
+	t.Helper()
+	alert, _ := rc.agent.Load().(string)
+	step, _ := stepAgent.Load().(string)
+	if alert != step || !strings.HasPrefix(alert, "flowd/") {
+		t.Errorf("alert User-Agent %q, HTTP step's %q: want the same flowd/<version> form", alert, step)
+	}
+}
+
+// TestAlertsFairAcrossProjects: project A has 20 subscriptions to a
+// server that accepts connections and never answers, and 60 pings queued
+// to them; project B's failure alerts, 14 runs started once A's attempts
+// hang, all arrive promptly. A holds at most its share of the senders (4)
+// and a subscription at most 2; alerts carry the HTTP step's User-Agent.
+func TestAlertsFairAcrossProjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flowd")
+	}
+	var mu sync.Mutex
+	held, most, mostPer := 0, 0, 0
+	byPath := map[string]int{}
+	arrived, release := make(chan struct{}, 1000), make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		held++
+		byPath[r.URL.Path]++
+		most, mostPer = max(most, held), max(mostPer, byPath[r.URL.Path])
+		mu.Unlock()
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		held--
+		byPath[r.URL.Path]--
+		mu.Unlock()
+	}))
+	defer hang.Close()
+	defer close(release)
+	var stepAgent atomic.Value
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stepAgent.Store(r.Header.Get("User-Agent"))
+		w.WriteHeader(500)
+	}))
+	defer broken.Close()
+	rc := newAlertReceiver(t, false)
+
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_RUN_ATTEMPTS=1", "FLOWD_LOG_LEVEL=warn")
+	defer p.stop(t)
+	keyA := initialKey(t, dir)
+	if out, err := flowctl(t, dir, "projects", "create", "quiet", "--plan", "ENTERPRISE"); err != nil {
+		t.Fatalf("projects create: %v %s", err, out)
+	}
+	keyB, err := flowctl(t, dir, "keys", "create", "--project", "quiet")
+	if err != nil {
+		t.Fatalf("keys create: %v %s", err, keyB)
+	}
+	keyB = strings.TrimSpace(keyB)
+	var flow struct{ ID string }
+	api(t, p, keyB, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "charge", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "call", "type": "HTTP", "method": "POST", "url": %q}]}`, broken.URL), 201, &flow)
+	api(t, p, keyB, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+	var subB subscriptionAnswer
+	api(t, p, keyB, "POST", "/api/v1/subscriptions", fmt.Sprintf(`{"url": %q, "events": ["run.failed"]}`, rc.srv.URL), 201, &subB)
+	rc.secret.Store(subB.Secret)
+
+	var subsA []string
+	for i := range 20 {
+		var sub subscriptionAnswer
+		api(t, p, keyA, "POST", "/api/v1/subscriptions", fmt.Sprintf(`{"url": "%s/a%d", "events": ["ping", "run.failed"]}`, hang.URL, i), 201, &sub)
+		subsA = append(subsA, sub.ID)
+	}
+	for range 3 {
+		for _, id := range subsA {
+			api(t, p, keyA, "POST", "/api/v1/subscriptions/"+id+"/test", "", 202, nil)
+		}
+	}
+	for range 4 {
+		<-arrived // A's attempts hang, holding its share
+	}
+
+	start := time.Now()
+	for range 14 {
+		resp, err := http.Post(p.base+"/api/v1/webhooks/"+flow.ID, "application/json", strings.NewReader(`{}`))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("webhook: %v %v", resp, err)
+		}
+		resp.Body.Close()
+	}
+	waitFor(t, "project B's 14 failure alerts", func() bool {
+		counts, _, _ := rc.snapshot()
+		return len(counts) == 14
+	})
+	took := time.Since(start)
+	t.Logf("project B's 14 runs and their alerts took %v while project A's receivers hung", took)
+	if took > 10*time.Second {
+		t.Errorf("project B's alerts took %v behind project A's hanging receivers, want a few seconds", took)
+	}
+	if _, _, bad := rc.snapshot(); len(bad) > 0 {
+		t.Fatalf("refused: %v", bad)
+	}
+	mu.Lock()
+	if most > 4 || mostPer > 2 {
+		t.Errorf("project A held %d senders at once, %d for one subscription; want at most 4 and 2", most, mostPer)
+	}
+	mu.Unlock()
+	checkAgents(t, rc, &stepAgent)
 }

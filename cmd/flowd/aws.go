@@ -66,7 +66,7 @@ func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv
 			if a.Alerts != nil {
 				// What the stage's schedule does with its sweep message:
 				// retries, and what the api side wrote (alerts.go).
-				wg.Go(func() { sweepAlerts(ctx, a.Alerts, log) })
+				wg.Go(func() { sweepAlerts(ctx, a.Alerts) })
 			}
 		},
 		stop:  func(context.Context) {},

@@ -253,7 +253,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 		// from running.
 		log.Error("load schedules", "err", err)
 	}
-	alertSvc, err := newAlerts(dir.Store, cfg.AllowPrivate, log)
+	alertSvc, err := newAlerts(dir.Store, cfg.AllowPrivate, cfg.EngineURL, svc, log)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -70,8 +70,32 @@ const (
 	// DisableAfter is how long a subscription may fail without a single
 	// success before it is DISABLED.
 	DisableAfter = 5 * 24 * time.Hour
-	// AttemptTimeout bounds one delivery attempt, connection included.
+	// AttemptTimeout bounds one delivery attempt, connection included:
+	// how long a receiver that accepts the connection and never answers
+	// holds a sender.
 	AttemptTimeout = 15 * time.Second
+	// DialTimeout bounds the connection of an attempt (NewClient): an
+	// address that drops packets is given up long before AttemptTimeout.
+	DialTimeout = 3 * time.Second
+	// Senders is how many deliveries one process sends at once (flowd, or
+	// a runner instance on Lambda).
+	Senders = 16
+	// PerProjectSenders is the most of them one project's deliveries hold:
+	// a project whose receivers hang holds 4 senders for AttemptTimeout,
+	// and the other 12 go on with the other projects' deliveries.
+	PerProjectSenders = 4
+	// PerSubscription is the most deliveries of one subscription in
+	// flight at once: one slow receiver holds at most 2 of its project's
+	// senders, so the project's other receivers still get their events.
+	PerSubscription = 2
+	// QuotaWait is how long an attempt waits for its project's
+	// outboundPerMinute quota (OutboundGate) before it is put off by
+	// QuotaDelay instead: a waiting attempt holds a sender.
+	QuotaWait = 5 * time.Second
+	// QuotaDelay is how much later an attempt the quota held back is due
+	// again; it is not an attempt (nothing was sent), so its schedule is
+	// unchanged.
+	QuotaDelay = 30 * time.Second
 	// ClaimLease is how long a claimed delivery is kept from other
 	// senders; a sender that died holding it is retried after it.
 	ClaimLease = time.Minute
@@ -189,8 +213,14 @@ type Store interface {
 	AddEvent(ctx context.Context, e Event, ds []Delivery) error
 	// ClaimDeliveries claims up to max PENDING deliveries due at now that
 	// no live claim holds, for lease, with their events and
-	// subscriptions.
-	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int) ([]Pending, error)
+	// subscriptions, earliest due first. A non-nil admit is asked about
+	// each delivery the claim would take, in due order, with its project
+	// ("" where the store cannot tell before the claim) and subscription:
+	// the claim passes over those it refuses and looks further, through a
+	// bounded number of due deliveries, so that the deliveries of a
+	// project or subscription at its share (the sender's Admit) do not
+	// hide the others' behind them.
+	ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int, admit func(project, subscription string) bool) ([]Pending, error)
 	// RecordAttempt writes a delivery after an attempt (status, attempts,
 	// history, next attempt) and releases its claim.
 	RecordAttempt(ctx context.Context, d Delivery) error

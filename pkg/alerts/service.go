@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/engine"
 )
 
 // FlowReader finds a project's flow: a subscription's flowId must name one.
@@ -31,8 +32,16 @@ type Config struct {
 	// operator allowed them (engine.GuardedTransport): a subscription URL
 	// is a request the service makes on a tenant's behalf.
 	Client *http.Client
-	// UserAgent identifies the service to receivers.
+	// UserAgent identifies the service to receivers: the HTTP step's
+	// (engine.UserAgent), so that a receiver sees one sender.
 	UserAgent string
+	// Outbound holds each attempt to its project's outboundPerMinute
+	// quota, in the bucket the HTTP steps of this process use (the
+	// automation.Service the engine is given); nil: no quota.
+	Outbound automation.OutboundGate
+	// QuotaWait bounds an attempt's wait for the quota (default
+	// QuotaWait).
+	QuotaWait time.Duration
 	Clock     func() time.Time
 	Log       *slog.Logger
 }
@@ -43,11 +52,15 @@ type Service struct {
 	flows     FlowReader
 	client    *http.Client
 	userAgent string
+	outbound  automation.OutboundGate
+	quotaWait time.Duration
 	clock     func() time.Time
 	log       *slog.Logger
+	senders   *senders // sender.go
 }
 
-// NewService returns a Service; Clock defaults to time.Now, Log to discard.
+// NewService returns a Service; Clock defaults to time.Now, Log to discard,
+// UserAgent to engine.UserAgent("").
 func NewService(c Config) (*Service, error) {
 	if c.Store == nil || c.Flows == nil || c.Client == nil {
 		return nil, errors.New("alerts: a Store, a FlowReader and a Client are required")
@@ -59,9 +72,13 @@ func NewService(c Config) (*Service, error) {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
 	if c.UserAgent == "" {
-		c.UserAgent = "flowd-alerts"
+		c.UserAgent = engine.UserAgent("")
 	}
-	return &Service{store: c.Store, flows: c.Flows, client: c.Client, userAgent: c.UserAgent, clock: c.Clock, log: c.Log}, nil
+	if c.QuotaWait <= 0 {
+		c.QuotaWait = QuotaWait
+	}
+	return &Service{store: c.Store, flows: c.Flows, client: c.Client, userAgent: c.UserAgent, outbound: c.Outbound,
+		quotaWait: c.QuotaWait, clock: c.Clock, log: c.Log, senders: newSenders()}, nil
 }
 
 // Input is the body of POST /api/v1/subscriptions.
@@ -246,20 +263,18 @@ func (s *Service) Retry(ctx context.Context, p automation.Project, subID, delive
 	return d, nil
 }
 
-// DeliverDue claims up to max due deliveries and sends them at once, one
-// goroutine each; it returns how many it claimed.
+// DeliverDue claims up to max due deliveries, whatever the shares, sends
+// them at once, one goroutine each, and returns when they are recorded,
+// with how many it claimed: for tests and tools. The senders (Run, Drain)
+// use Dispatch.
 func (s *Service) DeliverDue(ctx context.Context, max int) (int, error) {
-	due, err := s.store.ClaimDeliveries(ctx, s.clock(), ClaimLease, max)
+	due, err := s.store.ClaimDeliveries(ctx, s.clock(), ClaimLease, max, nil)
 	if err != nil {
 		return 0, fmt.Errorf("alerts: claim deliveries: %w", err)
 	}
 	var wg sync.WaitGroup
 	for _, p := range due {
-		wg.Go(func() {
-			if err := s.deliver(ctx, p); err != nil {
-				s.log.ErrorContext(ctx, "alert delivery not recorded", "delivery", p.Delivery.ID, "err", err)
-			}
-		})
+		wg.Go(func() { s.attempt(ctx, p) })
 	}
 	wg.Wait()
 	return len(due), nil

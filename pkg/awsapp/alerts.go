@@ -3,11 +3,11 @@ package awsapp
 import (
 	"context"
 	"log/slog"
-	"net/http"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"flowservice/pkg/alerts"
+	"flowservice/pkg/automation"
 	"flowservice/pkg/dynamostore"
 	"flowservice/pkg/engine"
 )
@@ -18,26 +18,24 @@ import (
 // and acknowledges it.
 const AlertsSweepBody = `{"alertsSweep":true}`
 
-// alertsBatch is how many deliveries a runner claims at a time, and
-// alertsRounds how many batches it sends per invocation at most.
-const (
-	alertsBatch  = 16
-	alertsRounds = 8
-)
+// alertsPerInvocation is how many deliveries a runner sends per
+// invocation at most (alerts.Service.Drain): the rest wait for the next
+// batch or sweep.
+const alertsPerInvocation = 128
 
 // newAlerts is the event subscription service of a function, or nil when
 // the stage has no alerts table (TABLE_ALERTS unset). Deliveries go
-// through the HTTP step's SSRF-guarded transport.
-func newAlerts(store *dynamostore.Store, cfg Config, log *slog.Logger) (*alerts.Service, error) {
+// through the HTTP step's SSRF-guarded transport, say who sends them as
+// HTTP steps do, and count in the project's outboundPerMinute bucket of
+// this instance, the one its HTTP steps take from (outbound: the
+// automation.Service).
+func newAlerts(store *dynamostore.Store, cfg Config, outbound automation.OutboundGate, log *slog.Logger) (*alerts.Service, error) {
 	if cfg.Tables.Alerts == "" {
 		return nil, nil
 	}
 	return alerts.NewService(alerts.Config{
-		Store: store, Flows: store, Log: log, UserAgent: "flowd-alerts",
-		Client: &http.Client{
-			Transport:     engine.GuardedTransport(cfg.AllowPrivateNetworks),
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+		Store: store, Flows: store, Log: log, UserAgent: engine.UserAgent(cfg.EngineURL), Outbound: outbound,
+		Client: alerts.NewClient(engine.GuardedTransport(cfg.AllowPrivateNetworks)),
 	})
 }
 
@@ -62,14 +60,8 @@ func WithAlerts(next SQSHandler, svc *alerts.Service, written func() bool, log *
 		ev.Records = runs
 		resp, err := next(ctx, ev)
 		if written() || sweep {
-			for range alertsRounds {
-				n, derr := svc.DeliverDue(ctx, alertsBatch)
-				if derr != nil {
-					log.ErrorContext(ctx, "deliver alerts", "err", derr)
-				}
-				if n < alertsBatch || ctx.Err() != nil {
-					break
-				}
+			if _, derr := svc.Drain(ctx, alertsPerInvocation); derr != nil {
+				log.ErrorContext(ctx, "deliver alerts", "err", derr)
 			}
 		}
 		return resp, err

@@ -132,7 +132,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}
-	alertSvc, err := newAlerts(store, cfg, log) // alerts.go
+	alertSvc, err := newAlerts(store, cfg, svc, log) // alerts.go
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}

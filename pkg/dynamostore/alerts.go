@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -422,17 +423,24 @@ func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delive
 }
 
 // ClaimDeliveries claims due deliveries: a query of the byDue index, then
-// one conditional update per delivery that moves it past the lease.
-func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int) ([]alerts.Pending, error) {
-	if s.t.Alerts == "" {
+// one conditional update per delivery that moves it past the lease. The
+// index holds keys only, so admit is asked with the subscription alone
+// (project ""), before the update: with admit, the query reads up to
+// claimScan due deliveries to find the ones it takes.
+func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int, admit func(project, subscription string) bool) ([]alerts.Pending, error) {
+	if s.t.Alerts == "" || max < 1 {
 		return nil, nil
+	}
+	scan := max
+	if admit != nil {
+		scan = claimScan
 	}
 	// The deliveries this process just wrote first, by key: the index is
 	// eventually consistent, and may not list them yet.
 	keys := s.takeFresh(max)
-	if len(keys) < max {
+	if len(keys) < scan {
 		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-			TableName: &s.t.Alerts, IndexName: aws.String(indexByDue), Limit: aws.Int32(int32(max - len(keys))),
+			TableName: &s.t.Alerts, IndexName: aws.String(indexByDue), Limit: aws.Int32(int32(scan - len(keys))),
 			KeyConditionExpression:    aws.String("#shard = :due AND #at <= :now"),
 			ExpressionAttributeNames:  map[string]string{"#shard": attrDueShard, "#at": attrDueAt},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":due": str(dueShard), ":now": str(dueAt(now, "~"))},
@@ -454,7 +462,15 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	subs := map[string]*alerts.Subscription{}
 	var claimed []alerts.Pending
 	leased := dueAt(now.Add(lease), "claim")
+	admitted := 0
 	for _, key := range keys {
+		if admitted >= max {
+			break
+		}
+		if admit != nil && !admit("", strings.TrimPrefix((&reader{item: key}).str(attrPK), "sub#")) {
+			continue // its subscription or project has its share of the senders
+		}
+		admitted++
 		res, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: &s.t.Alerts, Key: map[string]types.AttributeValue{attrPK: key[attrPK], attrSK: key[attrSK]},
 			UpdateExpression:          aws.String("SET #at = :leased"),
@@ -494,6 +510,10 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 	}
 	return claimed, nil
 }
+
+// claimScan bounds the due deliveries a claim with admit reads through the
+// index: one page of keys.
+const claimScan = 100
 
 // RecordAttempt writes a delivery after an attempt: due again at its next
 // attempt while PENDING, out of the byDue index once final.

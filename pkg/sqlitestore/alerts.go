@@ -288,18 +288,34 @@ func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delive
 	return nil
 }
 
-// ClaimDeliveries claims due deliveries for lease.
-func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int) ([]alerts.Pending, error) {
+// ClaimDeliveries claims due deliveries for lease, earliest due first;
+// with admit, it reads up to alertClaimScan due deliveries to find the
+// ones admit takes.
+func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.Duration, max int, admit func(project, subscription string) bool) ([]alerts.Pending, error) {
 	var out []alerts.Pending
+	if max < 1 {
+		return nil, nil
+	}
 	until := now.Add(lease).UnixMilli()
+	scan := max
+	if admit != nil {
+		scan = alertClaimScan
+	}
 	err := s.write(ctx, "claim deliveries", func(tx *sql.Tx) error {
 		out = out[:0]
+		ids, err := dueDeliveries(ctx, tx, now, scan, max, admit)
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		list, err := json.Marshal(ids)
+		if err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, `UPDATE alert_deliveries SET claim_until_ms = ?
-			WHERE id IN (SELECT id FROM alert_deliveries WHERE status = 'PENDING' AND next_ms <= ?
-				AND (claim_until_ms IS NULL OR claim_until_ms <= ?) ORDER BY next_ms LIMIT ?)
+			WHERE id IN (SELECT value FROM json_each(?))
 			RETURNING doc, project, (SELECT payload FROM alert_events e WHERE e.id = event),
 				(SELECT doc FROM alert_subscriptions WHERE id = subscription)`,
-			until, now.UnixMilli(), now.UnixMilli(), max)
+			until, string(list))
 		if err != nil {
 			return err
 		}
@@ -332,6 +348,34 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now time.Time, lease time.D
 		return nil, fmt.Errorf("sqlitestore: claim deliveries: %w", err)
 	}
 	return out, nil
+}
+
+// alertClaimScan bounds the due deliveries a claim with admit reads: it
+// is fair among the earliest 1,000 due (docs/reliability.md).
+const alertClaimScan = 1000
+
+// dueDeliveries lists up to max due, unclaimed deliveries that admit takes
+// among the first scan, earliest due first.
+func dueDeliveries(ctx context.Context, tx *sql.Tx, now time.Time, scan, max int, admit func(project, subscription string) bool) ([]string, error) {
+	ms := now.UnixMilli()
+	rows, err := tx.QueryContext(ctx, `SELECT id, project, subscription FROM alert_deliveries
+		WHERE status = 'PENDING' AND next_ms <= ? AND (claim_until_ms IS NULL OR claim_until_ms <= ?)
+		ORDER BY next_ms LIMIT ?`, ms, ms, scan)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for len(ids) < max && rows.Next() {
+		var id, project, sub string
+		if err := rows.Scan(&id, &project, &sub); err != nil {
+			return nil, err
+		}
+		if admit == nil || admit(project, sub) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, rows.Err()
 }
 
 // stringRow scans one string column.

@@ -64,7 +64,7 @@ func TestPurgeDeliveries(t *testing.T) {
 		}
 	}
 	// The pending delivery's event is still there to send.
-	due, err := s.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 10)
+	due, err := s.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 10, nil)
 	if err != nil || len(due) != 1 || due[0].Delivery.ID != pending.ID || len(due[0].Event.Payload) == 0 {
 		t.Fatalf("claim after the purge = %+v, %v; want the pending delivery with its payload", due, err)
 	}

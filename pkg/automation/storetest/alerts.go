@@ -41,7 +41,7 @@ func testFlowAndConnectionEvents(t *testing.T, env AlertsEnv) {
 	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, sub))
 	events := func(what string, want ...string) {
 		t.Helper()
-		got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100)
+		got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100, nil)
 		must(t, "claim deliveries", err)
 		var types []string
 		for _, d := range got {
@@ -78,7 +78,7 @@ func testFlowAndConnectionEvents(t *testing.T, env AlertsEnv) {
 	c := newConnection(p.ID, "gh", now())
 	must(t, "create connection", env.Store.CreateConnection(ctx, c))
 	must(t, "set status", env.Store.SetConnectionStatus(ctx, p.ID, c.ID, automation.ConnectionError, now()))
-	got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100)
+	got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100, nil)
 	must(t, "claim", err)
 	if len(got) != 1 || got[0].Event.Type != alerts.EventConnectionStateChanged ||
 		!strings.Contains(string(got[0].Event.Payload), `"from":"ACTIVE","to":"ERROR"`) {
@@ -148,7 +148,7 @@ func testDeliveries(t *testing.T, env AlertsEnv) {
 	must(t, "add event", a.AddEvent(ctx, e, []alerts.Delivery{d1, d2}))
 
 	t0 := now().Add(time.Second)
-	claimed, err := a.ClaimDeliveries(ctx, t0, time.Minute, 10)
+	claimed, err := a.ClaimDeliveries(ctx, t0, time.Minute, 10, nil)
 	must(t, "claim", err)
 	if len(claimed) != 2 {
 		t.Fatalf("claimed %d deliveries, want 2", len(claimed))
@@ -163,13 +163,13 @@ func testDeliveries(t *testing.T, env AlertsEnv) {
 			t.Errorf("claimed %+v, want event %s with subscription %s", p, e.ID, sub.ID)
 		}
 	}
-	again, err := a.ClaimDeliveries(ctx, t0.Add(30*time.Second), time.Minute, 10)
+	again, err := a.ClaimDeliveries(ctx, t0.Add(30*time.Second), time.Minute, 10, nil)
 	must(t, "claim within the lease", err)
 	if len(again) != 0 {
 		t.Fatalf("claimed %d deliveries within the lease, want 0", len(again))
 	}
 	// The lease of a sender that died runs out: the delivery is claimed again.
-	again, err = a.ClaimDeliveries(ctx, t0.Add(61*time.Second), time.Minute, 1)
+	again, err = a.ClaimDeliveries(ctx, t0.Add(61*time.Second), time.Minute, 1, nil)
 	must(t, "claim after the lease", err)
 	if len(again) != 1 {
 		t.Fatalf("claimed %d deliveries after the lease (max 1), want 1", len(again))
@@ -184,14 +184,14 @@ func testDeliveries(t *testing.T, env AlertsEnv) {
 	if diff := cmp.Diff(d, got); diff != "" {
 		t.Errorf("delivery read back (-want +got):\n%s", diff)
 	}
-	early, err := a.ClaimDeliveries(ctx, t1.Add(4*time.Second), time.Minute, 10)
+	early, err := a.ClaimDeliveries(ctx, t1.Add(4*time.Second), time.Minute, 10, nil)
 	must(t, "claim before the retry is due", err)
 	for _, p := range early {
 		if p.Delivery.ID == d.ID {
 			t.Fatalf("delivery %s claimed before its next attempt", d.ID)
 		}
 	}
-	due, err := a.ClaimDeliveries(ctx, t1.Add(5*time.Second), time.Minute, 10)
+	due, err := a.ClaimDeliveries(ctx, t1.Add(5*time.Second), time.Minute, 10, nil)
 	must(t, "claim the retry", err)
 	if len(due) != 1 || due[0].Delivery.ID != d.ID || due[0].Delivery.Attempts != 1 {
 		t.Fatalf("claimed %+v at the retry, want %s after 1 attempt", due, d.ID)
@@ -205,7 +205,7 @@ func testDeliveries(t *testing.T, env AlertsEnv) {
 	if after, err := a.Delivery(ctx, "prj_a", d.SubscriptionID, d.ID); err != nil || after.Status != alerts.DeliveryPending || after.Attempts != 1 {
 		t.Fatalf("after a retry during an attempt: %+v, %v; want it PENDING, the attempt's result dropped", after, err)
 	}
-	due, err = a.ClaimDeliveries(ctx, t1.Add(6*time.Second), time.Minute, 10)
+	due, err = a.ClaimDeliveries(ctx, t1.Add(6*time.Second), time.Minute, 10, nil)
 	must(t, "claim the retry", err)
 	if len(due) != 1 || due[0].Delivery.ID != d.ID {
 		t.Fatalf("claimed %+v after the retry, want %s", due, d.ID)
@@ -247,7 +247,7 @@ func testRunFinishWritesEvent(t *testing.T, env AlertsEnv) {
 	}
 	claimAll := func() []alerts.Pending {
 		t.Helper()
-		p, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100)
+		p, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100, nil)
 		must(t, "claim deliveries", err)
 		return p
 	}
