@@ -3,6 +3,7 @@ package automation
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 )
 
@@ -16,22 +17,39 @@ func duplicateDelivery() error {
 			"send the same body to get its run, or use a new key")
 }
 
-// sameDelivery reports whether td carries the body of the delivery first
-// was made from, by digest: the bytes as received (RawBody, else Body,
-// compacted so that a store that reformats JSON does not matter), the
-// bytes of a body kept as base64, and the files.
-func sameDelivery(first, td TriggerData) bool {
-	return deliveryDigest(first) == deliveryDigest(td)
+// BodyDigest is TriggerData.BodyDigest of a body's wire bytes.
+func BodyDigest(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
 }
 
-func deliveryDigest(td TriggerData) [sha256.Size]byte {
+// sameDelivery reports whether td carries the body of the delivery first
+// was made from: by the digest of the wire bytes both were received with,
+// when both have one. A store gives the first one back re-encoded (Go's
+// encoder writes "<" as \u003c), so the stored body itself is no proof of
+// the bytes; the digest is. A run stored before receivers kept digests is
+// compared by legacyDigest.
+func sameDelivery(first, td TriggerData) bool {
+	if first.BodyDigest != "" && td.BodyDigest != "" {
+		return first.BodyDigest == td.BodyDigest
+	}
+	return legacyDigest(first) == legacyDigest(td)
+}
+
+// legacyDigest digests what a run keeps of its body: RawBody, else Body
+// compacted and with <, > and & escaped as a store escapes them (so that
+// either form of one body digests alike), the bytes of a body kept as
+// base64, and the files.
+func legacyDigest(td TriggerData) [sha256.Size]byte {
 	h := sha256.New()
 	if td.RawBody != "" {
 		h.Write([]byte(td.RawBody))
 	} else {
 		var b bytes.Buffer
 		if json.Compact(&b, td.Body) == nil {
-			h.Write(b.Bytes())
+			var esc bytes.Buffer
+			json.HTMLEscape(&esc, b.Bytes())
+			h.Write(esc.Bytes())
 		} else {
 			h.Write(td.Body)
 		}

@@ -100,6 +100,7 @@ type Run struct {
 func (r Run) Public() Run {
 	r.OnErrorOf, r.DraftDefinition, r.Deferred = "", nil, 0
 	r.Trigger.Caller = r.Trigger.Caller.public()
+	r.Trigger.BodyDigest = ""
 	r.Steps = withoutItemsJournals(r.Steps)
 	r.OnErrorSteps = withoutItemsJournals(r.OnErrorSteps)
 	return r
@@ -154,6 +155,12 @@ type TriggerData struct {
 
 	// Caller is the run whose CALL_FLOW step started this one (callflow.go).
 	Caller *Caller `json:"caller,omitempty"`
+
+	// BodyDigest is the hex SHA-256 of the body's wire bytes, set by the
+	// receivers: a repeated idempotency key is compared on it
+	// (duplicate.go), since Body and RawBody may come back from a store
+	// re-encoded. Internal: API answers never show it (Run.Public).
+	BodyDigest string `json:"bodyDigest,omitempty"`
 }
 
 // TriggerFile is one file part of a multipart/form-data body.
@@ -241,7 +248,7 @@ const RunPageBudget = 1 << 20
 // the trigger's body and raw body, the step outputs and the response body.
 // Those are in the single-run GET.
 func (r Run) Summary() Run {
-	r.Trigger.Body, r.Trigger.RawBody = nil, ""
+	r.Trigger.Body, r.Trigger.RawBody, r.Trigger.BodyDigest = nil, "", ""
 	r.Trigger.Caller = r.Trigger.Caller.public()
 	steps := make([]StepResult, len(r.Steps))
 	for i, st := range r.Steps {

@@ -124,6 +124,7 @@ func (s *FlowService) capture(ctx context.Context, f Flow, td TriggerData) (bool
 	if err != nil || !taken {
 		return false, wrap("take test trigger", err)
 	}
+	td.BodyDigest = "" // the receivers' own; a sample shows what steps see
 	sample := Sample{CapturedAt: now, Trigger: td}
 	if sample.Schema, err = InferSchema(td.Body); err != nil {
 		// Receivers always pass JSON; the sample is still worth keeping.

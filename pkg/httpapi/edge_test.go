@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -38,14 +39,16 @@ func TestWebhookPathNormalisation(t *testing.T) {
 	createFlow(t, srv, key, workflowFlow("v1.2/..hidden/x..y", "POST", "", ""))
 }
 
-// The receiver refuses the same forms, and any percent-escape, without a
-// lookup: "%2F" must not decode into another flow's path.
+// The receiver refuses the same forms without a lookup, also when they
+// arrive escaped: the path is judged once decoded, so "%2E%2E" or "%2F%2F"
+// reach no flow, and a double escape ("%252F") is not decoded twice.
 func TestWorkflowHookRefusesUncleanPaths(t *testing.T) {
 	h := newHookEnv(t, HookConfig{})
 	h.activeFlow(t, h.key, workflowFlow("hooks/admin", "POST", "", ""))
 	h.activeFlow(t, h.key, workflowFlow("a/b", "POST", "", ""))
-	for _, p := range []string{"/webhook/hooks/../admin", "/webhook/hooks/x/../../hooks/admin", "/webhook/a%2Fb",
-		"/webhook/hooks/%61dmin", "/webhook/./a/b", "/webhook/a//b", `/webhook/a\b`} {
+	for _, p := range []string{"/webhook/hooks/../admin", "/webhook/hooks/x/../../hooks/admin", "/webhook/a%252Fb",
+		"/webhook/hooks/x/%2E%2E/admin", "/webhook/hooks%2Fx%2F..%2Fadmin", "/webhook/a%2F%2Fb", "/webhook/a%5Cb",
+		"/webhook/a%00b", "/webhook/./a/b", "/webhook/a//b", `/webhook/a\b`} {
 		req, err := http.NewRequest("POST", h.workflow.URL, strings.NewReader(`{}`))
 		if err != nil {
 			t.Fatal(err)
@@ -63,6 +66,60 @@ func TestWorkflowHookRefusesUncleanPaths(t *testing.T) {
 	}
 	if n := h.runs.count(); n != 0 {
 		t.Errorf("%d runs started, want none", n)
+	}
+}
+
+// TestWorkflowHookDecodesEscapedPath: generated API clients escape the
+// slashes of a path (/webhook/a%2Fb); the receiver decodes the path once
+// before routing, so the flow of a/b answers both forms, on the live and
+// the Test Trigger URL, and its run records the decoded path. Before, the
+// escaped form was a 404.
+func TestWorkflowHookDecodesEscapedPath(t *testing.T) {
+	h := newHookEnv(t, HookConfig{})
+	id := h.activeFlow(t, h.key, workflowFlow("a/b", "POST", "", ""))
+	h.activeFlow(t, h.key, workflowFlow("users/:id/orders", "POST", "", ""))
+	send := func(srv *testServer, p string) result {
+		t.Helper()
+		req, err := http.NewRequest("POST", srv.URL, strings.NewReader(`{"n":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.URL.Opaque = p // sent exactly as written
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return result{status: resp.StatusCode, header: resp.Header, body: body}
+	}
+	plain := send(h.workflow, "/webhook/a/b").started(t)
+	for _, p := range []string{"/webhook/a%2Fb", "/webhook/a%2fb", "/webhook/%61%2F%62"} {
+		r := send(h.workflow, p)
+		if r.status != http.StatusOK {
+			t.Fatalf("POST %s = %d %s, want 200 from the flow of a/b", p, r.status, r.body)
+		}
+		run := h.run(t, id, r.started(t))
+		if run.Trigger.Path != "/webhook/a/b" {
+			t.Errorf("POST %s: trigger.path %q, want /webhook/a/b", p, run.Trigger.Path)
+		}
+	}
+	if run := h.run(t, id, plain); run.Trigger.Path != "/webhook/a/b" {
+		t.Errorf("trigger.path %q", run.Trigger.Path)
+	}
+	// A parameter path: the escaped slashes are segment separators.
+	if r := send(h.workflow, "/webhook/users%2F42%2Forders"); r.status != http.StatusOK {
+		t.Errorf("POST users%%2F42%%2Forders = %d %s, want 200", r.status, r.body)
+	}
+	// Decoded once only: a%252Fb is the path "a%2Fb", which no flow has.
+	send(h.workflow, "/webhook/a%252Fb").wantError(t, http.StatusNotFound, "WEBHOOK_NOT_FOUND")
+	// The Test Trigger URL decodes the same way.
+	if r := call(t, h.api, "POST", "/api/v1/flows/"+id+"/webhook/test", h.key, ""); r.status != http.StatusOK {
+		t.Fatalf("arm the Test Trigger: %d %s", r.status, r.body)
+	}
+	if r := send(h.workflow, "/webhook-test/a%2Fb"); r.status != http.StatusOK {
+		t.Errorf("POST /webhook-test/a%%2Fb = %d %s, want 200", r.status, r.body)
 	}
 }
 

@@ -96,17 +96,15 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request, route string, 
 	defer recoverPanic(rc.cfg.Log, rec, r)
 	// An answer carries a run ID or a flow's response: never cache it.
 	rec.Header().Set("Cache-Control", "no-store")
-	// The body's room in the budget is taken before any handler reads
-	// it, and held until the request ends: its run is stored by then, or
-	// answered (ON_COMPLETION).
-	release, err := rc.cfg.Bodies.reserve(r.Context(), r, rc.cfg.MaxBody)
-	defer release()
-	if err != nil {
-		rc.fail(rec, r, err)
-		return
-	}
-	h(rec, r)
+	// The body is charged to the budget as it is read (readBody), and
+	// its charge held until the request ends: its run is stored by then,
+	// or answered (ON_COMPLETION).
+	charge := rc.cfg.Bodies.newCharge()
+	defer charge.release()
+	h(rec, r.WithContext(context.WithValue(r.Context(), chargeKey{}, charge)))
 }
+
+type chargeKey struct{}
 
 // fail writes the error envelope for err. Client errors (*automation.Error)
 // keep their status, a *automation.MethodError adds its Allow header, and
@@ -253,7 +251,7 @@ func (rc *receiver) admit(w http.ResponseWriter, r *http.Request, f automation.F
 			return nil, err
 		}
 	}
-	raw, err := rc.readBody(w, r)
+	raw, err := rc.readBody(w, r, f.Project)
 	if err != nil {
 		return nil, err
 	}
@@ -263,22 +261,39 @@ func (rc *receiver) admit(w http.ResponseWriter, r *http.Request, f automation.F
 	return raw, nil
 }
 
-// readBody reads the body within MaxBody wire bytes. A declared length
-// above the limit is refused without reading; an undeclared (chunked) body
-// is cut at the limit by http.MaxBytesReader, which also closes the
-// connection rather than drain the rest.
-func (rc *receiver) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readBody reads the body of a delivery to project within MaxBody wire
+// bytes, charging the body budget as bytes arrive (bodybudget.go). A
+// declared length above the limit is refused without reading; an
+// undeclared (chunked) body is cut at the limit by http.MaxBytesReader,
+// which also closes the connection rather than drain the rest. A body
+// that arrives too slowly is cut (408), and one the budget has no room
+// for is 503.
+func (rc *receiver) readBody(w http.ResponseWriter, r *http.Request, project string) ([]byte, error) {
 	if r.ContentLength > rc.cfg.MaxBody {
 		return nil, rc.tooLarge()
 	}
-	if r.Body == nil {
+	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rc.cfg.MaxBody))
+	charge, ok := r.Context().Value(chargeKey{}).(*bodyCharge)
+	if !ok {
+		charge = rc.cfg.Bodies.newCharge()
+		defer charge.release()
+	}
+	in := charge.body(r.Context(), project, r.ContentLength, r.Body, cutRead(w))
+	body, err := io.ReadAll(http.MaxBytesReader(w, in, rc.cfg.MaxBody))
 	var tooLarge *http.MaxBytesError
+	var busy *automation.Error
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, rc.tooLarge()
+	case errors.Is(err, errBodyTooSlow):
+		// The rest of the body is not read: the connection ends.
+		w.Header().Set("Connection", "close")
+		return nil, rc.cfg.Bodies.tooSlow()
+	case errors.As(err, &busy):
+		w.Header().Set("Connection", "close")
+		return nil, err
 	case err != nil:
 		// The client went away or sent a broken chunked encoding.
 		return nil, automation.InvalidCode("INVALID_BODY", "the request body could not be read")

@@ -77,3 +77,40 @@ func TestIdempotencyKeyExpression(t *testing.T) {
 	// Save time: the expression is checked.
 	call(t, h.api, "POST", "/api/v1/flows", h.key, workflowFlow("", "POST", `,"idempotencyKey":"trigger.body.("`, "")).wantError(t, 400, "")
 }
+
+// TestRetryOfBodyWithHTMLCharacters: a sender's retry of a body holding
+// <, > or & (every Slack app_mention: "<@U123>") gets the first run back
+// on both receivers. Before, the first body was stored re-encoded
+// (\u003c), its digest no longer matched the bytes of the retry, and the
+// retry was 409 DUPLICATE_DELIVERY.
+func TestRetryOfBodyWithHTMLCharacters(t *testing.T) {
+	h := newHookEnv(t, HookConfig{})
+	fb := h.activeFlow(t, h.key, `{"name":"slack","engine":"FLOW_BUILDER",
+		"trigger":{"type":"WEBHOOK","webhook":{"idempotencyKey":"trigger.body.event_id"}},
+		"steps":[{"name":"s","type":"SET","values":{"text":"{{ trigger.body.event.text }}"}}]}`)
+	h.activeFlow(t, h.key, workflowFlow("slack-events", "POST", `,"idempotencyHeader":"X-Delivery"`, ""))
+	mention := `{"event_id":"Ev01","event":{"type":"app_mention","text":"<@U123> deploy a & b > prod"}}`
+	for _, tc := range []struct {
+		name string
+		srv  *testServer
+		path string
+		hdr  []string
+	}{
+		{"flow builder", h.engine, "/api/v1/webhooks/" + fb, nil},
+		{"workflow builder", h.workflow, "/webhook/slack-events", []string{"X-Delivery: d-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := call(t, tc.srv, "POST", tc.path, "", mention, tc.hdr...).started(t)
+			r := call(t, tc.srv, "POST", tc.path, "", mention, tc.hdr...)
+			if r.status != 200 {
+				t.Fatalf("retry = %d %s, want 200 with the first run %s", r.status, r.body, first)
+			}
+			if again := r.started(t); again != first {
+				t.Errorf("retry made run %s, want the first run %s", again, first)
+			}
+			// Another body with the key is still refused.
+			other := strings.Replace(mention, "prod", "staging", 1)
+			call(t, tc.srv, "POST", tc.path, "", other, tc.hdr...).wantError(t, 409, "DUPLICATE_DELIVERY")
+		})
+	}
+}

@@ -50,6 +50,11 @@ func mentionsRawBody(steps []automation.Step) bool {
 func hookTrigger(r *http.Request, f automation.Flow, hb hookBody, raw []byte, dropHeader string) automation.TriggerData {
 	td := triggerData(r, f, hb.body, raw, dropHeader)
 	td.Files, td.BodyBase64 = hb.files, hb.base64
+	if w := f.Trigger.Webhook; w != nil && (w.IdempotencyHeader != "" || w.IdempotencyKey != "") {
+		// A repeat of this delivery is recognised by its wire bytes: what
+		// the store gives back of the body is re-encoded.
+		td.BodyDigest = automation.BodyDigest(raw)
+	}
 	if td.RawBody != "" && !utf8.ValidString(td.RawBody) {
 		// Bytes that are not text would not survive a JSON string: a
 		// signature check reads them from bodyBase64 instead.

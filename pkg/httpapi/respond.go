@@ -14,6 +14,7 @@ import (
 var (
 	errUnsupportedMedia = errors.New("unsupported media type") // 415
 	errTooLarge         = errors.New("body too large")         // 413
+	errTooSlow          = errors.New("body too slow")          // 408
 )
 
 // statusOf maps the kind of an *automation.Error to its status. It is the
@@ -28,6 +29,7 @@ var statusOf = map[error]int{
 	automation.ErrUnavailable:  http.StatusServiceUnavailable,
 	errUnsupportedMedia:        http.StatusUnsupportedMediaType,
 	errTooLarge:                http.StatusRequestEntityTooLarge,
+	errTooSlow:                 http.StatusRequestTimeout,
 	automation.ErrLoop:         http.StatusLoopDetected,
 	automation.ErrRateLimited:  http.StatusTooManyRequests,
 }

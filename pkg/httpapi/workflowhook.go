@@ -70,7 +70,7 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		writeError(w, r, http.StatusNotFound, "NOT_FOUND", "no such route; webhooks are "+workflowPrefix+"{path}")
 		return
 	}
-	if !validWebhookPath(r, p) {
+	if !validWebhookPath(p) {
 		h.rc.fail(w, r, automation.NotFound("webhook", clip(p)))
 		return
 	}
@@ -283,12 +283,15 @@ func setCORS(w http.ResponseWriter, r *http.Request, origins []string) bool {
 }
 
 // validWebhookPath admits what flow validation admits
-// (automation.ValidWebhookPath). A percent-escape anywhere in the request's
-// path (r.URL.RawPath is set only then, since no valid path needs one) is
-// refused too: "%2F" or "%2E%2E" would otherwise decode into another
-// flow's path.
-func validWebhookPath(r *http.Request, p string) bool {
-	return r.URL.RawPath == "" && automation.ValidWebhookPath(p) == nil
+// (automation.ValidWebhookPath), judged on the path decoded once
+// (r.URL.Path): generated API clients escape the slashes of a path
+// parameter, so "a%2Fb" is the path a/b. What the decoding makes of
+// "%2E%2E", "%2F%2F" or a control character is refused here as it is at
+// save time, so no escape reaches another flow's path, and a "%" left by
+// decoding once ("a%252Fb" is "a%2Fb") is no valid path either: nothing
+// is decoded twice.
+func validWebhookPath(p string) bool {
+	return automation.ValidWebhookPath(p) == nil
 }
 
 // authenticateHook checks the flow's authentication and returns the name
