@@ -44,3 +44,11 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+func TestEvent(t *testing.T) {
+	n := 0
+	Event(t, "the third check", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Errorf("cond called %d times, want 3: Event must stop at the first true", n)
+	}
+}
