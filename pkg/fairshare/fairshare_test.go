@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // queue starts an Acquire for tenant and returns once it waits, so that the
@@ -22,9 +24,7 @@ func queue(t *testing.T, s *Slots, tenant string, got chan<- string) {
 		}
 		got <- tenant
 	}()
-	for s.Waiting() == before {
-		time.Sleep(time.Millisecond) // until the goroutine is queued: an event, not a timing bound
-	}
+	testwait.Event(t, tenant+"'s Acquire to queue", func() bool { return s.Waiting() != before })
 }
 
 func mustAcquire(t *testing.T, s *Slots, tenant string, n int) {
@@ -91,9 +91,7 @@ func TestCancelledWaiterLeavesNoTrace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- s.Acquire(ctx, "b") }()
-	for s.Waiting() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Event(t, "b's Acquire to queue", func() bool { return s.Waiting() != 0 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire after cancel = %v, want context.Canceled", err)
