@@ -115,7 +115,11 @@ func New(t testing.TB, opts Options) *Env {
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			Finished: finished, PureBudget: opts.PureBudget,
-			NewExecutor: NewExecutor,
+			// The engine reads the same clock as the Service, so that a
+			// test moves a WAIT's time on instead of sleeping through it.
+			NewExecutor: func(c automation.Credentials) automation.Executor {
+				return engine.New(engine.Config{Credentials: c, AllowPrivateNetworks: true, Clock: opts.Clock})
+			},
 		},
 	})
 	if err != nil {
