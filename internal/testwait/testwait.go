@@ -49,6 +49,18 @@ func Event(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// Paced waits for cond as Event does, checking it every gap (a gap under
+// the usual interval grows to it): for a
+// condition whose every check is heavy (a look that reads a whole large
+// run), which checks at the usual interval would slow, or weigh on what
+// the test measures.
+func Paced(t testing.TB, gap time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !poll(Hang, gap, cond) {
+		t.Fatalf("waited %s for %s", Hang, what)
+	}
+}
+
 // poll calls cond until it holds or within passes, with gaps from first
 // doubling up to interval.
 func poll(within, first time.Duration, cond func() bool) bool {
@@ -59,7 +71,9 @@ func poll(within, first time.Duration, cond func() bool) bool {
 			return false
 		}
 		time.Sleep(gap)
-		gap = min(2*gap, interval)
+		if gap < interval {
+			gap = min(2*gap, interval)
+		}
 	}
 	return true
 }

@@ -52,3 +52,11 @@ func TestEvent(t *testing.T) {
 		t.Errorf("cond called %d times, want 3: Event must stop at the first true", n)
 	}
 }
+
+func TestPaced(t *testing.T) {
+	n := 0
+	Paced(t, time.Millisecond, "the second check", func() bool { n++; return n == 2 })
+	if n != 2 {
+		t.Errorf("cond called %d times, want 2", n)
+	}
+}
