@@ -125,6 +125,8 @@ func TestSharesUnderContention(t *testing.T) {
 			if now := inUse.Add(1); now > 4 {
 				t.Errorf("%d slots in use, size 4", now)
 			}
+			// Held a moment on purpose, so that tenants contend for the
+			// slots; no event can stand in for work that takes time.
 			time.Sleep(50 * time.Microsecond)
 			inUse.Add(-1)
 			v.(*atomic.Int64).Add(-1)
