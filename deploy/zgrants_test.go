@@ -55,6 +55,7 @@ var grantTests = []struct {
 	{"TestRunsPinnedOnLambda", TestRunsPinnedOnLambda},
 	{"TestDisableStopsRunningRunOnLambda", TestDisableStopsRunningRunOnLambda},
 	{"TestStoredBytesOnLambda", TestStoredBytesOnLambda},
+	{"TestCodeCheckOnLambdaPath", TestCodeCheckOnLambdaPath},
 }
 
 // grantLog holds the grants each function's calls needed, by logical ID.
