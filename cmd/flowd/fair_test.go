@@ -365,11 +365,10 @@ func TestConcurrentRunsQuotaWaits(t *testing.T) {
 }
 
 // TestFairSharesAcrossProjects: one project floods flowd (4 workers) with
-// 400 runs whose calls the third party holds; another project's run,
-// queued behind them, finishes while every flood call is still held: the
-// flood cannot take the last worker. Were it able to, the quiet run would
-// wait behind calls that never end, and the test would fail at its wait's
-// bound instead of passing by luck of timing.
+// 400 runs whose calls the third party holds; alone, it holds every
+// worker. Another project's run is then queued behind the flood, and one
+// flood call is let go: the worker it frees takes the quiet run, not the
+// next of the flood. The order of calls says it, not a time.
 func TestFairSharesAcrossProjects(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn", "FLOWD_WORKERS=4")
@@ -384,18 +383,25 @@ func TestFairSharesAcrossProjects(t *testing.T) {
 	quietKey = strings.TrimSpace(quietKey)
 
 	var mu sync.Mutex
-	held := 0 // flood calls that reached the third party, all held
+	var arrivals []string // ids of the calls, in the order they reached the third party
+	held := 0             // flood calls held now
+	letGo := make(chan struct{})
 	hold := make(chan struct{})
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(hold) }) }
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var call struct{ ID string }
 		_ = json.NewDecoder(r.Body).Decode(&call)
+		mu.Lock()
+		arrivals = append(arrivals, call.ID)
+		mu.Unlock()
 		if call.ID != "quiet" {
 			mu.Lock()
 			held++
 			mu.Unlock()
-			select { // the flood's calls wait until the quiet run has finished
+			defer func() { mu.Lock(); held--; mu.Unlock() }()
+			select { // a flood call waits until the test lets it go
+			case <-letGo:
 			case <-hold:
 			case <-r.Context().Done():
 				return
@@ -422,30 +428,27 @@ func TestFairSharesAcrossProjects(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	heldNow := func() int {
+	state := func() (int, []string) {
 		mu.Lock()
 		defer mu.Unlock()
-		return held
+		return held, slices.Clone(arrivals)
 	}
-	// The flood holds its share of the workers: 3 of 4 (fairshare's
-	// default cap leaves a quarter for other projects).
-	testwait.Event(t, "3 held flood calls", func() bool { return heldNow() >= 3 })
-	start := time.Now()
+	testwait.Event(t, "the flood to hold all 4 workers", func() bool { n, _ := state(); return n == 4 })
 	var last int64
 	runID := deliverAfter(t, p, quiet, `{"id": "quiet"}`, &last)
-	var r limitedRun
-	waitFor(t, "the quiet project's run to end behind the held flood", func() bool {
-		r = getRun(t, p, quietKey, quiet, runID)
-		return r.Status != "RUNNING"
+	_, before := state()
+	letGo <- struct{}{} // one flood call ends: its worker is the only one free
+	testwait.Event(t, "a call after the one let go", func() bool { _, a := state(); return len(a) > len(before) })
+	if _, a := state(); a[len(before)] != "quiet" {
+		t.Fatalf("the freed worker called for %s, want the quiet project's run ahead of the flood's backlog", a[len(before)])
+	}
+	release()
+	waitFor(t, "the quiet project's run to end", func() bool {
+		return getRun(t, p, quietKey, quiet, runID).Status != "RUNNING"
 	})
-	if r.Status != "SUCCEEDED" {
+	if r := getRun(t, p, quietKey, quiet, runID); r.Status != "SUCCEEDED" {
 		t.Fatalf("the quiet project's run: %+v, want SUCCEEDED", r)
 	}
-	// Held calls that reach the engine's 30 s step timeout free their
-	// worker for the next flood run, never for the quiet one in a FIFO:
-	// the count of arrivals says nothing more, and is only logged.
-	t.Logf("quiet run finished %v after it was queued, behind a backlog of 400 flood runs (%d flood calls held so far)", time.Since(start), heldNow())
-	release()
 }
 
 // TestOnCompletionWaitCountsTowardSyncTimeout: a synchronous webhook whose
