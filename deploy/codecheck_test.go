@@ -12,8 +12,10 @@ import (
 // TestCodeCheckOnLambdaPath: the api function, which carries no
 // JavaScript engine, refuses a CODE step that does not compile with a 400
 // naming the step, by asking the code function (invoked as IAM would
-// authorize it); code that compiles is saved.
+// authorize it); code that compiles is saved. Its call is the api
+// function's use of lambda:InvokeFunction in TestGrantsMatchObservedCalls.
 func TestCodeCheckOnLambdaPath(t *testing.T) {
+	recordGrants(t)
 	ctx := context.Background()
 	st := newStack(t)
 	code := newCodeFunction(t)

@@ -19,9 +19,6 @@ import (
 	"flowservice/pkg/awsapp/management"
 )
 
-// faultsRan says TestFaultPathGrants completed in this process.
-var faultsRan atomic.Bool
-
 // apiPost is api-create-flow.json as a POST of body to path.
 func apiPost(t *testing.T, key, path, body string) []byte {
 	t.Helper()
@@ -44,6 +41,7 @@ func apiPost(t *testing.T, key, path, body string) []byte {
 // api function on retry and on replay, the receivers on a delivery. No run
 // is left RUNNING without a message.
 func TestFaultPathGrants(t *testing.T) {
+	calls := recordGrants(t)
 	st := newStack(t)
 	ctx := context.Background()
 	api, err := management.NewHandler(ctx, st.aws, st.cfgOf("ApiFunction"))
@@ -114,24 +112,18 @@ func TestFaultPathGrants(t *testing.T) {
 			}
 		}
 	}
-	observed.Lock()
 	for fn, want := range map[string][]grant{
 		"ApiFunction":          {{"dynamodb:DeleteItem", "RunsTable"}, {"s3:DeleteObject", "PayloadBucket/*"}},
 		"WebhookFunction":      {{"dynamodb:DeleteItem", "RunsTable"}, {"s3:DeleteObject", "PayloadBucket/*"}},
 		"WorkflowHookFunction": {{"dynamodb:DeleteItem", "RunsTable"}, {"s3:DeleteObject", "PayloadBucket/*"}},
 	} {
 		for _, g := range want {
-			if !observed.m[fn][g] {
+			if !calls.has(fn, g) {
 				t.Errorf("%s made no %s on its undo path", fn, g)
 			}
 		}
 	}
-	observed.Unlock()
-	faultsRan.Store(true)
 }
-
-// fencedRan says TestRefusedFencedWrite completed in this process.
-var fencedRan atomic.Bool
 
 // TestRefusedFencedWrite: while the runner's attempt is in its HTTP step,
 // another attempt takes the run over (its claim, as after a lease that
@@ -140,6 +132,7 @@ var fencedRan atomic.Bool
 // which its role must grant, or the refusal would be an AccessDenied that
 // counts toward the DLQ). The run is left to the attempt that holds it.
 func TestRefusedFencedWrite(t *testing.T) {
+	calls := recordGrants(t)
 	e := newE2E(t, 10, automation.RunPolicy{Timeout: 30 * time.Second, MaxAttempts: 5})
 	ctx := context.Background()
 	var runID atomic.Value
@@ -172,13 +165,9 @@ func TestRefusedFencedWrite(t *testing.T) {
 	if r.Status != automation.RunRunning {
 		t.Errorf("run is %s, want RUNNING, held by the attempt that took it over", r.Status)
 	}
-	observed.Lock()
-	read := observed.m["RunnerFunction"][grant{"dynamodb:GetItem", "RunsTable"}]
-	observed.Unlock()
-	if !read {
+	if !calls.has("RunnerFunction", grant{"dynamodb:GetItem", "RunsTable"}) {
 		t.Error("the runner's refused write did not read the run (whyRefused)")
 	}
-	fencedRan.Store(true)
 }
 
 // TestReplayTokenOnDynamoDB: POST /api/v1/runs/replay through the api

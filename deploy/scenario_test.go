@@ -39,6 +39,7 @@ import (
 // CODE steps through the code function and OAuth2 connections whose token
 // is refreshed, from the runner and the workflow receiver.
 func TestEveryFunctionPath(t *testing.T) {
+	recordGrants(t)
 	e := newE2E(t, 5, automation.RunPolicy{MaxAttempts: 3})
 	ext, _ := external(t, 200)
 	// CODE steps reach the code function through the Lambda Invoke API
@@ -290,7 +291,6 @@ func TestEveryFunctionPath(t *testing.T) {
 	if run := api("GET", "/api/v1/flows/"+caller+"/runs/"+b["runId"].(string), "", 200); run["status"] != "SUCCEEDED" {
 		t.Fatalf("caller run = %v, want SUCCEEDED with its child's answer", run)
 	}
-	scenarioRan.Store(true)
 }
 
 // hookWith posts body to a flow's webhook with an idempotency header and

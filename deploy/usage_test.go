@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -16,15 +14,13 @@ import (
 	"flowservice/pkg/awsapp"
 )
 
-// usageRan says TestStoredBytesOnLambda completed in this process.
-var usageRan atomic.Bool
-
 // TestStoredBytesOnLambda: a FREE project's delivery has the webhook
 // function measure its stored bytes (in the background), the runner counts
 // a finished run on its flow, GET /api/v1/project through the api
 // function shows at least the run's trigger and output, and past the
 // quota the webhook function refuses deliveries.
 func TestStoredBytesOnLambda(t *testing.T) {
+	calls := recordGrants(t)
 	e := newE2E(t, 5, automation.RunPolicy{MaxAttempts: 3})
 	ctx := context.Background()
 	p, err := e.svc.CreateProject(ctx, "tiny", automation.PlanFree)
@@ -49,10 +45,8 @@ func TestStoredBytesOnLambda(t *testing.T) {
 	if status, b := call(t, e.hook, "POST", "/api/v1/webhooks/"+flowID, "", `{"pad": "`+strings.Repeat("x", body)+`"}`); status != 200 {
 		t.Fatalf("webhook = %d %v", status, b)
 	}
-	testwait.For(t, 10*time.Second, "the webhook function measures the project's stored bytes", func() bool {
-		observed.Lock()
-		defer observed.Unlock()
-		return observed.m["WebhookFunction"][grant{"dynamodb:BatchGetItem", "FlowsTable"}]
+	testwait.For(t, testwait.Hang, "the webhook function measures the project's stored bytes", func() bool {
+		return calls.has("WebhookFunction", grant{"dynamodb:BatchGetItem", "FlowsTable"})
 	})
 	e.poll(t)
 
@@ -76,7 +70,7 @@ func TestStoredBytesOnLambda(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refused events.APIGatewayProxyResponse
-	testwait.For(t, 10*time.Second, "a delivery refused for storedBytes", func() bool {
+	testwait.For(t, testwait.Hang, "a delivery refused for storedBytes", func() bool {
 		resp, err := fresh(ctx, proxyRequest("POST", "/api/v1/webhooks/"+flowID, "", `{}`))
 		if err != nil {
 			t.Fatal(err)
@@ -92,5 +86,4 @@ func TestStoredBytesOnLambda(t *testing.T) {
 		t.Errorf("refused delivery = %d %s (Retry-After %q); want QUOTA_EXCEEDED naming limits.storedBytes with Retry-After",
 			refused.StatusCode, refused.Body, retryAfter)
 	}
-	usageRan.Store(!t.Failed())
 }

@@ -14,11 +14,6 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// versionsRan says TestRunsPinnedOnLambda completed in this process: its
-// calls (versions listed, drafts saved and discarded) are among those
-// TestGrantsMatchObservedCalls compares.
-var versionsRan atomic.Bool
-
 // recorder is an external service that keeps the path of every request
 // and answers 422 on paths ending in /fail while failing is set.
 type recorder struct {
@@ -60,7 +55,7 @@ func (rec *recorder) take() []string {
 // runs version 1's step; the versions are listed and read back, a draft is
 // saved and discarded, and deleting the flow removes them.
 func TestRunsPinnedOnLambda(t *testing.T) {
-	defer func() { versionsRan.Store(!t.Failed()) }()
+	recordGrants(t)
 	e := newE2E(t, 5, automation.RunPolicy{MaxAttempts: 1})
 	rec := newRecorder(t)
 	steps := func(tag string) string {

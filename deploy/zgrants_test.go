@@ -1,20 +1,23 @@
 package deploy
 
-// Its test reads the AWS calls that the package's tests made through each
-// function: TestEveryFunctionPath makes those of every path that works,
-// TestFaultPathGrants those of the undo paths,
+// Its test reads the AWS calls that the grant tests (grantTests) made
+// through each function: TestEveryFunctionPath makes those of every path
+// that works, TestFaultPathGrants those of the undo paths,
 // TestHeldRunOutlivesMaxReceiveCount the runner's back-off of a held run,
-// TestRefusedFencedWrite the runner's read after a refused fenced write. It runs them itself when
-// they have not run first, so it holds under -run and any order.
+// TestRefusedFencedWrite the runner's read after a refused fenced write,
+// and so on. Each grant test records its own calls (recordGrants); the
+// comparison runs, as its subtests, those that have not passed yet in this
+// process, so that its answer is the same under -run, -shuffle, and
+// whatever the file's name.
 
 import (
 	"fmt"
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,17 +38,80 @@ type grant struct{ action, resource string }
 
 func (g grant) String() string { return g.action + " on " + g.resource }
 
-// scenarioRan, heldRan, envRan say TestEveryFunctionPath,
-// TestHeldRunOutlivesMaxReceiveCount and TestEnvironmentsOnMoto (HTTP
-// steps that name their connection), TestAuditLogOnLambda and
-// TestAlertsOnLambda completed in this process.
-var scenarioRan, heldRan, envRan, auditRan, alertsRan atomic.Bool
+// grantTests are the tests whose calls, together, must use every grant of
+// each function's role (but those of unobserved), in the order
+// TestGrantsMatchObservedCalls runs the ones that have not passed yet.
+var grantTests = []struct {
+	name string
+	run  func(*testing.T)
+}{
+	{"TestEveryFunctionPath", TestEveryFunctionPath},
+	{"TestFaultPathGrants", TestFaultPathGrants},
+	{"TestHeldRunOutlivesMaxReceiveCount", TestHeldRunOutlivesMaxReceiveCount},
+	{"TestRefusedFencedWrite", TestRefusedFencedWrite},
+	{"TestEnvironmentsOnMoto", TestEnvironmentsOnMoto}, // HTTP steps that name their connection
+	{"TestAuditLogOnLambda", TestAuditLogOnLambda},
+	{"TestAlertsOnLambda", TestAlertsOnLambda},
+	{"TestRunsPinnedOnLambda", TestRunsPinnedOnLambda},
+	{"TestDisableStopsRunningRunOnLambda", TestDisableStopsRunningRunOnLambda},
+	{"TestStoredBytesOnLambda", TestStoredBytesOnLambda},
+	{"TestCodeCheckOnLambdaPath", TestCodeCheckOnLambdaPath},
+}
 
-// observed holds the grants each function's calls needed, by logical ID.
-var observed = struct {
+// grantLog holds the grants each function's calls needed, by logical ID.
+type grantLog struct {
+	mu sync.Mutex
+	m  map[string]map[grant]bool
+}
+
+func (l *grantLog) add(fn string, gs ...grant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m[fn] == nil {
+		l.m[fn] = map[grant]bool{}
+	}
+	for _, g := range gs {
+		l.m[fn][g] = true
+	}
+}
+
+// has says whether fn made a call that needed g.
+func (l *grantLog) has(fn string, g grant) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[fn][g]
+}
+
+// recorded is where cfgOf records calls: into the log of the grant test
+// under way (the package's tests do not run in parallel), and, once that
+// test has passed, its log is kept by name for the comparison.
+var recorded = struct {
 	sync.Mutex
-	m map[string]map[grant]bool
-}{m: map[string]map[grant]bool{}}
+	current *grantLog
+	passed  map[string]*grantLog
+}{passed: map[string]*grantLog{}}
+
+// recordGrants starts the log of t's own calls, and returns it: a grant
+// test calls it first, and reads what its own calls did from it, never
+// what an earlier test's did.
+func recordGrants(t *testing.T) *grantLog {
+	name := path.Base(t.Name()) // its own name, also as a subtest of the comparison
+	log := &grantLog{m: map[string]map[grant]bool{}}
+	recorded.Lock()
+	recorded.current = log
+	recorded.Unlock()
+	t.Cleanup(func() {
+		recorded.Lock()
+		defer recorded.Unlock()
+		if recorded.current == log {
+			recorded.current = nil
+		}
+		if !t.Failed() && !t.Skipped() {
+			recorded.passed[name] = log
+		}
+	})
+	return log
+}
 
 // cfgOf is the stack's configuration for one function, with every AWS call
 // it makes recorded as the grants it needs.
@@ -165,15 +231,14 @@ func (st *stack) cfgOf(fn string) awsapp.Config {
 	return cfg
 }
 
-// record adds grants that fn's calls needed.
+// record adds grants that fn's calls needed to the log of the grant test
+// under way, if any.
 func record(fn string, gs ...grant) {
-	observed.Lock()
-	defer observed.Unlock()
-	if observed.m[fn] == nil {
-		observed.m[fn] = map[grant]bool{}
-	}
-	for _, g := range gs {
-		observed.m[fn][g] = true
+	recorded.Lock()
+	log := recorded.current
+	recorded.Unlock()
+	if log != nil {
+		log.add(fn, gs...)
 	}
 }
 
@@ -210,53 +275,36 @@ var unobserved = map[string]map[grant]string{
 }
 
 // TestGrantsMatchObservedCalls compares, for each function, the AWS calls
-// the package's other tests made through it (on moto, recorded by cfgOf)
-// with the statements of its role in the translated template: every call
-// is granted, and every grant is used or in the reasoned list unobserved.
+// the grant tests made through it (on moto, recorded by cfgOf) with the
+// statements of its role in the translated template: every call is
+// granted, and every grant is used or in the reasoned list unobserved.
+// The calls are those of grantTests alone, whatever else ran before.
 func TestGrantsMatchObservedCalls(t *testing.T) {
-	// The calls come from the tests that drive every path, run here when
-	// they have not run yet in this process (-run picking this test
-	// alone, or another order).
-	if !scenarioRan.Load() {
-		t.Run("TestEveryFunctionPath", TestEveryFunctionPath)
-	}
-	if !faultsRan.Load() {
-		t.Run("TestFaultPathGrants", TestFaultPathGrants)
-	}
-	if !heldRan.Load() {
-		t.Run("TestHeldRunOutlivesMaxReceiveCount", TestHeldRunOutlivesMaxReceiveCount)
-	}
-	if !fencedRan.Load() {
-		t.Run("TestRefusedFencedWrite", TestRefusedFencedWrite)
-	}
-	if !envRan.Load() {
-		t.Run("TestEnvironmentsOnMoto", TestEnvironmentsOnMoto)
-	}
-	if !auditRan.Load() {
-		t.Run("TestAuditLogOnLambda", TestAuditLogOnLambda)
-	}
-	if !alertsRan.Load() {
-		t.Run("TestAlertsOnLambda", TestAlertsOnLambda)
-	}
-	if !versionsRan.Load() {
-		t.Run("TestRunsPinnedOnLambda", TestRunsPinnedOnLambda)
-	}
-	if !stopRan.Load() {
-		t.Run("TestDisableStopsRunningRunOnLambda", TestDisableStopsRunningRunOnLambda)
-	}
-	if !usageRan.Load() {
-		t.Run("TestStoredBytesOnLambda", TestStoredBytesOnLambda)
-	}
-	if !scenarioRan.Load() || !faultsRan.Load() || !heldRan.Load() || !fencedRan.Load() || !envRan.Load() || !auditRan.Load() || !alertsRan.Load() ||
-		!versionsRan.Load() || !stopRan.Load() || !usageRan.Load() {
-		t.Fatal("the tests that make the calls did not complete: the grants cannot be compared")
-	}
-	observed.Lock()
+	// A grant test that has not passed yet in this process (-run picking
+	// this test alone, or another order) runs here, in grantTests' order.
 	calls := map[string]map[grant]bool{}
-	for fn, gs := range observed.m {
-		calls[fn] = maps.Clone(gs)
+	for _, gt := range grantTests {
+		recorded.Lock()
+		log := recorded.passed[gt.name]
+		recorded.Unlock()
+		if log == nil {
+			t.Run(gt.name, gt.run)
+			recorded.Lock()
+			log = recorded.passed[gt.name]
+			recorded.Unlock()
+		}
+		if log == nil {
+			t.Fatalf("%s did not pass: the grants cannot be compared", gt.name)
+		}
+		log.mu.Lock()
+		for fn, gs := range log.m {
+			if calls[fn] == nil {
+				calls[fn] = map[grant]bool{}
+			}
+			maps.Copy(calls[fn], gs)
+		}
+		log.mu.Unlock()
 	}
-	observed.Unlock()
 	tpl := translate(t, nil)
 	for id, fn := range functions(tpl) {
 		used := calls[id]

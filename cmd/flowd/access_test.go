@@ -17,7 +17,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // TestKeyRolesThroughFlowd: flowctl makes keys with roles on a running
@@ -84,18 +83,11 @@ func TestAuditThroughFlowd(t *testing.T) {
 	}
 	resp.Body.Close()
 	runID := resp.Header.Get("X-Run-Id")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitFor(t, "run "+runID+" to end", func() bool {
 		var run struct{ Status string }
 		api(t, p, admin, "GET", "/api/v1/flows/"+f.ID+"/runs/"+runID, "", 200, &run)
-		if run.Status != "RUNNING" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run did not finish")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return run.Status != "RUNNING"
+	})
 	api(t, p, operator, "POST", "/api/v1/flows/"+f.ID+"/runs/"+runID+"/retry", "", 201, nil)
 
 	var page struct {

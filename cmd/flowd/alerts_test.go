@@ -16,6 +16,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/awstest"
 )
 
@@ -88,16 +89,11 @@ func (rc *alertReceiver) snapshot() (map[string]int, map[string][]byte, []string
 	return counts, bodies, append([]string(nil), rc.bad...)
 }
 
-// waitFor polls until cond holds, failing with what after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor polls until cond holds, at the interval of testwait.For (under
+// flowd's rate limit: cond asks the API), bounded by testwait.Hang.
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, testwait.Hang, what, cond)
 }
 
 type subscriptionAnswer struct {
@@ -327,24 +323,20 @@ func TestSubscriptionsAPI(t *testing.T) {
 	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/disable", "", 200, nil)
 	api(t, p, key, "DELETE", "/api/v1/flows/"+flow.ID, "", 204, nil)
 	want := []string{"flow.published", "flow.enabled", "flow.disabled", "flow.deleted"}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		counts, bodies, _ := rc.snapshot()
-		if len(counts) == 1+len(want) { // the ping's ID, then one per event
-			break
-		}
-		if time.Now().After(deadline) {
-			var seen []string
-			for _, b := range bodies {
-				seen = append(seen, string(b))
-			}
-			t.Fatalf("events received: %v", seen)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_, bodies, bad = rc.snapshot()
+	testwait.Event(t, "the ping and one delivery per event", func() bool {
+		counts, _, _ := rc.snapshot()
+		return len(counts) >= 1+len(want) // the ping's ID, then one per event
+	})
+	counts, bodies, bad := rc.snapshot()
 	if len(bad) > 0 {
 		t.Fatalf("refused: %v", bad)
+	}
+	if len(counts) != 1+len(want) {
+		var seen []string
+		for _, b := range bodies {
+			seen = append(seen, string(b))
+		}
+		t.Fatalf("events received: %v; want the ping and %v", seen, want)
 	}
 	got := map[string]bool{}
 	for _, b := range bodies {

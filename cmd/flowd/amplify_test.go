@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestSelfCallingFlowStopsAtDepthFive: a flow whose HTTP step calls its own
@@ -33,11 +32,12 @@ func TestSelfCallingFlowStopsAtDepthFive(t *testing.T) {
 		ID, Status string
 		Steps      []struct{ Output struct{ Status int } }
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var runs, refused int
+	waitFor(t, "the chain to end: its deepest call refused and every run finished", func() bool {
 		var page struct{ Data []run }
 		api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs?limit=100", "", 200, &page)
-		finished, refused := 0, 0
+		finished := 0
+		runs, refused = len(page.Data), 0
 		for _, r := range page.Data {
 			if r.Status == "SUCCEEDED" {
 				finished++
@@ -50,16 +50,10 @@ func TestSelfCallingFlowStopsAtDepthFive(t *testing.T) {
 		}
 		// Once the deepest run's call was refused and every run finished, no
 		// request is left that could start another run: the count is final.
-		if refused > 0 && finished == len(page.Data) {
-			if len(page.Data) != 6 || refused != 1 {
-				t.Fatalf("%d runs, %d refused with 508; want 6 runs (depths 0 to 5) and 1 refusal", len(page.Data), refused)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the chain did not end: %d runs, %d finished, %d refused; log: %s", len(page.Data), finished, refused, p.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return refused > 0 && finished == len(page.Data)
+	})
+	if runs != 6 || refused != 1 {
+		t.Fatalf("%d runs, %d refused with 508; want 6 runs (depths 0 to 5) and 1 refusal", runs, refused)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"flowservice/pkg/awstest"
 )
@@ -80,17 +79,13 @@ func TestAWSBackendOnMoto(t *testing.T) {
 	if resp.StatusCode != 200 || runID == "" {
 		t.Fatalf("webhook = %d, run %q", resp.StatusCode, runID)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var run struct{ Status, Error string }
+	var run struct{ Status, Error string }
+	waitFor(t, "run "+runID+" to end", func() bool {
 		api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs/"+runID, "", 200, &run)
-		if run.Status == "SUCCEEDED" {
-			break
-		}
-		if run.Status != "RUNNING" || time.Now().After(deadline) {
-			t.Fatalf("run is %s (%s); want SUCCEEDED\nflowd stderr:\n%s", run.Status, run.Error, p.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return run.Status != "RUNNING"
+	})
+	if run.Status != "SUCCEEDED" {
+		t.Fatalf("run is %s (%s); want SUCCEEDED\nflowd stderr:\n%s", run.Status, run.Error, p.stderr)
 	}
 
 	// The flow language on the AWS backend: state in the stage's tables,
@@ -110,23 +105,19 @@ func TestAWSBackendOnMoto(t *testing.T) {
 		}
 		resp.Body.Close()
 		runID := resp.Header.Get("X-Run-Id")
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			var run struct {
-				Status, Error string
-				Steps         []struct{ Output json.RawMessage }
-			}
+		var run struct {
+			Status, Error string
+			Steps         []struct{ Output json.RawMessage }
+		}
+		waitFor(t, "run "+runID+" to end", func() bool {
 			api(t, p, key, "GET", "/api/v1/flows/"+lang.ID+"/runs/"+runID, "", 200, &run)
-			if run.Status == "SUCCEEDED" {
-				if string(run.Steps[0].Output) != `{"prev":`+wantPrev+`}` || string(run.Steps[3].Output) != `{"items":[{"double":{"v":2}},{"double":{"v":4}}]}` {
-					t.Errorf("run %d: steps %s / %s", i, run.Steps[0].Output, run.Steps[3].Output)
-				}
-				break
-			}
-			if run.Status != "RUNNING" || time.Now().After(deadline) {
-				t.Fatalf("run %d is %s (%s); want SUCCEEDED\nflowd stderr:\n%s", i, run.Status, run.Error, p.stderr)
-			}
-			time.Sleep(200 * time.Millisecond)
+			return run.Status != "RUNNING"
+		})
+		if run.Status != "SUCCEEDED" {
+			t.Fatalf("run %d is %s (%s); want SUCCEEDED\nflowd stderr:\n%s", i, run.Status, run.Error, p.stderr)
+		}
+		if string(run.Steps[0].Output) != `{"prev":`+wantPrev+`}` || string(run.Steps[3].Output) != `{"items":[{"double":{"v":2}},{"double":{"v":4}}]}` {
+			t.Errorf("run %d: steps %s / %s", i, run.Steps[0].Output, run.Steps[3].Output)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // heldService is the third-party service a limited flow calls: each call
@@ -99,9 +101,7 @@ func (s *heldService) next(t *testing.T) string {
 // runs' arrival order is their order of creation.
 func deliverAfter(t *testing.T, p *proc, flowID, body string, last *int64) string {
 	t.Helper()
-	for time.Now().UnixMilli() <= *last {
-		time.Sleep(100 * time.Microsecond) // until the clock moves: an event, not a timing bound
-	}
+	testwait.Event(t, "the clock to pass the last delivery's millisecond", func() bool { return time.Now().UnixMilli() > *last })
 	resp, err := http.Post(p.base+"/api/v1/webhooks/"+flowID, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -237,12 +237,12 @@ func TestThrottleCountsStarts(t *testing.T) {
 	var starts []time.Time
 	for _, id := range ids {
 		var r limitedRun
-		deadline := time.Now().Add(60 * time.Second)
-		for r = getRun(t, p, key, flowID, id); r.Status != "SUCCEEDED"; r = getRun(t, p, key, flowID, id) {
-			if time.Now().After(deadline) || r.Status == "FAILED" {
-				t.Fatalf("run %s: %+v", id, r)
-			}
-			time.Sleep(50 * time.Millisecond)
+		waitFor(t, "run "+id+" to end", func() bool {
+			r = getRun(t, p, key, flowID, id)
+			return r.Status != "RUNNING"
+		})
+		if r.Status != "SUCCEEDED" {
+			t.Fatalf("run %s: %+v", id, r)
 		}
 		starts = append(starts, *r.Started)
 	}
@@ -365,8 +365,10 @@ func TestConcurrentRunsQuotaWaits(t *testing.T) {
 }
 
 // TestFairSharesAcrossProjects: one project floods flowd (4 workers) with
-// 400 runs of 200 ms each, 20 s of work; another project's run, queued
-// behind them, finishes within 5 s, while most of the flood still waits.
+// 400 runs whose calls the third party holds; alone, it holds every
+// worker. Another project's run is then queued behind the flood, and one
+// flood call is let go: the worker it frees takes the quiet run, not the
+// next of the flood. The order of calls says it, not a time.
 func TestFairSharesAcrossProjects(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn", "FLOWD_WORKERS=4")
@@ -381,15 +383,34 @@ func TestFairSharesAcrossProjects(t *testing.T) {
 	quietKey = strings.TrimSpace(quietKey)
 
 	var mu sync.Mutex
-	served := 0
+	var arrivals []string // ids of the calls, in the order they reached the third party
+	held := 0             // flood calls held now
+	letGo := make(chan struct{})
+	hold := make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(hold) }) }
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(200 * time.Millisecond) // the third party's own pace
+		var call struct{ ID string }
+		_ = json.NewDecoder(r.Body).Decode(&call)
 		mu.Lock()
-		served++
+		arrivals = append(arrivals, call.ID)
 		mu.Unlock()
+		if call.ID != "quiet" {
+			mu.Lock()
+			held++
+			mu.Unlock()
+			defer func() { mu.Lock(); held--; mu.Unlock() }()
+			select { // a flood call waits until the test lets it go
+			case <-letGo:
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		fmt.Fprint(w, `{"ok":true}`)
 	}))
 	t.Cleanup(slow.Close)
+	t.Cleanup(release) // before slow.Close, which waits for the held calls
 	flood := limitedFlow(t, p, floodKey, slow.URL, `"description": "flood"`)
 	quiet := limitedFlow(t, p, quietKey, slow.URL, `"description": "quiet"`)
 
@@ -407,25 +428,27 @@ func TestFairSharesAcrossProjects(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	start := time.Now()
+	state := func() (int, []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return held, slices.Clone(arrivals)
+	}
+	testwait.Event(t, "the flood to hold all 4 workers", func() bool { n, _ := state(); return n == 4 })
 	var last int64
 	runID := deliverAfter(t, p, quiet, `{"id": "quiet"}`, &last)
-	deadline := start.Add(5 * time.Second)
-	for getRun(t, p, quietKey, quiet, runID).Status != "SUCCEEDED" {
-		if time.Now().After(deadline) {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("the quiet project's run did not finish within 5 s behind the flood (%d of 400 flood calls served)", served)
-		}
-		time.Sleep(20 * time.Millisecond)
+	_, before := state()
+	letGo <- struct{}{} // one flood call ends: its worker is the only one free
+	testwait.Event(t, "a call after the one let go", func() bool { _, a := state(); return len(a) > len(before) })
+	if _, a := state(); a[len(before)] != "quiet" {
+		t.Fatalf("the freed worker called for %s, want the quiet project's run ahead of the flood's backlog", a[len(before)])
 	}
-	took := time.Since(start)
-	mu.Lock()
-	defer mu.Unlock()
-	if served > 300 {
-		t.Fatalf("the flood was nearly over (%d of 400 calls served) when the quiet run finished: no backlog to share", served)
+	release()
+	waitFor(t, "the quiet project's run to end", func() bool {
+		return getRun(t, p, quietKey, quiet, runID).Status != "RUNNING"
+	})
+	if r := getRun(t, p, quietKey, quiet, runID); r.Status != "SUCCEEDED" {
+		t.Fatalf("the quiet project's run: %+v, want SUCCEEDED", r)
 	}
-	t.Logf("quiet run finished %v after it was queued, behind a backlog of %d flood runs", took, 400-served)
 }
 
 // TestOnCompletionWaitCountsTowardSyncTimeout: a synchronous webhook whose

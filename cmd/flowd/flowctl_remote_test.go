@@ -14,7 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // ctlRun is one flowctl invocation's outcome.
@@ -120,9 +121,9 @@ type runPage struct {
 // waitRuns polls runs list until n runs of the flow have finished.
 func (c *ctl) waitRuns(flowID string, n int) runPage {
 	c.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var p runPage
+	var p runPage
+	testwait.For(c.t, testwait.Hang, "finished runs of "+flowID, func() bool {
+		p = runPage{}
 		c.okJSON(&p, "runs", "list", flowID, "--all")
 		done := 0
 		for _, r := range p.Data {
@@ -130,14 +131,9 @@ func (c *ctl) waitRuns(flowID string, n int) runPage {
 				done++
 			}
 		}
-		if done >= n {
-			return p
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("runs of %s: %+v, want %d finished", flowID, p.Data, n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return done >= n
+	})
+	return p
 }
 
 // TestFlowctlAgainstServer drives flows, runs and connections through a

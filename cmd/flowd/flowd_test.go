@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // The binaries the process tests start, built once.
@@ -65,23 +67,20 @@ func startFlowd(t testing.TB, dataDir string, env ...string) *proc {
 	go func() { p.cmd.Wait(); close(exited) }()
 	p.exited = exited
 	t.Cleanup(func() { p.stop(t) })
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testwait.For(t, testwait.Hang, "flowd to answer on "+addr, func() bool {
 		resp, err := http.Get(p.base + "/api/v1/openapi.json")
 		if err == nil {
 			resp.Body.Close()
-			return p
+			return true
 		}
 		select {
 		case <-exited:
 			t.Fatalf("flowd exited at start: %v\nstderr:\n%s", p.cmd.ProcessState, p.stderr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("flowd did not answer on %s: %v\nstderr:\n%s", addr, err, p.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return p
 }
 
 // stop sends SIGTERM and waits for a graceful exit.

@@ -340,7 +340,7 @@ func TestWaitResumesAfterRestart(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&acc)
 	resp.Body.Close()
 	var r flowRun
-	testwait.For(t, 15*time.Second, "the run to wait at its WAIT step", func() bool {
+	testwait.For(t, testwait.Hang, "the run to wait at its WAIT step", func() bool {
 		api(t, p, key, "GET", "/api/v1/flows/"+id+"/runs/"+acc.RunID, "", 200, &r)
 		if r.Status != "RUNNING" {
 			t.Fatalf("run never waited: %+v", r)

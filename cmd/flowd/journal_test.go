@@ -44,20 +44,16 @@ func TestKillBetweenTwoHTTPSteps(t *testing.T) {
 		          {"name": "notify", "type": "HTTP", "method": "POST", "url": %q, "body": {"paid": "{{ steps.pay.status }}"}}]}`,
 		pay.URL, notify.URL), reached, "its second step")
 	defer p2.stop(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitFor(t, "the run to finish after the restart", func() bool {
 		var page struct {
 			Data []struct{ ID, Status string }
 		}
 		api(t, p2, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &page)
-		if len(page.Data) == 1 && page.Data[0].Status == "SUCCEEDED" {
-			break
-		}
-		if len(page.Data) != 1 || page.Data[0].Status != "RUNNING" || time.Now().After(deadline) {
+		if len(page.Data) != 1 || page.Data[0].Status != "RUNNING" && page.Data[0].Status != "SUCCEEDED" {
 			t.Fatalf("runs after the restart = %+v, want one run finishing SUCCEEDED", page.Data)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return page.Data[0].Status == "SUCCEEDED"
+	})
 	if payCalls.Load() != 1 || notifyCalls.Load() != 2 {
 		t.Fatalf("pay saw %d requests and notify %d; want 1 and 2", payCalls.Load(), notifyCalls.Load())
 	}
@@ -103,22 +99,18 @@ func TestKillBetweenTwoOnErrorSteps(t *testing.T) {
 		            {"name": "pager", "type": "HTTP", "method": "POST", "url": %q, "body": {"run": "{{ run.id }}"}}]}`,
 		charge.URL, slack.URL, pager.URL), reached, "its second onError step")
 	defer p2.stop(t)
-	deadline := time.Now().Add(30 * time.Second)
 	var runID string
-	for {
+	waitFor(t, "the run to fail after the restart", func() bool {
 		var page struct {
 			Data []struct{ ID, Status string }
 		}
 		api(t, p2, key, "GET", "/api/v1/flows/"+flow.ID+"/runs", "", 200, &page)
-		if len(page.Data) == 1 && page.Data[0].Status == "FAILED" {
-			runID = page.Data[0].ID
-			break
-		}
-		if len(page.Data) != 1 || page.Data[0].Status != "RUNNING" || time.Now().After(deadline) {
+		if len(page.Data) != 1 || page.Data[0].Status != "RUNNING" && page.Data[0].Status != "FAILED" {
 			t.Fatalf("runs after the restart = %+v, want one run finishing FAILED", page.Data)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		runID = page.Data[0].ID
+		return page.Data[0].Status == "FAILED"
+	})
 	if chargeCalls.Load() != 1 || slackCalls.Load() != 1 || pagerCalls.Load() != 2 {
 		t.Fatalf("charge saw %d requests, slack %d, pager %d; want 1, 1 and 2", chargeCalls.Load(), slackCalls.Load(), pagerCalls.Load())
 	}

@@ -104,22 +104,18 @@ func tail(s string, n int) string {
 	return s
 }
 
-// waitFinal polls a run until it is final, within a time and while flowd lives, and returns its status and error.
-func waitFinal(t *testing.T, p *proc, key, flowID, runID string, within time.Duration) (status, msg string) {
+// waitFinal polls a run until it is final, while flowd lives, and returns
+// its status and error. The looks are paced: each reads the whole run
+// (megabytes), which would weigh on the memory and bytes the tests measure.
+func waitFinal(t *testing.T, p *proc, key, flowID, runID string) (status, msg string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var run struct{ Status, Error string }
+	testwait.Paced(t, 250*time.Millisecond, "run "+runID+" to end", func() bool {
 		alive(t, p)
-		var run struct{ Status, Error string }
 		api(t, p, key, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, "", 200, &run)
-		if run.Status != "RUNNING" {
-			return run.Status, run.Error
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still RUNNING after %s", runID, within)
-		}
-		time.Sleep(250 * time.Millisecond) // each look reads the whole run
-	}
+		return run.Status != "RUNNING"
+	})
+	return run.Status, run.Error
 }
 
 // webhookFlow creates and enables a flow with a webhook trigger.
@@ -182,7 +178,7 @@ func TestForEachJournalIsLinear(t *testing.T) {
 		}
 		before := bytesWritten(t, p)
 		id := deliver(t, p, flowID, `{"xs": [`+strings.Join(xs, ",")+`]}`)
-		if status, msg := waitFinal(t, p, key, flowID, id, 50*time.Second); status != "SUCCEEDED" {
+		if status, msg := waitFinal(t, p, key, flowID, id); status != "SUCCEEDED" {
 			t.Fatalf("run of %d items: %s %s", n, status, msg)
 		}
 		return bytesWritten(t, p) - before
@@ -221,7 +217,7 @@ func TestLogFloodForEach(t *testing.T) {
 		xs[i] = strconv.Itoa(i + 1)
 	}
 	id := deliver(t, p, flowID, `{"xs": [`+strings.Join(xs, ",")+`]}`)
-	status, msg := waitFinal(t, p, key, flowID, id, 55*time.Second)
+	status, msg := waitFinal(t, p, key, flowID, id)
 	if status != "SUCCEEDED" && !(status == "FAILED" && strings.Contains(msg, "budget")) {
 		t.Fatalf("log flood run: %s %s; want SUCCEEDED, or FAILED with a budget error", status, msg)
 	}

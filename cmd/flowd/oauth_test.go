@@ -93,21 +93,15 @@ func TestOAuth2ConnectionEndToEnd(t *testing.T) {
 		}
 		resp.Body.Close()
 		runID := resp.Header.Get("X-Run-Id")
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			var run struct {
-				Status, Error string
-				Steps         []struct{ Output any }
-			}
-			api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs/"+runID, "", 200, &run)
-			if run.Status != "RUNNING" {
-				return run.Status, fmt.Sprint(run.Steps, run.Error)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s still RUNNING", runID)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var run struct {
+			Status, Error string
+			Steps         []struct{ Output any }
 		}
+		waitFor(t, "run "+runID+" to end", func() bool {
+			api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs/"+runID, "", 200, &run)
+			return run.Status != "RUNNING"
+		})
+		return run.Status, fmt.Sprint(run.Steps, run.Error)
 	}
 	before := idp.TokenRequests()
 	if st, out := runOnce(); st != "SUCCEEDED" || !strings.Contains(out, "alice") {

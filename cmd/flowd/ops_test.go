@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"flowservice/internal/testwait"
 )
@@ -30,7 +29,7 @@ func get(t testing.TB, url, auth string) (int, string) {
 func waitRun(t testing.TB, p *proc, key, flowID, runID string) string {
 	t.Helper()
 	var r struct{ Status string }
-	testwait.For(t, 15*time.Second, "run "+runID+" to finish", func() bool {
+	testwait.For(t, testwait.Hang, "run "+runID+" to finish", func() bool {
 		api(t, p, key, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, "", 200, &r)
 		return r.Status != "RUNNING"
 	})

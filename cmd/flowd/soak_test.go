@@ -147,20 +147,20 @@ func TestSoak(t *testing.T) {
 	wg.Go(func() {
 		for time.Now().Before(stop) {
 			sendLarge("webhook 10 MiB JSON", "/api/v1/webhooks/"+fb.ID, "application/json", bigJSON)
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the load's pace, on purpose: a soak is load over time, not an event
 		}
 	})
 	wg.Go(func() {
 		for time.Now().Before(stop) {
 			sendLarge("upload 10 MiB multipart", "/webhook/soak/upload", mw.FormDataContentType(), multi.Bytes())
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the load's pace, on purpose
 		}
 	})
 	// An oversized body now and then: refused at its declared length.
 	wg.Go(func() {
 		for time.Now().Before(stop) {
 			do(op{"webhook 11 MiB", "POST", "/api/v1/webhooks/" + fb.ID, oversized, false, 413})
-			time.Sleep(2 * time.Second)
+			time.Sleep(2 * time.Second) // the load's pace, on purpose
 		}
 	})
 

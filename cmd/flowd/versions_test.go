@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"flowservice/internal/testwait"
 )
@@ -44,7 +43,7 @@ func TestRunPinnedAcrossPublishAndKill9(t *testing.T) {
 	id := createCodeFlow(t, p, key, `{"name": "pinned", "engine": "FLOW_BUILDER", "steps": `+versionedSteps(svc.URL, "v1")+`}`)
 	runID := hook(t, p, id)
 	var r pinnedRun
-	testwait.For(t, 15*time.Second, "the run to wait at its WAIT step", func() bool {
+	testwait.For(t, testwait.Hang, "the run to wait at its WAIT step", func() bool {
 		api(t, p, key, "GET", "/api/v1/flows/"+id+"/runs/"+runID, "", 200, &r)
 		return r.NextAttemptAt != nil && len(r.Steps) == 3 && r.Steps[1].Status == "SUCCEEDED"
 	})
@@ -86,7 +85,7 @@ func TestRunPinnedAcrossPublishAndKill9(t *testing.T) {
 
 	// A new run executes the live version.
 	next := hook(t, p2, id)
-	testwait.For(t, 15*time.Second, "the new run to call version 3's first step", func() bool {
+	testwait.For(t, testwait.Hang, "the new run to call version 3's first step", func() bool {
 		return len(svc.calls("/v3/first")) == 1
 	})
 	api(t, p2, key, "GET", "/api/v1/flows/"+id+"/runs/"+next, "", 200, &r)

@@ -44,3 +44,19 @@ func (f *fakeT) Fatalf(format string, args ...any) {
 	f.msg = fmt.Sprintf(format, args...)
 	runtime.Goexit()
 }
+
+func TestEvent(t *testing.T) {
+	n := 0
+	Event(t, "the third check", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Errorf("cond called %d times, want 3: Event must stop at the first true", n)
+	}
+}
+
+func TestPaced(t *testing.T) {
+	n := 0
+	Paced(t, time.Millisecond, "the second check", func() bool { n++; return n == 2 })
+	if n != 2 {
+		t.Errorf("cond called %d times, want 2", n)
+	}
+}

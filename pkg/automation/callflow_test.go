@@ -105,7 +105,8 @@ func TestCallFlowWithoutWait(t *testing.T) {
 // enters the branch again, in the case it chose, and runs the steps after
 // the pause.
 func TestPausesInsideASwitch(t *testing.T) {
-	e := newEnv(t, automation.RunPolicy{})
+	clock := newTestClock()
+	e := newEnv(t, automation.RunPolicy{}, clock.now)
 	ctx := context.Background()
 	child := e.ActiveFlow(t, e.project, "child", automation.Step{Name: "s", Type: automation.StepSet, Values: json.RawMessage(`{"a": 1}`)})
 	for _, pause := range []automation.Step{
@@ -127,7 +128,7 @@ func TestPausesInsideASwitch(t *testing.T) {
 					t.Fatalf("child = %s %v", at.Run.Status, err)
 				}
 			} else {
-				time.Sleep(5 * time.Millisecond) // past the 1ms WAIT
+				clock.advance(time.Millisecond) // past the 1ms WAIT
 			}
 			at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
 			if err != nil || at.Run.Status != automation.RunSucceeded {

@@ -170,7 +170,8 @@ func TestOnErrorResumesAfterACrash(t *testing.T) {
 // attempt before that time waits on without repeating a step; after it,
 // the run resumes at the step after the WAIT.
 func TestWaitPausesAndResumes(t *testing.T) {
-	e := newEnv(t, automation.RunPolicy{})
+	clock := newTestClock()
+	e := newEnv(t, automation.RunPolicy{}, clock.now)
 	before, beforeCalls := flowtest.StatusServer(t, 200)
 	after, afterCalls := flowtest.StatusServer(t, 200)
 	ctx := context.Background()
@@ -202,9 +203,7 @@ func TestWaitPausesAndResumes(t *testing.T) {
 	if beforeCalls.Load() != 1 || afterCalls.Load() != 0 {
 		t.Fatalf("calls before %d after %d while waiting", beforeCalls.Load(), afterCalls.Load())
 	}
-	for time.Now().Before(*got.NextAttemptAt) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	clock.set(*got.NextAttemptAt) // the WAIT's time has come
 	at, err = e.svc.ExecuteRun(ctx, r.Project, r.ID)
 	if err != nil || at.Run.Status != automation.RunSucceeded {
 		t.Fatalf("resumed = %s, %v", at.Run.Status, err)
@@ -280,7 +279,8 @@ func TestWaitOnADelayingQueue(t *testing.T) {
 // A claim that resumes a run after a WAIT is not a retry: a flaky step
 // after two WAITs still gets its retries.
 func TestWaitsDoNotSpendRetries(t *testing.T) {
-	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2})
+	clock := newTestClock()
+	e := newEnv(t, automation.RunPolicy{MaxAttempts: 2}, clock.now)
 	flaky, calls := flowtest.StatusServer(t, 503, 200)
 	ctx := context.Background()
 	name := "two waits"
@@ -293,7 +293,7 @@ func TestWaitsDoNotSpendRetries(t *testing.T) {
 	r := e.start1(t, f)
 	var at automation.Attempt
 	for i := 0; i < 6; i++ {
-		time.Sleep(5 * time.Millisecond) // past each 1ms WAIT
+		clock.advance(time.Millisecond) // past each 1ms WAIT
 		at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID)
 		if at.Outcome == automation.OutcomeFinished {
 			break
@@ -303,3 +303,17 @@ func TestWaitsDoNotSpendRetries(t *testing.T) {
 		t.Fatalf("run %s (%s) after %d calls; want SUCCEEDED on the call's retry", at.Run.Status, at.Run.Error, calls.Load())
 	}
 }
+
+// testClock is a clock the test moves, for the Service and its engine: a
+// WAIT ends when the test says, not after a sleep.
+type testClock struct{ t atomic.Pointer[time.Time] }
+
+func newTestClock() *testClock {
+	c := &testClock{}
+	c.set(time.Now())
+	return c
+}
+
+func (c *testClock) now() time.Time          { return *c.t.Load() }
+func (c *testClock) set(t time.Time)         { c.t.Store(&t) }
+func (c *testClock) advance(d time.Duration) { c.set(c.now().Add(d)) }

@@ -74,7 +74,7 @@ func TestOutboundQuotaHoldsRequests(t *testing.T) {
 		at, _ := e.svc.ExecuteRun(actx, limited.Project, limited.ID)
 		done <- at
 	}()
-	testwait.For(t, 10*time.Second, "the limited run's first call", func() bool { return len(fake.of(limited.ID)) == 1 })
+	testwait.For(t, testwait.Hang, "the limited run's first call", func() bool { return len(fake.of(limited.ID)) == 1 })
 
 	// Another project is not held by the first one's quota.
 	other := startItems(t, e.svc, e.ActiveFlow(t, e.project, "other", loopOf(url)), 5)

@@ -370,7 +370,7 @@ func TestPureRunOverBudget(t *testing.T) {
 	if _, err := short.Svc.AwaitRun(context.Background(), r, time.Nanosecond); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 10*time.Second, "run "+r.ID+" to finish after the answer", func() bool {
+	testwait.For(t, testwait.Hang, "run "+r.ID+" to finish after the answer", func() bool {
 		return short.stored(t, r).Status.Final()
 	})
 	if got := short.stored(t, r); got.Status != automation.RunSucceeded || got.Attempts != 1 {

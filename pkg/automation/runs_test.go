@@ -204,8 +204,9 @@ func TestStaleAttemptCannotOverwrite(t *testing.T) {
 	now := time.Now()
 	var second automation.Run
 	lease := automation.RunPolicy{}.Lease()
-	release := make(chan struct{})
+	reached, release := make(chan struct{}, 1), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- struct{}{} // the stale attempt holds the run and is in its step
 		<-release
 		w.Write([]byte(`{"from":"stale"}`))
 	}))
@@ -220,12 +221,7 @@ func TestStaleAttemptCannotOverwrite(t *testing.T) {
 	}()
 	// Wait until the stale attempt holds the run, then let its lease lapse
 	// and have another attempt claim and finish it.
-	for {
-		if got, _ := e.svc.Run(ctx, e.project, r.FlowID, r.ID); got.Attempts == 1 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	<-reached
 	c, err := e.Store.ClaimRun(ctx, r.Project, r.ID, now.Add(lease+time.Second), lease)
 	if err != nil {
 		t.Fatal(err)

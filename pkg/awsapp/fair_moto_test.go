@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
@@ -189,9 +190,7 @@ func (a *fairApp) flow(bounds string) string {
 // creation order), and returns its run ID.
 func (a *fairApp) deliver(flowID, id string) string {
 	a.t.Helper()
-	for time.Now().UnixMilli() <= a.last {
-		time.Sleep(100 * time.Microsecond) // until the clock moves: an event, not a timing bound
-	}
+	testwait.Event(a.t, "the clock to pass the last delivery's millisecond", func() bool { return time.Now().UnixMilli() > a.last })
 	var accepted struct{ RunID string }
 	a.call(a.hook, "POST", "/api/v1/webhooks/"+flowID, fmt.Sprintf(`{"order": "A", "id": %q}`, id), 200, &accepted)
 	a.last = time.Now().UnixMilli()
@@ -201,18 +200,11 @@ func (a *fairApp) deliver(flowID, id string) string {
 // waitRun polls the run through the api function until ok holds.
 func (a *fairApp) waitRun(flowID, runID, what string, ok func(status, waitingFor string) bool) {
 	a.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(a.t, testwait.Hang, "run "+runID+" "+what, func() bool {
 		var r struct{ Status, WaitingFor string }
 		a.call(a.api, "GET", "/api/v1/flows/"+flowID+"/runs/"+runID, "", 200, &r)
-		if ok(r.Status, r.WaitingFor) {
-			return
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("run %s = %+v, want %s", runID, r, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ok(r.Status, r.WaitingFor)
+	})
 }
 
 func waitingFor(reason string) func(string, string) bool {

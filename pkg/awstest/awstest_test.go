@@ -6,7 +6,8 @@ import (
 	"regexp"
 	"syscall"
 	"testing"
-	"time"
+
+	"flowservice/internal/testwait"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -39,13 +40,9 @@ func TestServerLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Signal 0 probes the group: ESRCH once every member has exited.
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(-pgid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d still alive after Stop", pgid)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.For(t, testwait.Hang, "the process group to exit after Stop", func() bool {
+		return syscall.Kill(-pgid, 0) != nil
+	})
 	if _, err := http.Get(s.URL + "/moto-api/"); err == nil {
 		t.Errorf("server still answers after Stop")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/automation/schedtest"
 )
@@ -239,9 +240,9 @@ func startHeld(t *testing.T, rec *recorder) (*Scheduler, automation.Flow, firing
 	select {
 	case got := <-rec.fired:
 		return s, f, got
-	case <-time.After(3 * time.Second):
+	case <-time.After(testwait.Hang): // bounds a hang only: a loaded machine fires late
 		s.cancel()
-		t.Fatal("no firing within 3 s of an every-second schedule")
+		t.Fatalf("no firing within %s of an every-second schedule", testwait.Hang)
 		return nil, f, firing{}
 	}
 }
@@ -255,7 +256,9 @@ func TestRealFiring(t *testing.T) {
 	if got.flowID != f.ID || got.firedAt.Nanosecond() != 0 || got.key != got.firedAt.Format(time.RFC3339) {
 		t.Errorf("firing = %+v, want flow %s at a whole second, keyed by it", got, f.ID)
 	}
-	if d := time.Since(got.firedAt); d < 0 || d > 2*time.Second {
+	// Loose: the firing is named by a recent second, not another time; a
+	// loaded machine receives it late.
+	if d := time.Since(got.firedAt); d < 0 || d > time.Minute {
 		t.Errorf("firedAt %v is %v from now", got.firedAt, d)
 	}
 
@@ -273,7 +276,7 @@ func TestRealFiring(t *testing.T) {
 		if err != nil {
 			t.Errorf("Stop = %v", err)
 		}
-	case <-time.After(2 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("Stop did not return after the firing finished")
 	}
 	if n := len(rec.firings()); n != 1 {

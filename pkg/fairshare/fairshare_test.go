@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // queue starts an Acquire for tenant and returns once it waits, so that the
@@ -22,9 +24,7 @@ func queue(t *testing.T, s *Slots, tenant string, got chan<- string) {
 		}
 		got <- tenant
 	}()
-	for s.Waiting() == before {
-		time.Sleep(time.Millisecond) // until the goroutine is queued: an event, not a timing bound
-	}
+	testwait.Event(t, tenant+"'s Acquire to queue", func() bool { return s.Waiting() != before })
 }
 
 func mustAcquire(t *testing.T, s *Slots, tenant string, n int) {
@@ -91,9 +91,7 @@ func TestCancelledWaiterLeavesNoTrace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- s.Acquire(ctx, "b") }()
-	for s.Waiting() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Event(t, "b's Acquire to queue", func() bool { return s.Waiting() != 0 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire after cancel = %v, want context.Canceled", err)
@@ -127,6 +125,8 @@ func TestSharesUnderContention(t *testing.T) {
 			if now := inUse.Add(1); now > 4 {
 				t.Errorf("%d slots in use, size 4", now)
 			}
+			// Held a moment on purpose, so that tenants contend for the
+			// slots; no event can stand in for work that takes time.
 			time.Sleep(50 * time.Microsecond)
 			inUse.Add(-1)
 			v.(*atomic.Int64).Add(-1)

@@ -549,7 +549,7 @@ func TestOnCompletion(t *testing.T) {
 	}
 	// Released, the run goes on and is recorded.
 	close(ext.release)
-	testwait.For(t, 5*time.Second, "the slow run to finish after its 504", func() bool {
+	testwait.For(t, testwait.Hang, "the slow run to finish after its 504", func() bool {
 		return h.run(t, slow, slowRun).Status != automation.RunRunning
 	})
 	if run := h.run(t, slow, slowRun); run.Status != automation.RunSucceeded {

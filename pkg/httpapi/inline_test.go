@@ -204,7 +204,7 @@ func TestOnCompletionRunOutlivesItsReceiver(t *testing.T) {
 	e.startWorkers(t)
 
 	var got automation.Run
-	testwait.For(t, 15*time.Second, "a worker to take up run "+r.ID+" after the dead receiver's lease", func() bool {
+	testwait.For(t, testwait.Hang, "a worker to take up run "+r.ID+" after the dead receiver's lease", func() bool {
 		if got, err = e.fe.Store.Run(ctx, e.project.ID, flowID, r.ID); err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
@@ -45,7 +44,7 @@ func TestSharesKeepRoomForOtherProjects(t *testing.T) {
 			}
 		}()
 	}
-	testwait.For(t, 10*time.Second, "the flood fills its share", func() bool { return inFlight.Load() == 4 })
+	testwait.For(t, testwait.Hang, "the flood fills its share", func() bool { return inFlight.Load() == 4 })
 
 	res, err := r.RunCode(ctx, automation.CodeRequest{Code: "return 1", Project: "prj_quiet"})
 	if err != nil || string(res.Output) != "1" {

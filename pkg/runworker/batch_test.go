@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/runworker"
@@ -53,7 +54,9 @@ func TestPoolClaimsForIdleWorkersAtOnce(t *testing.T) {
 		}
 		c, _ := calls.LoadOrStore(r.Header.Get("Idempotency-Key"), new(atomic.Int32))
 		c.(*atomic.Int32).Add(1)
-		time.Sleep(2 * time.Millisecond) // holds the attempt, so that attempts overlap
+		// A sender slow on purpose, so that attempts overlap and the bound on
+		// attempts at once is tested; no event can stand in for a slow peer.
+		time.Sleep(2 * time.Millisecond)
 		w.Write([]byte(`{"ok":true}`))
 	}))
 	t.Cleanup(sink.Close)
@@ -68,23 +71,17 @@ func TestPoolClaimsForIdleWorkersAtOnce(t *testing.T) {
 	go func() { pool.Run(ctx, fe.Svc); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	deadline := time.Now().Add(20 * time.Second)
 	for _, r := range started {
-		for {
-			got, err := fe.Store.Run(context.Background(), p.ID, f.ID, r.ID)
-			if err != nil {
+		var got automation.Run
+		testwait.Event(t, "run "+r.ID+" to end", func() bool {
+			var err error
+			if got, err = fe.Store.Run(context.Background(), p.ID, f.ID, r.ID); err != nil {
 				t.Fatal(err)
 			}
-			if got.Status.Final() {
-				if got.Status != automation.RunSucceeded || got.Attempts != 1 {
-					t.Fatalf("run %s = %s after %d attempts; want SUCCEEDED after 1", r.ID, got.Status, got.Attempts)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s still %s", r.ID, got.Status)
-			}
-			time.Sleep(10 * time.Millisecond)
+			return got.Status.Final()
+		})
+		if got.Status != automation.RunSucceeded || got.Attempts != 1 {
+			t.Fatalf("run %s = %s after %d attempts; want SUCCEEDED after 1", r.ID, got.Status, got.Attempts)
 		}
 		if c, ok := calls.Load(r.ID + ".call"); !ok || c.(*atomic.Int32).Load() != 1 {
 			t.Fatalf("run %s called the sink %v times, want once", r.ID, c)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/runworker"
@@ -76,7 +77,9 @@ func TestPoolBudgetsRunBytes(t *testing.T) {
 	}})
 	p, _ := fe.Project(t, "budget", automation.PlanEnterprise)
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(5 * time.Millisecond) // attempts overlap
+		// A sender slow on purpose, so that attempts overlap and claims are
+		// made with bytes under way; no event can stand in for a slow peer.
+		time.Sleep(5 * time.Millisecond)
 		w.Write([]byte(`{"ok":true}`))
 	}))
 	t.Cleanup(sink.Close)
@@ -90,20 +93,17 @@ func TestPoolBudgetsRunBytes(t *testing.T) {
 	go func() { pool.Run(ctx, doneCounting{Executor: fe.Svc, q: q}); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	deadline := time.Now().Add(20 * time.Second)
 	for _, r := range started {
-		for {
-			got, err := fe.Store.Run(context.Background(), p.ID, f.ID, r.ID)
-			if err != nil {
+		var got automation.Run
+		testwait.Event(t, "run "+r.ID+" to end", func() bool {
+			var err error
+			if got, err = fe.Store.Run(context.Background(), p.ID, f.ID, r.ID); err != nil {
 				t.Fatal(err)
 			}
-			if got.Status == automation.RunSucceeded {
-				break
-			}
-			if got.Status.Final() || time.Now().After(deadline) {
-				t.Fatalf("run %s = %s; want SUCCEEDED", r.ID, got.Status)
-			}
-			time.Sleep(10 * time.Millisecond)
+			return got.Status.Final()
+		})
+		if got.Status != automation.RunSucceeded {
+			t.Fatalf("run %s = %s; want SUCCEEDED", r.ID, got.Status)
 		}
 	}
 	q.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/runworker"
@@ -52,20 +53,15 @@ func (e *env) start1(t *testing.T, f automation.Flow) automation.Run { return e.
 // waitFinal polls the run until it is final.
 func (e *env) waitFinal(t *testing.T, r automation.Run) automation.Run {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, err := e.svc.Run(context.Background(), e.project, r.FlowID, r.ID)
-		if err != nil {
+	var got automation.Run
+	testwait.Event(t, "run "+r.ID+" to end", func() bool {
+		var err error
+		if got, err = e.svc.Run(context.Background(), e.project, r.FlowID, r.ID); err != nil {
 			t.Fatal(err)
 		}
-		if got.Status.Final() {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s after 10s: %+v", r.ID, got.Status, got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return got.Status.Final()
+	})
+	return got
 }
 
 func TestTransientFailuresAreRetried(t *testing.T) {
@@ -82,20 +78,13 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 	}
 	// The run is final before its worker acknowledges the entry: wait for
 	// the acknowledgement rather than race it.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Event(t, "the queue to be empty after success", func() bool {
 		pending, parked, err := e.store.QueueStats(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pending+parked == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue keeps %d pending, %d parked after success", pending, parked)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return pending+parked == 0
+	})
 }
 
 func TestExhaustedRunIsFailedAndParked(t *testing.T) {
@@ -109,20 +98,13 @@ func TestExhaustedRunIsFailedAndParked(t *testing.T) {
 	if !strings.Contains(r.Error, "gave up after 3 attempts") || !strings.Contains(r.Error, "503") {
 		t.Fatalf("error = %q, want the reason", r.Error)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Event(t, "the entry to be parked, none pending", func() bool {
 		pending, parked, err := e.store.QueueStats(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pending == 0 && parked == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue: %d pending, %d parked; want the entry parked", pending, parked)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return pending == 0 && parked == 1
+	})
 	f, _ := e.svc.Flow(context.Background(), e.project, r.FlowID)
 	if f.RunCount != 1 || f.SuccessRate != 0 {
 		t.Fatalf("flow stats = %d runs, %v%%", f.RunCount, f.SuccessRate)

@@ -3,8 +3,8 @@ package sandbox_test
 import (
 	"context"
 	"testing"
-	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/sandbox"
 )
@@ -20,36 +20,43 @@ func TestOneProjectCannotTakeEveryChild(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 
 	const floods = 8 // twice the children
-	flooded := make(chan automation.CodeResult, floods)
+	// The flood's scripts loop until the test stops them, after the quiet
+	// one (or at their longest timeout, should the quiet one wait for a
+	// child of theirs): the order of ends, not a time, says who waited.
+	floodCtx, stopFlood := context.WithCancel(context.Background())
+	defer stopFlood()
+	type ended struct {
+		res automation.CodeResult
+		err error
+	}
+	flooded := make(chan ended, floods)
 	for range floods {
 		go func() {
-			res, err := p.RunCode(context.Background(), automation.CodeRequest{
-				Code: `while (true) {}`, Scope: []byte(`{}`), TimeoutMs: 3000, Project: "prj_flood",
+			res, err := p.RunCode(floodCtx, automation.CodeRequest{
+				Code: `while (true) {}`, Scope: []byte(`{}`), TimeoutMs: automation.MaxCodeTimeout.Milliseconds(), Project: "prj_flood",
 			})
-			if err != nil {
-				t.Errorf("flood script: %v", err)
-			}
-			flooded <- res
+			flooded <- ended{res, err}
 		}()
 	}
 	// The flood holds what it may (three of four children) and queues the rest.
-	for running, waiting := p.Load(); running < 3 || running+waiting < floods; running, waiting = p.Load() {
-		time.Sleep(time.Millisecond)
-	}
-	// A deadline far above a quick script's run time but below the flood's.
-	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
-	defer cancel()
-	res, err := p.RunCode(ctx, automation.CodeRequest{Code: `return 1`, Scope: []byte(`{}`), TimeoutMs: 1000, Project: "prj_quiet"})
+	testwait.Event(t, "the flood to hold three children and queue the rest", func() bool {
+		running, waiting := p.Load()
+		return running >= 3 && running+waiting >= floods
+	})
+	res, err := p.RunCode(context.Background(), automation.CodeRequest{Code: `return 1`, Scope: []byte(`{}`),
+		TimeoutMs: automation.MaxCodeTimeout.Milliseconds(), Project: "prj_quiet"})
 	if err != nil || string(res.Output) != "1" {
 		t.Fatalf("quiet project's script: %s %q %v; want 1 while the flood runs", res.Output, res.Error, err)
 	}
-	// Ordering, not timing: no flood script has ended yet (each loops for 3 s).
+	// Ordering, not timing: no flood script has ended yet.
 	if n := len(flooded); n != 0 {
-		t.Fatalf("%d flood scripts ended before the quiet one; the test did not overlap them", n)
+		e := <-flooded
+		t.Fatalf("%d flood scripts ended (%q %v) before the quiet one: it waited for a child of theirs", n, e.res.Error, e.err)
 	}
+	stopFlood()
 	for range floods {
-		if res := <-flooded; res.Error == "" {
-			t.Errorf("a flood script ended without an error: %s", res.Output)
+		if e := <-flooded; e.err == nil && e.res.Error == "" {
+			t.Errorf("a flood script ended without an error: %s", e.res.Output)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,11 +26,10 @@ const (
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childDBEnv); path != "" {
-		// Ready, then wait for the parent's go, so that both write at once.
+		// Ready, then wait for the parent's go (its end of stdin closed), so
+		// that both write at once.
 		fmt.Println("ready")
-		for _, err := os.Stat(path + ".go"); err != nil; _, err = os.Stat(path + ".go") {
-			time.Sleep(time.Millisecond)
-		}
+		_, _ = io.Copy(io.Discard, os.Stdin)
 		if err := writeFlows(path, os.Getenv(childProjectEnv), "child"); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -79,6 +79,10 @@ func TestTwoProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	goSignal, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -90,7 +94,7 @@ func TestTwoProcesses(t *testing.T) {
 		_ = cmd.Wait()
 		t.Fatalf("child: %q, %v; stderr %s", line, err, stderr.String())
 	}
-	if err := os.WriteFile(path+".go", nil, 0o600); err != nil {
+	if err := goSignal.Close(); err != nil {
 		t.Fatal(err)
 	}
 	parentErr := writeFlows(path, project, "parent")
