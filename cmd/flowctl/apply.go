@@ -314,11 +314,7 @@ func makePlan(ctx context.Context, api *client, files []*flowFile, prune bool) (
 			if inFiles[f.Name] {
 				continue
 			}
-			var full automation.Flow
-			if _, err := api.do(ctx, http.MethodGet, "/api/v1/flows/"+url.PathEscape(f.ID), nil, nil, &full); err != nil {
-				return nil, err
-			}
-			if full.ManagedBy != automation.ManagedByApply {
+			if f.ManagedBy != automation.ManagedByApply {
 				continue // made another way: never pruned
 			}
 			if len(live[f.Name]) > 1 {
