@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -138,6 +137,9 @@ type change struct {
 	name string
 	id   string // the live flow, for ~ and -
 	file *flowFile
+	// differences are the parts a ~ changes, as the server compared them
+	// ("description", "definition.steps", ...).
+	differences []string
 }
 
 func (ch change) String() string {
@@ -145,7 +147,7 @@ func (ch change) String() string {
 	case "+":
 		return "+ create " + ch.name
 	case "~":
-		return "~ update " + ch.name + " (" + ch.id + ")"
+		return "~ update " + ch.name + " (" + ch.id + "): " + strings.Join(ch.differences, ", ")
 	case "-":
 		return "- delete " + ch.name + " (" + ch.id + ")"
 	}
@@ -163,7 +165,9 @@ files, as 'flowctl export --all' writes them), matches them to the project's
 flows by name, prints the plan and carries it out:
 
   + create NAME      no flow has the name: created, INACTIVE
-  ~ update NAME      the flow's export differs from the file: updated
+  ~ update NAME      updating the flow with the file would change it (the
+                     server compares, defaults filled in, secrets by value):
+                     updated; the parts that differ are listed
   = unchanged NAME   nothing to do
   - delete NAME      with --prune: a flow that an earlier apply created or
                      updated, and that no file has any more
@@ -295,30 +299,25 @@ func makePlan(ctx context.Context, api *client, files []*flowFile, prune bool) (
 		if cur.Engine != f.doc.Engine {
 			return nil, fmt.Errorf("%s: flow %q (%s) is a %s flow, the file a %s one; the engine cannot change (delete the flow, or rename the file's)", f.path, cur.Name, cur.ID, cur.Engine, f.doc.Engine)
 		}
-		exported, err := api.do(ctx, http.MethodGet, "/api/v1/flows/"+url.PathEscape(cur.ID)+"/export", nil, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		same, err := sameDocument(exported, f.raw)
-		if err != nil {
+		// The server compares: it fills in the defaults the file leaves out
+		// as an update would, and compares secrets with the stored values,
+		// which it never shows.
+		var cmp automation.FlowComparison
+		if _, err := api.do(ctx, http.MethodPost, "/api/v1/flows/"+url.PathEscape(cur.ID)+"/compare", nil, f.raw, &cmp); err != nil {
 			return nil, fmt.Errorf("%s: %w", f.path, err)
 		}
 		op := "~"
-		if same {
+		if !cmp.Changed {
 			op = "="
 		}
-		plan = append(plan, change{op: op, name: f.doc.Name, id: cur.ID, file: f})
+		plan = append(plan, change{op: op, name: f.doc.Name, id: cur.ID, file: f, differences: cmp.Differences})
 	}
 	if prune {
 		for _, f := range p.Data {
 			if inFiles[f.Name] {
 				continue
 			}
-			var full automation.Flow
-			if _, err := api.do(ctx, http.MethodGet, "/api/v1/flows/"+url.PathEscape(f.ID), nil, nil, &full); err != nil {
-				return nil, err
-			}
-			if full.ManagedBy != automation.ManagedByApply {
+			if f.ManagedBy != automation.ManagedByApply {
 				continue // made another way: never pruned
 			}
 			if len(live[f.Name]) > 1 {
@@ -336,40 +335,6 @@ func duplicateNames(name string, flows []automation.FlowSummary) error {
 		ids[i] = f.ID
 	}
 	return fmt.Errorf("flows %s are all named %q: apply matches flows by name, so rename all but one first", strings.Join(ids, ", "), name)
-}
-
-// sameDocument compares two documents by meaning: field order and
-// spacing aside, and an absent description, onError or trigger field the
-// same as an empty one.
-func sameDocument(a, b []byte) (bool, error) {
-	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
-		return false, fmt.Errorf("the server's export is not JSON: %w", err)
-	}
-	if err := json.Unmarshal(b, &y); err != nil {
-		return false, err
-	}
-	return reflect.DeepEqual(prunedEmpty(withoutCalledIDs(x)), prunedEmpty(withoutCalledIDs(y))), nil
-}
-
-// withoutCalledIDs drops the flowId of CALL_FLOW steps that name the
-// called flow: each installation has its own ID for it, and the name is
-// what apply resolves, so two documents calling one name are the same.
-func withoutCalledIDs(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		if name, _ := t["flow"].(string); t["type"] == string(automation.StepCallFlow) && name != "" {
-			delete(t, "flowId")
-		}
-		for _, e := range t {
-			withoutCalledIDs(e)
-		}
-	case []any:
-		for _, e := range t {
-			withoutCalledIDs(e)
-		}
-	}
-	return v
 }
 
 // calledNames lists the flow names a document's CALL_FLOW steps call.
@@ -439,49 +404,13 @@ func applyOrder(plan []change) []change {
 	return append(ordered, rest...)
 }
 
-// prunedEmpty drops null values, empty strings, arrays and objects from
-// objects, recursively, so that "omitted" and "empty" compare equal.
-func prunedEmpty(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		out := map[string]any{}
-		for k, e := range t {
-			e = prunedEmpty(e)
-			switch ev := e.(type) {
-			case nil:
-				continue
-			case string:
-				if ev == "" {
-					continue
-				}
-			case []any:
-				if len(ev) == 0 {
-					continue
-				}
-			case map[string]any:
-				if len(ev) == 0 {
-					continue
-				}
-			}
-			out[k] = e
-		}
-		return out
-	case []any:
-		out := slices.Clone(t)
-		for i := range out {
-			out[i] = prunedEmpty(out[i])
-		}
-		return out
-	}
-	return v
-}
-
 // applyChange carries out one line of the plan. Creates and updates mark
 // the flow as managed by apply, so that --prune may delete it later.
 func applyChange(ctx context.Context, api *client, ch change) error {
 	switch ch.op {
 	case "+", "~":
-		body, err := inputBody(ch.file, ch.op == "+")
+		definition := ch.op == "+" || slices.ContainsFunc(ch.differences, func(d string) bool { return strings.HasPrefix(d, "definition.") })
+		body, err := inputBody(ch.file, ch.op == "+", definition)
 		if err != nil {
 			return err
 		}
@@ -501,19 +430,30 @@ func applyChange(ctx context.Context, api *client, ch change) error {
 // inputBody is the create (or update) body of a document, built from the
 // file's JSON rather than from decoded values: a secret field's text goes
 // as it is, "********" (keep the stored value) or "{{ vars.NAME }}",
-// where automation.Secret's encoding would mask every one.
-func inputBody(f *flowFile, create bool) ([]byte, error) {
+// where automation.Secret's encoding would mask every one. It is the
+// update automation.DocumentInput describes, which the server's compare
+// assumes: every part of the definition, a part the file leaves out as a
+// new flow has it. Without definition (only the description differs) it
+// carries no definition field, so that no version is published.
+func inputBody(f *flowFile, create, definition bool) ([]byte, error) {
 	var doc struct {
 		Definition map[string]json.RawMessage `json:"definition"`
 	}
 	if err := json.Unmarshal(f.raw, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.path, err)
 	}
-	// A bound the file leaves out is removed (null), as a step is.
-	body := map[string]any{"description": f.doc.Description, "managedBy": automation.ManagedByApply,
-		"steps": json.RawMessage(`[]`), "onError": json.RawMessage(`[]`), "concurrency": nil, "throttle": nil}
+	body := map[string]any{"description": f.doc.Description, "managedBy": automation.ManagedByApply}
 	if create {
 		body["name"], body["engine"] = f.doc.Name, f.doc.Engine
+	}
+	if !definition {
+		return json.Marshal(body)
+	}
+	// A part the file leaves out is the default (null: none), as a step
+	// left out is removed.
+	for k, v := range map[string]any{"trigger": json.RawMessage(`{}`), "steps": json.RawMessage(`[]`),
+		"onError": json.RawMessage(`[]`), "concurrency": nil, "throttle": nil} {
+		body[k] = v
 	}
 	for _, k := range []string{"trigger", "steps", "onError", "concurrency", "throttle"} {
 		if v, ok := doc.Definition[k]; ok && string(v) != "null" {

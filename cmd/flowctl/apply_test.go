@@ -21,25 +21,6 @@ func TestFileName(t *testing.T) {
 	}
 }
 
-func TestSameDocument(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want bool
-	}{
-		{`{"name":"x","description":"","definition":{"steps":[]}}`, `{"definition": {"steps": []}, "name": "x"}`, true},
-		{`{"definition":{"onError":null,"steps":[{"name":"s"}]}}`, `{"definition":{"steps":[{"name":"s"}]}}`, true},
-		{`{"definition":{"steps":[{"name":"s"}]}}`, `{"definition":{"steps":[{"name":"t"}]}}`, false},
-		{`{"definition":{"steps":[{"name":"a"},{"name":"b"}]}}`, `{"definition":{"steps":[{"name":"b"},{"name":"a"}]}}`, false},
-		{`{"description":"old"}`, `{"description":"new"}`, false},
-	}
-	for _, tt := range tests {
-		got, err := sameDocument([]byte(tt.a), []byte(tt.b))
-		if err != nil || got != tt.want {
-			t.Errorf("sameDocument(%s, %s) = %v, %v; want %v", tt.a, tt.b, got, err, tt.want)
-		}
-	}
-}
-
 func TestReadFlowFiles(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -19,7 +20,21 @@ type client struct {
 	base string // http://host:port, no trailing slash
 	key  string
 	http *http.Client
+	// sleep waits out a 429's Retry-After (tests replace it); nil is a
+	// timer that ctx may end.
+	sleep func(ctx context.Context, d time.Duration) error
 }
+
+// Bounds of the waits on 429 Too Many Requests: a command that makes many
+// requests (apply on a project of many flows) runs into the server's rate
+// limit, which the answer's Retry-After says how long to wait out. A
+// request is sent again at most rateRetries times, each wait at most
+// maxRetryAfter, so a server that keeps refusing ends the command within
+// about a minute with its RATE_LIMITED error.
+const (
+	rateRetries   = 8
+	maxRetryAfter = 10 * time.Second
+)
 
 func newClient(base, key string) (*client, error) {
 	u, err := url.Parse(base)
@@ -48,7 +63,54 @@ func (e *apiError) Error() string {
 // do sends a request and returns the response body of a 2xx answer; with out
 // non-nil it also decodes the body into out. Any other answer is an error:
 // an *apiError when the server sent the envelope.
+//
+// A 429 RATE_LIMITED answer (the request was refused before it did
+// anything) is waited out as its Retry-After says and sent again, within
+// rateRetries and maxRetryAfter.
 func (c *client) do(ctx context.Context, method, path string, q url.Values, body []byte, out any) ([]byte, error) {
+	for attempt := 0; ; attempt++ {
+		var wait time.Duration
+		raw, err := c.send(ctx, method, path, q, body, out, &wait)
+		if wait == 0 || attempt >= rateRetries {
+			return raw, err
+		}
+		if err := c.wait(ctx, wait); err != nil {
+			return nil, fmt.Errorf("%s %s: waiting out the rate limit: %w", method, path, err)
+		}
+	}
+}
+
+// wait sleeps d, or less should ctx end first.
+func (c *client) wait(ctx context.Context, d time.Duration) error {
+	if c.sleep != nil {
+		return c.sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// retryAfter is how long a 429 answer asks to wait: its Retry-After in
+// seconds (an HTTP date too), at least one second, at most maxRetryAfter.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	d := time.Second
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if n, err := strconv.Atoi(v); err == nil {
+		d = time.Duration(n) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now)
+	}
+	return min(max(d, time.Second), maxRetryAfter)
+}
+
+// send sends a request once; a 429 RATE_LIMITED answer sets *wait to how long it asks
+// to wait before sending it again.
+func (c *client) send(ctx context.Context, method, path string, q url.Values, body []byte, out any, wait *time.Duration) ([]byte, error) {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -85,6 +147,10 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, body
 		}
 		if json.Unmarshal(raw, &env) == nil && env.Error != nil && env.Error.Code != "" {
 			env.Error.Status = resp.StatusCode
+			if resp.StatusCode == http.StatusTooManyRequests && env.Error.Code == "RATE_LIMITED" {
+				// A rate, not a quota (QUOTA_EXCEEDED is said at once).
+				*wait = retryAfter(resp.Header, time.Now())
+			}
 			return nil, env.Error
 		}
 		return nil, fmt.Errorf("%s %s%s: HTTP %d: %s", method, c.base, path, resp.StatusCode, snippet(raw))

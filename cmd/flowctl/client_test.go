@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRemoteErrors: answers that are not the API's envelope still give a
@@ -94,5 +98,50 @@ func TestInitialKeyOnlyForThisMachine(t *testing.T) {
 		if got := isLoopback(url); got != want {
 			t.Errorf("isLoopback(%q) = %v, want %v", url, got, want)
 		}
+	}
+}
+
+// TestRateLimitedIsWaitedOut: a 429 RATE_LIMITED answer is sent again after
+// the wait its Retry-After asks for (at most maxRetryAfter), at most
+// rateRetries times; a 429 QUOTA_EXCEEDED is an error at once.
+func TestRateLimitedIsWaitedOut(t *testing.T) {
+	refuse := 0 // how many requests to refuse before answering
+	code, after := "RATE_LIMITED", "3"
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		if requests <= refuse {
+			w.Header().Set("Retry-After", after)
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, `{"error":{"code":"`+code+`","message":"slow down","requestId":"r1"}}`)
+			return
+		}
+		io.WriteString(w, `{"data":[],"hasMore":false}`)
+	}))
+	defer srv.Close()
+	c, err := newClient(srv.URL, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var waits []time.Duration
+	c.sleep = func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	get := func() error {
+		requests, waits = 0, nil
+		_, err := c.do(context.Background(), http.MethodGet, "/api/v1/flows", nil, nil, nil)
+		return err
+	}
+
+	refuse = 2
+	if err := get(); err != nil || requests != 3 || !slices.Equal(waits, []time.Duration{3 * time.Second, 3 * time.Second}) {
+		t.Errorf("two 429s then 200: err %v, %d requests, waits %v; want success after waiting 3s twice", err, requests, waits)
+	}
+	refuse, after = 100, "120"
+	var ae *apiError
+	if err := get(); !errors.As(err, &ae) || ae.Code != "RATE_LIMITED" || requests != rateRetries+1 || len(waits) != rateRetries || waits[0] != maxRetryAfter {
+		t.Errorf("429 every time: err %v, %d requests, waits %v; want RATE_LIMITED after %d waits of %v", err, requests, waits, rateRetries, maxRetryAfter)
+	}
+	refuse, code = 100, "QUOTA_EXCEEDED"
+	if err := get(); !errors.As(err, &ae) || ae.Code != "QUOTA_EXCEEDED" || requests != 1 || len(waits) != 0 {
+		t.Errorf("429 QUOTA_EXCEEDED: err %v, %d requests, waits %v; want the error at once", err, requests, waits)
 	}
 }

@@ -75,5 +75,6 @@ func (c *cli) showLimits(p automation.Project) error {
 	show("outboundPerMinute", l.OutboundPerMinute)
 	show("flows", l.Flows)
 	show("storedBytes", l.StoredBytes)
+	show("runsPerMinute", l.RunsPerMinute)
 	return nil
 }

@@ -27,8 +27,8 @@ func TestProjectQuotas(t *testing.T) {
 	var before info
 	api(t, p, key, "GET", "/api/v1/project", "", 200, &before)
 	// flowd's first project is ENTERPRISE: nothing is limited.
-	if before.Plan != "ENTERPRISE" || len(before.Limits) != 5 || before.Limits["flows"] != nil || before.Usage.Flows != 0 {
-		t.Fatalf("the first project: %+v; want ENTERPRISE with five unlimited limits and no flows", before)
+	if before.Plan != "ENTERPRISE" || len(before.Limits) != 6 || before.Limits["flows"] != nil || before.Usage.Flows != 0 {
+		t.Fatalf("the first project: %+v; want ENTERPRISE with six unlimited limits and no flows", before)
 	}
 	var projects []struct{ Name string }
 	out, err := flowctl(t, dir, "projects", "list", "-o", "json")
@@ -96,5 +96,68 @@ func TestProjectQuotas(t *testing.T) {
 	api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs?limit=100", "", 200, &runs)
 	if len(runs.Data) != accepted {
 		t.Fatalf("%d runs for %d accepted deliveries: a refused delivery started a run", len(runs.Data), accepted)
+	}
+}
+
+// TestRunsPerMinuteQuota: with runsPerMinute 3, of 8 deliveries in a row
+// at most 3 a minute start a run (6 should the minute turn meanwhile);
+// the others are 429 QUOTA_EXCEEDED with a Retry-After within the minute
+// and start nothing; GET /api/v1/project shows the limit and the count.
+func TestRunsPerMinuteQuota(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	p := startFlowd(t, dir, "FLOWD_LOG_LEVEL=warn")
+	key := initialKey(t, dir)
+	var projects []struct{ Name string }
+	out, err := flowctl(t, dir, "projects", "list", "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &projects) != nil || len(projects) != 1 {
+		t.Fatalf("projects list: %v %s", err, out)
+	}
+	if out, err := flowctl(t, dir, "projects", "set-limits", projects[0].Name, "--runsPerMinute", "3"); err != nil || !strings.Contains(out, "runsPerMinute") {
+		t.Fatalf("set-limits: %v\n%s", err, out)
+	}
+	p.stop(t)
+	p = startFlowd(t, dir, "FLOWD_LOG_LEVEL=warn")
+	var flow struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", `{"name": "q", "engine": "FLOW_BUILDER", "steps": [{"name": "noop", "type": "SET", "values": {}}]}`, 201, &flow)
+	api(t, p, key, "POST", "/api/v1/flows/"+flow.ID+"/enable", "", 200, nil)
+
+	accepted, limited := 0, 0
+	for range 8 {
+		resp, err := http.Post(p.base+"/api/v1/webhooks/"+flow.ID, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			accepted++
+		case http.StatusTooManyRequests:
+			limited++
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 ||
+				body.Error.Code != "QUOTA_EXCEEDED" || !strings.Contains(body.Error.Message, "limits.runsPerMinute") {
+				t.Errorf("429 with Retry-After %q, %+v", resp.Header.Get("Retry-After"), body.Error)
+			}
+		default:
+			t.Fatalf("webhook: %d", resp.StatusCode)
+		}
+	}
+	if accepted < 3 || accepted > 6 || limited != 8-accepted {
+		t.Fatalf("8 deliveries: %d accepted, %d refused; want 3 a minute accepted, the rest refused", accepted, limited)
+	}
+	var runs struct{ Data []any }
+	api(t, p, key, "GET", "/api/v1/flows/"+flow.ID+"/runs?limit=100", "", 200, &runs)
+	if len(runs.Data) != accepted {
+		t.Fatalf("%d runs for %d accepted deliveries: a refused delivery started a run", len(runs.Data), accepted)
+	}
+	var info struct {
+		Limits, Usage map[string]*int64
+	}
+	api(t, p, key, "GET", "/api/v1/project", "", 200, &info)
+	if l, u := info.Limits["runsPerMinute"], info.Usage["runsPerMinute"]; l == nil || *l != 3 || u == nil || *u > 3 {
+		t.Errorf("GET /api/v1/project: limits %v usage %v; want runsPerMinute 3 and at most 3 used", info.Limits, info.Usage)
 	}
 }

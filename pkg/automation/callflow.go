@@ -88,9 +88,17 @@ type Waker interface {
 // flowID: a flow of the same project (another project's is the same "not
 // found" as none) that is ACTIVE. The error is an *Error whose message the
 // step records; any other error is the store's.
+//
+// A project at its runsPerMinute quota may not call either: the child
+// would not start (StartCall counts it).
 func (s *RunService) CheckCall(ctx context.Context, project, flowID string) error {
-	_, err := s.callTarget(ctx, project, flowID)
-	return err
+	if _, err := s.callTarget(ctx, project, flowID); err != nil {
+		return err
+	}
+	if s.projects != nil {
+		return s.projects.runsFull(ctx, project)
+	}
+	return nil
 }
 
 func (s *RunService) callTarget(ctx context.Context, project, flowID string) (Flow, error) {
@@ -121,6 +129,14 @@ func (s *RunService) StartCall(ctx context.Context, c Call) error {
 	}
 	f, err := s.callTarget(ctx, c.Project, c.FlowID)
 	if err != nil {
+		return err
+	}
+	if err := s.admitRun(ctx, c.Project); err != nil {
+		// The step executed again (after a crash, a retry) finds its
+		// child started already: no new run, so no refusal.
+		if _, rerr := rt.Runs.Run(ctx, c.Project, c.FlowID, c.RunID); rerr == nil {
+			return nil
+		}
 		return err
 	}
 	body := c.Body

@@ -131,6 +131,9 @@ type FlowSummary struct {
 	// a draft is saved beside it, as on the flow object.
 	Version  int64 `json:"version"`
 	HasDraft bool  `json:"hasDraft"`
+	// ManagedBy is as on the flow object: in the list, so that apply
+	// --prune needs no request per flow to find the flows it may delete.
+	ManagedBy string `json:"managedBy,omitempty"`
 }
 
 // Summary returns the list item form of f.
@@ -140,6 +143,7 @@ func (f Flow) Summary() FlowSummary {
 		ID: f.ID, Name: f.Name, Status: f.Status, Engine: f.Engine, TriggerType: f.TriggerType,
 		RunCount: f.RunCount, SuccessRate: f.SuccessRate, LastRun: f.LastRun,
 		Created: f.Created, Updated: f.Updated, Version: f.LiveVersion, HasDraft: f.HasDraft,
+		ManagedBy: f.ManagedBy,
 	}
 }
 

@@ -135,6 +135,9 @@ func (s *FlowService) UpdateFlow(ctx context.Context, p Project, id string, in F
 		}
 		old := *f
 		in.applyTo(f)
+		if in.Trigger != nil {
+			keepWebhookPath(old, f)
+		}
 		if err := setManagedBy(f, in.ManagedBy); err != nil {
 			return err
 		}

@@ -70,6 +70,12 @@ func (s *RunService) HandleMessage(ctx context.Context, body []byte) error {
 		if IsFlowNotScheduled(err) || IsNotFound(err) {
 			return nil // disabled or deleted since the schedule fired
 		}
+		if IsRunQuotaExceeded(err) {
+			// Skipped, as on flowd: the next firing is another chance, and
+			// a retry would only hold the queue.
+			s.log.WarnContext(ctx, "scheduled run over the runsPerMinute quota: skipped", "project", m.Project, "flow", m.FlowID, "err", err)
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("%w: start scheduled run of %s: %w", ErrRetry, m.FlowID, err)
 		}

@@ -314,7 +314,14 @@ func (s *RunService) PollFlow(ctx context.Context, project, flowID string) error
 	started := 0
 	source := pollSource(f.Trigger.Poll)
 	if st.Primed && st.Polled == source {
-		for _, it := range fresh {
+		for i, it := range fresh {
+			if err := s.admitRun(ctx, project); err != nil {
+				// Past the runsPerMinute quota: the items not started are
+				// not recorded as seen, so a later poll starts them.
+				s.log.WarnContext(ctx, "poll: runs over the runsPerMinute quota wait for a later poll", "flow", flowID, "items", len(fresh)-i, "err", err)
+				fresh = fresh[:i]
+				break
+			}
 			r := Run{
 				ID: derivedRunID(flowID, "poll\x00"+it.Key), Project: project, FlowID: flowID, Status: RunRunning,
 				Trigger: TriggerData{Method: "POLL", Headers: map[string]string{}, Query: map[string]string{}, Body: it.Item},

@@ -196,12 +196,20 @@ func (s *FlowService) ImportFlow(ctx context.Context, p Project, doc FlowDocumen
 	in.Concurrency = Nullable[Concurrency]{Set: true, Value: doc.Definition.Concurrency}
 	in.Throttle = Nullable[Throttle]{Set: true, Value: doc.Definition.Throttle}
 	f, err := s.CreateFlow(ctx, p, in)
+	if err != nil {
+		return Flow{}, inDocument(err)
+	}
+	return f, nil
+}
+
+// inDocument is a validation error as the document's fields are named:
+// definition fields are nested under "definition" there.
+func inDocument(err error) error {
 	var e *Error
 	if errors.As(err, &e) && errors.Is(err, ErrInvalid) && definitionField(e.Message) {
-		// Definition fields are nested under "definition" in the document.
-		return Flow{}, &Error{Kind: e.Kind, Code: e.Code, Message: "definition." + e.Message}
+		return &Error{Kind: e.Kind, Code: e.Code, Message: "definition." + e.Message}
 	}
-	return f, err
+	return err
 }
 
 // checkDocument checks a document's envelope.
@@ -309,4 +317,141 @@ func (s *flowValidator) resolveCalledFlow(ctx context.Context, f *Flow, st *Step
 	}
 	return Invalid("%s.flow %q (step %q): %d flows of this project have that name (%s): rename all but one, or give flowId instead",
 		at, ClipID(st.Flow), ClipID(st.Name), len(ids), strings.Join(ids, ", "))
+}
+
+// DocumentInput is the update that makes a flow match a portable
+// document, as `flowctl apply` sends it: every part of the definition set,
+// a part the document leaves out set to what a new flow would have (no
+// trigger: the default webhook; no onError, concurrency or throttle: none),
+// so that leaving a part out and writing its default mean the same.
+func DocumentInput(doc FlowDocument) FlowInput {
+	def := doc.Definition
+	trigger := Trigger{}
+	if def.Trigger != nil {
+		trigger = *def.Trigger
+	}
+	steps, onError := def.Steps, def.OnError
+	if steps == nil {
+		steps = []Step{}
+	}
+	if onError == nil {
+		onError = []Step{}
+	}
+	desc := doc.Description
+	return FlowInput{Description: &desc, Trigger: &trigger, Steps: &steps, OnError: &onError,
+		Concurrency: Nullable[Concurrency]{Set: true, Value: def.Concurrency},
+		Throttle:    Nullable[Throttle]{Set: true, Value: def.Throttle}}
+}
+
+// FlowComparison is the answer of POST /api/v1/flows/{id}/compare: whether
+// updating the flow with a document (DocumentInput) would change it, and
+// which parts ("description", "definition.steps", ...).
+type FlowComparison struct {
+	Changed     bool     `json:"changed"`
+	Differences []string `json:"differences"`
+}
+
+// CompareFlow reports what updating the flow with doc would change. Both
+// sides are compared as the service stores them: the document goes through
+// the update's own validation, which fills in every default (a step's
+// method, the webhook's, a called flow's ID from its name), so that field
+// order, absent-versus-default and a called flow's ID on the installation
+// the document came from make no difference. Secrets are compared by
+// value here, where the stored values are: SecretMask keeps the stored
+// value (no change), a variable reference or a value typed inline is the
+// same only if it is what is stored. Nothing is written and no value is
+// shown.
+func (s *FlowService) CompareFlow(ctx context.Context, p Project, id string, doc FlowDocument) (FlowComparison, error) {
+	if err := checkDocument(doc); err != nil {
+		return FlowComparison{}, err
+	}
+	f, err := s.store.Flow(ctx, p.ID, id)
+	if err != nil {
+		return FlowComparison{}, wrap("compare flow", err)
+	}
+	if doc.Engine != "" && doc.Engine != f.Engine {
+		return FlowComparison{}, Invalid("engine %q: the flow is %s, and a flow's engine cannot change", ClipID(string(doc.Engine)), f.Engine)
+	}
+	next := f
+	in := DocumentInput(doc)
+	in.applyTo(&next)
+	keepWebhookPath(f, &next)
+	if err := s.validateFlow(ctx, &next); err != nil {
+		return FlowComparison{}, inDocument(err)
+	}
+	stored, err := s.storedFlowSecrets(ctx, f)
+	if err != nil {
+		return FlowComparison{}, err
+	}
+	secrets, err := extractSecrets(&next, stored)
+	if err != nil {
+		return FlowComparison{}, err
+	}
+	diff := map[string]bool{"description": f.Description != next.Description}
+	was, will := DefinitionOf(f).shown(), DefinitionOf(next).shown()
+	if len(was.OnError) == 0 && len(will.OnError) == 0 {
+		was.OnError, will.OnError = nil, nil // none stored, [] sent: the same
+	}
+	for part, pair := range map[string][2]any{
+		"trigger": {was.Trigger, will.Trigger}, "steps": {was.Steps, will.Steps}, "onError": {was.OnError, will.OnError},
+		"concurrency": {was.Concurrency, will.Concurrency}, "throttle": {was.Throttle, will.Throttle},
+	} {
+		a, errA := json.Marshal(pair[0])
+		b, errB := json.Marshal(pair[1])
+		if err := errors.Join(errA, errB); err != nil {
+			return FlowComparison{}, wrap("compare flow", err)
+		}
+		diff["definition."+part] = !bytes.Equal(a, b)
+	}
+	for path, v := range secrets {
+		if old, ok := stored[path]; !ok || old != v {
+			part := "definition.trigger"
+			if strings.HasPrefix(path, "steps.") {
+				// By name, which onError steps share with steps.
+				part = "definition.steps"
+				if findNamed(next.OnError, path) {
+					part = "definition.onError"
+				}
+			}
+			diff[part] = true
+		}
+	}
+	out := FlowComparison{Differences: []string{}}
+	for _, part := range []string{"description", "definition.trigger", "definition.steps", "definition.onError", "definition.concurrency", "definition.throttle"} {
+		if diff[part] {
+			out.Differences = append(out.Differences, part)
+		}
+	}
+	out.Changed = len(out.Differences) > 0
+	return out, nil
+}
+
+// findNamed reports whether a secret path ("steps.NAME.…") names a step
+// of steps, at any depth.
+func findNamed(steps []Step, path string) bool {
+	found := false
+	WalkSteps(steps, func(st *Step) { found = found || strings.HasPrefix(path, "steps."+st.Name+".") })
+	return found
+}
+
+// keepWebhookPath gives a workflow builder webhook that an update leaves
+// without a path the path the flow has, instead of the random one a new
+// flow gets: its URL stays the one its senders know, and a document
+// applied again (without a path) is the same flow, not a moved one.
+func keepWebhookPath(old Flow, f *Flow) {
+	ow, t := old.Trigger.Webhook, &f.Trigger
+	if ow == nil || ow.Path == "" || f.Engine != WorkflowBuilder {
+		return
+	}
+	webhook := t.Type == TriggerWebhook || (t.Type == "" && t.Schedule == nil && t.Poll == nil)
+	if !webhook || (t.Webhook != nil && t.Webhook.Path != "") {
+		return
+	}
+	if t.Webhook == nil {
+		t.Webhook = &Webhook{}
+	} else {
+		w := *t.Webhook
+		t.Webhook = &w
+	}
+	t.Webhook.Path = ow.Path
 }

@@ -70,6 +70,12 @@ func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait t
 			return Run{}, false, nil
 		}
 	}
+	// Counted here, before the run executes; should it fall back to
+	// ReceiveWebhook's path after all (over its budget, a repeat stored
+	// meanwhile), that path counts it again: rare, and on the safe side.
+	if err := s.admitRun(ctx, f.Project); err != nil {
+		return Run{}, true, err
+	}
 	budget := rt.PureBudget
 	if budget <= 0 {
 		budget = DefaultPureBudget

@@ -31,11 +31,15 @@ type Limits struct {
 	Flows *int64 `json:"flows"`
 	// StoredBytes bounds runs, samples and state.
 	StoredBytes *int64 `json:"storedBytes"`
+	// RunsPerMinute bounds the runs the project starts in a minute, every
+	// way a run starts (runquota.go); past it a webhook is 429 with
+	// Retry-After and a CALL_FLOW step fails with QUOTA_EXCEEDED.
+	RunsPerMinute *int64 `json:"runsPerMinute"`
 }
 
 // LimitNames are the names of Limits' fields, as the API, flowctl and the
 // stored overrides spell them.
-var LimitNames = []string{"webhooksPerSecond", "concurrentRuns", "outboundPerMinute", "flows", "storedBytes"}
+var LimitNames = []string{"webhooksPerSecond", "concurrentRuns", "outboundPerMinute", "flows", "storedBytes", "runsPerMinute"}
 
 // Unlimited is how an override says "no limit".
 const Unlimited int64 = -1
@@ -49,10 +53,10 @@ func DefaultLimits(p Plan) Limits {
 		return Limits{}
 	case PlanTeam:
 		return Limits{WebhooksPerSecond: limit(100), ConcurrentRuns: limit(50), OutboundPerMinute: limit(6000),
-			Flows: limit(1000), StoredBytes: limit(20 << 30)}
+			Flows: limit(1000), StoredBytes: limit(20 << 30), RunsPerMinute: limit(1200)}
 	default:
 		return Limits{WebhooksPerSecond: limit(10), ConcurrentRuns: limit(5), OutboundPerMinute: limit(600),
-			Flows: limit(50), StoredBytes: limit(1 << 30)}
+			Flows: limit(50), StoredBytes: limit(1 << 30), RunsPerMinute: limit(120)}
 	}
 }
 
@@ -69,6 +73,8 @@ func (l *Limits) field(name string) **int64 {
 		return &l.Flows
 	case "storedBytes":
 		return &l.StoredBytes
+	case "runsPerMinute":
+		return &l.RunsPerMinute
 	}
 	return nil
 }
@@ -117,6 +123,9 @@ type Usage struct {
 	// StoredBytes is what the project's runs, webhook samples and flow
 	// state take in the store, measured now (storage.go).
 	StoredBytes int64 `json:"storedBytes"`
+	// RunsPerMinute is the runs the project started in the current
+	// minute, as this process counted them (runquota.go).
+	RunsPerMinute int64 `json:"runsPerMinute"`
 }
 
 // ProjectInfo is the answer of GET /api/v1/project.
@@ -138,7 +147,8 @@ func (s *ProjectService) ProjectInfo(ctx context.Context, p Project) (ProjectInf
 	if err != nil {
 		return ProjectInfo{}, err
 	}
-	return ProjectInfo{ID: p.ID, Name: p.Name, Plan: p.Plan, Limits: p.Limits(), Usage: Usage{Flows: n, StoredBytes: stored}}, nil
+	return ProjectInfo{ID: p.ID, Name: p.Name, Plan: p.Plan, Limits: p.Limits(), Usage: Usage{Flows: n, StoredBytes: stored,
+		RunsPerMinute: s.quotas.runsThisMinute(p.ID, s.clock())}}, nil
 }
 
 // SetProjectLimits sets (or, for values not set, removes) the overrides of
@@ -225,6 +235,8 @@ func (s *ProjectService) AdmitDelivery(ctx context.Context, project string) erro
 type RateLimited struct {
 	Err        *Error
 	RetryAfter time.Duration
+	// Limit names the limit (LimitNames) when it is not webhooksPerSecond.
+	Limit string
 }
 
 func (e *RateLimited) Error() string { return e.Err.Message }
@@ -235,6 +247,7 @@ func (e *RateLimited) Unwrap() error { return e.Err }
 type quotas struct {
 	mu       sync.Mutex
 	projects map[string]*projectQuota
+	runs     map[string]*runWindow // runquota.go
 }
 
 type projectQuota struct {

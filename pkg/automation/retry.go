@@ -92,6 +92,9 @@ func (s *RunService) enqueueNew(ctx context.Context, f Flow, td TriggerData, pre
 	if err != nil {
 		return Run{}, err
 	}
+	if err := s.admitRun(ctx, f.Project); err != nil {
+		return Run{}, err
+	}
 	r := s.newRun(f, td)
 	prepare(&r)
 	if err := rt.Queue.Enqueue(ctx, r); err != nil {

@@ -119,6 +119,9 @@ func (s *RunService) startRunOf(ctx context.Context, f Flow, td TriggerData, inl
 	if err != nil {
 		return Run{}, err
 	}
+	if err := s.admitRun(ctx, f.Project); err != nil {
+		return Run{}, err
+	}
 	enqueue := func(r Run) (Run, error) { return r, rt.Queue.Enqueue(ctx, r) }
 	if inline && rt.Inline != nil {
 		enqueue = func(r Run) (Run, error) {
@@ -211,6 +214,9 @@ func (s *RunService) StartScheduledRun(ctx context.Context, project, flowID stri
 		ID: derivedRunID(flowID, key), Project: project, FlowID: flowID, Status: RunRunning,
 		Trigger: TriggerData{Method: "SCHEDULE", Headers: map[string]string{}, Query: map[string]string{}, Body: body},
 		Steps:   []StepResult{}, Created: s.clock(), FlowVersion: pinTo(f),
+	}
+	if err := s.admitRun(ctx, project); err != nil {
+		return Run{}, err // the firing is skipped: the next one is another chance
 	}
 	err = rt.Queue.Enqueue(ctx, r)
 	if IsRunExists(err) {

@@ -80,6 +80,9 @@ func (x *execution) callFlow(ctx context.Context, s automation.Step) (any, error
 func (x *execution) callError(ctx context.Context, s automation.Step, err error) *stepError {
 	var ae *automation.Error
 	if errors.As(err, &ae) {
+		if ae.Code == "QUOTA_EXCEEDED" { // named, for what reads the run
+			return &stepError{msg: ae.Code + ": " + ae.Message}
+		}
 		return &stepError{msg: ae.Message}
 	}
 	x.e.log.WarnContext(ctx, "start called run", "run", x.run.ID, "step", s.Name, "err", err)

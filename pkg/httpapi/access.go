@@ -40,6 +40,7 @@ var routePermissions = map[string]automation.Permission{
 	"DELETE /api/v1/variables/{name}":                                           automation.PermEdit,
 	"GET /api/v1/flows/{flowId}/export":                                         automation.PermRead,
 	"POST /api/v1/flows/import":                                                 automation.PermEdit,
+	"POST /api/v1/flows/{flowId}/compare":                                       automation.PermEdit,
 	"GET /api/v1/subscriptions":                                                 automation.PermRead,
 	"POST /api/v1/subscriptions":                                                automation.PermEdit,
 	"GET /api/v1/subscriptions/{subscriptionId}":                                automation.PermRead,

@@ -84,6 +84,7 @@ func (a *API) routes() []route {
 		{pattern: "DELETE /api/v1/variables/{name}", handler: a.deleteVariable},
 		{pattern: "GET /api/v1/flows/{flowId}/export", handler: a.exportFlow},
 		{pattern: "POST /api/v1/flows/import", handler: a.importFlow},
+		{pattern: "POST /api/v1/flows/{flowId}/compare", handler: a.compareFlow},
 		{pattern: "GET /api/v1/audit", handler: a.auditLog},
 	}, append(a.alertRoutes(), a.versionRoutes()...)...)
 }

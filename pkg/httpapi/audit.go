@@ -21,6 +21,7 @@ type auditAction struct {
 var routeAudit = map[string]auditAction{
 	"POST /api/v1/flows":                                                        {"flow.create", "flow", ""},
 	"POST /api/v1/flows/{flowId}":                                               {"flow.update", "flow", "flowId"},
+	"POST /api/v1/flows/{flowId}/compare":                                       {"flow.compare", "flow", "flowId"},
 	"DELETE /api/v1/flows/{flowId}":                                             {"flow.delete", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/enable":                                        {"flow.enable", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/disable":                                       {"flow.disable", "flow", "flowId"},

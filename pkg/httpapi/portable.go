@@ -30,3 +30,19 @@ func (a *API) importFlow(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusCreated, f)
 }
+
+// compareFlow answers what updating the flow with a portable document
+// would change, for flowctl apply's plan.
+func (a *API) compareFlow(w http.ResponseWriter, r *http.Request) {
+	var doc automation.FlowDocument
+	if err := decode(w, r, &doc); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	c, err := a.svc.CompareFlow(r.Context(), projectOf(r), r.PathValue("flowId"), doc)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}

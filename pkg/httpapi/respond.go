@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -50,6 +51,10 @@ func StatusOf(err error) (int, bool) {
 // reaches clients; anything else is logged with the request ID and answered
 // with a bare 500, so internals never leak.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var rl *automation.RateLimited // a retry or replay past runsPerMinute
+	if errors.As(err, &rl) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(rl.RetryAfter.Seconds())))))
+	}
 	var e *automation.Error
 	if errors.As(err, &e) {
 		if status, ok := statusOf[e.Kind]; ok {
