@@ -306,12 +306,21 @@ func (s *Store) eventPuts(e alerts.Event, ds []alerts.Delivery) ([]types.Transac
 	return puts, nil
 }
 
+// The writes of subscriptions, an event the Service adds (a ping) and a
+// delivery's retry go through writeOne or audited: the request's audit
+// entry, when its context carries one, commits in the same
+// TransactWriteItems (audit.go).
+
 // CreateSubscription stores a new subscription.
 func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
 	item, err := subscriptionItem(sub)
 	if err == nil {
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Alerts, Item: item,
-			ConditionExpression: aws.String("attribute_not_exists(pk)")})
+		var failed bool
+		failed, err = s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{TableName: &s.t.Alerts, Item: item,
+			ConditionExpression: aws.String("attribute_not_exists(pk)")}})
+		if failed {
+			err = automation.Conflict("SUBSCRIPTION_EXISTS", "subscription %s already exists", sub.ID)
+		}
 	}
 	s.forgetSubscriptions(sub.Project)
 	if err != nil {
@@ -363,12 +372,13 @@ func (s *Store) Subscriptions(ctx context.Context, project string) ([]alerts.Sub
 // UpdateSubscription writes a subscription's status and failure start.
 func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription) error {
 	item, err := subscriptionItem(sub)
+	var failed bool
 	if err == nil {
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Alerts, Item: item,
-			ConditionExpression: aws.String("attribute_exists(pk)")})
+		failed, err = s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{TableName: &s.t.Alerts, Item: item,
+			ConditionExpression: aws.String("attribute_exists(pk)")}})
 	}
 	s.forgetSubscriptions(sub.Project)
-	if _, ok := conditionFailed(err); ok {
+	if failed {
 		return automation.NotFound("subscription", sub.ID)
 	} else if err != nil {
 		return fmt.Errorf("dynamostore: update subscription %s: %w", sub.ID, err)
@@ -378,10 +388,10 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription)
 
 // DeleteSubscription removes a subscription, then its deliveries.
 func (s *Store) DeleteSubscription(ctx context.Context, project, id string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Alerts, Key: subscriptionKey(project, id),
-		ConditionExpression: aws.String("attribute_exists(pk)")})
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Delete: &types.Delete{TableName: &s.t.Alerts, Key: subscriptionKey(project, id),
+		ConditionExpression: aws.String("attribute_exists(pk)")}})
 	s.forgetSubscriptions(project)
-	if _, ok := conditionFailed(err); ok {
+	if failed {
 		return automation.NotFound("subscription", id)
 	} else if err != nil {
 		return fmt.Errorf("dynamostore: delete subscription %s: %w", id, err)
@@ -410,7 +420,10 @@ func (s *Store) DeleteSubscription(ctx context.Context, project, id string) erro
 func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delivery) error {
 	puts, err := s.eventPuts(e, ds)
 	if err == nil && len(puts) > 0 {
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts})
+		var tx []types.TransactWriteItem
+		if tx, err = s.audited(ctx, puts); err == nil {
+			_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+		}
 		if err == nil {
 			s.noteFresh(puts)
 		}
@@ -521,10 +534,12 @@ func (s *Store) RecordAttempt(ctx context.Context, d alerts.Delivery) error {
 		*in.ConditionExpression += " AND #at = :claim"
 		in.ExpressionAttributeValues[":claim"] = str(d.Claim)
 	}
-	_, err = s.db.UpdateItem(ctx, in)
-	if _, ok := conditionFailed(err); ok && d.Claim != "" {
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Update: &types.Update{TableName: in.TableName, Key: in.Key,
+		UpdateExpression: in.UpdateExpression, ConditionExpression: in.ConditionExpression,
+		ExpressionAttributeNames: in.ExpressionAttributeNames, ExpressionAttributeValues: in.ExpressionAttributeValues}})
+	if failed && d.Claim != "" {
 		return nil // superseded, or deleted with its subscription
-	} else if ok {
+	} else if failed {
 		return automation.NotFound("delivery", d.ID)
 	} else if err != nil {
 		return fmt.Errorf("dynamostore: record delivery %s: %w", d.ID, err)
