@@ -169,7 +169,11 @@ type Pending struct {
 // Store persists subscriptions, events and deliveries. Events that a
 // store change causes (a run's finish) are written by the store itself, in
 // that change's transaction; the events the Service makes (ping, a retry)
-// go through AddEvent.
+// go through AddEvent. CreateSubscription, UpdateSubscription,
+// DeleteSubscription, AddEvent and RecordAttempt write the audit entry of
+// their context's request (automation.AuditFrom) in their own atomic
+// write, so that a subscription's change, its test and a delivery's retry
+// are in the audit log exactly when they happened.
 type Store interface {
 	// CreateSubscription stores a new subscription.
 	CreateSubscription(ctx context.Context, s Subscription) error

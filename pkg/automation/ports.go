@@ -433,7 +433,8 @@ type VariableStore interface {
 	// UpdateVariables replaces the project's variables with what change
 	// returns for the current ones, atomically (a concurrent update makes
 	// change run again on the newer ones). An error from change is
-	// returned as is.
+	// returned as is, and nothing is written. The entry of ctx's request
+	// (AuditFrom) is written in the same atomic write as the variables.
 	UpdateVariables(ctx context.Context, project string, change func(map[string]Variable) (map[string]Variable, error)) error
 }
 

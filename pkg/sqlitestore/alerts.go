@@ -199,6 +199,10 @@ func scanSubscription(row rowScanner) (alerts.Subscription, error) {
 	return sub, nil
 }
 
+// The writes of subscriptions, a ping (AddEvent) and a delivery's retry
+// (RecordAttempt) go through writeAudited: the request's audit entry
+// commits in their transaction (access.go).
+
 // CreateSubscription stores a new subscription.
 func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
 	doc, err := encodeSubscription(sub)
