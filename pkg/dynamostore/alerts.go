@@ -311,22 +311,88 @@ func (s *Store) eventPuts(e alerts.Event, ds []alerts.Delivery) ([]types.Transac
 // entry, when its context carries one, commits in the same
 // TransactWriteItems (audit.go).
 
-// CreateSubscription stores a new subscription.
-func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
-	item, err := subscriptionItem(sub)
-	if err == nil {
-		var failed bool
-		failed, err = s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{TableName: &s.t.Alerts, Item: item,
-			ConditionExpression: aws.String("attribute_not_exists(pk)")}})
-		if failed {
-			err = automation.Conflict("SUBSCRIPTION_EXISTS", "subscription %s already exists", sub.ID)
-		}
+// A project's subscriptions are counted in one item of its partition,
+// sort key "count#subscriptions" (outside the "sub#" range lists read),
+// whose conditional add commits with each create and which each delete
+// takes 1 from: the alerts.MaxSubscriptions quota holds against
+// concurrent creates. A project without the item (subscriptions made
+// before it) has its first create count them, with a consistent query,
+// and write the item on condition that no other create did first.
+const (
+	subCountSK       = "count#subscriptions"
+	attrCount        = "n"
+	subCountAttempts = 8
+)
+
+func subCountKey(project string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str("proj#" + project), attrSK: str(subCountSK)}
+}
+
+// readSubCount returns the project's subscription count, and false when
+// it has no counter.
+func (s *Store) readSubCount(ctx context.Context, project string) (int64, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Alerts, Key: subCountKey(project), ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item[attrCount] == nil {
+		return 0, false, err
 	}
-	s.forgetSubscriptions(sub.Project)
+	r := reader{item: out.Item}
+	n := r.int(attrCount)
+	return n, true, r.err
+}
+
+// CreateSubscription stores a new subscription, counted against the
+// quota in the same transaction.
+func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
+	defer s.forgetSubscriptions(sub.Project)
+	item, err := subscriptionItem(sub)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
 	}
-	return nil
+	for attempt := 1; ; attempt++ {
+		n, ok, err := s.readSubCount(ctx, sub.Project)
+		if err == nil && !ok {
+			var subs []alerts.Subscription
+			subs, err = s.Subscriptions(ctx, sub.Project)
+			n = int64(len(subs))
+		}
+		if err != nil {
+			return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
+		}
+		if n >= alerts.MaxSubscriptions {
+			return alerts.QuotaExceeded()
+		}
+		count := &types.Update{TableName: &s.t.Alerts, Key: subCountKey(sub.Project),
+			ExpressionAttributeNames: map[string]string{"#n": attrCount}, ExpressionAttributeValues: map[string]types.AttributeValue{}}
+		if ok {
+			count.UpdateExpression = aws.String("ADD #n :one")
+			count.ConditionExpression = aws.String("attribute_exists(#n) AND #n < :max")
+			count.ExpressionAttributeValues[":one"] = num(1)
+			count.ExpressionAttributeValues[":max"] = num(alerts.MaxSubscriptions)
+		} else {
+			count.UpdateExpression = aws.String("SET #n = :n")
+			count.ConditionExpression = aws.String("attribute_not_exists(#n)")
+			count.ExpressionAttributeValues[":n"] = num(n + 1)
+		}
+		tx, err := s.audited(ctx, []types.TransactWriteItem{
+			{Put: &types.Put{TableName: &s.t.Alerts, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
+			{Update: count},
+		})
+		if err != nil {
+			return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+		rs := cancelReasons(err)
+		if reasonCode(rs, 0) == reasonCondition {
+			return automation.Conflict("SUBSCRIPTION_EXISTS", "subscription %s already exists", sub.ID)
+		}
+		if c := reasonCode(rs, 1); (c == reasonCondition || c == reasonTxnConflict) && attempt < subCountAttempts {
+			continue // counted by another create since read: read again (the quota, if full, says so)
+		}
+		if err != nil {
+			return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
+		}
+		return nil
+	}
 }
 
 // Subscription returns one subscription of the project.
@@ -388,10 +454,22 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription)
 
 // DeleteSubscription removes a subscription, then its deliveries.
 func (s *Store) DeleteSubscription(ctx context.Context, project, id string) error {
-	failed, err := s.writeOne(ctx, types.TransactWriteItem{Delete: &types.Delete{TableName: &s.t.Alerts, Key: subscriptionKey(project, id),
-		ConditionExpression: aws.String("attribute_exists(pk)")}})
+	del := []types.TransactWriteItem{{Delete: &types.Delete{TableName: &s.t.Alerts, Key: subscriptionKey(project, id),
+		ConditionExpression: aws.String("attribute_exists(pk)")}}}
+	if _, counted, err := s.readSubCount(ctx, project); err != nil {
+		return fmt.Errorf("dynamostore: delete subscription %s: %w", id, err)
+	} else if counted {
+		del = append(del, types.TransactWriteItem{Update: &types.Update{TableName: &s.t.Alerts, Key: subCountKey(project),
+			UpdateExpression: aws.String("ADD #n :minus"), ConditionExpression: aws.String("attribute_exists(#n)"),
+			ExpressionAttributeNames:  map[string]string{"#n": attrCount},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":minus": num(-1)}}})
+	}
+	tx, err := s.audited(ctx, del)
+	if err == nil {
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+	}
 	s.forgetSubscriptions(project)
-	if failed {
+	if reasonCode(cancelReasons(err), 0) == reasonCondition {
 		return automation.NotFound("subscription", id)
 	} else if err != nil {
 		return fmt.Errorf("dynamostore: delete subscription %s: %w", id, err)

@@ -595,6 +595,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 			if c := reasonCode(rs, 0); c == reasonCondition || c == reasonTxnConflict {
 				continue // changed or gone since read: the next read tells
 			}
+			if slices.ContainsFunc(rs, func(r types.CancellationReason) bool { return r.Code != nil && *r.Code == reasonTxnConflict }) {
+				continue // the flow count, say, held by a concurrent create
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("dynamostore: delete flow %s: %w", id, err)

@@ -211,6 +211,14 @@ func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription)
 	}
 	defer s.forgetSubscriptions() // after the commit
 	return s.writeAudited(ctx, "create subscription "+sub.ID, func(tx *sql.Tx) error {
+		// The quota, counted in the insert's transaction.
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM alert_subscriptions WHERE project = ?`, sub.Project).Scan(&n); err != nil {
+			return err
+		}
+		if n >= alerts.MaxSubscriptions {
+			return alerts.QuotaExceeded()
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO alert_subscriptions (id, project, doc) VALUES (?, ?, ?)`, sub.ID, sub.Project, doc)
 		return err
 	})

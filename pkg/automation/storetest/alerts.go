@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +30,50 @@ func RunAlerts(t *testing.T, open func(t *testing.T) AlertsEnv) {
 	t.Run("RunFinishWritesEvent", func(t *testing.T) { testRunFinishWritesEvent(t, open(t)) })
 	t.Run("FlowAndConnectionEvents", func(t *testing.T) { testFlowAndConnectionEvents(t, open(t)) })
 	t.Run("AlertsAudited", func(t *testing.T) { testAlertsAudited(t, open(t)) })
+	t.Run("SubscriptionQuota", func(t *testing.T) { testSubscriptionQuota(t, open(t)) })
+}
+
+// testSubscriptionQuota: the subscriptions quota holds in the create's
+// own write: of 30 concurrent creates exactly alerts.MaxSubscriptions are
+// stored, the others refused QUOTA_EXCEEDED; a delete makes room for one.
+func testSubscriptionQuota(t *testing.T, env AlertsEnv) {
+	ctx := context.Background()
+	a := env.Alerts
+	project := automation.NewID(automation.PrefixProject)
+	const creates = alerts.MaxSubscriptions + 10
+	errs := make([]error, creates)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range creates {
+		wg.Go(func() {
+			sub := newSubscription(project, alerts.EventRunFailed)
+			<-start
+			errs[i] = a.CreateSubscription(ctx, sub)
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok, refused := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, automation.ErrForbidden):
+			wantKind(t, "a create past the quota", err, automation.ErrForbidden, "QUOTA_EXCEEDED")
+			refused++
+		default:
+			t.Errorf("a concurrent create failed otherwise: %v", err)
+		}
+	}
+	subs, err := a.Subscriptions(ctx, project)
+	must(t, "list subscriptions", err)
+	if ok != alerts.MaxSubscriptions || refused != creates-alerts.MaxSubscriptions || len(subs) != alerts.MaxSubscriptions {
+		t.Fatalf("%d concurrent creates against %d: %d stored, %d refused, %d listed", creates, alerts.MaxSubscriptions, ok, refused, len(subs))
+	}
+	wantKind(t, "one more", a.CreateSubscription(ctx, newSubscription(project, alerts.EventPing)), automation.ErrForbidden, "QUOTA_EXCEEDED")
+	must(t, "delete one", a.DeleteSubscription(ctx, project, subs[0].ID))
+	must(t, "a create after a delete", a.CreateSubscription(ctx, newSubscription(project, alerts.EventPing)))
+	wantKind(t, "one more again", a.CreateSubscription(ctx, newSubscription(project, alerts.EventPing)), automation.ErrForbidden, "QUOTA_EXCEEDED")
 }
 
 // testAlertsAudited: a subscription's create, enable, test (its ping) and
