@@ -26,9 +26,11 @@ func TestProjectQuotas(t *testing.T) {
 	}
 	var before info
 	api(t, p, key, "GET", "/api/v1/project", "", 200, &before)
-	// flowd's first project is ENTERPRISE: nothing is limited.
-	if before.Plan != "ENTERPRISE" || len(before.Limits) != 6 || before.Limits["flows"] != nil || before.Usage.Flows != 0 {
-		t.Fatalf("the first project: %+v; want ENTERPRISE with six unlimited limits and no flows", before)
+	// flowd's first project is ENTERPRISE: nothing is limited but the
+	// versions each flow keeps.
+	if before.Plan != "ENTERPRISE" || len(before.Limits) != 7 || before.Limits["flows"] != nil || before.Usage.Flows != 0 ||
+		before.Limits["versionsPerFlow"] == nil || *before.Limits["versionsPerFlow"] != 1000 {
+		t.Fatalf("the first project: %+v; want ENTERPRISE with six unlimited limits, 1000 versions per flow and no flows", before)
 	}
 	var projects []struct{ Name string }
 	out, err := flowctl(t, dir, "projects", "list", "-o", "json")

@@ -115,6 +115,12 @@ var Backoff = []time.Duration{
 	2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
 }
 
+// QuotaExceeded is a subscription refused past MaxSubscriptions: 403
+// QUOTA_EXCEEDED.
+func QuotaExceeded() error {
+	return automation.Forbidden("QUOTA_EXCEEDED", "a project has at most %d subscriptions", MaxSubscriptions)
+}
+
 // Subscription is a URL that receives a project's events of the listed
 // types, optionally of one flow only.
 type Subscription struct {
@@ -193,9 +199,16 @@ type Pending struct {
 // Store persists subscriptions, events and deliveries. Events that a
 // store change causes (a run's finish) are written by the store itself, in
 // that change's transaction; the events the Service makes (ping, a retry)
-// go through AddEvent.
+// go through AddEvent. CreateSubscription, UpdateSubscription,
+// DeleteSubscription, AddEvent and RecordAttempt write the audit entry of
+// their context's request (automation.AuditFrom) in their own atomic
+// write, so that a subscription's change, its test and a delivery's retry
+// are in the audit log exactly when they happened.
 type Store interface {
-	// CreateSubscription stores a new subscription.
+	// CreateSubscription stores a new subscription. The same atomic write
+	// counts the project's subscriptions and refuses one past
+	// MaxSubscriptions (QuotaExceeded): of concurrent creates, exactly as
+	// many as the quota leaves succeed.
 	CreateSubscription(ctx context.Context, s Subscription) error
 	// Subscription returns an error wrapping ErrNotFound (code
 	// SUBSCRIPTION_NOT_FOUND) if the project has no such subscription.

@@ -150,7 +150,7 @@ func (s *Service) CreateSubscription(ctx context.Context, p automation.Project, 
 		return Created{}, fmt.Errorf("create subscription: %w", err)
 	}
 	if len(subs) >= MaxSubscriptions {
-		return Created{}, automation.Forbidden("QUOTA_EXCEEDED", "a project has at most %d subscriptions", MaxSubscriptions)
+		return Created{}, QuotaExceeded() // early; the store checks again in its write
 	}
 	sub := Subscription{
 		ID: automation.NewID(PrefixSubscription), Project: p.ID, URL: in.URL, Events: events,

@@ -79,6 +79,9 @@ type Flow struct {
 	// VersionWrites is what CreateFlow and PutFlow write beside the flow,
 	// in the same atomic write (versions.go); never read back.
 	VersionWrites `json:"-"`
+	// FlowBounds are the quotas the write keeps in its own atomic write
+	// (quota.go); never read back.
+	FlowBounds `json:"-"`
 	// StoppedAt is when the flow was last disabled: its runs created until
 	// then stop at their next step (flowstop.go).
 	StoppedAt *time.Time `json:"-"`
@@ -99,6 +102,7 @@ type FlowStats struct {
 func (f Flow) WithStats() Flow {
 	f.LiveVersion = f.live()
 	f.VersionWrites = VersionWrites{} // written with the flow, not part of what it shows
+	f.FlowBounds = FlowBounds{}
 	f.RunCount = f.Stats.Finished
 	f.SuccessRate = SuccessRate(f.Stats.Succeeded, f.Stats.Finished)
 	f.LastRun = f.Stats.LastRun

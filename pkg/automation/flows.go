@@ -106,9 +106,6 @@ func (s *FlowService) CreateFlow(ctx context.Context, p Project, in FlowInput) (
 	if err := s.validateFlow(ctx, &f); err != nil {
 		return Flow{}, err
 	}
-	if err := s.projects.checkFlowQuota(ctx, p); err != nil {
-		return Flow{}, err
-	}
 	secrets, err := extractSecrets(&f, nil)
 	if err != nil {
 		return Flow{}, err
@@ -119,6 +116,8 @@ func (s *FlowService) CreateFlow(ctx context.Context, p Project, in FlowInput) (
 	}
 	auditCreated(ctx, f.ID)
 	s.firstVersion(ctx, &f)
+	// The flows quota is checked by the store, in the write itself.
+	f.FlowBounds = flowBounds(p)
 	if err := s.store.CreateFlow(ctx, f); err != nil {
 		s.dropFlowSecrets(ctx, f)
 		return Flow{}, wrap("create flow", s.nameRouteHolder(ctx, f, err))
@@ -309,6 +308,7 @@ func (s *FlowService) modifyFlow(ctx context.Context, p Project, id string, chan
 		}
 		f.Version++
 		f.Updated = s.clock()
+		f.FlowBounds = flowBounds(p) // a publish prunes versions past the plan's bound
 		err = s.store.PutFlow(ctx, f)
 		if IsFlowModified(err) && attempt < updateAttempts {
 			continue

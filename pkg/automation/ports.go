@@ -62,7 +62,10 @@ type KeyStore interface {
 type FlowStore interface {
 	// CreateFlow stores a new flow (Version 1) and reserves f.Routes() in the
 	// same atomic write; a route another flow holds fails the whole write
-	// with ErrConflict (code ROUTE_CONFLICT).
+	// with ErrConflict (code ROUTE_CONFLICT). With f.MaxFlows set, the
+	// same write counts the project's flows and refuses the flow when it
+	// holds that many already (FlowQuotaExceeded, 403 QUOTA_EXCEEDED):
+	// of concurrent creates, exactly as many as the quota leaves succeed.
 	CreateFlow(ctx context.Context, f Flow) error
 	// Flow returns an error wrapping ErrNotFound if the project has no such flow.
 	Flow(ctx context.Context, project, id string) (Flow, error)
@@ -73,6 +76,8 @@ type FlowStore interface {
 	// FLOW_MODIFIED) unless the stored version is f.Version-1, with
 	// ErrConflict (ROUTE_CONFLICT) if a new route is held by another flow,
 	// and with ErrNotFound if the flow is gone. Run stats are not written.
+	// A write that publishes prunes old versions past f.KeepVersions in
+	// the same write (VersionWrites, versions.go).
 	PutFlow(ctx context.Context, f Flow) error
 	// DeleteFlow removes a flow, its routes, its runs, its queued work and
 	// its Test Trigger capture (SampleStore).
@@ -476,7 +481,8 @@ type VariableStore interface {
 	// UpdateVariables replaces the project's variables with what change
 	// returns for the current ones, atomically (a concurrent update makes
 	// change run again on the newer ones). An error from change is
-	// returned as is.
+	// returned as is, and nothing is written. The entry of ctx's request
+	// (AuditFrom) is written in the same atomic write as the variables.
 	UpdateVariables(ctx context.Context, project string, change func(map[string]Variable) (map[string]Variable, error)) error
 }
 

@@ -29,17 +29,22 @@ type Limits struct {
 	// Flows bounds the project's flows; past it a create is 403
 	// QUOTA_EXCEEDED.
 	Flows *int64 `json:"flows"`
-	// StoredBytes bounds runs, samples and state.
+	// StoredBytes bounds runs, samples, state and flow versions.
 	StoredBytes *int64 `json:"storedBytes"`
 	// RunsPerMinute bounds the runs the project starts in a minute, every
 	// way a run starts (runquota.go); past it a webhook is 429 with
 	// Retry-After and a CALL_FLOW step fails with QUOTA_EXCEEDED.
 	RunsPerMinute *int64 `json:"runsPerMinute"`
+	// VersionsPerFlow bounds the published versions each flow keeps: a
+	// publish past it prunes the oldest ones in its own write, except the
+	// live one and those a RUNNING run is pinned to (versions.go). Nil
+	// keeps every version.
+	VersionsPerFlow *int64 `json:"versionsPerFlow"`
 }
 
 // LimitNames are the names of Limits' fields, as the API, flowctl and the
 // stored overrides spell them.
-var LimitNames = []string{"webhooksPerSecond", "concurrentRuns", "outboundPerMinute", "flows", "storedBytes", "runsPerMinute"}
+var LimitNames = []string{"webhooksPerSecond", "concurrentRuns", "outboundPerMinute", "flows", "storedBytes", "runsPerMinute", "versionsPerFlow"}
 
 // Unlimited is how an override says "no limit".
 const Unlimited int64 = -1
@@ -50,13 +55,18 @@ func limit(n int64) *int64 { return &n }
 func DefaultLimits(p Plan) Limits {
 	switch p {
 	case PlanEnterprise:
-		return Limits{}
+		// Versions are bounded even here: each one is a whole definition
+		// (up to the 1 MiB body limit), and nothing else bounds how many
+		// a flow collects.
+		return Limits{VersionsPerFlow: limit(1000)}
 	case PlanTeam:
 		return Limits{WebhooksPerSecond: limit(100), ConcurrentRuns: limit(50), OutboundPerMinute: limit(6000),
-			Flows: limit(1000), StoredBytes: limit(20 << 30), RunsPerMinute: limit(1200)}
+			Flows: limit(1000), StoredBytes: limit(20 << 30), RunsPerMinute: limit(1200),
+			VersionsPerFlow: limit(100)}
 	default:
 		return Limits{WebhooksPerSecond: limit(10), ConcurrentRuns: limit(5), OutboundPerMinute: limit(600),
-			Flows: limit(50), StoredBytes: limit(1 << 30), RunsPerMinute: limit(120)}
+			Flows: limit(50), StoredBytes: limit(1 << 30), RunsPerMinute: limit(120),
+			VersionsPerFlow: limit(20)}
 	}
 }
 
@@ -75,6 +85,8 @@ func (l *Limits) field(name string) **int64 {
 		return &l.StoredBytes
 	case "runsPerMinute":
 		return &l.RunsPerMinute
+	case "versionsPerFlow":
+		return &l.VersionsPerFlow
 	}
 	return nil
 }
@@ -120,8 +132,9 @@ func ParseLimit(name, value string) (v int64, set bool, err error) {
 // Usage is what a project uses now of what Limits bound.
 type Usage struct {
 	Flows int64 `json:"flows"`
-	// StoredBytes is what the project's runs, webhook samples and flow
-	// state take in the store, measured now (storage.go).
+	// StoredBytes is what the project's runs, webhook samples, flow
+	// state and flow versions take in the store, measured now
+	// (storage.go).
 	StoredBytes int64 `json:"storedBytes"`
 	// RunsPerMinute is the runs the project started in the current
 	// minute, as this process counted them (runquota.go).
@@ -198,20 +211,40 @@ func (s *ProjectService) countFlows(ctx context.Context, project string, stop in
 	return n, nil
 }
 
-// checkFlowQuota refuses a new flow past the project's flows limit.
-func (s *ProjectService) checkFlowQuota(ctx context.Context, p Project) error {
-	max := p.Limits().Flows
-	if max == nil {
-		return nil
+// FlowBounds are the project's quotas a flow write keeps in its own
+// atomic write (FlowStore.CreateFlow, PutFlow), so that concurrent
+// requests cannot each pass a check made before the write. Never stored
+// or read back.
+type FlowBounds struct {
+	// MaxFlows, on CreateFlow, is the most flows the project may hold:
+	// the store counts them in the write and refuses a flow that would
+	// exceed it with FlowQuotaExceeded. Nil: no bound.
+	MaxFlows *int64
+	// KeepVersions, on a write that publishes (VersionWrites.Publish),
+	// bounds the versions the flow keeps: see VersionWrites. 0: no bound.
+	KeepVersions int64
+}
+
+// minKeepVersions is the fewest versions a bound keeps: the live one and
+// the one before it, which a run started just before the publish is
+// pinned to, so that no run can be pinned to a version while it is
+// pruned.
+const minKeepVersions = 2
+
+// flowBounds are p's bounds for a flow write.
+func flowBounds(p Project) FlowBounds {
+	l := p.Limits()
+	b := FlowBounds{MaxFlows: l.Flows}
+	if l.VersionsPerFlow != nil {
+		b.KeepVersions = max(*l.VersionsPerFlow, minKeepVersions)
 	}
-	n, err := s.countFlows(ctx, p.ID, *max)
-	if err != nil {
-		return err
-	}
-	if n >= *max {
-		return Forbidden("QUOTA_EXCEEDED", "the project has %d flows, the most its %s plan allows (limits.flows); delete a flow or ask the operator to raise the limit", n, p.Plan)
-	}
-	return nil
+	return b
+}
+
+// FlowQuotaExceeded is a create refused because the project holds max
+// flows already: 403 QUOTA_EXCEEDED. Stores return it from CreateFlow.
+func FlowQuotaExceeded(max int64) *Error {
+	return Forbidden("QUOTA_EXCEEDED", "the project has %d flows, the most its plan allows (limits.flows); delete a flow or ask the operator to raise the limit", max)
 }
 
 // AdmitDelivery takes one delivery from the project's webhooksPerSecond

@@ -70,6 +70,9 @@ func (s *RunService) RetryRun(ctx context.Context, p Project, flowID, runID stri
 			return Run{}, Conflict("RUN_NOT_FAILED", "run %s is %s without a failed step: retry it from %s", old.ID, old.Status, RetryFromStart)
 		}
 		steps, resumed = withoutItemsJournals(old.Steps[:failed]), old.ID
+		if err := s.versionKept(ctx, f, old); err != nil {
+			return Run{}, err
+		}
 	}
 	retryOf := ""
 	if from == RetryFromStart {
@@ -204,4 +207,21 @@ func (s *RunService) ReplayRuns(ctx context.Context, p Project, req ReplayReques
 		n++
 	}
 	return Replayed{Replayed: n}, nil
+}
+
+// versionKept refuses to resume old on a version that a publish past the
+// plan's versionsPerFlow has pruned since (versions.go): the new run
+// could not find the definition it resumes.
+func (s *RunService) versionKept(ctx context.Context, f Flow, old Run) error {
+	v := old.FlowVersion
+	if v == nil || old.Draft || *v == f.live() {
+		return nil
+	}
+	// Through the cache of pinned versions: the attempt that executes
+	// the new run reads it from there.
+	_, err := s.flows.versionDefinition(ctx, f, *v)
+	if IsNotFound(err) {
+		return Conflict("VERSION_PRUNED", "run %s executed version %d of the flow, which is no longer kept (limits.versionsPerFlow): retry it from %s, on the live version", old.ID, *v, RetryFromStart)
+	}
+	return err
 }

@@ -10,7 +10,7 @@ import (
 // UsageStore measures what a project keeps, for its storedBytes quota.
 type UsageStore interface {
 	// StoredBytes is about how many bytes the project's runs, webhook
-	// samples and flow state take in the store. It may read much (a sum
+	// samples, flow state and kept flow versions take in the store. It may read much (a sum
 	// over the project's runs), so the Service asks it at most every
 	// StorageTTL per project and never on a delivery's path; a store may
 	// leave out runs that have not finished yet.
@@ -140,6 +140,6 @@ func (s *ProjectService) admitStorage(ctx context.Context, project string, l Lim
 		return nil
 	}
 	return &RateLimited{Err: &Error{Kind: ErrRateLimited, Code: "QUOTA_EXCEEDED", Message: fmt.Sprintf(
-		"the project keeps %d bytes of runs, samples and state, over the %d its %s plan allows (limits.storedBytes); no run is started until old runs are purged or the operator raises the limit",
+		"the project keeps %d bytes of runs, samples, state and flow versions, over the %d its %s plan allows (limits.storedBytes); no run is started until old runs are purged or the operator raises the limit",
 		n, *l.StoredBytes, plan)}, RetryAfter: storageRetryAfter}
 }

@@ -78,17 +78,26 @@ func (s *FlowService) pinnedFlow(ctx context.Context, live Flow, r Run) (Flow, e
 	case r.FlowVersion == nil || *r.FlowVersion == live.live():
 		return live, nil
 	default:
-		key := versionKey(live.Project, live.ID, *r.FlowVersion)
-		var ok bool
-		if def, ok = s.versions.get(key); !ok {
-			v, err := s.store.FlowVersion(ctx, live.Project, live.ID, *r.FlowVersion)
-			if err != nil {
-				return Flow{}, wrap("read flow version", err)
-			}
-			def = *v.Definition
-			s.versions.put(key, def)
+		var err error
+		if def, err = s.versionDefinition(ctx, live, *r.FlowVersion); err != nil {
+			return Flow{}, err
 		}
 	}
 	def.ApplyTo(&live)
 	return live, nil
+}
+
+// versionDefinition is the definition of version n of f, read once and
+// kept (versionCache); a pruned version is ErrNotFound.
+func (s *FlowService) versionDefinition(ctx context.Context, f Flow, n int64) (Definition, error) {
+	key := versionKey(f.Project, f.ID, n)
+	if def, ok := s.versions.get(key); ok {
+		return def, nil
+	}
+	v, err := s.store.FlowVersion(ctx, f.Project, f.ID, n)
+	if err != nil {
+		return Definition{}, wrap("read flow version", err)
+	}
+	s.versions.put(key, *v.Definition)
+	return *v.Definition, nil
 }

@@ -103,13 +103,29 @@ type VersionWrites struct {
 	DropDraft bool
 }
 
+// Pruning versions. A write that publishes with FlowBounds.KeepVersions
+// set removes, in the same atomic write, the flow's versions older than
+// its newest KeepVersions (the new live one counted), except those a
+// RUNNING run of the flow is pinned to (Run.FlowVersion): a run waiting in
+// a WAIT step, for a CALL_FLOW child or for a slot is RUNNING, and must
+// find its definition when it resumes. A version kept for a run is pruned
+// by a later publish once no RUNNING run is pinned to it. A store may
+// prune at most MaxPrunedPerWrite versions in one write, leaving the rest
+// to the next publishes (a plan lowered from 1000 to 20 sheds its versions
+// over a few publishes). Pruned versions are gone from FlowVersion,
+// FlowVersions and UsageStore.StoredBytes. A run started concurrently
+// with the write is pinned to the live version, or to the one before
+// it, both always kept (minKeepVersions).
+const MaxPrunedPerWrite = 50
+
 // VersionStore reads the versions and drafts that flow writes store
 // (VersionWrites). FlowStore.DeleteFlow removes them with the flow.
 type VersionStore interface {
 	// FlowVersion returns version n of the project's flow, definition
 	// included; ErrNotFound (VERSION_NOT_FOUND) when there is none.
 	FlowVersion(ctx context.Context, project, flowID string, n int64) (FlowVersion, error)
-	// FlowVersions pages through the flow's versions, newest first,
+	// FlowVersions pages through the flow's versions that are kept
+	// (pruned ones are left out, see VersionWrites), newest first,
 	// without their definitions; a flow with none (or another project's)
 	// is an empty page.
 	FlowVersions(ctx context.Context, project, flowID string, q ListQuery) (Page[FlowVersion], error)

@@ -354,3 +354,35 @@ func TestOnErrorOfItsVersion(t *testing.T) {
 		t.Fatalf("retried run on version 2 = %s onError %+v, %v; want version 2's alert_v2", at.Run.Status, at.Run.OnErrorSteps, err)
 	}
 }
+
+// TestRetryOfAPrunedVersion: versions past versionsPerFlow are pruned
+// once no RUNNING run is pinned to them; a retry from the failed step of
+// a run whose version is gone is 409 VERSION_PRUNED (it could not execute
+// it), and a retry from the start runs the live version.
+func TestRetryOfAPrunedVersion(t *testing.T) {
+	fe := flowtest.New(t, flowtest.Options{})
+	p, _ := fe.Project(t, "pruned", automation.PlanTeam)
+	p.LimitOverrides = map[string]int64{"versionsPerFlow": 2}
+	ctx := context.Background()
+	failing := newRecorder(t, status(400), status(400))
+	f := fe.ActiveFlow(t, p, "pruned", automation.Step{Name: "call", Type: automation.StepHTTP, Method: "POST", URL: failing.URL})
+	old := fe.StartRef(t, f)
+	if at, err := fe.Svc.ExecuteRun(ctx, p.ID, old.ID); err != nil || at.Run.Status != automation.RunFailed {
+		t.Fatalf("first run = %s, %v; want FAILED", at.Run.Status, err)
+	}
+	for _, name := range []string{"v2", "v3"} {
+		steps := []automation.Step{setStep(name)}
+		if _, err := fe.Svc.UpdateFlow(ctx, p, f.ID, automation.FlowInput{Steps: &steps}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fe.Svc.FlowVersion(ctx, p, f.ID, 1); !automation.IsNotFound(err) {
+		t.Fatalf("version 1 after two publishes with a bound of 2: %v, want it pruned", err)
+	}
+	_, err := fe.Svc.RetryRun(ctx, p, f.ID, old.ID, automation.RetryRequest{From: automation.RetryFromFailedStep})
+	wantCode(t, "retry from the failed step on a pruned version", err, automation.ErrConflict, "VERSION_PRUNED")
+	r, err := fe.Svc.RetryRun(ctx, p, f.ID, old.ID, automation.RetryRequest{From: automation.RetryFromStart})
+	if err != nil || r.FlowVersion == nil || *r.FlowVersion != 3 {
+		t.Fatalf("retry from the start = %v, %v; want a run of version 3", r.FlowVersion, err)
+	}
+}

@@ -34,6 +34,7 @@ func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 		{"outboundPerMinute", count(l.OutboundPerMinute, "HTTP requests a minute"), "", "the step waits"},
 		{"flows", count(l.Flows, "flows"), strconv.FormatInt(u.Flows, 10), "403 QUOTA_EXCEEDED"},
 		{"storedBytes", size(l.StoredBytes), byteSize(u.StoredBytes), "webhooks 429, old runs still purged"},
+		{"versionsPerFlow", count(l.VersionsPerFlow, "versions a flow"), "", "the oldest pruned, except those running runs use"},
 	}
 	d.render(w, r, http.StatusOK, "project", view{Title: "Project", Nav: "project",
 		Data: struct {

@@ -307,18 +307,93 @@ func (s *Store) eventPuts(e alerts.Event, ds []alerts.Delivery) ([]types.Transac
 	return puts, nil
 }
 
-// CreateSubscription stores a new subscription.
-func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
-	item, err := subscriptionItem(sub)
-	if err == nil {
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Alerts, Item: item,
-			ConditionExpression: aws.String("attribute_not_exists(pk)")})
+// The writes of subscriptions, an event the Service adds (a ping) and a
+// delivery's retry go through writeOne or audited: the request's audit
+// entry, when its context carries one, commits in the same
+// TransactWriteItems (audit.go).
+
+// A project's subscriptions are counted in one item of its partition,
+// sort key "count#subscriptions" (outside the "sub#" range lists read),
+// whose conditional add commits with each create and which each delete
+// takes 1 from: the alerts.MaxSubscriptions quota holds against
+// concurrent creates. A project without the item (subscriptions made
+// before it) has its first create count them, with a consistent query,
+// and write the item on condition that no other create did first.
+const (
+	subCountSK       = "count#subscriptions"
+	attrCount        = "n"
+	subCountAttempts = 8
+)
+
+func subCountKey(project string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: str("proj#" + project), attrSK: str(subCountSK)}
+}
+
+// readSubCount returns the project's subscription count, and false when
+// it has no counter.
+func (s *Store) readSubCount(ctx context.Context, project string) (int64, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.t.Alerts, Key: subCountKey(project), ConsistentRead: aws.Bool(true)})
+	if err != nil || out.Item[attrCount] == nil {
+		return 0, false, err
 	}
-	s.forgetSubscriptions(sub.Project)
+	r := reader{item: out.Item}
+	n := r.int(attrCount)
+	return n, true, r.err
+}
+
+// CreateSubscription stores a new subscription, counted against the
+// quota in the same transaction.
+func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
+	defer s.forgetSubscriptions(sub.Project)
+	item, err := subscriptionItem(sub)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
 	}
-	return nil
+	for attempt := 1; ; attempt++ {
+		n, ok, err := s.readSubCount(ctx, sub.Project)
+		if err == nil && !ok {
+			var subs []alerts.Subscription
+			subs, err = s.Subscriptions(ctx, sub.Project)
+			n = int64(len(subs))
+		}
+		if err != nil {
+			return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
+		}
+		if n >= alerts.MaxSubscriptions {
+			return alerts.QuotaExceeded()
+		}
+		count := &types.Update{TableName: &s.t.Alerts, Key: subCountKey(sub.Project),
+			ExpressionAttributeNames: map[string]string{"#n": attrCount}, ExpressionAttributeValues: map[string]types.AttributeValue{}}
+		if ok {
+			count.UpdateExpression = aws.String("ADD #n :one")
+			count.ConditionExpression = aws.String("attribute_exists(#n) AND #n < :max")
+			count.ExpressionAttributeValues[":one"] = num(1)
+			count.ExpressionAttributeValues[":max"] = num(alerts.MaxSubscriptions)
+		} else {
+			count.UpdateExpression = aws.String("SET #n = :n")
+			count.ConditionExpression = aws.String("attribute_not_exists(#n)")
+			count.ExpressionAttributeValues[":n"] = num(n + 1)
+		}
+		tx, err := s.audited(ctx, []types.TransactWriteItem{
+			{Put: &types.Put{TableName: &s.t.Alerts, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
+			{Update: count},
+		})
+		if err != nil {
+			return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+		rs := cancelReasons(err)
+		if reasonCode(rs, 0) == reasonCondition {
+			return automation.Conflict("SUBSCRIPTION_EXISTS", "subscription %s already exists", sub.ID)
+		}
+		if c := reasonCode(rs, 1); (c == reasonCondition || c == reasonTxnConflict) && attempt < subCountAttempts {
+			continue // counted by another create since read: read again (the quota, if full, says so)
+		}
+		if err != nil {
+			return fmt.Errorf("dynamostore: create subscription %s: %w", sub.ID, err)
+		}
+		return nil
+	}
 }
 
 // Subscription returns one subscription of the project.
@@ -364,12 +439,13 @@ func (s *Store) Subscriptions(ctx context.Context, project string) ([]alerts.Sub
 // UpdateSubscription writes a subscription's status and failure start.
 func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription) error {
 	item, err := subscriptionItem(sub)
+	var failed bool
 	if err == nil {
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &s.t.Alerts, Item: item,
-			ConditionExpression: aws.String("attribute_exists(pk)")})
+		failed, err = s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{TableName: &s.t.Alerts, Item: item,
+			ConditionExpression: aws.String("attribute_exists(pk)")}})
 	}
 	s.forgetSubscriptions(sub.Project)
-	if _, ok := conditionFailed(err); ok {
+	if failed {
 		return automation.NotFound("subscription", sub.ID)
 	} else if err != nil {
 		return fmt.Errorf("dynamostore: update subscription %s: %w", sub.ID, err)
@@ -379,10 +455,22 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription)
 
 // DeleteSubscription removes a subscription, then its deliveries.
 func (s *Store) DeleteSubscription(ctx context.Context, project, id string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.t.Alerts, Key: subscriptionKey(project, id),
-		ConditionExpression: aws.String("attribute_exists(pk)")})
+	del := []types.TransactWriteItem{{Delete: &types.Delete{TableName: &s.t.Alerts, Key: subscriptionKey(project, id),
+		ConditionExpression: aws.String("attribute_exists(pk)")}}}
+	if _, counted, err := s.readSubCount(ctx, project); err != nil {
+		return fmt.Errorf("dynamostore: delete subscription %s: %w", id, err)
+	} else if counted {
+		del = append(del, types.TransactWriteItem{Update: &types.Update{TableName: &s.t.Alerts, Key: subCountKey(project),
+			UpdateExpression: aws.String("ADD #n :minus"), ConditionExpression: aws.String("attribute_exists(#n)"),
+			ExpressionAttributeNames:  map[string]string{"#n": attrCount},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":minus": num(-1)}}})
+	}
+	tx, err := s.audited(ctx, del)
+	if err == nil {
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+	}
 	s.forgetSubscriptions(project)
-	if _, ok := conditionFailed(err); ok {
+	if reasonCode(cancelReasons(err), 0) == reasonCondition {
 		return automation.NotFound("subscription", id)
 	} else if err != nil {
 		return fmt.Errorf("dynamostore: delete subscription %s: %w", id, err)
@@ -411,7 +499,10 @@ func (s *Store) DeleteSubscription(ctx context.Context, project, id string) erro
 func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delivery) error {
 	puts, err := s.eventPuts(e, ds)
 	if err == nil && len(puts) > 0 {
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts})
+		var tx []types.TransactWriteItem
+		if tx, err = s.audited(ctx, puts); err == nil {
+			_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx})
+		}
 		if err == nil {
 			s.noteFresh(puts)
 		}
@@ -541,10 +632,12 @@ func (s *Store) RecordAttempt(ctx context.Context, d alerts.Delivery) error {
 		*in.ConditionExpression += " AND #at = :claim"
 		in.ExpressionAttributeValues[":claim"] = str(d.Claim)
 	}
-	_, err = s.db.UpdateItem(ctx, in)
-	if _, ok := conditionFailed(err); ok && d.Claim != "" {
+	failed, err := s.writeOne(ctx, types.TransactWriteItem{Update: &types.Update{TableName: in.TableName, Key: in.Key,
+		UpdateExpression: in.UpdateExpression, ConditionExpression: in.ConditionExpression,
+		ExpressionAttributeNames: in.ExpressionAttributeNames, ExpressionAttributeValues: in.ExpressionAttributeValues}})
+	if failed && d.Claim != "" {
 		return nil // superseded, or deleted with its subscription
-	} else if ok {
+	} else if failed {
 		return automation.NotFound("delivery", d.ID)
 	} else if err != nil {
 		return fmt.Errorf("dynamostore: record delivery %s: %w", d.ID, err)

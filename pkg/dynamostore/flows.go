@@ -206,7 +206,22 @@ func routeItem(r automation.Route, f automation.Flow) map[string]types.Attribute
 
 // CreateFlow writes the flow and reserves its routes in one transaction.
 func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
-	return retryShapes(ctx, func() error { return s.createFlow(ctx, f) })
+	return retryShapes(ctx, func() error {
+		for attempt := 1; ; attempt++ {
+			err := s.createFlow(ctx, f)
+			if !errors.Is(err, errCountRaced) {
+				return err
+			}
+			if attempt == flowCountAttempts {
+				return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
+			}
+			select { // concurrent creates of one project: let them spread out
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt*attempt) * 10 * time.Millisecond):
+			}
+		}
+	})
 }
 
 func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
@@ -238,16 +253,24 @@ func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
 		tx = append(tx, *bump)
 	}
 	bumpAt := len(tx) - 1
+	// The flows quota: the counter's conditional add commits with the flow (flowcount.go).
+	count, err := s.countCreate(ctx, f)
+	if err != nil {
+		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
+	}
+	countAt := len(tx)
+	tx = append(tx, count)
 	// flow.published, when a subscription wants it, commits with the flow (alerts.go).
 	events, err := s.flowEventPuts(ctx, f.Project, nil, &f)
 	if err != nil {
 		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
 	}
 	tx = append(tx, events...)
-	versions, err := s.versionWrites(f) // versions.go
+	versions, versionBytes, err := s.versionWrites(f) // versions.go
 	if err != nil {
 		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
 	}
+	item[attrVersionBytes] = num(versionBytes)
 	tx = append(tx, versions...)
 	if tx, err = s.audited(ctx, tx); err != nil {
 		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
@@ -256,6 +279,9 @@ func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
 	if rs := cancelReasons(err); rs != nil {
 		if reasonCode(rs, 0) == reasonCondition {
 			return automation.Conflict("FLOW_EXISTS", "flow %s already exists", f.ID)
+		}
+		if c := reasonCode(rs, countAt); c == reasonCondition || c == reasonTxnConflict {
+			return s.countFailed(ctx, f)
 		}
 		if len(routes) > 0 && reasonCode(rs, bumpAt) == reasonCondition {
 			return shapesChanged()
@@ -328,9 +354,19 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) error {
 }
 
 func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
-	stored, err := s.Flow(ctx, f.Project, f.ID)
+	storedItem, err := s.getFlow(ctx, f.ID)
+	if err != nil {
+		return fmt.Errorf("dynamostore: get flow %s: %w", f.ID, err)
+	}
+	if len(storedItem) == 0 {
+		return automation.NotFound("flow", f.ID)
+	}
+	stored, err := decodeFlow(storedItem)
 	if err != nil {
 		return err
+	}
+	if stored.Project != f.Project {
+		return automation.NotFound("flow", f.ID)
 	}
 	if stored.Version != f.Version-1 {
 		return flowModified(f.ID)
@@ -339,7 +375,17 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 	if err != nil {
 		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
 	}
+	// Versions past the plan's bound go in this write (versions.go).
+	pruned, err := s.planPrune(ctx, f, storedItem)
+	if err != nil {
+		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
+	versions, versionBytes, err := s.versionWrites(f)
+	if err != nil {
+		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
+	}
 	update, names, values := setExpression(attrs)
+	update = pruneUpdate(update, names, values, pruned, versionBytes)
 	names["#project"], values[":project"] = attrProject, str(f.Project)
 	names["#version"] = attrVersion
 	values[":prev"] = num(f.Version - 1)
@@ -393,11 +439,10 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 	}
 	tx = append(tx, events...)
 	versionsAt := len(tx)
-	versions, err := s.versionWrites(f) // versions.go
-	if err != nil {
-		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
-	}
 	tx = append(tx, versions...)
+	if pruned != nil {
+		tx = append(tx, pruned.deletes...)
+	}
 	if tx, err = s.audited(ctx, tx); err != nil {
 		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)
 	}
@@ -528,6 +573,14 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		if d := s.pollDelete(id); d != nil {
 			tx = append(tx, *d)
 		}
+		// The project's flow count (flowcount.go).
+		uncount, err := s.countDelete(ctx, project)
+		if err != nil {
+			return fmt.Errorf("dynamostore: delete flow %s: %w", id, err)
+		}
+		if uncount != nil {
+			tx = append(tx, *uncount)
+		}
 		// flow.deleted, when a subscription wants it (alerts.go).
 		events, err := s.flowEventPuts(ctx, project, &f, nil)
 		if err != nil {
@@ -541,6 +594,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		if rs := cancelReasons(err); rs != nil && attempt < flowUpdateAttempts {
 			if c := reasonCode(rs, 0); c == reasonCondition || c == reasonTxnConflict {
 				continue // changed or gone since read: the next read tells
+			}
+			if slices.ContainsFunc(rs, func(r types.CancellationReason) bool { return r.Code != nil && *r.Code == reasonTxnConflict }) {
+				continue // the flow count, say, held by a concurrent create
 			}
 		}
 		if err != nil {

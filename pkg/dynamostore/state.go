@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -164,15 +165,17 @@ func (s *Store) putVersioned(ctx context.Context, key map[string]types.Attribute
 		cond = "#sv = :v"
 		values[":v"] = num(version)
 	}
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	// writeOne: a variable's change commits with the request's audit
+	// entry (audit.go).
+	lost, err = s.writeOne(ctx, types.TransactWriteItem{Update: &types.Update{
 		TableName: &s.t.Samples, Key: key,
 		UpdateExpression:          aws.String("SET #project = :project, #doc = :doc, #sv = :next"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  map[string]string{"#project": attrProject, "#doc": attr, "#sv": attrStateVersion},
 		ExpressionAttributeValues: values,
-	})
-	if _, ok := conditionFailed(err); ok {
-		return true, err
+	}})
+	if lost {
+		return true, errors.New("changed since read")
 	}
 	return false, err
 }

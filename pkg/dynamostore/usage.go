@@ -26,7 +26,8 @@ var _ automation.UsageStore = (*Store)(nil)
 // still retained: no write more per run, and a measurement reads the
 // project's flow items. Runs not finished yet, webhook samples (one per
 // flow, at most the body limit) and flow state (at most 64 KiB per flow)
-// are not counted here (docs/reliability.md).
+// are not counted here (docs/reliability.md). The flow's kept versions
+// are, through its versionBytes counter (versions.go).
 const attrBytesPrefix = "storedBytes#"
 
 // bytesDay names the counter of runs created on t's day (UTC).
@@ -75,7 +76,7 @@ func (s *Store) StoredBytes(ctx context.Context, project string) (int64, error) 
 					return 0, fmt.Errorf("dynamostore: stored bytes of project %s: read flows: %w", project, err)
 				}
 				for _, item := range got.Responses[s.t.Flows] {
-					total += retainedBytes(item, since)
+					total += retainedBytes(item, since) + versionBytes(item)
 				}
 				batch = got.UnprocessedKeys[s.t.Flows].Keys
 			}
@@ -85,6 +86,13 @@ func (s *Store) StoredBytes(ctx context.Context, project string) (int64, error) 
 		}
 		start = out.LastEvaluatedKey
 	}
+}
+
+// versionBytes is what a flow item counts for its kept versions
+// (versions.go).
+func versionBytes(item map[string]types.AttributeValue) int64 {
+	r := reader{item: item}
+	return r.int(attrVersionBytes)
 }
 
 // retainedBytes sums a flow item's counters of days from since on.

@@ -199,6 +199,10 @@ func scanSubscription(row rowScanner) (alerts.Subscription, error) {
 	return sub, nil
 }
 
+// The writes of subscriptions, a ping (AddEvent) and a delivery's retry
+// (RecordAttempt) go through writeAudited: the request's audit entry
+// commits in their transaction (access.go).
+
 // CreateSubscription stores a new subscription.
 func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription) error {
 	doc, err := encodeSubscription(sub)
@@ -206,7 +210,15 @@ func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription)
 		return fmt.Errorf("sqlitestore: create subscription %s: %w", sub.ID, err)
 	}
 	defer s.forgetSubscriptions() // after the commit
-	return s.write(ctx, "create subscription "+sub.ID, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "create subscription "+sub.ID, func(tx *sql.Tx) error {
+		// The quota, counted in the insert's transaction.
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM alert_subscriptions WHERE project = ?`, sub.Project).Scan(&n); err != nil {
+			return err
+		}
+		if n >= alerts.MaxSubscriptions {
+			return alerts.QuotaExceeded()
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO alert_subscriptions (id, project, doc) VALUES (?, ?, ?)`, sub.ID, sub.Project, doc)
 		return err
 	})
@@ -249,7 +261,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription)
 		return fmt.Errorf("sqlitestore: update subscription %s: %w", sub.ID, err)
 	}
 	defer s.forgetSubscriptions() // after the commit
-	return s.write(ctx, "update subscription "+sub.ID, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "update subscription "+sub.ID, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE alert_subscriptions SET doc = ? WHERE project = ? AND id = ?`, doc, sub.Project, sub.ID)
 		if err != nil {
 			return err
@@ -262,7 +274,7 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription)
 // no delivery needs any more go with them.
 func (s *Store) DeleteSubscription(ctx context.Context, project, id string) error {
 	defer s.forgetSubscriptions() // after the commit
-	return s.write(ctx, "delete subscription "+id, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "delete subscription "+id, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM alert_subscriptions WHERE project = ? AND id = ?`, project, id)
 		if err != nil {
 			return err
@@ -281,7 +293,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, project, id string) erro
 
 // AddEvent stores an event and its deliveries atomically.
 func (s *Store) AddEvent(ctx context.Context, e alerts.Event, ds []alerts.Delivery) error {
-	err := s.write(ctx, "add event "+e.ID, func(tx *sql.Tx) error { return s.insertEvent(ctx, tx, e, ds) })
+	err := s.writeAudited(ctx, "add event "+e.ID, func(tx *sql.Tx) error { return s.insertEvent(ctx, tx, e, ds) })
 	if err != nil {
 		return fmt.Errorf("sqlitestore: add event %s: %w", e.ID, err)
 	}
@@ -396,7 +408,7 @@ func (s *Store) RecordAttempt(ctx context.Context, d alerts.Delivery) error {
 	if d.NextAttemptAt != nil {
 		next = sql.NullInt64{Int64: d.NextAttemptAt.UnixMilli(), Valid: true}
 	}
-	err = s.write(ctx, "record delivery "+d.ID, func(tx *sql.Tx) error {
+	err = s.writeAudited(ctx, "record delivery "+d.ID, func(tx *sql.Tx) error {
 		if d.Claim != "" {
 			// A sender's result stands only while its claim does: a retry
 			// (which clears the claim) or a later claim wins over it.

@@ -23,6 +23,18 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 	}
 	defer s.cache.invalidate() // after the commit: see flowCache.gen
 	return s.writeAudited(ctx, "create flow "+f.ID, func(tx *sql.Tx) error {
+		if f.MaxFlows != nil {
+			// In the writer's transaction: no other write runs between
+			// the count and the insert, so concurrent creates cannot all
+			// pass one count.
+			var n int64
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM flows WHERE project = ?`, f.Project).Scan(&n); err != nil {
+				return err
+			}
+			if n >= *f.MaxFlows {
+				return automation.FlowQuotaExceeded(*f.MaxFlows)
+			}
+		}
 		if err := s.outboxFlow(ctx, tx, f.Project, f.ID, &f); err != nil { // alerts.go
 			return err
 		}

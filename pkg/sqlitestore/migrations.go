@@ -18,17 +18,18 @@ var migrations = []string{
 	schemaOAuthApps, // oauthapps.go
 	schemaFlowState, // state.go
 	schemaRunSummary,
-	schemaProjectLimits, // limits.go
-	schemaVariables,     // variables.go
-	schemaAlerts,        // alerts.go
-	schemaKeyRoles,      // access.go
-	schemaAudit,         // access.go
-	schemaAllowedHosts,  // access.go
-	schemaRunJournal,    // journal.go
-	schemaVersions,      // versions.go
-	schemaCallWake,      // callwake.go
-	schemaRunSlots,      // slots.go
-	schemaPollState,     // poll.go
+	schemaProjectLimits,   // limits.go
+	schemaVariables,       // variables.go
+	schemaAlerts,          // alerts.go
+	schemaKeyRoles,        // access.go
+	schemaAudit,           // access.go
+	schemaAllowedHosts,    // access.go
+	schemaRunJournal,      // journal.go
+	schemaVersions,        // versions.go
+	schemaCallWake,        // callwake.go
+	schemaRunSlots,        // slots.go
+	schemaPollState,       // poll.go
+	schemaVersionsProject, // versions.go
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -36,9 +36,10 @@ func (s *Store) Variables(ctx context.Context, project string) (map[string]autom
 }
 
 // UpdateVariables reads, changes and writes the variables in one write
-// transaction: writes are serialised, so change runs once.
+// transaction, with the request's audit entry: writes are serialised, so
+// change runs once.
 func (s *Store) UpdateVariables(ctx context.Context, project string, change func(map[string]automation.Variable) (map[string]automation.Variable, error)) error {
-	return s.write(ctx, "update variables of "+project, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "update variables of "+project, func(tx *sql.Tx) error {
 		return updateDoc(ctx, tx, `SELECT doc FROM project_variables WHERE project = ?`, project, map[string]automation.Variable{},
 			func(doc string) (map[string]automation.Variable, error) { return decodeVariables(project, doc) }, change,
 			func(doc []byte) error {

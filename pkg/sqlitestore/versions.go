@@ -43,6 +43,12 @@ INSERT INTO flow_versions (flow, project, version, created, message, created_by,
 UPDATE flows SET doc = json_set(doc, '$.version', 1, '$.hasDraft', json('false'));
 `
 
+// schemaVersionsProject indexes versions by project, for the project's
+// stored bytes (usage.go), which count them.
+const schemaVersionsProject = `
+CREATE INDEX flow_versions_project ON flow_versions (project);
+`
+
 var _ automation.VersionStore = (*Store)(nil)
 
 // writeVersions stores what a flow write carries beside the flow
@@ -66,6 +72,11 @@ func writeVersions(ctx context.Context, tx *sql.Tx, f automation.Flow) error {
 			return automation.FlowModified(f.ID) // another publish took the number
 		}
 	}
+	if len(f.Publish) > 0 && f.KeepVersions > 0 {
+		if err := pruneVersions(ctx, tx, f); err != nil {
+			return err
+		}
+	}
 	if f.DropDraft {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM flow_drafts WHERE flow = ?`, f.ID); err != nil {
 			return err
@@ -83,6 +94,21 @@ func writeVersions(ctx context.Context, tx *sql.Tx, f automation.Flow) error {
 		}
 	}
 	return nil
+}
+
+// pruneVersions removes, in the flow write's transaction, the oldest
+// versions beyond the newest f.KeepVersions, except those a RUNNING run of
+// the flow is pinned to (automation.VersionWrites), at most
+// automation.MaxPrunedPerWrite of them. The runs are read in the same
+// transaction, so no run can be pinned to a version while it goes.
+func pruneVersions(ctx context.Context, tx *sql.Tx, f automation.Flow) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM flow_versions WHERE flow = ?1 AND version IN (
+		SELECT version FROM flow_versions WHERE flow = ?1 AND version <= ?2
+		AND version NOT IN (SELECT json_extract(doc, '$.flowVersion') FROM runs
+			WHERE project = ?3 AND flow = ?1 AND status = 'RUNNING' AND json_extract(doc, '$.flowVersion') IS NOT NULL)
+		ORDER BY version LIMIT ?4)`,
+		f.ID, f.LiveVersion-f.KeepVersions, f.Project, automation.MaxPrunedPerWrite)
+	return err
 }
 
 // FlowVersion returns one version of a flow with its definition.

@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +29,97 @@ func RunAlerts(t *testing.T, open func(t *testing.T) AlertsEnv) {
 	t.Run("Deliveries", func(t *testing.T) { testDeliveries(t, open(t)) })
 	t.Run("RunFinishWritesEvent", func(t *testing.T) { testRunFinishWritesEvent(t, open(t)) })
 	t.Run("FlowAndConnectionEvents", func(t *testing.T) { testFlowAndConnectionEvents(t, open(t)) })
+	t.Run("AlertsAudited", func(t *testing.T) { testAlertsAudited(t, open(t)) })
+	t.Run("SubscriptionQuota", func(t *testing.T) { testSubscriptionQuota(t, open(t)) })
+}
+
+// testSubscriptionQuota: the subscriptions quota holds in the create's
+// own write: of 30 concurrent creates exactly alerts.MaxSubscriptions are
+// stored, the others refused QUOTA_EXCEEDED; a delete makes room for one.
+func testSubscriptionQuota(t *testing.T, env AlertsEnv) {
+	ctx := context.Background()
+	a := env.Alerts
+	project := automation.NewID(automation.PrefixProject)
+	const creates = alerts.MaxSubscriptions + 10
+	errs := make([]error, creates)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range creates {
+		wg.Go(func() {
+			sub := newSubscription(project, alerts.EventRunFailed)
+			<-start
+			errs[i] = a.CreateSubscription(ctx, sub)
+		})
+	}
+	close(start)
+	wg.Wait()
+	ok, refused := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, automation.ErrForbidden):
+			wantKind(t, "a create past the quota", err, automation.ErrForbidden, "QUOTA_EXCEEDED")
+			refused++
+		default:
+			t.Errorf("a concurrent create failed otherwise: %v", err)
+		}
+	}
+	subs, err := a.Subscriptions(ctx, project)
+	must(t, "list subscriptions", err)
+	if ok != alerts.MaxSubscriptions || refused != creates-alerts.MaxSubscriptions || len(subs) != alerts.MaxSubscriptions {
+		t.Fatalf("%d concurrent creates against %d: %d stored, %d refused, %d listed", creates, alerts.MaxSubscriptions, ok, refused, len(subs))
+	}
+	wantKind(t, "one more", a.CreateSubscription(ctx, newSubscription(project, alerts.EventPing)), automation.ErrForbidden, "QUOTA_EXCEEDED")
+	must(t, "delete one", a.DeleteSubscription(ctx, project, subs[0].ID))
+	must(t, "a create after a delete", a.CreateSubscription(ctx, newSubscription(project, alerts.EventPing)))
+	wantKind(t, "one more again", a.CreateSubscription(ctx, newSubscription(project, alerts.EventPing)), automation.ErrForbidden, "QUOTA_EXCEEDED")
+}
+
+// testAlertsAudited: a subscription's create, enable, test (its ping) and
+// delete, and a delivery's retry, write the request's audit entry in the
+// change's own write; a write refused (a missing subscription) writes
+// none.
+func testAlertsAudited(t *testing.T, env AlertsEnv) {
+	ctx := context.Background()
+	base := now()
+	p := newProject("audited-alerts", base)
+	must(t, "create project", env.Store.CreateProject(ctx, p))
+	a := env.Alerts
+	entry := func(action, id string, i int) (context.Context, automation.AuditEntry) {
+		e := newAuditEntry(p.ID, action, base.Add(time.Duration(i)*time.Second))
+		e.Resource = automation.AuditResource{Type: "subscription", ID: id}
+		return automation.WithAudit(ctx, e), e
+	}
+	sub := newSubscription(p.ID, alerts.EventRunFailed)
+	cctx, create := entry("subscription.create", sub.ID, 0)
+	must(t, "create subscription", a.CreateSubscription(cctx, sub))
+	sub.Status = alerts.StatusActive
+	ectx, enable := entry("subscription.enable", sub.ID, 1)
+	must(t, "enable subscription", a.UpdateSubscription(ectx, sub))
+	e, err := alerts.NewEvent(p.ID, alerts.EventPing, "", map[string]string{"subscriptionId": sub.ID}, base)
+	must(t, "new event", err)
+	d := alerts.NewDelivery(e, sub.ID)
+	tctx, test := entry("subscription.test", sub.ID, 2)
+	must(t, "test subscription", a.AddEvent(tctx, e, []alerts.Delivery{d}))
+	failed := d
+	failed.Status, failed.NextAttemptAt = alerts.DeliveryFailed, nil
+	must(t, "record a failure", a.RecordAttempt(ctx, failed))
+	retried := d
+	at := base.Add(time.Minute)
+	retried.NextAttemptAt, retried.Updated = &at, at
+	rctx, retry := entry("delivery.retry", sub.ID, 3)
+	must(t, "retry delivery", a.RecordAttempt(rctx, retried))
+	ghost := newSubscription(p.ID, alerts.EventPing)
+	gctx, _ := entry("subscription.enable", ghost.ID, 4)
+	wantKind(t, "enable a missing subscription", a.UpdateSubscription(gctx, ghost), automation.ErrNotFound, "SUBSCRIPTION_NOT_FOUND")
+	dctx, del := entry("subscription.delete", sub.ID, 5)
+	must(t, "delete subscription", a.DeleteSubscription(dctx, p.ID, sub.ID))
+	gdctx, _ := entry("subscription.delete", sub.ID, 6)
+	wantKind(t, "delete it again", a.DeleteSubscription(gdctx, p.ID, sub.ID), automation.ErrNotFound, "SUBSCRIPTION_NOT_FOUND")
+
+	got := auditLog(t, env.Store, p.ID, automation.AuditQuery{Limit: 20})
+	wantSame(t, "entries of the subscription changes", got, []automation.AuditEntry{del, retry, test, enable, create})
 }
 
 // testFlowAndConnectionEvents: creating, enabling, disabling, changing the

@@ -103,3 +103,29 @@ func testAuditInTheChange(t *testing.T, s automation.Store) {
 	got := auditLog(t, s, p.ID, automation.AuditQuery{Limit: 10})
 	wantSame(t, "entries of the changes", got, []automation.AuditEntry{del, fe, create}, cmpopts.EquateEmpty())
 }
+
+// testAuditVariables: a variables change whose context carries an entry
+// writes it in the change's own write; a change refused by its function
+// writes none.
+func testAuditVariables(t *testing.T, s automation.Store) {
+	ctx := context.Background()
+	base := now()
+	p := newProject("audited-vars", base)
+	must(t, "create project", s.CreateProject(ctx, p))
+	put := newAuditEntry(p.ID, "variable.put", base)
+	put.Resource = automation.AuditResource{Type: "variable", ID: "REGION"}
+	must(t, "UpdateVariables audited", s.UpdateVariables(automation.WithAudit(ctx, put), p.ID,
+		func(m map[string]automation.Variable) (map[string]automation.Variable, error) {
+			eu := "eu"
+			m["REGION"] = automation.Variable{Name: "REGION", Value: &eu, Created: base, Updated: base}
+			return m, nil
+		}))
+	refused := newAuditEntry(p.ID, "variable.delete", base.Add(time.Second))
+	boom := automation.Invalid("no")
+	if err := s.UpdateVariables(automation.WithAudit(ctx, refused), p.ID,
+		func(map[string]automation.Variable) (map[string]automation.Variable, error) { return nil, boom }); err != boom {
+		t.Fatalf("a refused change: err = %v, want its own error", err)
+	}
+	got := auditLog(t, s, p.ID, automation.AuditQuery{Limit: 10})
+	wantSame(t, "entries of variable changes", got, []automation.AuditEntry{put}, cmpopts.EquateEmpty())
+}

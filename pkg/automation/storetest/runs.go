@@ -53,6 +53,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("RunPinned", func(t *testing.T) { testRunPinned(t, open(t)) })               // versions.go
 	t.Run("RunsStopWithFlow", func(t *testing.T) { testRunsStopWithFlow(t, open(t)) }) // flowstop.go
 	t.Run("StoredBytes", func(t *testing.T) { testStoredBytes(t, open(t)) })           // usage.go
+	t.Run("VersionsPruned", func(t *testing.T) { testVersionsPruned(t, open(t)) })     // quota.go
 	t.Run("RunWaitingFor", func(t *testing.T) { testRunWaitingFor(t, open(t)) })       // slots.go
 }
 

@@ -50,6 +50,8 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("KeyRoles", func(t *testing.T) { testKeyRoles(t, open(t)) })
 	t.Run("AuditLog", func(t *testing.T) { testAuditLog(t, open(t)) })
 	t.Run("AuditInTheChange", func(t *testing.T) { testAuditInTheChange(t, open(t)) })
+	t.Run("AuditVariables", func(t *testing.T) { testAuditVariables(t, open(t)) })
+	t.Run("FlowQuota", func(t *testing.T) { testFlowQuota(t, open(t)) }) // quota.go
 	t.Run("ConnectionHosts", func(t *testing.T) { testConnectionHosts(t, open(t)) })
 	t.Run("FlowVersions", func(t *testing.T) { testFlowVersions(t, open(t)) })
 	t.Run("FlowDraft", func(t *testing.T) { testFlowDraft(t, open(t)) })
