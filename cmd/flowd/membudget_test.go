@@ -56,8 +56,8 @@ func TestMemoryBudgetSources(t *testing.T) {
 	}{
 		{"RAM only", fakeMemory(nil, inf, noGo, nil, ram), 0, sourceRAM, 24 * gib},
 		{"cgroup v2, limit on the parent", fakeMemory(map[string]string{
-			"/proc/self/mountinfo": v2Mount,
-			"/proc/self/cgroup":    "0::/user.slice/app.service\n",
+			"/proc/self/mountinfo":                             v2Mount,
+			"/proc/self/cgroup":                                "0::/user.slice/app.service\n",
 			"/sys/fs/cgroup/user.slice/app.service/memory.max": "max\n",
 			"/sys/fs/cgroup/user.slice/memory.max":             "1073741824\n",
 		}, inf, noGo, nil, ram), 0, sourceCgroupV2, 1 * gib},
