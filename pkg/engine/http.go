@@ -139,6 +139,9 @@ func (x *execution) credential(ctx context.Context, s automation.Step) (credenti
 		c.query, c.queryValue = v.Query, key
 		c.secrets = append(c.secrets, url.QueryEscape(key), url.PathEscape(key))
 	}
+	// And every form an echo may show them in: URL-escaped, base64
+	// (automation.SecretForms), longest first.
+	c.secrets = append(automation.SecretMasks(c.secrets), c.secrets...)
 	c.header, c.value = "Authorization", "Bearer "+key
 	if v.Header != "" {
 		c.header = v.Header
