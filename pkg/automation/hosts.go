@@ -124,11 +124,8 @@ func CheckSendHost(host string) error {
 	if strings.Contains(host, "%") {
 		return Invalid("host %q has an IPv6 zone (%%25…): a step's URL may not name a network interface", ClipID(host))
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		if a.Zone() != "" { // unreachable after the "%" check; kept as the rule
-			return Invalid("host %q has an IPv6 zone: a step's URL may not name a network interface", ClipID(host))
-		}
-		return nil
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil // an IP literal without a zone: dialled as written
 	}
 	name := strings.TrimSuffix(strings.ToLower(host), ".")
 	if len(name) > 253 {
