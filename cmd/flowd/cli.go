@@ -28,6 +28,9 @@ Configuration is environment variables (defaults in brackets; docs/operations.md
   FLOWD_TRUSTED_PROXIES, FLOWD_ALLOW_PRIVATE_NETWORKS [false], FLOWD_LOG_LEVEL [info]
   FLOWD_METRICS_TOKEN   bearer token for GET /metrics [none: open on a loopback FLOWD_ADDR only]
   FLOWD_MEMORY_LIMIT    soft memory limit such as 512MiB [none; GOMEMLIMIT wins]; GOGC [200]
+                        the memory budget (runs under way, webhook bodies in flight) is the
+                        tightest of: this or GOMEMLIMIT; half of cgroup v2 memory.max, cgroup v1
+                        memory.limit_in_bytes, RLIMIT_AS (ulimit -v), the machine's RAM
   FLOWD_CODE_SANDBOX    run CODE steps in sandboxed child processes; false turns them off [true]
   FLOWD_PPROF_ADDR      loopback address for Go's /debug/pprof/ [off]
   FLOWD_BACKEND         embedded, or aws (DynamoDB, SQS, Secrets Manager; AWS_ENDPOINT_URL honoured) [embedded]
@@ -39,14 +42,23 @@ first API key, also written to FLOWD_DATA_DIR/initial-api-key. The dashboard is 
 `
 
 // commandLine handles flowd's only arguments, --help and --version, before
-// anything is read or created. done says the command is complete.
-func commandLine(args []string, stdout io.Writer) (done bool, err error) {
+// anything is read or created. done says the command is complete. --help
+// ends with the memory budget flowd would take here and now, read through
+// mem (systemMemory in flowd) with FLOWD_MEMORY_LIMIT from its getenv.
+func commandLine(args []string, stdout io.Writer, mem memorySources) (done bool, err error) {
 	if len(args) == 0 {
 		return false, nil
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
+		var flowdLimit int64
+		if mem.Getenv != nil {
+			if v := mem.Getenv("FLOWD_MEMORY_LIMIT"); v != "" {
+				flowdLimit, _ = parseBytes(v) // a bad value stops the start, naming it
+			}
+		}
+		fmt.Fprintf(stdout, "\nMemory budget here: %s.\n", decideMemory(mem, flowdLimit))
 		return true, nil
 	case "-version", "--version", "version":
 		fmt.Fprintln(stdout, "flowd", version())

@@ -33,6 +33,10 @@ type config struct {
 	MetricsToken   string               // bearer token for GET /metrics; "" = open on loopback only
 	MemoryLimit    int64                // soft memory limit in bytes; 0 = none
 	CodeSandbox    bool                 // run CODE steps in sandbox child processes (default true)
+	// Memory is the memory budget and the limit it comes from, decided
+	// at start-up from the process's real limits (membudget.go), not read
+	// from a setting.
+	Memory memoryLimit
 }
 
 // loadConfig reads the environment through getenv, applying the documented

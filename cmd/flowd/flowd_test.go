@@ -54,9 +54,16 @@ type proc struct {
 // waits until it answers; cleanup stops it by PID.
 func startFlowd(t testing.TB, dataDir string, env ...string) *proc {
 	t.Helper()
+	return startFlowdCmd(t, exec.Command(flowdBin), dataDir, env...)
+}
+
+// startFlowdCmd is startFlowd with the command that starts flowd given
+// (a shell that sets a limit, then execs flowdBin).
+func startFlowdCmd(t testing.TB, cmd *exec.Cmd, dataDir string, env ...string) *proc {
+	t.Helper()
 	addr := freeAddr(t)
 	p := &proc{base: "http://" + addr, dir: dataDir, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
-	p.cmd = exec.Command(flowdBin)
+	p.cmd = cmd
 	p.cmd.Env = append(os.Environ(), "FLOWD_ADDR="+addr, "FLOWD_DATA_DIR="+dataDir)
 	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr

@@ -67,7 +67,7 @@ func settingsRead(t *testing.T) []string {
 func TestHelpListsEverySetting(t *testing.T) {
 	read := settingsRead(t)
 	var help strings.Builder
-	if done, err := commandLine([]string{"--help"}, &help); !done || err != nil {
+	if done, err := commandLine([]string{"--help"}, &help, systemMemory(os.Getenv)); !done || err != nil {
 		t.Fatalf("--help: done=%v err=%v", done, err)
 	}
 	inHelp := map[string]bool{}

@@ -41,7 +41,7 @@ func main() {
 	sandbox.MaybeServe()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if done, err := commandLine(os.Args[1:], os.Stdout); done || err != nil {
+	if done, err := commandLine(os.Args[1:], os.Stdout, systemMemory(os.Getenv)); done || err != nil {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "flowd:", err)
 			os.Exit(2)
@@ -62,6 +62,10 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	applyMemoryLimit(cfg, getenv, log)
+	// After applyMemoryLimit, so that the runtime's soft limit is read as
+	// set.
+	cfg.Memory = decideMemory(systemMemory(getenv), cfg.MemoryLimit)
+	log.Info("memory budget "+cfg.Memory.String(), "source", cfg.Memory.Source, "limit", cfg.Memory.Limit, "budget", cfg.Memory.Budget)
 	applyGCPercent(getenv)
 	if err := startPprof(ctx, getenv("FLOWD_PPROF_ADDR"), log); err != nil {
 		return err
@@ -111,7 +115,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 
 	hooks := httpapi.HookConfig{
 		MaxBody: cfg.MaxBody, SyncTimeout: cfg.SyncTimeout, TrustedProxies: cfg.TrustedProxies, Log: log,
-		Bodies: httpapi.NewBodyBudget(bodyBytes(cfg), cfg.MaxBody),
+		Bodies: httpapi.NewBodyBudget(bodyBytes(cfg.Memory.Budget), cfg.MaxBody),
 	}
 	keyFile := ""
 	if cfg.Backend == "embedded" {
@@ -219,7 +223,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 	// Built in the order they need each other: the pool's queue and the
 	// scheduler exist before the Service that takes them, and are started
 	// with it (pool.Run, sched.Start).
-	pool := runworker.New(dir.Store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log, MaxBytes: runBytes(cfg)})
+	pool := runworker.New(dir.Store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log, MaxBytes: runBytes(cfg.Memory.Budget)})
 	sched := cronscheduler.New(log)
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Polls: dir.Store, CursorKey: dir.CursorKey,

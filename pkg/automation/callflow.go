@@ -31,14 +31,30 @@ type Caller struct {
 	RunID  string `json:"runId"`
 	FlowID string `json:"flowId"`
 	Wait   bool   `json:"wait,omitempty"`
+	// Secrets are the caller's secret values (secret variables, and those
+	// it was given by its own caller) that occur in the child's input:
+	// the child masks them wherever its run record would show them, its
+	// trigger's body included (Run.Public), as the caller does. Internal:
+	// the stored document holds them, as it holds the body the child
+	// executes with; API answers never.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // public is c as API answers show it: the caller's run and flow.
 func (c *Caller) public() *Caller {
-	if c == nil || !c.Wait {
+	if c == nil || !c.Wait && len(c.Secrets) == 0 {
 		return c
 	}
 	return &Caller{RunID: c.RunID, FlowID: c.FlowID}
+}
+
+// CallerSecrets are the secret values a run's caller passed it, to mask
+// in its record (Caller.Secrets); none for a run nothing called.
+func (td TriggerData) CallerSecrets() []string {
+	if td.Caller == nil {
+		return nil
+	}
+	return td.Caller.Secrets
 }
 
 // Call is a child run a CALL_FLOW step asks for.

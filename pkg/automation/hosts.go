@@ -2,6 +2,7 @@ package automation
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -69,16 +70,28 @@ func checkHostPattern(p string) string {
 			}
 		}
 	}
+	// A numeric top label is an IPv4 address: a wildcard over addresses
+	// ("*.0.1") is no domain, and only the four-number form is the one a
+	// step's URL may use (CheckSendHost).
+	if numericLabel(labels[len(labels)-1]) {
+		if a, err := netip.ParseAddr(host); wild || err != nil || !a.Is4() {
+			return "an IP address is written as four decimal numbers, such as 192.0.2.1, without a wildcard"
+		}
+	}
 	return ""
 }
 
 // HostAllowed reports whether a connection fenced to patterns may send its
-// credential to host (a URL's host name, without port). No patterns: any
-// host. "*.example.com" matches every host under example.com, not
-// example.com itself.
+// credential to host (a URL's host name as net/url parses it, without
+// port). No patterns: any host. "*.example.com" matches every host under
+// example.com, not example.com itself. A host in a form the dialler could
+// read otherwise than this string match (CheckSendHost) matches nothing.
 func HostAllowed(patterns []string, host string) bool {
 	if len(patterns) == 0 {
 		return true
+	}
+	if CheckSendHost(host) != nil {
+		return false
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	for _, p := range patterns {
@@ -91,6 +104,70 @@ func HostAllowed(patterns []string, host string) bool {
 		}
 	}
 	return false
+}
+
+// CheckSendHost says why an HTTP step may not send to host (a URL's host
+// name as net/url parses it, without port and brackets), nil if it may.
+// allowedHosts match the host as a string, while the dialler reads it:
+// every form on which the two could disagree is refused, so that the
+// host matched is the host dialled. Refused: an IPv6 zone
+// ("[::1%25.example.com]" ends with ".example.com" yet dials ::1), empty
+// labels, characters outside letters, digits, "-", "_" and "." (percent-
+// decoded or IDNA-mapped text: write the xn-- form), and numeric IPv4
+// forms other than four decimal numbers ("2130706433", "127.1",
+// "0x7f.0.0.1", "017.0.0.1"), which a C resolver reads as addresses.
+// One trailing dot is allowed: it names the same host.
+func CheckSendHost(host string) error {
+	if host == "" {
+		return Invalid("the URL has no host")
+	}
+	if strings.Contains(host, "%") {
+		return Invalid("host %q has an IPv6 zone (%%25…): a step's URL may not name a network interface", ClipID(host))
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil // an IP literal without a zone: dialled as written
+	}
+	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	if len(name) > 253 {
+		return Invalid("host %q is longer than 253 characters", ClipID(host))
+	}
+	labels := strings.Split(name, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 {
+			return Invalid("host %q is not a valid host name (an empty or overlong label)", ClipID(host))
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return Invalid("host %q is not a plain host name: only letters, digits, '-' and '.' are allowed (write an international name in its xn-- form)", ClipID(host))
+			}
+		}
+	}
+	if numericLabel(labels[len(labels)-1]) {
+		return Invalid("host %q is a non-canonical IPv4 address: write it as four decimal numbers, such as 192.0.2.1", ClipID(host))
+	}
+	return nil
+}
+
+// numericLabel reports whether a top label is a number (decimal, octal or
+// 0x hex): no top-level domain is, and a resolver reading "127.1" or
+// "0x7f000001" as an address takes the name for one.
+func numericLabel(l string) bool {
+	if h, ok := strings.CutPrefix(l, "0x"); ok {
+		l = h
+		for i := 0; i < len(l); i++ {
+			if c := l[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; i < len(l); i++ {
+		if c := l[i]; c < '0' || c > '9' {
+			return false
+		}
+	}
+	return l != ""
 }
 
 // HostRefused is the step error of a send a connection's allowedHosts

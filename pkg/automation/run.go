@@ -99,6 +99,15 @@ type Run struct {
 // stored run document may hold (OnErrorOf, StepResult.ItemsJournal).
 func (r Run) Public() Run {
 	r.OnErrorOf, r.DraftDefinition, r.Deferred = "", nil, 0
+	if sec := r.Trigger.CallerSecrets(); len(sec) > 0 {
+		// A child run executes with its input as given, secrets and all;
+		// its record shows them masked, as its caller's does.
+		masks := SecretMasks(sec)
+		r.Trigger.Body = MaskJSON(r.Trigger.Body, masks)
+		if r.Trigger.RawBody != "" {
+			r.Trigger.RawBody = MaskText(r.Trigger.RawBody, masks)
+		}
+	}
 	r.Trigger.Caller = r.Trigger.Caller.public()
 	r.Trigger.BodyDigest = ""
 	r.Steps = withoutItemsJournals(r.Steps)

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -60,7 +62,7 @@ func (x *execution) callFlow(ctx context.Context, s automation.Step) (any, error
 		Project: x.flow.Project, FlowID: s.FlowID,
 		RunID: automation.CallRunID(x.run.ID, journalKey(s.Name, x.iter), s.FlowID),
 		Body:  body, Depth: depth,
-		Caller: automation.Caller{RunID: x.run.ID, FlowID: x.flow.ID, Wait: wait},
+		Caller: automation.Caller{RunID: x.run.ID, FlowID: x.flow.ID, Wait: wait, Secrets: x.secretsIn(rendered)},
 	}
 	if !wait {
 		if err := x.e.calls.StartCall(ctx, c); err != nil {
@@ -132,4 +134,29 @@ func callerEnv(c *automation.Caller) any {
 		return nil
 	}
 	return map[string]any{"runId": c.RunID, "flowId": c.FlowID}
+}
+
+// secretsIn are the run's secret values that v holds in some form: a
+// child given them masks them in its record as this run does, its
+// trigger's body included.
+func (x *execution) secretsIn(v any) []string {
+	if len(x.sh.secrets) == 0 {
+		return nil
+	}
+	// Read as text without HTML escaping, so that a value with & < >
+	// shows as itself (json.Marshal would write \u0026).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return slices.Clone(x.sh.secrets) // unreadable: mask them all
+	}
+	text := buf.String()
+	var out []string
+	for _, sec := range x.sh.secrets {
+		if automation.MaskText(text, automation.SecretForms(sec)) != text {
+			out = append(out, sec)
+		}
+	}
+	return out
 }

@@ -139,6 +139,9 @@ func (x *execution) credential(ctx context.Context, s automation.Step) (credenti
 		c.query, c.queryValue = v.Query, key
 		c.secrets = append(c.secrets, url.QueryEscape(key), url.PathEscape(key))
 	}
+	// And every form an echo may show them in: URL-escaped, base64
+	// (automation.SecretForms), longest first.
+	c.secrets = append(automation.SecretMasks(c.secrets), c.secrets...)
 	c.header, c.value = "Authorization", "Bearer "+key
 	if v.Header != "" {
 		c.header = v.Header
@@ -178,8 +181,12 @@ func (c credential) redirectPolicy(origin string) func(*http.Request, []*http.Re
 		if len(via) > maxRedirects {
 			return fmt.Errorf("stopped after %d redirects", maxRedirects)
 		}
-		// A redirect is a new send: to a host outside the fence, the
-		// step fails rather than follows it.
+		// A redirect is a new send: to a host in a form the fence could
+		// misread, or outside the fence, the step fails rather than
+		// follows it.
+		if err := automation.CheckSendHost(next.URL.Hostname()); err != nil {
+			return &hostRefusedError{host: next.URL.Hostname(), why: err.Error()}
+		}
 		if c.conn.ID != "" && !automation.HostAllowed(c.conn.AllowedHosts, next.URL.Hostname()) {
 			return &hostRefusedError{host: next.URL.Hostname()}
 		}
@@ -230,6 +237,8 @@ func (c credential) sendError(ctx, rctx context.Context, where string, timeout t
 	var pe *privateAddrError
 	var hr *hostRefusedError
 	switch {
+	case errors.As(err, &hr) && hr.why != "":
+		return c.masked(where + " redirected: " + hr.why)
 	case errors.As(err, &hr):
 		return c.masked(where + " redirected: " + automation.HostRefused(c.conn, hr.host))
 	case errors.As(err, &pe):
@@ -303,6 +312,11 @@ func (x *execution) request(ctx context.Context, s automation.Step) (*http.Reque
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("url %q: only absolute http and https URLs are allowed", redactURL(u))
+	}
+	// The host allowedHosts match is the host dialled: a form the two
+	// could read apart (an IPv6 zone, a numeric IPv4 form) is refused.
+	if err := automation.CheckSendHost(u.Hostname()); err != nil {
+		return nil, fmt.Errorf("url %q: %s", redactURL(u), err.Error())
 	}
 	if len(s.Query) > 0 {
 		q := u.Query()
@@ -393,7 +407,7 @@ func (x *execution) connectionSeen(ctx context.Context, c automation.Connection,
 
 // hostRefusedError stops a redirect to a host outside a connection's
 // allowedHosts.
-type hostRefusedError struct{ host string }
+type hostRefusedError struct{ host, why string }
 
 func (e *hostRefusedError) Error() string { return "redirect to " + e.host + " refused" }
 

@@ -50,6 +50,7 @@ type shared struct {
 	// otherwise), and secrets the secret values that records mask.
 	varNames  map[string]string
 	secrets   []string
+	masks     []string // every form of secrets (automation.SecretMasks), longest first
 	varChecks sync.Map // step name -> the error of a missing variable, "" for none (checkStepVars)
 	// connIDs resolves HTTP steps' connection names (connname.go).
 	connIDs map[string][]string

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 
 	"flowservice/pkg/automation"
@@ -35,18 +36,27 @@ func (x *execution) loadVars(ctx context.Context) *stepError {
 	}
 	x.env["vars"] = vars
 	x.sh.varNames = rv.Values
-	for _, s := range rv.Secrets {
-		if len(s) >= minMaskedSecret {
+	x.addSecrets(rv.Secrets)
+	return nil
+}
+
+// addSecrets adds secret values the run's record masks, in every form
+// automation.SecretForms names (URL-escaped, base64, JSON-escaped).
+func (x *execution) addSecrets(values []string) {
+	for _, s := range values {
+		if len(s) >= automation.MinMaskedSecret && !slices.Contains(x.sh.secrets, s) {
 			x.sh.secrets = append(x.sh.secrets, s)
 		}
 	}
-	return nil
+	x.sh.masks = automation.SecretMasks(x.sh.secrets)
 }
 
 // prepare puts what the run reads besides its trigger in scope, once per
 // attempt: the flow's state, the connection names and the variables.
 // A failure names what could not be read, in place of a step.
 func (x *execution) prepare(ctx context.Context) (string, *stepError) {
+	// A called run masks what its caller masked, whatever it reads itself.
+	x.addSecrets(x.run.Trigger.CallerSecrets())
 	if err := x.loadState(ctx); err != nil {
 		return "(state)", err
 	}
@@ -130,20 +140,10 @@ func (x *execution) checkStepVars(s automation.Step) *stepError {
 	return se
 }
 
-// minMaskedSecret is the shortest secret value masked in run records: a
-// shorter one would mask unrelated text everywhere (docs/environments.md).
-const minMaskedSecret = 4
-
-// mask replaces the run's secret values in s, as they are and as they
-// appear inside JSON text.
+// mask replaces the run's secret values in s, in every form
+// automation.SecretForms names.
 func (x *execution) mask(s string) string {
-	for _, sec := range x.sh.secrets {
-		s = strings.ReplaceAll(s, sec, automation.SecretMask)
-		if esc := jsonEscaped(sec); esc != sec {
-			s = strings.ReplaceAll(s, esc, automation.SecretMask)
-		}
-	}
-	return s
+	return automation.MaskText(s, x.sh.masks)
 }
 
 func (x *execution) maskAll(lines []string) []string {
@@ -160,49 +160,5 @@ func (x *execution) maskAll(lines []string) []string {
 // maskJSON replaces the run's secret values inside the strings (keys
 // included) of a recorded output, keeping it valid JSON.
 func (x *execution) maskJSON(raw json.RawMessage) json.RawMessage {
-	if len(x.sh.secrets) == 0 || len(raw) == 0 {
-		return raw
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return json.RawMessage(`{"masked":true}`)
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(x.maskValue(v)); err != nil {
-		return json.RawMessage(`{"masked":true}`)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-}
-
-func (x *execution) maskValue(v any) any {
-	switch t := v.(type) {
-	case string:
-		return x.mask(t)
-	case []any:
-		for i := range t {
-			t[i] = x.maskValue(t[i])
-		}
-		return t
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			out[x.mask(k)] = x.maskValue(e)
-		}
-		return out
-	}
-	return v
-}
-
-// jsonEscaped is s as it appears between the quotes of a JSON string.
-func jsonEscaped(s string) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	out := strings.TrimSuffix(buf.String(), "\n")
-	return out[1 : len(out)-1]
+	return automation.MaskJSON(raw, x.sh.masks)
 }

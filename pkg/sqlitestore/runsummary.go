@@ -27,7 +27,7 @@ func encodeRunAndSummary(r automation.Run) (doc, sum string, err error) {
 
 // summaryFromDoc cuts a run's document (compact JSON, as encodeRun writes
 // it) down to what automation.Run.Summary keeps: the trigger's body
-// becomes null and its rawBody and caller's wait go, each step loses its output, nested
+// becomes null and its rawBody and caller's wait and secrets go, each step loses its output, nested
 // results (steps, iterations) and itemsJournal, onErrorSteps, onErrorOf
 // and draftDefinition go, the response's body becomes null, and null steps become [].
 // Everything else is copied as it is, in its order.
@@ -44,12 +44,12 @@ func summaryFromDoc(doc []byte) ([]byte, error) {
 					return append(out, "null"...), true, nil
 				case `"rawBody"`:
 					return out, false, nil
-				case `"caller"`: // without wait, as Caller shows it (automation/callflow.go)
+				case `"caller"`: // without wait and secrets, as Caller shows it (automation/callflow.go)
 					if string(v) == "null" {
 						return append(out, v...), true, nil
 					}
 					out, err := eachMember(out, v, func(out, ck, cv []byte) ([]byte, bool, error) {
-						return append(out, cv...), string(ck) != `"wait"`, nil
+						return append(out, cv...), string(ck) != `"wait"` && string(ck) != `"secrets"`, nil
 					})
 					return out, true, err
 				}

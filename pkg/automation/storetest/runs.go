@@ -112,9 +112,17 @@ func testRunGet(t *testing.T, env RunEnv) {
 	wantKind(t, "run of another flow", err, automation.ErrNotFound, "RUN_NOT_FOUND")
 	// A run a CALL_FLOW step started keeps its caller, whose end wakes.
 	called := newRun(f, now())
-	called.Trigger.Caller = &automation.Caller{RunID: r.ID, FlowID: f.ID, Wait: true}
+	called.Trigger.Caller = &automation.Caller{RunID: r.ID, FlowID: f.ID, Wait: true, Secrets: []string{"s3cr3t-of-the-caller"}}
 	must(t, "create called run", env.Create(ctx, called))
 	wantSame(t, "called run", getRun(t, env, called), called)
+	// The caller's secrets it masks are kept with it, and never listed.
+	js, err := env.Runs.ListRunsJSON(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
+	must(t, "list runs as JSON", err)
+	for _, j := range js.Items {
+		if strings.Contains(string(j), "s3cr3t-of-the-caller") {
+			t.Errorf("a run summary lists the caller's secrets: %s", j)
+		}
+	}
 }
 
 func testRunClaim(t *testing.T, env RunEnv) {
