@@ -30,7 +30,7 @@ func TestCallFlowCarriesSecrets(t *testing.T) {
 	vars := &memVars{values: map[string]string{"TOKEN": secret, "OTHER": other}, secrets: []string{secret, other}}
 	calls := &recordingCalls{}
 	no := false
-	e := New(Config{Variables: vars, Calls: calls})
+	e := New(Config{Env: automation.ExecEnv{Variables: vars, Calls: calls}})
 	f := flowOf(automation.Step{Name: "call", Type: automation.StepCallFlow, FlowID: "flw_child", Wait: &no,
 		Input: raw(`{"token": "{{ vars.TOKEN }}", "n": "{{ len(vars.OTHER) }}"}`)})
 	if r := e.Execute(context.Background(), f, runOf(`{}`)).Run; r.Status != automation.RunSucceeded {
