@@ -159,7 +159,8 @@ type Store interface {
 	VariableStore
 	AuditStore
 	VersionStore
-	UsageStore // storage.go
+	UsageStore   // storage.go
+	InsightStore // insights.go
 	SlotStore
 }
 

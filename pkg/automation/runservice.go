@@ -24,7 +24,8 @@ type RunService struct {
 
 // runPorts is the part of Store a RunService uses: the flows it runs, the
 // admission slots, a flow's draft (a test run executes it) and the
-// projects with their flows (ScheduledFlows lists them all).
+// projects with their flows (ScheduledFlows lists them all), and the
+// counters of finished runs that insights sum.
 type runPorts interface {
 	Flow(ctx context.Context, project, id string) (Flow, error)
 	FlowByID(ctx context.Context, id string) (Flow, error)
@@ -32,4 +33,5 @@ type runPorts interface {
 	SlotStore
 	Draft(ctx context.Context, project, flowID string) (Draft, error)
 	Projects(ctx context.Context) ([]Project, error)
+	InsightStore // a flow's counters of finished runs (insights.go)
 }

@@ -577,7 +577,8 @@ func (s *Store) runUpdate(ctx context.Context, r automation.Run, end bool) (*typ
 // concurrent transactions on one item. The stats count a finished run at
 // most once: a finish that is retried after the run was written finds it
 // final (RUN_FINISHED) and adds nothing; a process that dies between the
-// two writes loses that one count.
+// two writes loses that one count. The run's hour of the flow's insight
+// counters is a third write, after the stats (insights.go).
 func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if !r.Status.Final() {
 		return fmt.Errorf("dynamostore: finish run %s: status %q is not final", r.ID, r.Status)
@@ -592,6 +593,9 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 	if err := s.addStats(ctx, r); err != nil {
 		// The run is final; its stats are bookkeeping: say so, and go on.
 		s.log.WarnContext(ctx, "flow stats not updated for a finished run", "run", r.ID, "flow", r.FlowID, "err", err)
+	}
+	if err := s.addInsight(ctx, r); err != nil { // insights.go: best effort, as the stats
+		s.log.WarnContext(ctx, "flow insights not updated for a finished run", "run", r.ID, "flow", r.FlowID, "err", err)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ var migrations = []string{
 	schemaRunSlots,        // slots.go
 	schemaPollState,       // poll.go
 	schemaVersionsProject, // versions.go
+	schemaInsights,        // insights.go
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -47,7 +47,7 @@ func (s *Store) InsertFinishedRun(ctx context.Context, r automation.Run) error {
 }
 
 // addFinishedToFlow adds a finished run to its flow's stats (runCount,
-// successRate, lastRun), last being the flow's last_run as read in the same
+// successRate, lastRun) and to its hour's insight counters, last being the flow's last_run as read in the same
 // transaction (FinishRun and InsertFinishedRun): lastRun never moves back
 // to an older run's creation.
 func (s *Store) addFinishedToFlow(ctx context.Context, tx *sql.Tx, r automation.Run, last sql.NullString) error {
@@ -64,6 +64,9 @@ func (s *Store) addFinishedToFlow(ctx context.Context, tx *sql.Tx, r automation.
 	if _, err := s.exec(ctx, tx,
 		`UPDATE flows SET finished = finished + 1, succeeded = succeeded + ?, last_run = ? WHERE id = ?`,
 		succeeded, lastRun, r.FlowID); err != nil {
+		return err
+	}
+	if err := s.addInsight(ctx, tx, r); err != nil { // insights.go
 		return err
 	}
 	// The run's event, if a subscription wants it, commits with the finish.

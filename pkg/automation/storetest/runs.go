@@ -55,6 +55,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) RunEnv) {
 	t.Run("StoredBytes", func(t *testing.T) { testStoredBytes(t, open(t)) })           // usage.go
 	t.Run("VersionsPruned", func(t *testing.T) { testVersionsPruned(t, open(t)) })     // quota.go
 	t.Run("RunWaitingFor", func(t *testing.T) { testRunWaitingFor(t, open(t)) })       // slots.go
+	t.Run("RunInsights", func(t *testing.T) { testRunInsights(t, open(t)) })           // insights.go
 }
 
 // runFixture is a project with one flow, stored.
