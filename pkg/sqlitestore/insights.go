@@ -81,7 +81,7 @@ func (s *Store) addInsight(ctx context.Context, tx *sql.Tx, r automation.Run) er
 		return fmt.Errorf("count run %s in its flow's insights: %w", r.ID, err)
 	}
 	if runs == 1 {
-		if _, err := s.exec(ctx, tx, `DELETE FROM flow_insights WHERE flow = ? AND hour < ?`,
+		if _, err := s.exec(ctx, tx, `DELETE FROM flow_insights WHERE flow = ? AND hour <= ?`,
 			r.FlowID, hour-int64(automation.InsightRetention/time.Hour)); err != nil {
 			return fmt.Errorf("drop old insights of flow %s: %w", r.FlowID, err)
 		}
