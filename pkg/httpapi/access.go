@@ -25,6 +25,7 @@ var routePermissions = map[string]automation.Permission{
 	"GET /api/v1/flows/{flowId}/webhook/sample":                                 automation.PermRead,
 	"GET /api/v1/flows/{flowId}/runs":                                           automation.PermRead,
 	"GET /api/v1/flows/{flowId}/runs/{runId}":                                   automation.PermRead,
+	"GET /api/v1/flows/{flowId}/insights":                                       automation.PermRead,
 	"POST /api/v1/flows/{flowId}/runs/{runId}/retry":                            automation.PermOperate,
 	"GET /api/v1/runs":                                                          automation.PermRead,
 	"POST /api/v1/runs/replay":                                                  automation.PermOperate,

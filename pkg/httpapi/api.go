@@ -68,6 +68,7 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/flows/{flowId}/webhook/sample", handler: a.getWebhookSample},
 		{pattern: "GET /api/v1/flows/{flowId}/runs", handler: a.listRuns},
 		{pattern: "GET /api/v1/flows/{flowId}/runs/{runId}", handler: a.getRun},
+		{pattern: "GET /api/v1/flows/{flowId}/insights", handler: a.getInsights},
 		{pattern: "POST /api/v1/flows/{flowId}/runs/{runId}/retry", handler: a.retryRun},
 		{pattern: "GET /api/v1/runs", handler: a.searchRuns},
 		{pattern: "POST /api/v1/runs/replay", handler: a.replayRuns},
