@@ -201,18 +201,80 @@ func (s *RunService) FlowInsights(ctx context.Context, p Project, flowID, period
 	if _, err := s.store.Flow(ctx, p.ID, flowID); err != nil {
 		return Insights{}, wrap("flow insights", err)
 	}
-	n, size := per.buckets()
-	last := s.clock().Truncate(size) // UTC: hours and days both align
-	from, until := last.Add(-time.Duration(n-1)*size), last.Add(size)
-	cells, err := s.store.FlowInsights(ctx, p.ID, flowID, from, until)
+	w := per.window(s.clock())
+	cells, err := s.store.FlowInsights(ctx, p.ID, flowID, w.from, w.until())
 	if err != nil {
 		return Insights{}, wrap("flow insights", err)
 	}
-	return summarize(cells, from, size, n), nil
+	return w.summarize(cells), nil
 }
 
-// summarize adds cells into n buckets of size from from on, and the whole.
-func summarize(cells []InsightCell, from time.Time, size time.Duration, n int) Insights {
+// MaxOverviewFlows bounds the project overview: the insights of a
+// project's first flows (creation order), one store read each.
+const MaxOverviewFlows = 25
+
+// ProjectInsights is the project overview: the insights of the project's
+// first MaxOverviewFlows flows over one period, read at one clock reading
+// so that their buckets line up, and of those flows together (their
+// counters merged, percentiles included). More says the project has more
+// flows than the overview shows.
+type ProjectInsights struct {
+	Total Insights
+	Flows []FlowInsights
+	More  bool
+}
+
+// FlowInsights is one flow of the project overview.
+type FlowInsights struct {
+	Flow     FlowSummary
+	Insights Insights
+}
+
+// ProjectInsights reads the overview of the project's flows (see the
+// type) over period, as FlowInsights takes it.
+func (s *RunService) ProjectInsights(ctx context.Context, p Project, period string) (ProjectInsights, error) {
+	per, err := ParseInsightPeriod(period)
+	if err != nil {
+		return ProjectInsights{}, err
+	}
+	page, err := s.store.ListFlows(ctx, p.ID, ListQuery{Limit: MaxOverviewFlows})
+	if err != nil {
+		return ProjectInsights{}, wrap("project insights", err)
+	}
+	w := per.window(s.clock())
+	out := ProjectInsights{More: page.Next != ""}
+	var all []InsightCell
+	for _, f := range page.Items {
+		cells, err := s.store.FlowInsights(ctx, p.ID, f.ID, w.from, w.until())
+		if err != nil {
+			return ProjectInsights{}, wrap("project insights", err)
+		}
+		all = append(all, cells...)
+		out.Flows = append(out.Flows, FlowInsights{Flow: f.Summary(), Insights: w.summarize(cells)})
+	}
+	out.Total = w.summarize(all)
+	return out, nil
+}
+
+// insightWindow is a period's buckets at one reading of the clock: n of
+// size from from on.
+type insightWindow struct {
+	from time.Time
+	size time.Duration
+	n    int
+}
+
+func (p InsightPeriod) window(now time.Time) insightWindow {
+	n, size := p.buckets()
+	last := now.UTC().Truncate(size) // hours and UTC days both align
+	return insightWindow{from: last.Add(-time.Duration(n-1) * size), size: size, n: n}
+}
+
+func (w insightWindow) until() time.Time { return w.from.Add(time.Duration(w.n) * w.size) }
+
+// summarize adds cells into the window's buckets, and the whole.
+func (w insightWindow) summarize(cells []InsightCell) Insights {
+	from, size, n := w.from, w.size, w.n
 	bins := make([][DurationBinCount]int64, n)
 	out := Insights{Buckets: make([]InsightBucket, n)}
 	for i := range out.Buckets {

@@ -125,7 +125,26 @@ func TestFlowInsightsPeriods(t *testing.T) {
 		t.Errorf("a flow without runs: %s, %v", jsonText(t, in), err)
 	}
 
-	_, err = fe.Svc.FlowInsights(ctx, p, f.ID, "1h")
+	// The project overview: each flow's, and all of them merged (counts
+	// and duration bins alike), in the same buckets.
+	busy := fe.ActiveFlow(t, p, "busy")
+	f = busy
+	finish("2030-01-10T12:10:00Z", 9000, automation.RunFailed) // bin ≤ 10 s
+	ov, err := fe.Svc.ProjectInsights(ctx, p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ov.Flows) != 3 || ov.More || ov.Flows[0].Flow.Name != "counted" || ov.Flows[0].Insights.Runs != 6 ||
+		ov.Flows[1].Insights.Runs != 0 || ov.Flows[2].Insights.Runs != 1 {
+		t.Fatalf("overview: %s", jsonText(t, ov))
+	}
+	if tot := ov.Total; tot.Runs != 7 || tot.Failed != 2 || tot.Timeout != 1 || *tot.DurationMs.P95 != 10_000 ||
+		*tot.DurationMs.P50 != 50 || tot.Buckets[23].Runs != 5 || *tot.Buckets[23].P95Ms != 10_000 || tot.Buckets[0].Runs != 1 {
+		t.Errorf("overview total: %s", jsonText(t, tot))
+	}
+	counted := ov.Flows[0].Flow.ID
+
+	_, err = fe.Svc.FlowInsights(ctx, p, counted, "1h")
 	if e, ok := err.(*automation.Error); !ok || e.Code != "INVALID_PARAMETER" || !strings.Contains(e.Message, "period") ||
 		!strings.Contains(e.Message, `"1h"`) {
 		t.Errorf("period 1h: %v, want INVALID_PARAMETER naming period and the value", err)
