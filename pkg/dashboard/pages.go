@@ -81,6 +81,7 @@ type flowData struct {
 	TestBody   string        // the test event's JSON, prefilled from the sample
 	Picture    template.HTML // the definition drawn (picture.go)
 	Panels     panels        // what the picture's boxes open
+	Insights   *insightsView // the flow's runs over ?period= (insights.go)
 }
 
 // flow shows one flow; it is also what the flow's forms render after a
@@ -99,6 +100,17 @@ func (d *Dashboard) renderFlow(w http.ResponseWriter, r *http.Request, status in
 	}
 	data := flowData{Flow: f, Enterprise: p.Plan == automation.PlanEnterprise, Test: test,
 		Picture: flowPicture(f, nil), Panels: flowPanels(f)}
+	per, err := insightPeriod(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	in, err := d.svc.FlowInsights(ctx, p, id, string(per))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	data.Insights = newInsightsView(in, per)
 	if f.Trigger.Type == automation.TriggerWebhook {
 		wh, err := d.svc.Webhook(ctx, p, id)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 
 // The project page: the plan, each limit with what the project uses of it
 // and what happens past it (docs/reliability.md), as GET /api/v1/project
-// answers them.
+// answers them; and the overview of its flows' runs (insights.go).
 
 func (d *Dashboard) projectRoutes() {
 	d.mux.Handle("GET /ui/project", d.auth(d.projectPage))
@@ -36,11 +36,22 @@ func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 		{"storedBytes", size(l.StoredBytes), byteSize(u.StoredBytes), "webhooks 429, old runs still purged"},
 		{"versionsPerFlow", count(l.VersionsPerFlow, "versions a flow"), "", "the oldest pruned, except those running runs use"},
 	}
+	per, err := insightPeriod(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	pi, err := d.svc.ProjectInsights(r.Context(), project(r), string(per))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	d.render(w, r, http.StatusOK, "project", view{Title: "Project", Nav: "project",
 		Data: struct {
-			Info automation.ProjectInfo
-			Rows []limitRow
-		}{info, rows}})
+			Info     automation.ProjectInfo
+			Rows     []limitRow
+			Overview *overviewView
+		}{info, rows, newOverviewView(pi, per)}})
 }
 
 // count shows a limit of a number of things; nil is unlimited.
