@@ -66,7 +66,7 @@ func (s *Store) addInsight(ctx context.Context, r automation.Run) error {
 	return err
 }
 
-// FlowInsights reads the day items that [from, until) touches (at most 31
+// FlowInsights reads the day items that [from, until) touches (at most 30
 // for the longest period, one BatchGetItem; eventually consistent: a run
 // that finished a moment ago may not count yet) and returns their hours in
 // the span, oldest first.
