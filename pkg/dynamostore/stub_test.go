@@ -410,8 +410,9 @@ func TestPositions(t *testing.T) {
 // rejects concurrent transactions on one item): creating a run reads the
 // flow and puts the run alone, with no transaction; finishing updates the
 // run (fenced on its claim), then adds to the flow's stats with atomic ADDs
-// in a write of their own; when a newer run holds lastRun, the counts alone
-// are added; a run already final adds nothing.
+// in a write of their own, then to the day's insight counters with an
+// unconditional ADD (insights.go); when a newer run holds lastRun, the
+// counts alone are added; a run already final adds nothing.
 func TestRunBookkeepingShapes(t *testing.T) {
 	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	run := automation.Run{ID: "run_1", Project: "prj_a", FlowID: "flw_1", Status: automation.RunRunning, Created: created,
@@ -424,8 +425,8 @@ func TestRunBookkeepingShapes(t *testing.T) {
 		wantUpdates []string
 		wantCode    string
 	}{
-		{"finish", false, false, []string{"runs", "flows ADD SET"}, ""},
-		{"newer lastRun", true, false, []string{"runs", "flows ADD SET", "flows ADD"}, ""},
+		{"finish", false, false, []string{"runs", "flows ADD SET", "insights ADD"}, ""},
+		{"newer lastRun", true, false, []string{"runs", "flows ADD SET", "flows ADD", "insights ADD"}, ""},
 		{"already finished", false, true, []string{"runs"}, automation.CodeRunFinished},
 	}
 	for _, tt := range tests {
@@ -450,7 +451,12 @@ func TestRunBookkeepingShapes(t *testing.T) {
 				},
 				update: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 					expr := *in.UpdateExpression
-					switch {
+					switch id, _ := in.Key[attrID].(*types.AttributeValueMemberS); {
+					case *in.TableName == stubTables.Runs && id != nil && strings.HasPrefix(id.Value, insightPrefix):
+						updates = append(updates, "insights ADD")
+						if in.ConditionExpression != nil || !strings.HasPrefix(expr, "ADD ") {
+							t.Errorf("insight update %q (condition %v): want a plain ADD", expr, in.ConditionExpression)
+						}
 					case *in.TableName == stubTables.Runs:
 						updates = append(updates, "runs")
 						if !strings.Contains(*in.ConditionExpression, "#token = :token") {
