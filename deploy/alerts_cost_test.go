@@ -24,10 +24,10 @@ import (
 // run.failed (the finish and its event in one transaction, then the
 // delivery). TestDynamoCostOfAnAlert fails when either grows.
 const (
-	maxQuietRunCalls       = 4
-	maxQuietRunWriteUnits  = 9
-	maxAlertRunCalls       = 9
-	maxAlertRunWriteUnits  = 28
+	maxQuietRunCalls       = 5
+	maxQuietRunWriteUnits  = 10
+	maxAlertRunCalls       = 10
+	maxAlertRunWriteUnits  = 29
 	maxAlertRunReadUnits   = 3
 	maxQuietRunReadUnits   = 1
 	alertCostFailingStatus = http.StatusInternalServerError

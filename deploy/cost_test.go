@@ -31,9 +31,9 @@ const (
 	maxWebhookCalls      = 4
 	maxWebhookWriteUnits = 5 // the run: table + 4 keys-only index entries
 	maxWebhookReadUnits  = 3 // the flow twice, the armed flag
-	maxRunCalls          = 4
-	maxRunWriteUnits     = 9 // claim 1, finish 7 (run 2, byStatus and byProjectStatus moved 2 each, byProject status 1), stats 1
-	maxRunReadUnits      = 1 // the flow
+	maxRunCalls          = 5
+	maxRunWriteUnits     = 10 // claim 1, finish 7 (run 2, byStatus and byProjectStatus moved 2 each, byProject status 1), stats 1, insights 1
+	maxRunReadUnits      = 1  // the flow
 )
 
 // dynamoMeter is SDK middleware that counts DynamoDB calls by operation
