@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -85,13 +86,13 @@ func TestLargeAnswersOnMoto(t *testing.T) {
 	if r := invoke(t, hook, "POST", "/api/v1/webhooks/"+flow.ID, nil, string(body)); r.StatusCode != 200 || json.Unmarshal([]byte(r.Body), &accepted) != nil {
 		t.Fatalf("webhook: %d %.300s", r.StatusCode, r.Body)
 	}
-	get := func(t *testing.T, path string, query url.Values) (int, []byte) {
+	get := func(t *testing.T, path string, query url.Values) (int, string, []byte) {
 		t.Helper()
 		r := invoke(t, api, "GET", path, query, "")
 		if out, _ := json.Marshal(r); len(out) > budget.Bytes {
 			t.Errorf("GET %s %v: the proxy response is %d bytes, over the budget %d", path, query, len(out), budget.Bytes)
 		}
-		return r.StatusCode, []byte(r.Body)
+		return r.StatusCode, http.Header(r.MultiValueHeaders).Get("Content-Type"), []byte(r.Body)
 	}
 	budgettest.CheckRun(t, get, budget, "/api/v1/flows/"+flow.ID+"/runs/"+accepted.RunID, html)
 }

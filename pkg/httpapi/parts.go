@@ -58,6 +58,7 @@ func (a *API) budgeted(next http.Handler) http.Handler {
 				return
 			}
 			body = sel
+			w.Header().Set("Content-Type", respbudget.PartMediaType)
 		}
 		if status < 300 && isJSONAnswer(w.Header()) {
 			var ok bool

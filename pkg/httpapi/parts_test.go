@@ -58,13 +58,13 @@ func TestLargeAnswersOnFlowd(t *testing.T) {
 	e := newPartsEnv(t)
 	html := bigHTML(300 << 10)
 	runPath := e.bigRun(t, html)
-	get := func(t *testing.T, path string, query url.Values) (int, []byte) {
+	get := func(t *testing.T, path string, query url.Values) (int, string, []byte) {
 		t.Helper()
 		if len(query) > 0 {
 			path += "?" + query.Encode()
 		}
 		r := call(t, e.api, "GET", path, e.key, "")
-		return r.status, r.body
+		return r.status, r.header.Get("Content-Type"), r.body
 	}
 	budgettest.CheckRun(t, get, e.budget, runPath, html)
 

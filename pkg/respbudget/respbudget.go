@@ -30,6 +30,12 @@ import (
 // answers from both.
 const DefaultBytes = 5 << 20
 
+// PartMediaType is the Content-Type of an answer to ?part=: the part is
+// not the operation's usual representation (a Run, a Flow), so clients and
+// the API document tell the two apart by type, not by guessing from the
+// shape.
+const PartMediaType = "application/vnd.flowservice.part+json"
+
 // Query parameters the budget owns: the handlers never see them.
 const (
 	PartParam   = "part"

@@ -15,8 +15,8 @@ import (
 )
 
 // Get answers a GET of path with query on the backend under test, with a
-// key that may read the run.
-type Get func(t *testing.T, path string, query url.Values) (status int, body []byte)
+// key that may read the run: its status, Content-Type and body.
+type Get func(t *testing.T, path string, query url.Values) (status int, contentType string, body []byte)
 
 // CheckRun checks the answers about the run at runPath, whose trigger body
 // is {"html": html} with html longer than budget (the backend's budget,
@@ -25,7 +25,7 @@ type Get func(t *testing.T, path string, query url.Values) (status int, body []b
 //   - the run comes back within the budget, its html replaced by a marker
 //     whose href answers it;
 //   - following the href and each piece's next gives html back whole, in
-//     pieces of at most budget.PieceBytes();
+//     pieces of at most budget.PieceBytes(), typed respbudget.PartMediaType;
 //   - a part that is an object comes back as a PartValue, cut the same way
 //     with markers pointing into the whole run;
 //   - a part or offset that names nothing is a 400 naming the parameter.
@@ -34,8 +34,8 @@ func CheckRun(t *testing.T, get Get, budget respbudget.Budget, runPath, html str
 	if len(html) <= budget.Bytes {
 		t.Fatalf("the html (%d bytes) must be over the budget (%d)", len(html), budget.Bytes)
 	}
-	status, body := get(t, runPath, nil)
-	if status != 200 || len(body) > budget.Bytes {
+	status, ct, body := get(t, runPath, nil)
+	if status != 200 || ct != "application/json" || len(body) > budget.Bytes {
 		t.Fatalf("GET %s: %d, %d bytes; want 200 within the budget of %d", runPath, status, len(body), budget.Bytes)
 	}
 	var run struct {
@@ -62,10 +62,10 @@ func CheckRun(t *testing.T, get Get, budget respbudget.Budget, runPath, html str
 	for href != "" && pieces < 1000 {
 		pieces++
 		p, q := split(t, href)
-		status, body := get(t, p, q)
+		status, ct, body := get(t, p, q)
 		var piece respbudget.PartPiece
-		if err := json.Unmarshal(body, &piece); status != 200 || err != nil {
-			t.Fatalf("GET %s: %d %.300s (%v)", href, status, body, err)
+		if err := json.Unmarshal(body, &piece); status != 200 || ct != respbudget.PartMediaType || err != nil {
+			t.Fatalf("GET %s: %d %s %.300s (%v)", href, status, ct, body, err)
 		}
 		if piece.Part != marker.Part || piece.Offset != sb.Len() || piece.Bytes != len(html) ||
 			len(piece.Value) > budget.PieceBytes() || piece.Truncated != (piece.Next != nil) || len(body) > budget.Bytes {
@@ -84,14 +84,14 @@ func CheckRun(t *testing.T, get Get, budget respbudget.Budget, runPath, html str
 
 	// An object part: itself over the budget, so cut, its marker pointing
 	// into the whole run.
-	status, body = get(t, runPath, url.Values{"part": {"/trigger"}})
+	status, ct, body = get(t, runPath, url.Values{"part": {"/trigger"}})
 	var trig struct {
 		Part  string
 		Value struct {
 			Body struct{ HTML respbudget.Marker }
 		}
 	}
-	if err := json.Unmarshal(body, &trig); status != 200 || err != nil || trig.Part != "/trigger" ||
+	if err := json.Unmarshal(body, &trig); status != 200 || ct != respbudget.PartMediaType || err != nil || trig.Part != "/trigger" ||
 		trig.Value.Body.HTML.Part != "/trigger/body/html" || trig.Value.Body.HTML.Href != marker.Href {
 		t.Errorf("GET ?part=/trigger: %d %.300s (%v)", status, body, err)
 	}
@@ -108,11 +108,11 @@ func CheckRun(t *testing.T, get Get, budget respbudget.Budget, runPath, html str
 		{url.Values{"part": {"/trigger/body/html"}, "offset": {itoa(len(html) + 1)}}, "offset"},
 		{url.Values{"part": {"/trigger"}, "offset": {"1"}}, "offset"},
 	} {
-		status, body := get(t, runPath, c.query)
+		status, ct, body := get(t, runPath, c.query)
 		var e struct {
 			Error struct{ Code, Message, RequestID string }
 		}
-		if err := json.Unmarshal(body, &e); status != 400 || err != nil || e.Error.Code != "INVALID_PARAMETER" ||
+		if err := json.Unmarshal(body, &e); status != 400 || ct != "application/json" || err != nil || e.Error.Code != "INVALID_PARAMETER" ||
 			!strings.HasPrefix(e.Error.Message, c.param+": ") || e.Error.RequestID == "" {
 			t.Errorf("GET ?%s: %d %s, want 400 INVALID_PARAMETER naming %s", c.query.Encode(), status, body, c.param)
 		}
