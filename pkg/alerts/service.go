@@ -46,7 +46,7 @@ type Config struct {
 	// the store's changes (Outbox). Wire the automation.Service's clock,
 	// so that an event is stamped on the clock its change was.
 	Clock func() time.Time
-	Log       *slog.Logger
+	Log   *slog.Logger
 }
 
 // Service manages subscriptions and sends deliveries.
