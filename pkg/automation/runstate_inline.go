@@ -16,7 +16,7 @@ import (
 // (journaled steps kept) before AwaitRun returns, and the queue takes over.
 func (s *RunService) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run, error) {
 	if r.Status.Final() {
-		// Executed before it was stored (ReceiveWebhookWithin), or a
+		// Executed before it was stored (runPure), or a
 		// repeated delivery's first run that has finished.
 		return r, nil
 	}
