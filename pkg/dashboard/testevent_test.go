@@ -141,3 +141,23 @@ func TestSendTestEventTooLarge(t *testing.T) {
 		t.Errorf("runs after a refused test event: %d, %v", len(l.Data), err)
 	}
 }
+
+// receiveWebhook delivers td to f through the domain's acceptance, as a
+// receiver would after reading the request: a run with that trigger.
+func receiveWebhook(ctx context.Context, svc *automation.Service, f automation.Flow, td automation.TriggerData) (automation.Run, error) {
+	adm, err := svc.Admit(ctx, automation.Delivery{Flow: f})
+	if err != nil {
+		return automation.Run{}, err
+	}
+	headers := map[string][]string{}
+	for k, v := range td.Headers {
+		headers[k] = []string{v}
+	}
+	query := map[string][]string{}
+	for k, v := range td.Query {
+		query[k] = []string{v}
+	}
+	ans, err := adm.Accept(ctx, automation.Body{Raw: td.Body, Method: td.Method, Path: td.Path, Headers: headers, Query: query,
+		Decode: func([]byte) (automation.DecodedBody, error) { return automation.DecodedBody{Body: td.Body}, nil }})
+	return ans.Run, err
+}
