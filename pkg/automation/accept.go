@@ -111,10 +111,12 @@ type Body struct {
 	// Received is when the edge received the delivery, the time a
 	// signature's timestamp is judged against; zero: now.
 	Received time.Time
-	// Decode turns Raw into the run's body by its content type; it is
-	// called once the signature holds, so that a sender with a bad
-	// signature learns nothing of the body's form.
-	Decode func(raw []byte) (DecodedBody, error)
+	// Decoded is Raw as the run's body, decoded by its content type by the
+	// edge (whose JSON limits are the API's); DecodeErr is why it could
+	// not be. Accept answers DecodeErr only once the signature holds, so
+	// that a sender with a bad signature learns nothing of the body's form.
+	Decoded   DecodedBody
+	DecodeErr error
 }
 
 // DecodedBody is a body as its run keeps it: trigger.body, trigger.files
@@ -153,14 +155,10 @@ func (a *Admission) Accept(ctx context.Context, b Body) (Answer, error) {
 			return Answer{}, err
 		}
 	}
-	var dec DecodedBody
-	if b.Decode != nil {
-		var err error
-		if dec, err = b.Decode(b.Raw); err != nil {
-			return Answer{}, err
-		}
+	if b.DecodeErr != nil {
+		return Answer{}, b.DecodeErr
 	}
-	td := deliveryTrigger(f, b, dec)
+	td := deliveryTrigger(f, b, b.Decoded)
 	if d.RoutePath != "" && f.Trigger.Webhook != nil {
 		td.Params = PathParams(f.Trigger.Webhook.Path, d.RoutePath)
 	}

@@ -51,17 +51,17 @@ func TestAdmitAccept(t *testing.T) {
 	}
 
 	body := []byte(`{"n":1}`)
-	decoded := 0
-	decode := func(raw []byte) (automation.DecodedBody, error) {
-		decoded++
-		return automation.DecodedBody{Body: json.RawMessage(raw)}, nil
-	}
 	deliver := func(raw []byte, sig string) (automation.Answer, error) {
 		adm, err := e.Svc.Admit(ctx, automation.Delivery{Flow: f, ClientIP: inside, Credentials: good, RoutePath: "orders/7"})
 		if err != nil {
 			t.Fatalf("Admit with the right address and key: %v", err)
 		}
-		return adm.Accept(ctx, automation.Body{Raw: raw, Method: "POST", Path: "/webhook/orders/7", Decode: decode,
+		var decodeErr error
+		if !json.Valid(raw) {
+			decodeErr = automation.InvalidCode("INVALID_JSON", "not JSON")
+		}
+		return adm.Accept(ctx, automation.Body{Raw: raw, Method: "POST", Path: "/webhook/orders/7",
+			Decoded: automation.DecodedBody{Body: json.RawMessage(raw)}, DecodeErr: decodeErr,
 			Headers: map[string][]string{"X-Sig": {sig}, "X-Delivery": {"d1"}, "X-Key": {"k3y"}, "Content-Type": {"application/json"}}})
 	}
 	signed, err := automation.SignHeaders(*f.Trigger.Webhook.Signature, body, "msg_1", time.Now())
@@ -69,8 +69,21 @@ func TestAdmitAccept(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if ans, err := deliver(body, "sha256=00"); !automation.HasCode(err, "INVALID_SIGNATURE") || ans.Run.ID != "" || decoded != 0 {
-		t.Fatalf("Accept with a bad signature = %q, %v (decoded %d times); want INVALID_SIGNATURE, nothing decoded", ans.Run.ID, err, decoded)
+	if ans, err := deliver(body, "sha256=00"); !automation.HasCode(err, "INVALID_SIGNATURE") || ans.Run.ID != "" {
+		t.Fatalf("Accept with a bad signature = %q, %v; want INVALID_SIGNATURE", ans.Run.ID, err)
+	}
+	// A body that does not decode is answered so only once the signature
+	// holds.
+	bad := []byte(`{"n":1, `)
+	badSig, err := automation.SignHeaders(*f.Trigger.Webhook.Signature, bad, "msg_0", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deliver(bad, "sha256=00"); !automation.HasCode(err, "INVALID_SIGNATURE") {
+		t.Fatalf("a bad body with a bad signature = %v; want INVALID_SIGNATURE first", err)
+	}
+	if _, err := deliver(bad, badSig["X-Sig"]); !automation.HasCode(err, "INVALID_JSON") {
+		t.Fatalf("a bad body, signed = %v; want INVALID_JSON", err)
 	}
 	first, err := deliver(body, signed["X-Sig"])
 	if err != nil || first.Run.ID == "" || first.Run.Status != automation.RunRunning || first.Awaited {

@@ -104,13 +104,12 @@ func (d *Dashboard) deliverTest(ctx context.Context, f automation.Flow, testURL 
 	adm, err := d.svc.Admit(ctx, automation.Delivery{Flow: f, Test: true, Owner: true, RoutePath: routePath, Wait: testTimeout})
 	var ans automation.Answer
 	if err == nil {
+		decoded := automation.DecodedBody{Body: json.RawMessage("null")}
+		if len(body) > 0 {
+			decoded.Body = body // valid JSON: sendTest parsed it
+		}
 		ans, err = adm.Accept(ctx, automation.Body{Raw: body, Method: method, Path: u.Path, Headers: headers, Query: query,
-			Decode: func(raw []byte) (automation.DecodedBody, error) {
-				if len(raw) == 0 {
-					return automation.DecodedBody{Body: json.RawMessage("null")}, nil
-				}
-				return automation.DecodedBody{Body: raw}, nil // valid JSON: sendTest parsed it
-			}})
+			Decoded: decoded})
 	}
 	if err != nil {
 		var e *automation.Error

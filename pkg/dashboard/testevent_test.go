@@ -158,6 +158,6 @@ func receiveWebhook(ctx context.Context, svc *automation.Service, f automation.F
 		query[k] = []string{v}
 	}
 	ans, err := adm.Accept(ctx, automation.Body{Raw: td.Body, Method: td.Method, Path: td.Path, Headers: headers, Query: query,
-		Decode: func([]byte) (automation.DecodedBody, error) { return automation.DecodedBody{Body: td.Body}, nil }})
+		Decoded: automation.DecodedBody{Body: td.Body}})
 	return ans.Run, err
 }

@@ -250,17 +250,20 @@ func (rc *receiver) deliver(w http.ResponseWriter, r *http.Request, d automation
 	if r.URL.RawQuery != "" {
 		query = r.URL.Query()
 	}
+	// Decoded here, answered by Accept after the signature.
+	decoded, decodeErr := decode(raw)
 	ans, err := adm.Accept(r.Context(), automation.Body{
 		Raw: raw,
 		// Repeated headers are joined with "," because API Gateway
 		// adapters may split one value on commas.
-		Header:   func(k string) string { return strings.Join(r.Header.Values(k), ",") },
-		Method:   r.Method,
-		Path:     r.URL.Path,
-		Headers:  r.Header,
-		Query:    query,
-		Received: rc.cfg.Clock(),
-		Decode:   decode,
+		Header:    func(k string) string { return strings.Join(r.Header.Values(k), ",") },
+		Method:    r.Method,
+		Path:      r.URL.Path,
+		Headers:   r.Header,
+		Query:     query,
+		Received:  rc.cfg.Clock(),
+		Decoded:   decoded,
+		DecodeErr: decodeErr,
 	})
 	if err != nil {
 		return automation.Answer{}, err
