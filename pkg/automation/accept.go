@@ -167,7 +167,10 @@ func (a *Admission) Accept(ctx context.Context, b Body) (Answer, error) {
 	if d.Test || d.Owner {
 		run, err = s.receiveTest(ctx, f, td)
 	} else {
-		run, err = s.receive(ctx, f, td, d.Wait)
+		var done bool
+		if run, done, err = s.runPure(ctx, f, td, d.Wait); !done {
+			run, err = s.receive(ctx, f, td)
+		}
 	}
 	if err != nil {
 		return Answer{}, err

@@ -57,8 +57,8 @@ func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait t
 	r := s.newRun(f, td)
 	if key := s.idempotencyKey(ctx, f, td); key != "" {
 		// The first delivery's run has the ID derived from the key, as
-		// startRun gives it. A repeat, or a first run that cannot be
-		// looked for, is left to startRun, which knows the window.
+		// startRunOf gives it. A repeat, or a first run that cannot be
+		// looked for, is left to startRunOf, which knows the window.
 		r.ID = derivedRunID(f.ID, key)
 		if _, err := rt.Runs.Run(ctx, f.Project, f.ID, r.ID); !IsNotFound(err) {
 			return Run{}, false, nil
@@ -107,7 +107,7 @@ func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait t
 	switch {
 	case IsRunExists(err):
 		// A repeat of the same delivery stored its run meanwhile:
-		// startRun returns that one.
+		// startRunOf returns that one.
 		return Run{}, false, nil
 	case IsNotFound(err):
 		return Run{}, true, NotFound("flow", f.ID)

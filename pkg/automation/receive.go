@@ -1,9 +1,6 @@
 package automation
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // The run starts of accepted deliveries (accept.go): a delivery to a
 // flow's webhook URL, which an armed Test Trigger captures as the flow's
@@ -11,28 +8,18 @@ import (
 // URL, the owner's test event), which runs the flow's draft. The in-memory
 // path of flows without side effects is in pure.go.
 
-// receive starts the run of a delivery to a flow's live webhook URL. For a
-// flow builder flow with an armed Test Trigger it first captures the
-// delivery as the flow's sample; an INACTIVE flow (which WebhookFlow lets
-// through only while armed) accepts exactly the delivery that takes the
-// capture, and is a 404 otherwise. An ACTIVE workflow builder flow
-// without side effects that answers ON_COMPLETION may come back final
-// from one commit (runPure), within wait.
+// receive starts the run of a delivery to a flow's live webhook URL (once
+// the one-commit path, runPure, declined it). For a flow builder flow with
+// an armed Test Trigger it first captures the delivery as the flow's
+// sample; an INACTIVE flow (which WebhookFlow lets through only while
+// armed) accepts exactly the delivery that takes the capture, and is a 404
+// otherwise.
 //
 // The run of an ON_COMPLETION flow is for the receiver to execute: where
 // the queue offers it (RunRuntime.Inline) it comes back claimed by the
 // receiver's attempt (Run.LeaseToken set), for AwaitRun; no worker takes
 // it before its lease runs out.
-func (s *RunService) receive(ctx context.Context, f Flow, td TriggerData, wait time.Duration) (Run, error) {
-	if r, ok, err := s.runPure(ctx, f, td, wait); ok {
-		return r, err
-	}
-	return s.receiveStored(ctx, f, td)
-}
-
-// receiveStored is receive without the one-commit path: the run is stored
-// (and queued) before anything executes.
-func (s *RunService) receiveStored(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+func (s *RunService) receive(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	if f.Engine == FlowBuilder {
 		taken, err := s.flows.capture(ctx, f, td)
 		switch {
@@ -50,7 +37,7 @@ func (s *RunService) receiveStored(ctx context.Context, f Flow, td TriggerData) 
 	} else if f.Status != FlowActive {
 		return Run{}, NotFound("flow", f.ID)
 	}
-	return s.startRun(ctx, f, td, executesInline(f))
+	return s.startRunOf(ctx, f, td, executesInline(f), nil)
 }
 
 // receiveTest captures a test delivery as the flow's sample and runs the
@@ -77,11 +64,11 @@ func (s *RunService) receiveTest(ctx context.Context, f Flow, td TriggerData) (R
 // (Run.DraftDefinition); one without runs its live version.
 func (s *RunService) startTestRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	if !f.HasDraft {
-		return s.startRun(ctx, f, td, executesInline(f))
+		return s.startRunOf(ctx, f, td, executesInline(f), nil)
 	}
 	d, err := s.store.Draft(ctx, f.Project, f.ID)
 	if IsNotFound(err) { // published or discarded since the flow was read
-		return s.startRun(ctx, f, td, executesInline(f))
+		return s.startRunOf(ctx, f, td, executesInline(f), nil)
 	} else if err != nil {
 		return Run{}, wrap("read draft", err)
 	}

@@ -102,18 +102,14 @@ const IdempotencyWindow = 24 * time.Hour
 // names an idempotency header and the delivery carries it, a repeat within
 // IdempotencyWindow returns the first run and starts none.
 func (s *RunService) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
-	return s.startRun(ctx, f, td, false)
+	return s.startRunOf(ctx, f, td, false, nil)
 }
 
-// startRun is StartRun; inline asks for the run claimed by the caller's
+// startRunOf is StartRun; inline asks for the run claimed by the caller's
 // own attempt (RunRuntime.Inline), for a receiver that executes it with
-// AwaitRun. Without Inline the run is queued as StartRun queues it.
-func (s *RunService) startRun(ctx context.Context, f Flow, td TriggerData, inline bool) (Run, error) {
-	return s.startRunOf(ctx, f, td, inline, nil)
-}
-
-// startRunOf is startRun; a draft makes the run a test run of that
-// definition (drafts.go) instead of one pinned to f's live version.
+// AwaitRun (without Inline the run is queued as StartRun queues it), and a
+// draft makes the run a test run of that definition (drafts.go) instead of
+// one pinned to f's live version.
 func (s *RunService) startRunOf(ctx context.Context, f Flow, td TriggerData, inline bool, draft *Definition) (Run, error) {
 	r := s.newRun(f, td)
 	if draft != nil {

@@ -39,7 +39,7 @@ func (s *RunService) AwaitRun(ctx context.Context, r Run, wait time.Duration) (R
 			err error
 		)
 		if r.LeaseToken != "" && rt.Inline != nil {
-			// Claimed with its queue entry by startRun: this attempt is
+			// Claimed with its queue entry by startRunOf: this attempt is
 			// the run's one executor, and settles the entry as a worker
 			// would have.
 			at, err = s.execute(actx, rt, rt.Policy.WithDefaults(), r)
