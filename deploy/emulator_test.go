@@ -125,7 +125,9 @@ func htmlBody(n int) (json.RawMessage, string) {
 // fails an answer over 6 MiB as Lambda does): a 1.2 MB HTML-ish body comes
 // back whole and unescaped; a 4.16 MB body comes back within the budget,
 // the cut part reachable by its href, piece by piece, to the last byte.
-// (pkg/awsapp's TestFitResponse cuts 8 MiB of step outputs.)
+// (pkg/respbudget's TestFit cuts 8 MiB of step outputs; pkg/awsapp's
+// TestLargeAnswersOnMoto and pkg/httpapi's TestLargeAnswersOnFlowd check
+// the same answers with a small budget.)
 func TestRunAnswersFitLambdaUnderEmulator(t *testing.T) {
 	ctx := context.Background()
 	stage, em := emulatedAPI(t)
@@ -223,7 +225,14 @@ func readWhole(t *testing.T, stage *lambdalocal.Stage, em *lambdalocal.Emulator,
 		t.Fatal(err)
 	}
 	resp := emulatedGet(t, stage, em, u.Path, map[string]string{"part": u.Query().Get("part")})
-	return readWhole(t, stage, em, path, json.RawMessage(resp.Body), part, field)
+	var whole struct {
+		Part  string
+		Value json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &whole); err != nil || whole.Part != part {
+		t.Fatalf("GET %s: %.200s (%v), want the part %s", marker.Href, resp.Body, err, part)
+	}
+	return readWhole(t, stage, em, path, whole.Value, part, field)
 }
 
 // readPieces follows a string part's pieces from href to the end.

@@ -196,15 +196,29 @@ type Pending struct {
 	Subscription Subscription
 }
 
-// Store persists subscriptions, events and deliveries. Events that a
-// store change causes (a run's finish) are written by the store itself, in
-// that change's transaction; the events the Service makes (ping, a retry)
-// go through AddEvent. CreateSubscription, UpdateSubscription,
+// Store persists subscriptions, events and deliveries. The events of a
+// store change (a run's finish, a flow write, a connection's status
+// change) are decided by the Outbox the store is given (UseOutbox) and
+// written by the store in that change's atomic write; the events the
+// Service makes (ping, a retry) go through AddEvent. CreateSubscription, UpdateSubscription,
 // DeleteSubscription, AddEvent and RecordAttempt write the audit entry of
 // their context's request (automation.AuditFrom) in their own atomic
 // write, so that a subscription's change, its test and a delivery's retry
 // are in the audit log exactly when they happened.
 type Store interface {
+	// UseOutbox makes the store write the events o decides for its
+	// changes, each in the atomic write of the change that caused it, as
+	// automation's ports.go says for FinishRun, InsertFinishedRun,
+	// CreateFlow, PutFlow, DeleteFlow and SetConnectionStatus: the store
+	// hands o the project's subscriptions (it may cache them; a write
+	// through the store drops its copy) and what o asks it to read in the
+	// write, and writes the Outgoing it gets back, and nothing when it is
+	// None. It decides no event itself and stamps none. A change that
+	// fails writes no delivery; an Outbox that fails fails the change.
+	// Without an Outbox (nil, the default) the store writes no events and
+	// reads no subscriptions for its changes. Called once, before the
+	// store serves (NewService does).
+	UseOutbox(o *Outbox)
 	// CreateSubscription stores a new subscription. The same atomic write
 	// counts the project's subscriptions and refuses one past
 	// MaxSubscriptions (QuotaExceeded): of concurrent creates, exactly as

@@ -42,8 +42,11 @@ type Config struct {
 	// QuotaWait bounds an attempt's wait for the quota (default
 	// QuotaWait).
 	QuotaWait time.Duration
-	Clock     func() time.Time
-	Log       *slog.Logger
+	// Clock is the Service's time: attempts, retries, and the events of
+	// the store's changes (Outbox). Wire the automation.Service's clock,
+	// so that an event is stamped on the clock its change was.
+	Clock func() time.Time
+	Log   *slog.Logger
 }
 
 // Service manages subscriptions and sends deliveries.
@@ -60,7 +63,9 @@ type Service struct {
 }
 
 // NewService returns a Service; Clock defaults to time.Now, Log to discard,
-// UserAgent to engine.UserAgent("").
+// UserAgent to engine.UserAgent(""). It hands the Store an Outbox on
+// Clock (Store.UseOutbox): the events of the store's changes are the
+// Service's, decided and stamped by it.
 func NewService(c Config) (*Service, error) {
 	if c.Store == nil || c.Flows == nil || c.Client == nil {
 		return nil, errors.New("alerts: a Store, a FlowReader and a Client are required")
@@ -77,6 +82,9 @@ func NewService(c Config) (*Service, error) {
 	if c.QuotaWait <= 0 {
 		c.QuotaWait = QuotaWait
 	}
+	// From here on the store writes the events of its changes, stamped
+	// with the Service's clock.
+	c.Store.UseOutbox(NewOutbox(c.Clock))
 	return &Service{store: c.Store, flows: c.Flows, client: c.Client, userAgent: c.UserAgent, outbound: c.Outbound,
 		quotaWait: c.QuotaWait, clock: c.Clock, log: c.Log, senders: newSenders()}, nil
 }

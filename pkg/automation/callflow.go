@@ -147,14 +147,6 @@ func (s *RunService) StartCall(ctx context.Context, c Call) error {
 	if err != nil {
 		return err
 	}
-	if err := s.admitRun(ctx, c.Project); err != nil {
-		// The step executed again (after a crash, a retry) finds its
-		// child started already: no new run, so no refusal.
-		if _, rerr := rt.Runs.Run(ctx, c.Project, c.FlowID, c.RunID); rerr == nil {
-			return nil
-		}
-		return err
-	}
 	body := c.Body
 	if len(body) == 0 {
 		body = json.RawMessage(`{}`)
@@ -170,10 +162,19 @@ func (s *RunService) StartCall(ctx context.Context, c Call) error {
 		Caller:  &caller,
 	})
 	r.ID = c.RunID
-	if err := rt.Queue.Enqueue(ctx, r); err != nil && !IsRunExists(err) {
-		return wrap("start called run", err)
+	_, err = s.launch(ctx, r, false)
+	switch {
+	case err == nil, IsRunExists(err):
+		return nil
+	case isNotAdmitted(err):
+		// The step executed again (after a crash, a retry) finds its
+		// child started already: no new run, so no refusal.
+		if _, rerr := rt.Runs.Run(ctx, c.Project, c.FlowID, c.RunID); rerr == nil {
+			return nil
+		}
+		return err
 	}
-	return nil
+	return wrap("start called run", err)
 }
 
 // CalledRun reads a child run for the CALL_FLOW step that waits for it.

@@ -111,15 +111,21 @@ func (s *FlowService) CreateFlow(ctx context.Context, p Project, in FlowInput) (
 		return Flow{}, err
 	}
 	// Secrets first: a stored flow never points at a secret that is not there.
-	if err := s.putFlowSecrets(ctx, f, secrets); err != nil {
-		return Flow{}, err
+	// A new flow without secrets has none to write, nor an old one to
+	// delete (a call to the secret store each, on AWS a paid one).
+	if len(secrets) > 0 {
+		if err := s.putFlowSecrets(ctx, f, secrets); err != nil {
+			return Flow{}, err
+		}
 	}
 	auditCreated(ctx, f.ID)
 	s.firstVersion(ctx, &f)
 	// The flows quota is checked by the store, in the write itself.
 	f.FlowBounds = flowBounds(p)
 	if err := s.store.CreateFlow(ctx, f); err != nil {
-		s.dropFlowSecrets(ctx, f)
+		if len(secrets) > 0 {
+			s.dropFlowSecrets(ctx, f)
+		}
 		return Flow{}, wrap("create flow", s.nameRouteHolder(ctx, f, err))
 	}
 	return f.WithStats(), nil
@@ -212,14 +218,29 @@ func (s *FlowService) DeleteFlow(ctx context.Context, p Project, id string) erro
 	if err := s.store.DeleteFlow(ctx, p.ID, id); err != nil {
 		return wrap("delete flow", err)
 	}
-	if s.scheduler != nil {
+	if s.scheduler != nil && scheduled(f) {
 		if err := s.scheduler.RemoveSchedule(ctx, p.ID, id); err != nil {
 			// The flow is gone, so a leftover schedule finds nothing to run.
 			s.log.WarnContext(ctx, "remove schedule of deleted flow", "flow", id, "err", err)
 		}
 	}
-	s.dropFlowSecrets(ctx, f)
+	if mayHoldSecrets(f) {
+		s.dropFlowSecrets(ctx, f)
+	}
 	return nil
+}
+
+// scheduled tells a flow the Scheduler keeps a schedule for while it is
+// ACTIVE (SCHEDULE and POLL triggers): no other flow ever has one, so
+// none is removed for them.
+func scheduled(f Flow) bool {
+	return f.Trigger.Type == TriggerSchedule || f.Trigger.Type == TriggerPoll
+}
+
+// mayHoldSecrets tells a flow whose definition or draft may have put
+// values in the secret store.
+func mayHoldSecrets(f Flow) bool {
+	return f.HasDraft || len(secretFields(&f)) > 0
 }
 
 // Webhook describes the URL that triggers a webhook flow.
@@ -303,6 +324,7 @@ func (s *FlowService) modifyFlow(ctx context.Context, p Project, id string, chan
 		if err != nil {
 			return Flow{}, wrap("update flow", err)
 		}
+		wasScheduled := scheduled(f)
 		if err := change(&f); err != nil {
 			return Flow{}, err
 		}
@@ -316,7 +338,9 @@ func (s *FlowService) modifyFlow(ctx context.Context, p Project, id string, chan
 		if err != nil {
 			return Flow{}, wrap("update flow", s.nameRouteHolder(ctx, f, err))
 		}
-		if s.scheduler != nil {
+		// Only a flow that is or was a SCHEDULE or POLL flow has a
+		// schedule to make, change or remove.
+		if s.scheduler != nil && (wasScheduled || scheduled(f)) {
 			if err := s.scheduler.SyncSchedule(ctx, f); err != nil {
 				return Flow{}, wrap("sync schedule", err)
 			}

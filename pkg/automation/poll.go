@@ -278,8 +278,7 @@ func (s *FlowService) unprimePoll(ctx context.Context, f Flow) error {
 // queued before their keys are recorded, and their IDs derive from the
 // keys, so a poll cut short between the two starts no run twice.
 func (s *RunService) PollFlow(ctx context.Context, project, flowID string) error {
-	rt, err := s.runtime()
-	if err != nil {
+	if _, err := s.runtime(); err != nil {
 		return err
 	}
 	ps, ok := s.flows.polls()
@@ -315,19 +314,19 @@ func (s *RunService) PollFlow(ctx context.Context, project, flowID string) error
 	source := pollSource(f.Trigger.Poll)
 	if st.Primed && st.Polled == source {
 		for i, it := range fresh {
-			if err := s.admitRun(ctx, project); err != nil {
+			r := Run{
+				ID: derivedRunID(flowID, "poll\x00"+it.Key), Project: project, FlowID: flowID, Status: RunRunning,
+				Trigger: TriggerData{Method: "POLL", Headers: map[string]string{}, Query: map[string]string{}, Body: it.Item},
+				Steps:   []StepResult{}, Created: s.clock(),
+			}
+			_, err := s.launch(ctx, r, false)
+			if isNotAdmitted(err) {
 				// Past the runsPerMinute quota: the items not started are
 				// not recorded as seen, so a later poll starts them.
 				s.log.WarnContext(ctx, "poll: runs over the runsPerMinute quota wait for a later poll", "flow", flowID, "items", len(fresh)-i, "err", err)
 				fresh = fresh[:i]
 				break
 			}
-			r := Run{
-				ID: derivedRunID(flowID, "poll\x00"+it.Key), Project: project, FlowID: flowID, Status: RunRunning,
-				Trigger: TriggerData{Method: "POLL", Headers: map[string]string{}, Query: map[string]string{}, Body: it.Item},
-				Steps:   []StepResult{}, Created: s.clock(),
-			}
-			err := rt.Queue.Enqueue(ctx, r)
 			if err != nil && !IsRunExists(err) {
 				return wrap("poll: enqueue run", err)
 			}

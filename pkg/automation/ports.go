@@ -29,6 +29,21 @@ type Page[T any] struct {
 	Next  string
 }
 
+// Alert events (docs/alerts.md) are domain output, not a store's choice.
+// A store that also keeps event subscriptions (an alerts.Store) is given
+// the domain's Outbox (alerts.Store.UseOutbox), and the writes that say
+// "with its alert event" below hand it the change, as the write reads it,
+// and write what it returns in the same atomic write as the change: the
+// event and one PENDING delivery per subscription it chose, or nothing.
+// The store decides nothing itself: not whether the change is an event
+// nor which, not its payload, not its time (the Outbox stamps it with the
+// Service's clock), not which subscriptions want it. It reads what the
+// Outbox asks for (the project's subscriptions, which it may cache and
+// drops on its own subscription writes; the state the change replaces,
+// in the write) and nothing when the Outbox asks nothing. A change that
+// fails or is refused writes no delivery, and an Outbox or delivery write
+// that fails fails the change: both commit, or neither.
+
 // ProjectStore persists projects.
 type ProjectStore interface {
 	// CreateProject fails with ErrConflict if the name is taken.
@@ -66,6 +81,7 @@ type FlowStore interface {
 	// same write counts the project's flows and refuses the flow when it
 	// holds that many already (FlowQuotaExceeded, 403 QUOTA_EXCEEDED):
 	// of concurrent creates, exactly as many as the quota leaves succeed.
+	// With its alert event (flow.published), as said above.
 	CreateFlow(ctx context.Context, f Flow) error
 	// Flow returns an error wrapping ErrNotFound if the project has no such flow.
 	Flow(ctx context.Context, project, id string) (Flow, error)
@@ -77,10 +93,12 @@ type FlowStore interface {
 	// ErrConflict (ROUTE_CONFLICT) if a new route is held by another flow,
 	// and with ErrNotFound if the flow is gone. Run stats are not written.
 	// A write that publishes prunes old versions past f.KeepVersions in
-	// the same write (VersionWrites, versions.go).
+	// the same write (VersionWrites, versions.go). With its alert event,
+	// the Outbox given the flow as stored before and f.
 	PutFlow(ctx context.Context, f Flow) error
 	// DeleteFlow removes a flow, its routes, its runs, its queued work and
-	// its Test Trigger capture (SampleStore).
+	// its Test Trigger capture (SampleStore), with its alert event
+	// (flow.deleted).
 	DeleteFlow(ctx context.Context, project, id string) error
 	// ListFlows pages through a project's flows in creation order; with
 	// q.Status set, every page but the last still holds q.Limit items.
@@ -104,7 +122,8 @@ type ConnectionStore interface {
 	ListConnections(ctx context.Context, project string, q ListQuery) (Page[Connection], error)
 	// DeleteConnection returns an error wrapping ErrNotFound if it is gone.
 	DeleteConnection(ctx context.Context, project, id string) error
-	// SetConnectionStatus records a state change (ConnectionStatus).
+	// SetConnectionStatus records a state change (ConnectionStatus), with
+	// its alert event, the Outbox given the connection as stored before.
 	SetConnectionStatus(ctx context.Context, project, id string, s ConnectionStatus, at time.Time) error
 }
 
@@ -259,6 +278,9 @@ type RunStore interface {
 	// changes anything. A store that is also the run queue (flowd's) makes
 	// the queue entry of the run's waiting caller (Trigger.Caller, Wait)
 	// due in the same write (callflow.go); others leave that to Waker.
+	// With its alert event (run.succeeded, run.failed, run.timeout): a
+	// refused finish writes none, so a finish retried after it committed
+	// writes no second event.
 	FinishRun(ctx context.Context, r Run) error
 	// RecordSteps journals the step results of a claimed run's attempt
 	// (r.Steps), keeping it RUNNING and claimed, fenced like ReleaseRun.
@@ -325,7 +347,8 @@ type FinishedRuns interface {
 	// InsertFinishedRun stores a new run that is final already, as
 	// RunStore.FinishRun leaves a run finished by its first attempt
 	// (Attempts 1, no lease), with no queue entry, and adds it to its
-	// flow's stats as FinishRun does, in one atomic write. A run ID that
+	// flow's stats as FinishRun does, with its alert event as FinishRun
+	// writes it, in one atomic write. A run ID that
 	// exists already is ErrConflict with code RUN_EXISTS, and a flow that
 	// is gone ErrNotFound; both change nothing.
 	InsertFinishedRun(ctx context.Context, r Run) error

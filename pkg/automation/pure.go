@@ -33,27 +33,21 @@ func PureFlow(f Flow) bool {
 	return pure
 }
 
-// ReceiveWebhookWithin is ReceiveWebhook for a receiver that answers with
-// the run's outcome (ON_COMPLETION) and gives up waiting after wait. The
-// run of an ACTIVE workflow builder flow without side effects (PureFlow)
-// may come back final: where the store offers it (RunRuntime.Finished),
-// it is executed in memory first and then stored, final, in one write,
-// which is all that happens before the answer. Should that write not take
-// place (a crash), there is no record and no answer, and the sender, not
-// answered, sends again: acceptable because the run touched nothing
-// outside the store. Every other delivery, and a run that does not finish
-// within the budget (RunRuntime.PureBudget, at most wait), takes
-// ReceiveWebhook's path: stored first, then executed (again, which is
-// safe for such steps) and answered as that path answers.
-func (s *RunService) ReceiveWebhookWithin(ctx context.Context, f Flow, td TriggerData, wait time.Duration) (Run, error) {
-	if r, ok, err := s.runPure(ctx, f, td, wait); ok {
-		return r, err
-	}
-	return s.ReceiveWebhook(ctx, f, td)
-}
-
-// runPure is ReceiveWebhookWithin's one-commit path; ok is false when the
-// delivery should take the usual path instead, with nothing stored.
+// runPure is the one-commit path of a delivery that is answered with its
+// run's outcome (ON_COMPLETION) and waited for at most wait. The run of an
+// ACTIVE workflow builder flow without side effects (PureFlow) may come
+// back final: where the store offers it (RunRuntime.Finished), it is
+// executed in memory first and then stored, final, in one write, which is
+// all that happens before the answer. Should that write not take place (a
+// crash), there is no record and no answer, and the sender, not answered,
+// sends again: acceptable because the run touched nothing outside the
+// store. Every other delivery, and a run that does not finish within the
+// budget (RunRuntime.PureBudget, at most wait), takes receive's usual
+// path: stored first, then executed (again, which is safe for such steps)
+// and answered as that path answers.
+//
+// ok is false when the delivery should take the usual path instead, with
+// nothing stored.
 func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait time.Duration) (Run, bool, error) {
 	rt := s.rt
 	if rt == nil || rt.Finished == nil || s.exec == nil || f.Engine != WorkflowBuilder ||
@@ -63,15 +57,15 @@ func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait t
 	r := s.newRun(f, td)
 	if key := s.idempotencyKey(ctx, f, td); key != "" {
 		// The first delivery's run has the ID derived from the key, as
-		// startRun gives it. A repeat, or a first run that cannot be
-		// looked for, is left to startRun, which knows the window.
+		// startRunOf gives it. A repeat, or a first run that cannot be
+		// looked for, is left to startRunOf, which knows the window.
 		r.ID = derivedRunID(f.ID, key)
 		if _, err := rt.Runs.Run(ctx, f.Project, f.ID, r.ID); !IsNotFound(err) {
 			return Run{}, false, nil
 		}
 	}
 	// Counted here, before the run executes; should it fall back to
-	// ReceiveWebhook's path after all (over its budget, a repeat stored
+	// receive's usual path after all (over its budget, a repeat stored
 	// meanwhile), that path counts it again: rare, and on the safe side.
 	if err := s.admitRun(ctx, f.Project); err != nil {
 		return Run{}, true, err
@@ -113,7 +107,7 @@ func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait t
 	switch {
 	case IsRunExists(err):
 		// A repeat of the same delivery stored its run meanwhile:
-		// startRun returns that one.
+		// startRunOf returns that one.
 		return Run{}, false, nil
 	case IsNotFound(err):
 		return Run{}, true, NotFound("flow", f.ID)

@@ -2,23 +2,24 @@ package automation
 
 import "context"
 
-// The receivers' entry into runs (RunService): a delivery to a flow's
-// webhook URL or to the workflow builder test URL, which an armed Test
-// Trigger captures as the flow's sample first (sample.go), and the test
-// runs that execute a flow's draft. ReceiveWebhookWithin, the in-memory
-// path of flows without side effects, is in pure.go.
+// The run starts of accepted deliveries (accept.go): a delivery to a
+// flow's webhook URL, which an armed Test Trigger captures as the flow's
+// sample first (sample.go), and a test delivery (the workflow builder test
+// URL, the owner's test event), which runs the flow's draft. The in-memory
+// path of flows without side effects is in pure.go.
 
-// ReceiveWebhook starts the run of a delivery to a flow's live webhook URL
-// that passed the receiver's checks. For a flow builder flow with an armed
-// Test Trigger it first captures the delivery as the flow's sample; an
-// INACTIVE flow (which WebhookFlow lets through only while armed) accepts
-// exactly the delivery that takes the capture, and is a 404 otherwise.
+// receive starts the run of a delivery to a flow's live webhook URL (once
+// the one-commit path, runPure, declined it). For a flow builder flow with
+// an armed Test Trigger it first captures the delivery as the flow's
+// sample; an INACTIVE flow (which WebhookFlow lets through only while
+// armed) accepts exactly the delivery that takes the capture, and is a 404
+// otherwise.
 //
 // The run of an ON_COMPLETION flow is for the receiver to execute: where
 // the queue offers it (RunRuntime.Inline) it comes back claimed by the
-// receiver's attempt (Run.LeaseToken set), and the receiver must hand it
-// to AwaitRun; no worker takes it before its lease runs out.
-func (s *RunService) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+// receiver's attempt (Run.LeaseToken set), for AwaitRun; no worker takes
+// it before its lease runs out.
+func (s *RunService) receive(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	if f.Engine == FlowBuilder {
 		taken, err := s.flows.capture(ctx, f, td)
 		switch {
@@ -36,14 +37,17 @@ func (s *RunService) ReceiveWebhook(ctx context.Context, f Flow, td TriggerData)
 	} else if f.Status != FlowActive {
 		return Run{}, NotFound("flow", f.ID)
 	}
-	return s.startRun(ctx, f, td, executesInline(f))
+	return s.startRunOf(ctx, f, td, executesInline(f), nil)
 }
 
-// ReceiveTestWebhook captures a delivery to the workflow builder test URL
-// as the flow's sample and runs the flow, even while it is INACTIVE. One
-// delivery per arming gets through; the others are a 404. An ON_COMPLETION
-// flow's run comes back claimed for AwaitRun, as from ReceiveWebhook.
-func (s *RunService) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+// receiveTest captures a test delivery as the flow's sample and runs the
+// flow, even while it is INACTIVE. One delivery per arming gets through;
+// the others are a 404. An ON_COMPLETION flow's run comes back claimed for
+// AwaitRun, as from receive.
+func (s *RunService) receiveTest(ctx context.Context, f Flow, td TriggerData) (Run, error) {
+	if f.Trigger.Type != TriggerWebhook {
+		return Run{}, NotFound("flow", f.ID)
+	}
 	taken, err := s.flows.capture(ctx, f, td)
 	if err != nil {
 		return Run{}, err
@@ -60,11 +64,11 @@ func (s *RunService) ReceiveTestWebhook(ctx context.Context, f Flow, td TriggerD
 // (Run.DraftDefinition); one without runs its live version.
 func (s *RunService) startTestRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
 	if !f.HasDraft {
-		return s.startRun(ctx, f, td, executesInline(f))
+		return s.startRunOf(ctx, f, td, executesInline(f), nil)
 	}
 	d, err := s.store.Draft(ctx, f.Project, f.ID)
 	if IsNotFound(err) { // published or discarded since the flow was read
-		return s.startRun(ctx, f, td, executesInline(f))
+		return s.startRunOf(ctx, f, td, executesInline(f), nil)
 	} else if err != nil {
 		return Run{}, wrap("read draft", err)
 	}

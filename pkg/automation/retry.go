@@ -91,19 +91,9 @@ func (s *RunService) RetryRun(ctx context.Context, p Project, flowID, runID stri
 
 // enqueueNew queues a new run of f with a fresh ID, shaped by prepare.
 func (s *RunService) enqueueNew(ctx context.Context, f Flow, td TriggerData, prepare func(*Run)) (Run, error) {
-	rt, err := s.runtime()
-	if err != nil {
-		return Run{}, err
-	}
-	if err := s.admitRun(ctx, f.Project); err != nil {
-		return Run{}, err
-	}
 	r := s.newRun(f, td)
 	prepare(&r)
-	if err := rt.Queue.Enqueue(ctx, r); err != nil {
-		return Run{}, wrap("enqueue run", err)
-	}
-	return r, nil
+	return s.launch(ctx, r, false)
 }
 
 // MaxReplay bounds one replay call.

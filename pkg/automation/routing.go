@@ -25,7 +25,7 @@ func (e *MethodError) Unwrap() error { return e.Err }
 
 // WebhookFlow returns the flow builder flow a webhook addresses by ID, with
 // its secrets revealed for the receiver's checks: an ACTIVE flow, or an
-// INACTIVE one whose Test Trigger is armed (ReceiveWebhook then lets one
+// INACTIVE one whose Test Trigger is armed (Accept then lets one
 // delivery through). Unknown and workflow builder flows are the same 404;
 // another inactive flow is a 404 FLOW_INACTIVE that says how to enable it.
 func (s *FlowService) WebhookFlow(ctx context.Context, flowID string) (Flow, error) {

@@ -42,7 +42,7 @@ type RunRuntime struct {
 	// such a run is queued like any other and AwaitRun claims it.
 	Inline InlineQueue
 	// Finished, when set, is the store's one-commit path for ON_COMPLETION
-	// runs of flows without side effects (ReceiveWebhookWithin, pure.go).
+	// runs of flows without side effects (runPure, pure.go).
 	// nil (the AWS store): those runs take the path of every other.
 	Finished FinishedRuns
 	// PureBudget bounds the in-memory execution of such a run (zero:
@@ -102,53 +102,29 @@ const IdempotencyWindow = 24 * time.Hour
 // names an idempotency header and the delivery carries it, a repeat within
 // IdempotencyWindow returns the first run and starts none.
 func (s *RunService) StartRun(ctx context.Context, f Flow, td TriggerData) (Run, error) {
-	return s.startRun(ctx, f, td, false)
+	return s.startRunOf(ctx, f, td, false, nil)
 }
 
-// startRun is StartRun; inline asks for the run claimed by the caller's
+// startRunOf is StartRun; inline asks for the run claimed by the caller's
 // own attempt (RunRuntime.Inline), for a receiver that executes it with
-// AwaitRun. Without Inline the run is queued as StartRun queues it.
-func (s *RunService) startRun(ctx context.Context, f Flow, td TriggerData, inline bool) (Run, error) {
-	return s.startRunOf(ctx, f, td, inline, nil)
-}
-
-// startRunOf is startRun; a draft makes the run a test run of that
-// definition (drafts.go) instead of one pinned to f's live version.
+// AwaitRun (without Inline the run is queued as StartRun queues it), and a
+// draft makes the run a test run of that definition (drafts.go) instead of
+// one pinned to f's live version.
 func (s *RunService) startRunOf(ctx context.Context, f Flow, td TriggerData, inline bool, draft *Definition) (Run, error) {
-	rt, err := s.runtime()
-	if err != nil {
-		return Run{}, err
-	}
-	if err := s.admitRun(ctx, f.Project); err != nil {
-		return Run{}, err
-	}
-	enqueue := func(r Run) (Run, error) { return r, rt.Queue.Enqueue(ctx, r) }
-	if inline && rt.Inline != nil {
-		enqueue = func(r Run) (Run, error) {
-			c, err := rt.Inline.EnqueueClaimed(ctx, r, s.clock(), rt.Policy.Lease())
-			if err != nil {
-				return r, err
-			}
-			return c, nil
-		}
-	}
 	r := s.newRun(f, td)
 	if draft != nil {
 		r.FlowVersion, r.Draft, r.DraftDefinition = nil, true, draft
 	}
 	key := s.idempotencyKey(ctx, f, td)
 	if key == "" {
-		if r, err = enqueue(r); err != nil {
-			return Run{}, wrap("enqueue run", err)
-		}
-		return r, nil
+		return s.launch(ctx, r, inline)
 	}
 	// The first delivery's run has the ID derived from the key. Past the
 	// window, a repeat is a new delivery: its run ID also carries the time.
 	r.ID = derivedRunID(f.ID, key)
-	started, err := enqueue(r)
+	started, err := s.launch(ctx, r, inline)
 	if IsRunExists(err) {
-		first, ferr := rt.Runs.Run(ctx, f.Project, f.ID, r.ID)
+		first, ferr := s.rt.Runs.Run(ctx, f.Project, f.ID, r.ID)
 		if ferr == nil && r.Created.Sub(first.Created) < IdempotencyWindow && !sameDelivery(first.Trigger, td) {
 			// The key alone is no proof of being the first sender: its
 			// run (and answer) go only to a repeat of the same body.
@@ -158,12 +134,60 @@ func (s *RunService) startRunOf(ctx context.Context, f Flow, td TriggerData, inl
 			return first.Public(), wrap("find first delivery", ferr)
 		}
 		r.ID = derivedRunID(f.ID, key+"\x00"+r.Created.Format(time.RFC3339Nano))
-		started, err = enqueue(r)
+		// The same start, counted once: only its ID changed.
+		started, err = s.enqueue(ctx, s.rt, r, inline)
 	}
 	if err != nil {
-		return Run{}, wrap("enqueue run", err)
+		return Run{}, err
 	}
 	return started, nil
+}
+
+// launch is where every run starts (webhooks and test deliveries, StartRun,
+// schedules, polls, retries and replays, CALL_FLOW children): it counts the
+// start against the project's runsPerMinute quota and makes r durable and
+// queued, claimed by the caller's own attempt when inline and the queue
+// offers it (RunRuntime.Inline). A refusal of the quota is a
+// *notAdmitted; a run that exists already is the queue's error, unwrapped
+// enough for IsRunExists. The one-commit path of runs without side
+// effects (runPure) counts its start itself: it stores no queue entry.
+func (s *RunService) launch(ctx context.Context, r Run, inline bool) (Run, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return Run{}, err
+	}
+	if err := s.admitRun(ctx, r.Project); err != nil {
+		return Run{}, &notAdmitted{err}
+	}
+	return s.enqueue(ctx, rt, r, inline)
+}
+
+// enqueue stores r with its queue entry: launch without the count.
+func (s *RunService) enqueue(ctx context.Context, rt *RunRuntime, r Run, inline bool) (Run, error) {
+	if inline && rt.Inline != nil {
+		c, err := rt.Inline.EnqueueClaimed(ctx, r, s.clock(), rt.Policy.Lease())
+		if err != nil {
+			return Run{}, wrap("enqueue run", err)
+		}
+		return c, nil
+	}
+	if err := rt.Queue.Enqueue(ctx, r); err != nil {
+		return Run{}, wrap("enqueue run", err)
+	}
+	return r, nil
+}
+
+// notAdmitted is a start launch refused (the runsPerMinute quota, or the
+// quota's own read failing): nothing was stored. It shows as the refusal
+// itself.
+type notAdmitted struct{ err error }
+
+func (e *notAdmitted) Error() string { return e.err.Error() }
+func (e *notAdmitted) Unwrap() error { return e.err }
+
+func isNotAdmitted(err error) bool {
+	var na *notAdmitted
+	return errors.As(err, &na)
 }
 
 // executesInline reports whether a receiver answers f's deliveries with
@@ -215,10 +239,9 @@ func (s *RunService) StartScheduledRun(ctx context.Context, project, flowID stri
 		Trigger: TriggerData{Method: "SCHEDULE", Headers: map[string]string{}, Query: map[string]string{}, Body: body},
 		Steps:   []StepResult{}, Created: s.clock(), FlowVersion: pinTo(f),
 	}
-	if err := s.admitRun(ctx, project); err != nil {
-		return Run{}, err // the firing is skipped: the next one is another chance
-	}
-	err = rt.Queue.Enqueue(ctx, r)
+	// Refused by the quota, the firing is skipped: the next one is another
+	// chance.
+	started, err := s.launch(ctx, r, false)
 	if IsRunExists(err) {
 		first, err := rt.Runs.Run(ctx, project, flowID, r.ID)
 		return first.Public(), err
@@ -226,7 +249,7 @@ func (s *RunService) StartScheduledRun(ctx context.Context, project, flowID stri
 	if err != nil {
 		return Run{}, wrap("enqueue scheduled run", err)
 	}
-	return r, nil
+	return started, nil
 }
 
 // derivedRunID is the run ID of a deduplicated trigger: unguessable without

@@ -16,7 +16,7 @@ import (
 // (journaled steps kept) before AwaitRun returns, and the queue takes over.
 func (s *RunService) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run, error) {
 	if r.Status.Final() {
-		// Executed before it was stored (ReceiveWebhookWithin), or a
+		// Executed before it was stored (runPure), or a
 		// repeated delivery's first run that has finished.
 		return r, nil
 	}
@@ -39,7 +39,7 @@ func (s *RunService) AwaitRun(ctx context.Context, r Run, wait time.Duration) (R
 			err error
 		)
 		if r.LeaseToken != "" && rt.Inline != nil {
-			// Claimed with its queue entry by startRun: this attempt is
+			// Claimed with its queue entry by startRunOf: this attempt is
 			// the run's one executor, and settles the entry as a worker
 			// would have.
 			at, err = s.execute(actx, rt, rt.Policy.WithDefaults(), r)

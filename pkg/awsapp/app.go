@@ -18,6 +18,7 @@ import (
 	"flowservice/pkg/emf"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/oauth"
+	"flowservice/pkg/respbudget"
 	"flowservice/pkg/s3payloads"
 	"flowservice/pkg/smsecrets"
 	"flowservice/pkg/sqsqueue"
@@ -38,6 +39,9 @@ type App struct {
 	// it last asked (dynamostore.Store.AlertsWritten).
 	Alerts        *alerts.Service
 	alertsWritten func() bool
+	// Budget is what the management API cuts its answers to
+	// (LambdaBudget of Config.ResponseBudget).
+	Budget respbudget.Budget
 }
 
 // Parts are what only some functions have. Each is built by the package of
@@ -136,7 +140,8 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}
-	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m, Alerts: alertSvc, alertsWritten: store.AlertsWritten}, nil
+	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m, Alerts: alertSvc, alertsWritten: store.AlertsWritten,
+		Budget: LambdaBudget(cfg.responseBudget())}, nil
 }
 
 // ClientConfig is awsCfg for the SDK clients of a function: with

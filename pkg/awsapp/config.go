@@ -90,6 +90,10 @@ type Config struct {
 	AllowedCIDRs []netip.Prefix
 	// MaxBody bounds a webhook body; default MaxProxyBody.
 	MaxBody int64
+	// ResponseBudget is what the management API cuts its answers to, as
+	// Lambda returns them; default (0) ResponseBudget. Tests set a small
+	// one.
+	ResponseBudget int
 	// SyncTimeout is how long an ON_COMPLETION webhook waits for its run:
 	// below the function's timeout and API Gateway's 29 s.
 	SyncTimeout time.Duration
@@ -224,4 +228,11 @@ func (c Config) logOutput() io.Writer {
 		return c.LogOutput
 	}
 	return os.Stderr
+}
+
+func (c Config) responseBudget() int {
+	if c.ResponseBudget > 0 {
+		return c.ResponseBudget
+	}
+	return ResponseBudget
 }

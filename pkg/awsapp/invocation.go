@@ -45,31 +45,16 @@ func (a *App) begin(ctx context.Context, function, apiRequestID string) context.
 func (a *App) Proxy(function string, h http.Handler) ProxyHandler {
 	proxy := httpadapter.New(h).ProxyWithContext
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-		// The management API's answers are cut to the budget with pointers
-		// to their parts (respbudget.go); a receiver's answer is the flow's
-		// (its query string the sender's), so it is only kept from failing
-		// the invocation.
-		api := function == "api"
-		var part string
-		var offset int
-		var hasPart bool
-		if api {
-			part, offset, hasPart = takePart(&ev)
-		}
 		resp, err := proxy(a.begin(ctx, function, ev.RequestContext.RequestID), ev)
 		if err != nil {
 			return resp, err
 		}
+		// The management API cuts its answers to the budget itself
+		// (httpapi.WithResponseBudget with LambdaBudget); any answer still
+		// over it (a receiver's, the dashboard's) is kept from failing the
+		// invocation.
 		body := resp.Body
-		if api && isJSON(&resp) {
-			resp.Body = unescapeHTML(resp.Body)
-		}
-		if hasPart {
-			selectPart(&resp, ev.Path, part, offset)
-		}
-		if api {
-			fitResponse(&resp, ev.Path, part)
-		} else if size := responseSize(&resp); size > ResponseBudget {
+		if size := responseSize(&resp); size > ResponseBudget {
 			tooLarge(&resp, size)
 		}
 		if resp.Body != body {

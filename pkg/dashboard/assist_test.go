@@ -38,7 +38,7 @@ func TestEditorAssist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := e.svc.ReceiveWebhook(ctx, wf, automation.TriggerData{Method: "POST",
+	run, err := receiveWebhook(ctx, e.svc, wf, automation.TriggerData{Method: "POST",
 		Body: json.RawMessage(`{"ref":"refs/heads/main","repo":{"name":"site"}}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -61,9 +61,6 @@ type Options struct {
 	// OpenAPI is the management API's OpenAPI document; the flow editor
 	// shows its field descriptions as help. Nil: no help.
 	OpenAPI []byte
-	// TestClient sends the flow page's test events to the flow's test
-	// URL; nil means a client with a 30-second timeout.
-	TestClient *http.Client
 	// ClientIP finds a request's client address for the audit log (on
 	// Lambda: API Gateway's source IP); nil: the socket peer.
 	ClientIP func(*http.Request) (netip.Addr, bool)
@@ -101,9 +98,6 @@ func New(svc *automation.Service, opts Options) http.Handler {
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
-	}
-	if opts.TestClient == nil {
-		opts.TestClient = &http.Client{Timeout: testTimeout}
 	}
 	if opts.Prefix == nil {
 		opts.Prefix = func(*http.Request) string { return "" }

@@ -489,7 +489,7 @@ func TestFlowWebhookSampleAndRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := e.svc.ReceiveWebhook(ctx, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
+	run, err := receiveWebhook(ctx, e.svc, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
 		Body: json.RawMessage(`{"ref":"refs/heads/main","commits":[{"id":7}]}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +609,7 @@ func TestRunPageShowsNestedSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := e.svc.ReceiveWebhook(ctx, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
+	run, err := receiveWebhook(ctx, e.svc, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
 		Body: json.RawMessage(`{"xs":["ab","stop"]}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -132,7 +132,7 @@ func TestRetryRunAndStepSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := e.svc.ReceiveWebhook(ctx, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
+	run, err := receiveWebhook(ctx, e.svc, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID,
 		Body: json.RawMessage(`{"ref":"refs/heads/main"}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -237,7 +237,7 @@ func TestFlowAndRunPagesDrawPictures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := e.svc.ReceiveWebhook(ctx, wf, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"kind":"a"}`)})
+	run, err := receiveWebhook(ctx, e.svc, wf, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"kind":"a"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

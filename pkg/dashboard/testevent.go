@@ -1,29 +1,28 @@
 package dashboard
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/httpapi"
 )
 
 // "Send test event" tests a webhook flow without curl: the dashboard arms
-// the flow's Test Trigger and sends the JSON body the user wrote (prefilled
-// from the captured sample) to the test URL, as a caller would: through
-// the real receiver, with the flow's authentication and signature added
-// from its stored secrets. The run it starts opens on its picture.
+// the flow's Test Trigger and hands the JSON body the user wrote
+// (prefilled from the captured sample) to the domain's acceptance of a
+// delivery, as the owner's test delivery (automation.Delivery.Owner): its
+// authentication and signature hold by construction, and it takes the
+// armed Test Trigger, is kept as the sample and runs the flow as a
+// delivery to the test URL would. The run it starts opens on its picture.
 
-// testTimeout bounds the test delivery: an ON_COMPLETION flow answers when
-// its run ends.
+// testTimeout bounds the wait for an ON_COMPLETION flow's test run.
 const testTimeout = 30 * time.Second
 
 // maxTestBody is the largest sample the form is prefilled with, leaving
@@ -67,8 +66,8 @@ func (d *Dashboard) sendTest(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		d.log.WarnContext(ctx, "send test event", "flow", f.ID, "err", err)
-		d.renderFlow(w, r, http.StatusBadGateway, "",
-			"The test event could not be sent to the test URL ("+armed.TestURL+"): is the webhook address reachable from the dashboard?", nil, nil, keep)
+		d.renderFlow(w, r, http.StatusServiceUnavailable, "",
+			"The test event could not be accepted; try again later.", nil, nil, keep)
 	case runID == "":
 		d.renderFlow(w, r, http.StatusUnprocessableEntity, "", "The webhook refused the test event: "+refusal, nil, nil, keep)
 	default:
@@ -76,86 +75,61 @@ func (d *Dashboard) sendTest(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// deliverTest sends body to testURL as f's webhook expects it and returns
-// the run it started (X-Run-Id), or what the receiver answered instead.
+// deliverTest accepts body as the owner's test delivery to f (at testURL,
+// whose path the run records) and returns the run it started, or the
+// refusal a sender of it would have had ("403 IP_NOT_ALLOWED: …"). err is
+// a failure of the service, not of the event.
 func (d *Dashboard) deliverTest(ctx context.Context, f automation.Flow, testURL string, body []byte) (runID, refusal string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, testTimeout)
-	defer cancel()
 	method := http.MethodPost
 	wh := f.Trigger.Webhook
 	if wh != nil && wh.HTTPMethod != "" && wh.HTTPMethod != automation.MethodAny {
 		method = wh.HTTPMethod
 	}
-	var rd io.Reader
-	if method != http.MethodGet && method != http.MethodHead {
-		rd = bytes.NewReader(body)
-	} else {
+	u, err := url.Parse(testURL)
+	if err != nil {
+		return "", "", fmt.Errorf("dashboard: test URL: %w", err)
+	}
+	headers := map[string][]string{}
+	var query url.Values
+	if method == http.MethodGet || method == http.MethodHead {
 		// A GET carries no body: an object's fields become the query.
-		testURL = withQuery(testURL, body)
-		body = nil
+		query, body = objectQuery(body), nil
+	} else {
+		headers["Content-Type"] = []string{"application/json"}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, testURL, rd)
-	if err != nil {
-		return "", "", fmt.Errorf("dashboard: test request: %w", err)
+	var routePath string
+	if f.Engine == automation.WorkflowBuilder && wh != nil {
+		routePath = wh.Path
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if wh != nil {
-		signTest(req, wh, body, time.Now())
-	}
-	resp, err := d.opts.TestClient.Do(req)
-	if err != nil {
-		return "", "", fmt.Errorf("dashboard: send test event: %w", err)
-	}
-	defer resp.Body.Close()
-	if id := resp.Header.Get("X-Run-Id"); id != "" {
-		return id, "", nil
-	}
-	var env struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if json.Unmarshal(raw, &env) == nil && env.Error.Code != "" {
-		return "", fmt.Sprintf("%d %s: %s", resp.StatusCode, env.Error.Code, env.Error.Message), nil
-	}
-	return "", resp.Status, nil
-}
-
-// signTest adds what the webhook's checks want: its authentication and its
-// signature, made with the flow's own secrets.
-func signTest(req *http.Request, wh *automation.Webhook, body []byte, now time.Time) {
-	if a := wh.Authentication; a != nil {
-		switch a.Type {
-		case automation.AuthBasic:
-			req.SetBasicAuth(a.Username, a.Password.Reveal())
-		case automation.AuthHeader:
-			req.Header.Set(a.Name, a.Value.Reveal())
+	adm, err := d.svc.Admit(ctx, automation.Delivery{Flow: f, Test: true, Owner: true, RoutePath: routePath, Wait: testTimeout})
+	var ans automation.Answer
+	if err == nil {
+		decoded := automation.DecodedBody{Body: json.RawMessage("null")}
+		if len(body) > 0 {
+			decoded.Body = body // valid JSON: sendTest parsed it
 		}
+		ans, err = adm.Accept(ctx, automation.Body{Raw: body, Method: method, Path: u.Path, Headers: headers, Query: query,
+			Decoded: decoded})
 	}
-	if wh.Signature == nil {
-		return
-	}
-	// The domain's signer, so that every preset (STANDARD too) signs the
-	// way its receiver verifies.
-	h, err := automation.SignHeaders(*wh.Signature, body, "msg_test_"+strconv.FormatInt(now.UnixNano(), 36), now)
 	if err != nil {
-		return // unsigned: the receiver's refusal is shown as it is
+		var e *automation.Error
+		status, ok := httpapi.StatusOf(err)
+		if !errors.As(err, &e) || !ok || status >= 500 {
+			return "", "", err
+		}
+		return "", fmt.Sprintf("%d %s: %s", status, e.Code, e.Message), nil
 	}
-	for k, v := range h {
-		req.Header.Set(k, v)
-	}
+	return ans.Run.ID, "", nil
 }
 
-// withQuery adds the fields of the JSON object body to u's query: strings
-// as they are, other values as JSON. Anything but an object adds nothing.
-func withQuery(u string, body []byte) string {
+// objectQuery is the fields of the JSON object body as a query: strings
+// as they are, other values as JSON. Anything but an object is no query.
+func objectQuery(body []byte) url.Values {
 	var obj map[string]json.RawMessage
-	parsed, err := url.Parse(u)
-	if err != nil || json.Unmarshal(body, &obj) != nil || len(obj) == 0 {
-		return u
+	if json.Unmarshal(body, &obj) != nil || len(obj) == 0 {
+		return nil
 	}
-	q := parsed.Query()
+	q := url.Values{}
 	for k, raw := range obj {
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
@@ -163,6 +137,5 @@ func withQuery(u string, body []byte) string {
 		}
 		q.Set(k, s)
 	}
-	parsed.RawQuery = q.Encode()
-	return parsed.String()
+	return q
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // hookEnv is a dashboard whose Service's webhook URLs are real receivers on
-// loopback, so that a test event goes through them.
+// loopback: a test event is accepted by the domain without them, and
+// records their test URL's path.
 func hookEnv(t *testing.T) *env {
 	t.Helper()
 	var engine, workflow http.Handler
@@ -42,9 +43,10 @@ func hookEnv(t *testing.T) *env {
 
 var runLocationRE = regexp.MustCompile(`/runs/(run_[A-Za-z0-9_-]+)\?done=testsent$`)
 
-// TestSendTestEvent: "Send test event" delivers the typed JSON through the
-// test URL, with the webhook's authentication and signature, and opens the
-// run it started; bad JSON is refused with its line and column.
+// TestSendTestEvent: "Send test event" delivers the typed JSON as the
+// owner's test delivery (the webhook's authentication and signature held
+// by construction) and opens the run it started; bad JSON is refused with
+// its line and column.
 func TestSendTestEvent(t *testing.T) {
 	ctx := context.Background()
 	e := hookEnv(t)
@@ -118,7 +120,8 @@ func TestSendTestEvent(t *testing.T) {
 	wantPage(t, b.post(path, path+"/send-test", url.Values{"body": {"{\n  \"name\": Ada\n}"}}), http.StatusBadRequest,
 		"not valid JSON at line 2, column 11", "  &#34;name&#34;: Ada")
 
-	// A refusal of the receiver is shown as it answered.
+	// A refusal of the acceptance is shown as a receiver answers it: the
+	// owner's event comes from no address an allowlist names.
 	if _, err := e.svc.SetWebhookSecurity(ctx, e.p, signed.ID, []string{"203.0.113.0/24"}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,4 +143,24 @@ func TestSendTestEventTooLarge(t *testing.T) {
 	if l, err := e.svc.ListRuns(context.Background(), e.p, f.ID, automation.PageRequest{}); err != nil || len(l.Data) != 0 {
 		t.Errorf("runs after a refused test event: %d, %v", len(l.Data), err)
 	}
+}
+
+// receiveWebhook delivers td to f through the domain's acceptance, as a
+// receiver would after reading the request: a run with that trigger.
+func receiveWebhook(ctx context.Context, svc *automation.Service, f automation.Flow, td automation.TriggerData) (automation.Run, error) {
+	adm, err := svc.Admit(ctx, automation.Delivery{Flow: f})
+	if err != nil {
+		return automation.Run{}, err
+	}
+	headers := map[string][]string{}
+	for k, v := range td.Headers {
+		headers[k] = []string{v}
+	}
+	query := map[string][]string{}
+	for k, v := range td.Query {
+		query[k] = []string{v}
+	}
+	ans, err := adm.Accept(ctx, automation.Body{Raw: td.Body, Method: td.Method, Path: td.Path, Headers: headers, Query: query,
+		Decoded: automation.DecodedBody{Body: td.Body}})
+	return ans.Run, err
 }

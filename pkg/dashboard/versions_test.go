@@ -104,7 +104,7 @@ func TestRunsShowTheirVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	test, err := e.svc.ReceiveWebhook(ctx, g, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{}`)})
+	test, err := receiveWebhook(ctx, e.svc, g, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{}`)})
 	if err != nil || !test.Draft {
 		t.Fatalf("test run %+v, %v", test, err)
 	}

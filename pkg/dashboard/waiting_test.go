@@ -28,7 +28,7 @@ func TestWaitingRunsSayWhy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := e.svc.ReceiveWebhook(ctx, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID, Body: json.RawMessage(`{}`)})
+		r, err := receiveWebhook(ctx, e.svc, wf, automation.TriggerData{Method: "POST", Path: "/api/v1/webhooks/" + f.ID, Body: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}

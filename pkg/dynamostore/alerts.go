@@ -51,9 +51,11 @@ const (
 // the copy at once.
 const subscriptionCacheTTL = 30 * time.Second
 
-// alertCache holds each project's ACTIVE subscriptions for the run path, so
-// a finish in a project without any adds no request.
+// alertCache holds the Outbox that decides the events of this store's
+// changes (UseOutbox), and each project's subscriptions for it, so that a
+// change in a project without any adds no request.
 type alertCache struct {
+	outbox   atomic.Pointer[alerts.Outbox]
 	mu       sync.Mutex
 	projects map[string]cachedSubs
 	// gen counts writes through this Store: a load that began before one
@@ -196,12 +198,22 @@ func decodeDelivery(item map[string]types.AttributeValue) (alerts.Delivery, erro
 	return d, nil
 }
 
-// activeSubscriptions returns the project's ACTIVE subscriptions, from the
-// cache when it is fresh.
-func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
+// UseOutbox makes the store write the events o decides for its changes
+// (alerts.Store); without an alerts table it writes none.
+func (s *Store) UseOutbox(o *alerts.Outbox) { s.alerts.outbox.Store(o) }
+
+// eventOutbox is the Outbox of this store's changes, nil when they have
+// no events (none given, or no alerts table).
+func (s *Store) eventOutbox() *alerts.Outbox {
 	if s.t.Alerts == "" {
-		return nil, nil
+		return nil
 	}
+	return s.alerts.outbox.Load()
+}
+
+// projectSubscriptions returns the project's subscriptions, for the
+// Outbox to choose from, from the cache when it is fresh.
+func (s *Store) projectSubscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
 	s.alerts.mu.Lock()
 	c, ok := s.alerts.projects[project]
 	gen := s.alerts.gen
@@ -213,21 +225,15 @@ func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]aler
 	if err != nil {
 		return nil, err
 	}
-	var active []alerts.Subscription
-	for _, sub := range all {
-		if sub.Status == alerts.StatusActive {
-			active = append(active, sub)
-		}
-	}
 	s.alerts.mu.Lock()
 	if s.alerts.projects == nil {
 		s.alerts.projects = map[string]cachedSubs{}
 	}
 	if s.alerts.gen == gen {
-		s.alerts.projects[project] = cachedSubs{subs: active, fetched: time.Now()}
+		s.alerts.projects[project] = cachedSubs{subs: all, fetched: time.Now()}
 	}
 	s.alerts.mu.Unlock()
-	return active, nil
+	return all, nil
 }
 
 func (s *Store) forgetSubscriptions(project string) {
@@ -237,8 +243,8 @@ func (s *Store) forgetSubscriptions(project string) {
 	s.alerts.mu.Unlock()
 }
 
-// finishRun is FinishRun's write of the run: one UpdateItem, or, when a
-// subscription wants the run's event, one TransactWriteItems of that
+// finishRun is FinishRun's write of the run: one UpdateItem, or, when the
+// Outbox gives the run's finish an event, one TransactWriteItems of that
 // update and the event's deliveries, so that the finish and its event
 // commit together. A refused condition on the run comes back as a
 // ConditionalCheckFailedException, as from the UpdateItem.
@@ -265,33 +271,31 @@ func (s *Store) finishRun(ctx context.Context, r automation.Run) error {
 	return err
 }
 
-// runEventPuts are the delivery items of a finished run's event, none when
-// no subscription of the project wants it.
+// runEventPuts are the delivery items of the event the Outbox decides for
+// a finished run, none when it decides none.
 func (s *Store) runEventPuts(ctx context.Context, r automation.Run) ([]types.TransactWriteItem, error) {
-	subs, err := s.activeSubscriptions(ctx, r.Project)
-	if err != nil || len(subs) == 0 {
-		return nil, err
-	}
-	typ := alerts.RunEventType(r.Status)
-	wanted := false
-	for _, sub := range subs {
-		wanted = wanted || sub.Wants(typ, r.FlowID)
-	}
-	if !wanted {
+	o := s.eventOutbox()
+	if o == nil {
 		return nil, nil
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.t.Flows, Key: flowKey(r.FlowID),
-		ProjectionExpression: aws.String("#n"), ExpressionAttributeNames: map[string]string{"#n": "name"},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("flow name for run event: %w", err)
-	}
-	e, err := alerts.NewRunEvent(r, (&reader{item: out.Item}).str("name"), time.Now())
+	subs, err := s.projectSubscriptions(ctx, r.Project)
 	if err != nil {
 		return nil, err
 	}
-	return s.eventPuts(e, alerts.Fanout(e, subs))
+	out, err := o.RunFinished(r, subs, func() (string, error) {
+		got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: &s.t.Flows, Key: flowKey(r.FlowID),
+			ProjectionExpression: aws.String("#n"), ExpressionAttributeNames: map[string]string{"#n": "name"},
+		})
+		if err != nil {
+			return "", fmt.Errorf("flow name for run event: %w", err)
+		}
+		return (&reader{item: got.Item}).str("name"), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.eventPuts(out.Event, out.Deliveries)
 }
 
 func (s *Store) eventPuts(e alerts.Event, ds []alerts.Delivery) ([]types.TransactWriteItem, error) {
@@ -688,42 +692,61 @@ func (s *Store) Delivery(ctx context.Context, project, subscriptionID, id string
 	return d, nil
 }
 
-// flowEventPuts are the delivery items of a flow write's event (old nil:
-// created; next nil: deleted), none when no cached subscription of the
-// project wants it. The write appends them to its own transaction, after
-// its items, so that the flow change and its event commit together.
+// flowEventPuts are the delivery items of the event the Outbox decides for
+// a flow write (old nil: created; next nil: deleted), none when it decides
+// none. The write appends them to its own transaction, after its items,
+// which are conditioned on the flow as read (old), so that the flow
+// change and its event commit together.
 func (s *Store) flowEventPuts(ctx context.Context, project string, old, next *automation.Flow) ([]types.TransactWriteItem, error) {
-	subs, err := s.activeSubscriptions(ctx, project)
-	if err != nil || len(subs) == 0 {
+	o := s.eventOutbox()
+	if o == nil {
+		return nil, nil
+	}
+	subs, err := s.projectSubscriptions(ctx, project)
+	if err != nil {
 		return nil, err
 	}
-	e, ok, err := alerts.NewFlowEvent(old, next, time.Now())
-	if err != nil || !ok {
+	id := ""
+	if next != nil {
+		id = next.ID
+	} else if old != nil {
+		id = old.ID
+	}
+	out, err := o.FlowChanged(project, id, next, subs, func() (*automation.Flow, error) { return old, nil })
+	if err != nil {
 		return nil, err
 	}
-	return s.eventPuts(e, alerts.Fanout(e, subs))
+	return s.eventPuts(out.Event, out.Deliveries)
 }
 
-// setConnectionStatusWithEvent is SetConnectionStatus's write when a cached
-// subscription wants connection.state_changed: the status update and the
-// event's deliveries in one transaction, the update conditioned on the
-// status read, so that the event says what changed. ok false: no
-// subscription wants it, and the caller writes as usual.
+// setConnectionStatusWithEvent is SetConnectionStatus's write when the
+// Outbox decides an event for it: the status update and the event's
+// deliveries in one transaction, the update conditioned on the status
+// read, so that the event says what changed. ok false: no event, and the
+// caller writes as usual.
 func (s *Store) setConnectionStatusWithEvent(ctx context.Context, update *types.Update, project, id string, st automation.ConnectionStatus) (ok bool, err error) {
-	subs, err := s.activeSubscriptions(ctx, project)
-	if err != nil || len(subs) == 0 {
-		return false, err
+	o := s.eventOutbox()
+	if o == nil {
+		return false, nil
 	}
-	c, err := s.Connection(ctx, project, id)
+	subs, err := s.projectSubscriptions(ctx, project)
 	if err != nil {
-		return true, err
-	}
-	e, changed, err := alerts.NewConnectionEvent(c, st, time.Now())
-	if err != nil || !changed {
 		return false, err
 	}
-	puts, err := s.eventPuts(e, alerts.Fanout(e, subs))
-	if err != nil || len(puts) == 0 {
+	var c automation.Connection
+	out, err := o.ConnectionChanged(project, st, subs, func() (automation.Connection, bool, error) {
+		var err error
+		c, err = s.Connection(ctx, project, id)
+		if errors.Is(err, automation.ErrNotFound) {
+			return c, false, nil // the caller's plain write answers not found
+		}
+		return c, err == nil, err
+	})
+	if err != nil || out.None() {
+		return false, err
+	}
+	puts, err := s.eventPuts(out.Event, out.Deliveries)
+	if err != nil {
 		return false, err
 	}
 	update.ConditionExpression = aws.String(*update.ConditionExpression + " AND #status = :was")

@@ -16,6 +16,7 @@ import (
 
 	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
+	"flowservice/pkg/respbudget"
 )
 
 // API is the management API: routes, authentication and the cross-cutting
@@ -37,6 +38,8 @@ type API struct {
 	alerts *alerts.Service
 	// clientIP finds the client address for the audit log; nil: the peer.
 	clientIP func(*http.Request) (netip.Addr, bool)
+	// budget is what an authenticated route's answer is cut to (parts.go).
+	budget respbudget.Budget
 }
 
 // route is one entry of the routing table. Public routes skip
@@ -96,14 +99,14 @@ func NewAPI(svc *automation.Service, log *slog.Logger, opts ...APIOption) http.H
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &API{svc: svc, log: log, mux: http.NewServeMux(), patterns: map[string]bool{}}
+	a := &API{svc: svc, log: log, mux: http.NewServeMux(), patterns: map[string]bool{}, budget: respbudget.Default()}
 	for _, o := range opts {
 		o(a)
 	}
 	for _, rt := range a.routes() {
 		h := http.Handler(rt.handler)
 		if !rt.public {
-			h = a.authenticate(a.authorize(rt.pattern, a.limit(h)))
+			h = a.authenticate(a.authorize(rt.pattern, a.limit(a.budgeted(h))))
 		}
 		a.mux.Handle(rt.pattern, h)
 		a.patterns[rt.pattern] = true

@@ -15,6 +15,15 @@ import (
 	"flowservice/pkg/automation"
 )
 
+// decodeHookBody is parseHookBody as the domain's acceptance takes it.
+func decodeHookBody(contentType string, raw []byte) (automation.DecodedBody, error) {
+	hb, err := parseHookBody(contentType, raw)
+	if err != nil {
+		return automation.DecodedBody{}, err
+	}
+	return automation.DecodedBody{Body: hb.body, Files: hb.files, Base64: hb.base64}, nil
+}
+
 // maxFormParts bounds the parts of a multipart body (and the keys of a
 // form): each costs more than its bytes.
 const maxFormParts = 1000

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -77,10 +77,23 @@ func (c HookConfig) withDefaults() HookConfig {
 	return c
 }
 
-// receiver holds what both webhook receivers share: the checks every
-// delivery passes (allowlist, body limit, signature) and the middleware.
+// Receiving is what the webhook receivers use of the domain: which flow a
+// delivery addresses, and its acceptance (automation.RunService.Admit,
+// then Admission.Accept). *automation.Service has all of it.
+type Receiving interface {
+	WebhookFlow(ctx context.Context, flowID string) (automation.Flow, error)
+	RouteFlow(ctx context.Context, path, method string) (automation.Flow, error)
+	TestRouteFlow(ctx context.Context, path, method string) (automation.Flow, error)
+	Admit(ctx context.Context, d automation.Delivery) (*automation.Admission, error)
+}
+
+var _ Receiving = (*automation.Service)(nil)
+
+// receiver holds what both webhook receivers share: what only HTTP knows
+// of a delivery (its client address, its body within the limits) and the
+// middleware; the checks themselves are the domain's.
 type receiver struct {
-	svc *automation.Service
+	svc Receiving
 	cfg HookConfig
 }
 
@@ -141,17 +154,11 @@ func (rc *receiver) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, r, http.StatusServiceUnavailable, "UNAVAILABLE", "the webhook could not be accepted; try again later")
 }
 
-// checkAllowed enforces the flow's IP allowlist.
+// checkAllowed enforces the flow's IP allowlist on the request's client
+// (a preflight's; deliveries are judged by Admit).
 func (rc *receiver) checkAllowed(r *http.Request, f automation.Flow) error {
-	if len(f.AllowedIPs) == 0 {
-		return nil
-	}
-	ip, ok := rc.clientIP(r)
-	if ok && ipAllowed(ip, f.AllowedIPs) {
-		return nil
-	}
-	// The message names no address: the allowlist is the owner's business.
-	return automation.Forbidden("IP_NOT_ALLOWED", "this webhook does not accept requests from your address")
+	ip, _ := rc.clientIP(r)
+	return automation.CheckClientIP(f, ip)
 }
 
 // clientIP is the address the allowlist judges: ClientIP's when set, else
@@ -215,50 +222,66 @@ func parseHostAddr(s string) (netip.Addr, bool) {
 
 func normalize(ip netip.Addr) netip.Addr { return ip.WithZone("").Unmap() }
 
-// ipAllowed reports whether ip is one of the canonical addresses or inside
-// one of the CIDR ranges. An entry that does not parse admits nobody.
-func ipAllowed(ip netip.Addr, allowed []string) bool {
-	for _, a := range allowed {
-		if strings.Contains(a, "/") {
-			if p, err := netip.ParsePrefix(a); err == nil && p.Contains(ip) {
-				return true
-			}
-			continue
-		}
-		if want, err := netip.ParseAddr(a); err == nil && normalize(want) == ip {
-			return true
-		}
+// deliver accepts one delivery to d.Flow: the domain's admission before
+// any byte of the body is read (depth, IP allowlist, quotas, the caller's
+// credentials), the body read here within its limits, then the domain's
+// acceptance of the bytes (signature, decode, the run started, and
+// awaited for an ON_COMPLETION flow). The run's ID goes to the access log
+// and X-Run-Id.
+func (rc *receiver) deliver(w http.ResponseWriter, r *http.Request, d automation.Delivery,
+	decode func([]byte) (automation.DecodedBody, error)) (automation.Answer, error) {
+	d.Depth = automation.ParseFlowDepth(r.Header.Get(automation.FlowDepthHeader))
+	if ip, ok := rc.clientIP(r); ok {
+		d.ClientIP = ip
 	}
-	return false
+	adm, err := rc.svc.Admit(r.Context(), d)
+	if err != nil {
+		if wh := d.Flow.Trigger.Webhook; wh != nil && wh.Authentication != nil &&
+			wh.Authentication.Type == automation.AuthBasic && automation.HasCode(err, "UNAUTHORIZED") {
+			w.Header().Set("WWW-Authenticate", `Basic realm="webhook"`)
+		}
+		return automation.Answer{}, err
+	}
+	raw, err := rc.readBody(w, r, d.Flow.Project)
+	if err != nil {
+		return automation.Answer{}, err
+	}
+	var query url.Values
+	if r.URL.RawQuery != "" {
+		query = r.URL.Query()
+	}
+	// Decoded here, answered by Accept after the signature.
+	decoded, decodeErr := decode(raw)
+	ans, err := adm.Accept(r.Context(), automation.Body{
+		Raw: raw,
+		// Repeated headers are joined with "," because API Gateway
+		// adapters may split one value on commas.
+		Header:    func(k string) string { return strings.Join(r.Header.Values(k), ",") },
+		Method:    r.Method,
+		Path:      r.URL.Path,
+		Headers:   r.Header,
+		Query:     query,
+		Received:  rc.cfg.Clock(),
+		Decoded:   decoded,
+		DecodeErr: decodeErr,
+	})
+	if err != nil {
+		return automation.Answer{}, err
+	}
+	infoOf(r.Context()).runID = ans.Run.ID
+	w.Header().Set("X-Run-Id", ans.Run.ID)
+	return ans, nil
 }
 
-// admit runs the checks every delivery passes once its flow is known, in
-// order: the depth of a chain of flows, the IP allowlist, the caller's authentication (workflow builder
-// flows; nil for none) before any byte of the body is read, the body within
-// its limit, and the signature over it. It returns the raw body.
-func (rc *receiver) admit(w http.ResponseWriter, r *http.Request, f automation.Flow, authenticate func() error) ([]byte, error) {
-	if d := automation.ParseFlowDepth(r.Header.Get(automation.FlowDepthHeader)); d > automation.MaxFlowDepth {
-		return nil, automation.LoopDetected(d)
+// credentials are what the caller presents for f's authentication: its
+// Basic credentials, and the value of f's HEADER authentication header.
+func credentials(r *http.Request, f automation.Flow) automation.CallerCredentials {
+	var c automation.CallerCredentials
+	c.User, c.Password, _ = r.BasicAuth()
+	if wh := f.Trigger.Webhook; wh != nil && wh.Authentication != nil && wh.Authentication.Name != "" {
+		c.Header = strings.Join(r.Header.Values(wh.Authentication.Name), ", ")
 	}
-	if err := rc.checkAllowed(r, f); err != nil {
-		return nil, err
-	}
-	if err := rc.svc.AdmitDelivery(r.Context(), f.Project); err != nil {
-		return nil, err
-	}
-	if authenticate != nil {
-		if err := authenticate(); err != nil {
-			return nil, err
-		}
-	}
-	raw, err := rc.readBody(w, r, f.Project)
-	if err != nil {
-		return nil, err
-	}
-	if err := rc.checkSignature(r, f, raw); err != nil {
-		return nil, err
-	}
-	return raw, nil
+	return c
 }
 
 // readBody reads the body of a delivery to project within MaxBody wire
@@ -306,91 +329,10 @@ func (rc *receiver) tooLarge() error {
 		Message: fmt.Sprintf("request body is larger than %d bytes", rc.cfg.MaxBody)}
 }
 
-// checkSignature verifies the webhook's signature over the raw body, when
-// it has one. Repeated headers are joined with "," because API Gateway
-// adapters may split one value on commas.
-func (rc *receiver) checkSignature(r *http.Request, f automation.Flow, body []byte) error {
-	if f.Trigger.Webhook == nil || f.Trigger.Webhook.Signature == nil {
-		return nil
-	}
-	header := func(k string) string { return strings.Join(r.Header.Values(k), ",") }
-	return automation.VerifySignature(*f.Trigger.Webhook.Signature, header, body, rc.cfg.Clock())
-}
-
-// credentialHeaders never reach a run record: they authenticate the caller
-// and mean nothing to the steps.
-var credentialHeaders = []string{"authorization", "cookie", "proxy-authorization"}
-
-// triggerData is the request as the run keeps it. dropHeader names one
-// more header to leave out (HEADER authentication's), or "".
-func triggerData(r *http.Request, f automation.Flow, body json.RawMessage, raw []byte, dropHeader string) automation.TriggerData {
-	drop := append([]string{strings.ToLower(dropHeader)}, credentialHeaders...)
-	td := automation.TriggerData{
-		Method:  r.Method,
-		Path:    r.URL.Path,
-		Headers: make(map[string]string, len(r.Header)),
-		Query:   map[string]string{},
-		Body:    body,
-	}
-	for k, vs := range r.Header {
-		name := strings.ToLower(k)
-		if !contains(drop, name) {
-			td.Headers[name] = strings.Join(vs, ", ")
-		}
-	}
-	if r.URL.RawQuery != "" {
-		for k, vs := range r.URL.Query() {
-			if len(vs) > 0 {
-				td.Query[k] = vs[0]
-			}
-		}
-	}
-	// Stored JSON is re-encoded; a signature check needs the bytes that
-	// were signed.
-	if keepsRawBody(f) {
-		td.RawBody = string(raw)
-	}
-	return td
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func hasVerifyStep(f automation.Flow) bool {
-	for _, s := range f.Steps {
-		if s.Type == automation.StepVerifySignature {
-			return true
-		}
-	}
-	return false
-}
-
 // started is the answer to a delivery whose run is durable.
 type started struct {
 	RunID  string               `json:"runId"`
 	Status automation.RunStatus `json:"status"`
-}
-
-// startRun hands the delivery to accept (the Service's ReceiveWebhook or
-// ReceiveTestWebhook), which captures it when a Test Trigger is armed and
-// makes the run durable, and notes the run's ID for the access log and the
-// X-Run-Id header. On failure nothing was promised: the caller answers 503
-// and the sender retries.
-func (rc *receiver) startRun(w http.ResponseWriter, r *http.Request, f automation.Flow, td automation.TriggerData,
-	accept func(context.Context, automation.Flow, automation.TriggerData) (automation.Run, error)) (automation.Run, error) {
-	run, err := accept(r.Context(), f, td)
-	if err != nil {
-		return automation.Run{}, err
-	}
-	infoOf(r.Context()).runID = run.ID
-	w.Header().Set("X-Run-Id", run.ID)
-	return run, nil
 }
 
 // validID bounds a flow ID before it reaches the store: IDs are short and

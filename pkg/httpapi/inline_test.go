@@ -190,16 +190,19 @@ func TestOnCompletionRunOutlivesItsReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// What the receiver does before it executes: the run is durable and
-	// claimed by the receiver's attempt. The receiver then dies.
+	// What the receiver's acceptance does before it executes: the run is
+	// durable and claimed by the receiver's attempt, in one write. The
+	// receiver then dies.
 	claimedAt := time.Now().Truncate(time.Millisecond) // leases are whole milliseconds
-	r, err := e.fe.Svc.ReceiveWebhook(ctx, f, automation.TriggerData{Method: "POST", Headers: map[string]string{},
-		Query: map[string]string{}, Body: json.RawMessage(`{"n":"7"}`)})
+	r, err := e.fe.Store.EnqueueClaimed(ctx, automation.Run{ID: "run_deadreceiver", Project: f.Project, FlowID: f.ID,
+		Status: automation.RunRunning, Steps: []automation.StepResult{}, Created: claimedAt,
+		Trigger: automation.TriggerData{Method: "POST", Headers: map[string]string{}, Query: map[string]string{},
+			Body: json.RawMessage(`{"n":"7"}`)}}, claimedAt, policy.Lease())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.LeaseToken == "" || r.Attempts != 1 {
-		t.Fatalf("ReceiveWebhook on an ON_COMPLETION flow = attempts %d, token %q; want the run claimed", r.Attempts, r.LeaseToken)
+		t.Fatalf("EnqueueClaimed = attempts %d, token %q; want the run claimed", r.Attempts, r.LeaseToken)
 	}
 	e.startWorkers(t)
 

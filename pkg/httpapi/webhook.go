@@ -19,7 +19,7 @@ type Webhook struct{ rc receiver }
 // the run is durably queued. While the flow's Test Trigger is armed, the
 // next delivery is also kept as its sample, and runs even if the flow is
 // INACTIVE.
-func NewWebhook(svc *automation.Service, cfg HookConfig) http.Handler {
+func NewWebhook(svc Receiving, cfg HookConfig) http.Handler {
 	return &Webhook{rc: receiver{svc: svc, cfg: cfg.withDefaults()}}
 }
 
@@ -52,31 +52,26 @@ func (h *Webhook) receive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	infoOf(r.Context()).flowID = f.ID
-	raw, err := h.rc.admit(w, r, f, nil)
+	ans, err := h.rc.deliver(w, r, automation.Delivery{Flow: f}, decodeEngineBody(r.Header.Get("Content-Type")))
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}
-	// Every body type the workflow builder takes (GitHub's default is a
-	// form, Slack's commands are forms); a body with no Content-Type is
-	// read as JSON, as senders of JSON often omit it.
-	if len(raw) == 0 {
-		h.rc.fail(w, r, invalidJSON("the webhook body is empty: send JSON, a form or any other body"))
-		return
-	}
-	ct := r.Header.Get("Content-Type")
+	writeJSON(w, http.StatusOK, started{RunID: ans.Run.ID, Status: ans.Run.Status})
+}
+
+// decodeEngineBody reads a flow builder body: every body type the
+// workflow builder takes (GitHub's default is a form, Slack's commands are
+// forms); a body with no Content-Type is read as JSON, as senders of JSON
+// often omit it. An empty body is refused.
+func decodeEngineBody(ct string) func([]byte) (automation.DecodedBody, error) {
 	if ct == "" {
 		ct = "application/json"
 	}
-	hb, err := parseHookBody(ct, raw)
-	if err != nil {
-		h.rc.fail(w, r, err)
-		return
+	return func(raw []byte) (automation.DecodedBody, error) {
+		if len(raw) == 0 {
+			return automation.DecodedBody{}, invalidJSON("the webhook body is empty: send JSON, a form or any other body")
+		}
+		return decodeHookBody(ct, raw)
 	}
-	run, err := h.rc.startRun(w, r, f, hookTrigger(r, f, hb, raw, ""), h.rc.svc.ReceiveWebhook)
-	if err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, started{RunID: run.ID, Status: run.Status})
 }

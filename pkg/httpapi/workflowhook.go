@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -30,7 +28,7 @@ type WorkflowHook struct{ rc receiver }
 // Under /webhook-test/{path} the same flow answers, whatever its status,
 // exactly once per arming of its Test Trigger: the call is kept as the
 // flow's sample and runs the flow; otherwise that URL is a 404.
-func NewWorkflowHook(svc *automation.Service, cfg HookConfig) http.Handler {
+func NewWorkflowHook(svc Receiving, cfg HookConfig) http.Handler {
 	return &WorkflowHook{rc: receiver{svc: svc, cfg: cfg.withDefaults()}}
 }
 
@@ -47,20 +45,15 @@ func (h *WorkflowHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type hookMode struct {
 	prefix string
 	lookup func(ctx context.Context, path, method string) (automation.Flow, error)
-	accept func(context.Context, automation.Flow, automation.TriggerData) (automation.Run, error)
+	test   bool
 }
 
 func (h *WorkflowHook) receiveLive(w http.ResponseWriter, r *http.Request) {
-	// Within the answer's wait: an ON_COMPLETION run without side effects
-	// may come back final from one commit (Service.ReceiveWebhookWithin).
-	accept := func(ctx context.Context, f automation.Flow, td automation.TriggerData) (automation.Run, error) {
-		return h.rc.svc.ReceiveWebhookWithin(ctx, f, td, h.rc.cfg.SyncTimeout)
-	}
-	h.receive(w, r, hookMode{prefix: workflowPrefix, lookup: h.rc.svc.RouteFlow, accept: accept})
+	h.receive(w, r, hookMode{prefix: workflowPrefix, lookup: h.rc.svc.RouteFlow})
 }
 
 func (h *WorkflowHook) receiveTest(w http.ResponseWriter, r *http.Request) {
-	h.receive(w, r, hookMode{prefix: workflowTestPrefix, lookup: h.rc.svc.TestRouteFlow, accept: h.rc.svc.ReceiveTestWebhook})
+	h.receive(w, r, hookMode{prefix: workflowTestPrefix, lookup: h.rc.svc.TestRouteFlow, test: true})
 }
 
 func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hookMode) {
@@ -89,40 +82,27 @@ func (h *WorkflowHook) receive(w http.ResponseWriter, r *http.Request, mode hook
 		wh = &automation.Webhook{}
 	}
 	setCORS(w, r, wh.AllowedOrigins)
-	// Authentication before the body: an unknown caller costs no read.
-	var dropHeader string
-	raw, err := h.rc.admit(w, r, f, func() (err error) {
-		dropHeader, err = authenticateHook(w, r, wh.Authentication)
-		return err
-	})
+	ct := r.Header.Get("Content-Type")
+	ans, err := h.rc.deliver(w, r, automation.Delivery{Flow: f, Test: mode.test, Credentials: credentials(r, f),
+		RoutePath: p, Wait: h.rc.cfg.SyncTimeout},
+		func(raw []byte) (automation.DecodedBody, error) { return decodeHookBody(ct, raw) })
 	if err != nil {
 		h.rc.fail(w, r, err)
 		return
 	}
-	hb, err := parseHookBody(r.Header.Get("Content-Type"), raw)
-	if err != nil {
-		h.rc.fail(w, r, err)
+	if !ans.Awaited {
+		writeJSON(w, http.StatusOK, started{RunID: ans.Run.ID, Status: ans.Run.Status})
 		return
 	}
-	td := hookTrigger(r, f, hb, raw, dropHeader)
-	td.Params = automation.PathParams(wh.Path, p)
-	run, err := h.rc.startRun(w, r, f, td, mode.accept)
-	if err != nil {
-		h.rc.fail(w, r, err)
-		return
-	}
-	if wh.ResponseMode != automation.RespondOnCompletion {
-		writeJSON(w, http.StatusOK, started{RunID: run.ID, Status: run.Status})
-		return
-	}
-	h.respondOnCompletion(w, r, run)
+	h.respondOnCompletion(w, r, ans)
 }
 
-// respondOnCompletion waits for the run and answers with its outcome. The
-// run is durable already, so every failure here still names it in X-Run-Id.
-func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Request, run automation.Run) {
-	out, err := h.rc.svc.AwaitRun(r.Context(), run, h.rc.cfg.SyncTimeout)
-	if err != nil {
+// respondOnCompletion answers with the outcome of the run Accept awaited.
+// The run is durable already, so every failure here still names it in
+// X-Run-Id.
+func (h *WorkflowHook) respondOnCompletion(w http.ResponseWriter, r *http.Request, ans automation.Answer) {
+	run, out := ans.Run, ans.Outcome
+	if err := ans.WaitErr; err != nil {
 		// A store outage while watching, or the client hung up: the run
 		// goes on either way and is recorded.
 		if r.Context().Err() != nil {
@@ -292,42 +272,4 @@ func setCORS(w http.ResponseWriter, r *http.Request, origins []string) bool {
 // is decoded twice.
 func validWebhookPath(p string) bool {
 	return automation.ValidWebhookPath(p) == nil
-}
-
-// authenticateHook checks the flow's authentication and returns the name
-// of a header to keep out of the run record ("" for none). Both sides are
-// hashed before the constant-time comparison, so that lengths leak nothing.
-func authenticateHook(w http.ResponseWriter, r *http.Request, a *automation.Authentication) (string, error) {
-	if a == nil {
-		return "", nil
-	}
-	switch a.Type {
-	case automation.AuthBasic:
-		user, pass, _ := r.BasicAuth()
-		// Both compared, without short-circuit, so timing says not which.
-		okUser := secretEqual(user, a.Username)
-		okPass := secretEqual(pass, a.Password.Reveal())
-		if okUser&okPass == 1 && a.Password.Reveal() != "" && !a.Password.Masked() {
-			return "", nil
-		}
-		w.Header().Set("WWW-Authenticate", `Basic realm="webhook"`)
-		return "", hookUnauthorized()
-	case automation.AuthHeader:
-		want := a.Value.Reveal()
-		got := strings.Join(r.Header.Values(a.Name), ", ")
-		if a.Name != "" && want != "" && !a.Value.Masked() && secretEqual(got, want) == 1 {
-			return a.Name, nil
-		}
-		return a.Name, hookUnauthorized()
-	}
-	return "", nil
-}
-
-func secretEqual(got, want string) int {
-	g, wt := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	return subtle.ConstantTimeCompare(g[:], wt[:])
-}
-
-func hookUnauthorized() error {
-	return automation.Unauthorized("UNAUTHORIZED", "this webhook needs valid credentials")
 }

@@ -52,12 +52,14 @@ CREATE INDEX alert_deliveries_due ON alert_deliveries (next_ms) WHERE status = '
 CREATE INDEX alert_deliveries_subscription ON alert_deliveries (subscription, seq);
 `
 
-// alertState caches the project's ACTIVE subscriptions for the run path:
-// a finish in a project without any costs a map lookup, no query. Every
+// alertState holds the Outbox that decides the events of this store's
+// changes (UseOutbox), and caches every project's subscriptions for it: a
+// change in a project without any costs a map lookup, no query. Every
 // subscription write in this process drops the cache (flowd is the one
-// process writing its store), and the next finish loads it again.
+// process writing its store), and the next change loads it again.
 type alertState struct {
-	subs atomic.Pointer[map[string][]alerts.Subscription]
+	outbox atomic.Pointer[alerts.Outbox]
+	subs   atomic.Pointer[map[string][]alerts.Subscription]
 	// gen counts invalidations: a load that began before one (and so may
 	// have read the old subscriptions) is not kept.
 	mu       sync.Mutex
@@ -90,8 +92,13 @@ func (s *Store) wakeAlerts() {
 	}
 }
 
-// activeSubscriptions returns the cached ACTIVE subscriptions of project.
-func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
+// UseOutbox makes the store write the events o decides for its changes
+// (alerts.Store).
+func (s *Store) UseOutbox(o *alerts.Outbox) { s.alerts.outbox.Store(o) }
+
+// projectSubscriptions returns the cached subscriptions of project, for
+// the Outbox to choose from.
+func (s *Store) projectSubscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
 	if m := s.alerts.subs.Load(); m != nil {
 		return (*m)[project], nil
 	}
@@ -109,9 +116,7 @@ func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]aler
 		if err != nil {
 			return nil, err
 		}
-		if sub.Status == alerts.StatusActive {
-			m[sub.Project] = append(m[sub.Project], sub)
-		}
+		m[sub.Project] = append(m[sub.Project], sub)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("load subscriptions: %w", err)
@@ -124,32 +129,32 @@ func (s *Store) activeSubscriptions(ctx context.Context, project string) ([]aler
 	return m[project], nil
 }
 
-// outboxRun writes the event of a finished run and its deliveries in the
-// finish's transaction tx, when a subscription of the project wants it.
+// outboxRun writes, in the finish's transaction tx, the event the Outbox
+// decides for the finished run r, if any.
 func (s *Store) outboxRun(ctx context.Context, tx *sql.Tx, r automation.Run) error {
-	subs, err := s.activeSubscriptions(ctx, r.Project)
-	if err != nil || len(subs) == 0 {
-		return err
-	}
-	typ := alerts.RunEventType(r.Status)
-	wanted := false
-	for _, sub := range subs {
-		wanted = wanted || sub.Wants(typ, r.FlowID)
-	}
-	if !wanted {
+	o := s.alerts.outbox.Load()
+	if o == nil {
 		return nil
 	}
-	var name string
-	if err := s.queryRow(ctx, tx, `SELECT json_extract(doc, '$.name') FROM flows WHERE id = ?`, r.FlowID).Scan(&name); err != nil {
-		return fmt.Errorf("flow name for run event: %w", err)
-	}
-	e, err := alerts.NewRunEvent(r, name, time.Now())
+	subs, err := s.projectSubscriptions(ctx, r.Project)
 	if err != nil {
 		return err
 	}
-	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
+	out, err := o.RunFinished(r, subs, func() (string, error) {
+		var name string
+		if err := s.queryRow(ctx, tx, `SELECT json_extract(doc, '$.name') FROM flows WHERE id = ?`, r.FlowID).Scan(&name); err != nil {
+			return "", fmt.Errorf("flow name for run event: %w", err)
+		}
+		return name, nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.insertEvent(ctx, tx, out.Event, out.Deliveries)
 }
 
+// insertEvent writes an event and its deliveries in tx; without
+// deliveries, nothing.
 func (s *Store) insertEvent(ctx context.Context, tx *sql.Tx, e alerts.Event, ds []alerts.Delivery) error {
 	if len(ds) == 0 {
 		return nil
@@ -493,52 +498,59 @@ func (s *Store) Delivery(ctx context.Context, project, subscriptionID, id string
 	return d, nil
 }
 
-// outboxFlow writes the event of a flow write in its transaction tx, when
-// a subscription of the project wants it: call it before the write, with
-// next the flow after it (nil for a delete). It reads the flow as stored
-// only then, so that a project without subscriptions pays nothing.
+// outboxFlow writes, in a flow write's transaction tx, the event the
+// Outbox decides for it: call it before the write, with next the flow
+// after it (nil for a delete), so that the flow as stored is the one
+// before. It is read only when the Outbox asks, so that a project without
+// subscriptions pays nothing.
 func (s *Store) outboxFlow(ctx context.Context, tx *sql.Tx, project, id string, next *automation.Flow) error {
-	subs, err := s.activeSubscriptions(ctx, project)
-	if err != nil || len(subs) == 0 {
+	o := s.alerts.outbox.Load()
+	if o == nil {
+		return nil
+	}
+	subs, err := s.projectSubscriptions(ctx, project)
+	if err != nil {
 		return err
 	}
-	var old *automation.Flow
-	f, _, err := scanFlow(tx.QueryRowContext(ctx, `SELECT `+flowColumns+` FROM flows WHERE project = ? AND id = ?`, project, id))
-	switch {
-	case err == nil:
-		old = &f
-	case errors.Is(err, sql.ErrNoRows):
-		if next == nil {
-			return nil // nothing deleted: the write answers not found
+	out, err := o.FlowChanged(project, id, next, subs, func() (*automation.Flow, error) {
+		f, _, err := scanFlow(tx.QueryRowContext(ctx, `SELECT `+flowColumns+` FROM flows WHERE project = ? AND id = ?`, project, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("flow before its event: %w", err)
 		}
-	default:
-		return fmt.Errorf("flow before its event: %w", err)
-	}
-	e, ok, err := alerts.NewFlowEvent(old, next, time.Now())
-	if err != nil || !ok {
+		return &f, nil
+	})
+	if err != nil {
 		return err
 	}
-	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
+	return s.insertEvent(ctx, tx, out.Event, out.Deliveries)
 }
 
-// outboxConnection writes connection.state_changed in the transaction of
-// a status change, before it, when a subscription wants it.
+// outboxConnection writes, in the transaction of a connection's status
+// change, before it, the event the Outbox decides for it.
 func (s *Store) outboxConnection(ctx context.Context, tx *sql.Tx, project, id string, to automation.ConnectionStatus) error {
-	subs, err := s.activeSubscriptions(ctx, project)
-	if err != nil || len(subs) == 0 {
+	o := s.alerts.outbox.Load()
+	if o == nil {
+		return nil
+	}
+	subs, err := s.projectSubscriptions(ctx, project)
+	if err != nil {
 		return err
 	}
-	c, _, err := scanConnection(tx.QueryRowContext(ctx, `SELECT `+connectionColumns+` FROM connections WHERE project = ? AND id = ?`, project, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil // the write answers not found
-	} else if err != nil {
-		return fmt.Errorf("connection before its event: %w", err)
-	}
-	e, ok, err := alerts.NewConnectionEvent(c, to, time.Now())
-	if err != nil || !ok {
+	out, err := o.ConnectionChanged(project, to, subs, func() (automation.Connection, bool, error) {
+		c, _, err := scanConnection(tx.QueryRowContext(ctx, `SELECT `+connectionColumns+` FROM connections WHERE project = ? AND id = ?`, project, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return automation.Connection{}, false, nil // the write answers not found
+		} else if err != nil {
+			return automation.Connection{}, false, fmt.Errorf("connection before its event: %w", err)
+		}
+		return c, true, nil
+	})
+	if err != nil {
 		return err
 	}
-	return s.insertEvent(ctx, tx, e, alerts.Fanout(e, subs))
+	return s.insertEvent(ctx, tx, out.Event, out.Deliveries)
 }
 
 // PurgeDeliveries removes up to limit deliveries that are no longer

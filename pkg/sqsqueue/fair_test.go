@@ -19,9 +19,10 @@ type acceptAll struct{}
 func (acceptAll) CreateRun(context.Context, automation.Run) error          { return nil }
 func (acceptAll) DeleteUnclaimedRun(context.Context, string, string) error { return nil }
 
-// TestMessagesGroupedByProject: every run message, first or delayed, goes
-// to the standard run queue with its project as message group ID, which
-// makes it a fair queue; moto_server accepts and reports the group.
+// TestMessagesGroupedByProject: every run-bearing message, first, delayed,
+// a caller's wake-up or a sub-minute poll, goes to the standard run queue
+// with its project as message group ID, which makes it a fair queue;
+// moto_server accepts and reports the group.
 func TestMessagesGroupedByProject(t *testing.T) {
 	e := newEnv(t, nil)
 	q := sqsqueue.New(acceptAll{}, e.sqs, e.url)
@@ -30,6 +31,12 @@ func TestMessagesGroupedByProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := q.EnqueueAfter(ctx, automation.Run{ID: "run_b", Project: "prj_b"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.WakeRun(ctx, "prj_c", "run_c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.EnqueuePollAfter(ctx, "prj_d", "flw_d", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
@@ -46,13 +53,17 @@ func TestMessagesGroupedByProject(t *testing.T) {
 			if err := json.Unmarshal([]byte(*m.Body), &qm); err != nil {
 				t.Fatal(err)
 			}
-			got[qm.RunID] = m.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
+			key := qm.RunID
+			if key == "" {
+				key = qm.FlowID // a poll names its flow
+			}
+			got[key] = m.Attributes[string(sqstypes.MessageSystemAttributeNameMessageGroupId)]
 		}
-		if len(got) == 2 {
+		if len(got) == 4 {
 			break
 		}
 	}
-	if got["run_a"] != "prj_a" || got["run_b"] != "prj_b" {
-		t.Errorf("message groups %v, want run_a in prj_a and run_b in prj_b", got)
+	if got["run_a"] != "prj_a" || got["run_b"] != "prj_b" || got["run_c"] != "prj_c" || got["flw_d"] != "prj_d" {
+		t.Errorf("message groups %v, want each message in its project's group", got)
 	}
 }

@@ -102,7 +102,8 @@ func (q *Queue) EnqueuePollAfter(ctx context.Context, project, flowID string, at
 	delay := min(max(time.Until(at), 0), MaxDelay)
 	secs := int32((delay + time.Second - 1) / time.Second)
 	text := string(body)
-	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: secs}); err != nil {
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text, DelaySeconds: secs,
+		MessageGroupId: GroupOf(project)}); err != nil {
 		return fmt.Errorf("sqsqueue: delay poll of %s: %w", flowID, err)
 	}
 	return nil

@@ -22,7 +22,8 @@ func (q *Queue) WakeRun(ctx context.Context, project, runID string) error {
 		return fmt.Errorf("sqsqueue: wake run %s: %w", runID, err)
 	}
 	text := string(body)
-	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text}); err != nil {
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &text,
+		MessageGroupId: GroupOf(project)}); err != nil {
 		return fmt.Errorf("sqsqueue: wake run %s: %w", runID, err)
 	}
 	return nil

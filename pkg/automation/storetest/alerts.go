@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,25 +125,41 @@ func testAlertsAudited(t *testing.T, env AlertsEnv) {
 
 // testFlowAndConnectionEvents: creating, enabling, disabling, changing the
 // definition of and deleting a flow, and a connection's status change,
-// each write their event with the change; a metadata-only edit does not.
+// each write the event their Outbox decides with the change, stamped with
+// its clock, to the subscriptions that want it alone; a metadata-only
+// edit, a status set to itself and a refused write write none.
 func testFlowAndConnectionEvents(t *testing.T, env AlertsEnv) {
 	ctx := context.Background()
+	at := fixedClock()
+	env.Alerts.UseOutbox(alerts.NewOutbox(func() time.Time { return at }))
 	p := newProject("events", now())
 	must(t, "create project", env.Store.CreateProject(ctx, p))
 	sub := newSubscription(p.ID, alerts.EventFlowPublished, alerts.EventFlowEnabled, alerts.EventFlowDisabled,
 		alerts.EventFlowDeleted, alerts.EventConnectionStateChanged)
 	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, sub))
-	events := func(what string, want ...string) {
+	otherFlow := "flw_other"
+	elsewhere := newSubscription(p.ID, alerts.EventFlowPublished, alerts.EventFlowEnabled, alerts.EventFlowDisabled, alerts.EventFlowDeleted)
+	elsewhere.FlowID = &otherFlow
+	disabled := newSubscription(p.ID, alerts.EventFlowPublished, alerts.EventFlowDeleted, alerts.EventConnectionStateChanged)
+	disabled.Status = alerts.StatusDisabled
+	runsOnly := newSubscription(p.ID, alerts.EventRunFailed)
+	for _, s := range []alerts.Subscription{elsewhere, disabled, runsOnly} {
+		must(t, "create subscription", env.Alerts.CreateSubscription(ctx, s))
+	}
+	events := func(what string, want ...string) []alerts.Pending {
 		t.Helper()
-		got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100, nil)
-		must(t, "claim deliveries", err)
+		got := claimEvents(t, env, at)
 		var types []string
 		for _, d := range got {
 			types = append(types, d.Event.Type)
+			if d.Subscription.ID != sub.ID {
+				t.Fatalf("after %s: %s reached subscription %s, which does not want it", what, d.Event.Type, d.Subscription.ID)
+			}
 		}
 		if diff := cmp.Diff(want, types); diff != "" {
 			t.Fatalf("events after %s (-want +got):\n%s", what, diff)
 		}
+		return got
 	}
 	f := flowBuilderWebhook(p.ID, "hook", now())
 	must(t, "create flow", env.Store.CreateFlow(ctx, f))
@@ -163,22 +180,33 @@ func testFlowAndConnectionEvents(t *testing.T, env AlertsEnv) {
 		f.Steps = append(f.Steps, automation.Step{Name: "extra", Type: automation.StepSet, Set: json.RawMessage(`{"a":1}`)})
 	})
 	events("a definition change", alerts.EventFlowPublished)
+	// A write refused (an old version) writes no event.
+	cur, err := env.Store.Flow(ctx, p.ID, f.ID)
+	must(t, "get flow", err)
+	stale := cur
+	stale.Status = automation.FlowInactive // would be flow.disabled
+	wantKind(t, "put an old version", env.Store.PutFlow(ctx, stale), automation.ErrConflict, "FLOW_MODIFIED")
+	events("a refused put")
 	put(func(f *automation.Flow) { f.Status = automation.FlowInactive })
 	events("disable", alerts.EventFlowDisabled)
 	must(t, "delete flow", env.Store.DeleteFlow(ctx, p.ID, f.ID))
 	events("delete", alerts.EventFlowDeleted)
+	wantKind(t, "delete it again", env.Store.DeleteFlow(ctx, p.ID, f.ID), automation.ErrNotFound, "FLOW_NOT_FOUND")
+	events("a refused delete")
 
 	c := newConnection(p.ID, "gh", now())
 	must(t, "create connection", env.Store.CreateConnection(ctx, c))
 	must(t, "set status", env.Store.SetConnectionStatus(ctx, p.ID, c.ID, automation.ConnectionError, now()))
-	got, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100, nil)
-	must(t, "claim", err)
-	if len(got) != 1 || got[0].Event.Type != alerts.EventConnectionStateChanged ||
-		!strings.Contains(string(got[0].Event.Payload), `"from":"ACTIVE","to":"ERROR"`) {
-		t.Fatalf("after a status change: %+v", got)
+	got := events("a status change", alerts.EventConnectionStateChanged)
+	if !strings.Contains(string(got[0].Event.Payload), `"from":"ACTIVE","to":"ERROR"`) {
+		t.Fatalf("after a status change: %s", got[0].Event.Payload)
 	}
 	must(t, "same status", env.Store.SetConnectionStatus(ctx, p.ID, c.ID, automation.ConnectionError, now()))
 	events("a status set to itself")
+	ghost := newConnection(p.ID, "ghost", now())
+	wantKind(t, "set the status of a missing connection", env.Store.SetConnectionStatus(ctx, p.ID, ghost.ID, automation.ConnectionActive, now()),
+		automation.ErrNotFound, "CONNECTION_NOT_FOUND")
+	events("a refused status change")
 }
 
 func newSubscription(project string, events ...string) alerts.Subscription {
@@ -318,8 +346,56 @@ func testDeliveries(t *testing.T, env AlertsEnv) {
 	wantKind(t, "deleted subscription's delivery", err, automation.ErrNotFound, "DELIVERY_NOT_FOUND")
 }
 
-// testRunFinishWritesEvent: a run's finish writes its event with the
-// finish, for the subscriptions that want it, and none without one.
+// fixedClock is the Service's clock of the events tests: an hour before
+// the test runs, so that an event stamped with the wall clock (the store's
+// own time) shows, and its deliveries are due when claimed at now.
+func fixedClock() time.Time { return now().Add(-time.Hour) }
+
+// claimEvents claims every due delivery, and checks that each one carries
+// an event stamped with at, as its payload's timestamp and its times.
+func claimEvents(t *testing.T, env AlertsEnv, at time.Time) []alerts.Pending {
+	t.Helper()
+	got, err := env.Alerts.ClaimDeliveries(context.Background(), now().Add(time.Minute), time.Minute, 100, nil)
+	must(t, "claim deliveries", err)
+	for _, p := range got {
+		var payload struct{ Timestamp time.Time }
+		if err := json.Unmarshal(p.Event.Payload, &payload); err != nil {
+			t.Fatalf("payload of %s: %v", p.Event.Type, err)
+		}
+		d := p.Delivery
+		if !payload.Timestamp.Equal(at) || !d.Created.Equal(at) || d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(at) {
+			t.Fatalf("%s event stamped %v (delivery created %v, due %v), want the Service's clock %v",
+				p.Event.Type, payload.Timestamp, d.Created, d.NextAttemptAt, at)
+		}
+	}
+	return got
+}
+
+// subscriptionIDs are the subscriptions of deliveries, sorted.
+func subscriptionIDs(ps []alerts.Pending) []string {
+	var ids []string
+	for _, p := range ps {
+		ids = append(ids, p.Subscription.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func sortedIDs(subs ...alerts.Subscription) []string {
+	var ids []string
+	for _, s := range subs {
+		ids = append(ids, s.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// testRunFinishWritesEvent: a run's finish writes the event its Outbox
+// decides with the finish, stamped with the Outbox's clock (the
+// Service's), and one delivery to each subscription that wants it and no
+// other: not another event type's, another flow's, a disabled one's or
+// another project's. Without an Outbox, and for a finish that is refused,
+// the store writes none.
 func testRunFinishWritesEvent(t *testing.T, env AlertsEnv) {
 	ctx := context.Background()
 	f := runFixture(t, env.RunEnv)
@@ -338,35 +414,44 @@ func testRunFinishWritesEvent(t *testing.T, env AlertsEnv) {
 		must(t, "finish run", env.Runs.FinishRun(ctx, fin))
 		return fin
 	}
-	claimAll := func() []alerts.Pending {
-		t.Helper()
-		p, err := env.Alerts.ClaimDeliveries(ctx, time.Now().Add(time.Hour), time.Minute, 100, nil)
-		must(t, "claim deliveries", err)
-		return p
-	}
+	at := fixedClock()
+	claimAll := func() []alerts.Pending { t.Helper(); return claimEvents(t, env, at) }
+
+	failures := newSubscription(f.Project, alerts.EventRunFailed, alerts.EventRunTimeout)
+	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, failures))
 	finish(automation.RunFailed)
 	if got := claimAll(); len(got) != 0 {
-		t.Fatalf("a project without subscriptions got %d deliveries", len(got))
+		t.Fatalf("a store without an Outbox decided an event itself: %d deliveries", len(got))
 	}
-	failures := newSubscription(f.Project, alerts.EventRunFailed, alerts.EventRunTimeout)
+	env.Alerts.UseOutbox(alerts.NewOutbox(func() time.Time { return at }))
+
+	thisFlow := newSubscription(f.Project, alerts.EventRunFailed)
+	thisFlow.FlowID = &f.ID
 	otherFlow := "flw_other"
 	elsewhere := newSubscription(f.Project, alerts.EventRunFailed)
 	elsewhere.FlowID = &otherFlow
-	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, failures))
-	must(t, "create subscription", env.Alerts.CreateSubscription(ctx, elsewhere))
+	successes := newSubscription(f.Project, alerts.EventRunSucceeded)
+	disabled := newSubscription(f.Project, alerts.EventRunFailed)
+	disabled.Status = alerts.StatusDisabled
+	otherProject := newSubscription(automation.NewID(automation.PrefixProject), alerts.EventRunFailed)
+	for _, sub := range []alerts.Subscription{thisFlow, elsewhere, successes, disabled, otherProject} {
+		must(t, "create subscription", env.Alerts.CreateSubscription(ctx, sub))
+	}
 	finish(automation.RunSucceeded)
-	if got := claimAll(); len(got) != 0 {
-		t.Fatalf("a SUCCEEDED run reached a failures-only subscription: %d deliveries", len(got))
+	if got := claimAll(); !slices.Equal(subscriptionIDs(got), sortedIDs(successes)) {
+		t.Fatalf("a SUCCEEDED run reached %v, want only %s", subscriptionIDs(got), successes.ID)
 	}
 	failed := finish(automation.RunFailed)
 	got := claimAll()
-	if len(got) != 1 || got[0].Subscription.ID != failures.ID || got[0].Event.Type != alerts.EventRunFailed {
-		t.Fatalf("deliveries after a failed run = %+v, want one run.failed to %s", got, failures.ID)
+	if ids := subscriptionIDs(got); !slices.Equal(ids, sortedIDs(failures, thisFlow)) {
+		t.Fatalf("a FAILED run reached %v, want %v (the subscriptions that want it)", ids, sortedIDs(failures, thisFlow))
+	}
+	if got[0].Event.ID != got[1].Event.ID || got[0].Event.Type != alerts.EventRunFailed {
+		t.Fatalf("deliveries of one finish: events %s and %s (%s), want one run.failed", got[0].Event.ID, got[1].Event.ID, got[0].Event.Type)
 	}
 	var payload struct {
-		Type      string
-		Timestamp time.Time
-		Data      struct {
+		Type string
+		Data struct {
 			ID, FlowID, FlowName, Status string
 			Error                        struct {
 				Step    *string
@@ -377,14 +462,52 @@ func testRunFinishWritesEvent(t *testing.T, env AlertsEnv) {
 	if err := json.Unmarshal(got[0].Event.Payload, &payload); err != nil {
 		t.Fatal(err)
 	}
-	if payload.Type != alerts.EventRunFailed || payload.Timestamp.IsZero() || payload.Data.ID != failed.ID ||
+	if payload.Type != alerts.EventRunFailed || payload.Data.ID != failed.ID ||
 		payload.Data.FlowID != f.ID || payload.Data.FlowName != f.Name || payload.Data.Status != "FAILED" ||
 		payload.Data.Error.Step == nil || *payload.Data.Error.Step != "shape" || payload.Data.Error.Message != failed.Error {
 		t.Fatalf("payload = %s", got[0].Event.Payload)
 	}
+
+	// A refused finish writes no event: not by a stale attempt, not again
+	// for a run that is final.
+	r := newRun(f, now())
+	must(t, "create run", env.Create(ctx, r))
+	c, err := env.Runs.ClaimRun(ctx, f.Project, r.ID, now(), time.Minute)
+	must(t, "claim run", err)
+	stale := finishedRun(f, r.Created, automation.RunFailed)
+	stale.ID, stale.LeaseToken = c.ID, "not-the-claim"
+	wantKind(t, "finish by a stale attempt", env.Runs.FinishRun(ctx, stale), automation.ErrConflict, automation.CodeRunLeaseLost)
+	if got := claimAll(); len(got) != 0 {
+		t.Fatalf("a refused finish wrote %d deliveries", len(got))
+	}
+	stale.LeaseToken = c.LeaseToken
+	must(t, "finish run", env.Runs.FinishRun(ctx, stale))
+	if got := claimAll(); len(got) != 2 {
+		t.Fatalf("the finish wrote %d deliveries, want 2", len(got))
+	}
+	wantKind(t, "finish again", env.Runs.FinishRun(ctx, stale), automation.ErrConflict, automation.CodeRunFinished)
+	if got := claimAll(); len(got) != 0 {
+		t.Fatalf("a finish of a final run wrote %d more deliveries", len(got))
+	}
+
+	if env.InsertFinished != nil {
+		// The one-commit path writes its event likewise, and none when
+		// refused (the run exists already).
+		fin := finishedRun(f, now(), automation.RunTimeout)
+		must(t, "insert finished run", env.InsertFinished(ctx, fin))
+		if ids := subscriptionIDs(claimAll()); !slices.Equal(ids, sortedIDs(failures)) {
+			t.Fatalf("a TIMEOUT run inserted final reached %v, want only %s", ids, failures.ID)
+		}
+		wantKind(t, "insert it again", env.InsertFinished(ctx, fin), automation.ErrConflict, "RUN_EXISTS")
+		if got := claimAll(); len(got) != 0 {
+			t.Fatalf("a refused insert wrote %d deliveries", len(got))
+		}
+	}
+
 	must(t, "delete subscription", env.Alerts.DeleteSubscription(ctx, f.Project, failures.ID))
+	must(t, "delete subscription", env.Alerts.DeleteSubscription(ctx, f.Project, thisFlow.ID))
 	finish(automation.RunFailed)
 	if got := claimAll(); len(got) != 0 {
-		t.Fatalf("a deleted subscription still got %d deliveries", len(got))
+		t.Fatalf("deleted subscriptions still got %d deliveries", len(got))
 	}
 }

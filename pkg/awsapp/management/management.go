@@ -137,7 +137,8 @@ func cursorKey(ctx context.Context, sm secretReader, arn string) ([]byte, error)
 func Handler(a *awsapp.App) http.Handler {
 	mux := http.NewServeMux()
 	// A browser opening the stage's root lands on the dashboard.
-	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log, httpapi.WithAlerts(a.Alerts), httpapi.WithClientIP(awsapp.SourceIP)), stagePrefix))
+	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log, httpapi.WithAlerts(a.Alerts), httpapi.WithClientIP(awsapp.SourceIP),
+		httpapi.WithResponseBudget(a.Budget)), stagePrefix))
 	mux.Handle("/ui/", newDashboard(a))
 	return mux
 }

@@ -85,7 +85,7 @@ func roundTrip(ctx context.Context, base, key string) error {
 	// The run executes in the background: read it until it is final.
 	var run *Run
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		got, err := c.GetRunWithResponse(ctx, flowID, started.JSON200.RunId)
+		got, err := c.GetRunWithResponse(ctx, flowID, started.JSON200.RunId, nil)
 		if err != nil {
 			return fmt.Errorf("get run: %w", err)
 		}

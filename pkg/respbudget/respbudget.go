@@ -1,0 +1,434 @@
+// Package respbudget fits the management API's JSON answers to a size
+// budget, the same way on every backend: an answer over it has its largest
+// parts replaced by markers that point to them,
+//
+//	{"truncated": true, "bytes": 4160002, "part": "/trigger/body",
+//	 "href": "/api/v1/flows/flw_…/runs/run_…?part=%2Ftrigger%2Fbody"}
+//
+// and a GET naming a part (the part and offset query parameters) answers
+// that part alone, itself cut the same way, a string in pieces of at most
+// Budget.PieceBytes with the href of the next. docs/api.md "Large answers"
+// describes it for clients.
+//
+// Only how an answer is measured differs between backends (Budget.Size):
+// flowd counts the body; Lambda counts the proxy response, the body escaped
+// again inside it. The package knows nothing of either.
+package respbudget
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// DefaultBytes is the budget of every backend: Lambda refuses answers over
+// 6 MiB, and flowd cuts at the same figure so that a client sees the same
+// answers from both.
+const DefaultBytes = 5 << 20
+
+// PartMediaType is the Content-Type of an answer to ?part=: the part is
+// not the operation's usual representation (a Run, a Flow), so clients and
+// the API document tell the two apart by type, not by guessing from the
+// shape.
+const PartMediaType = "application/vnd.flowservice.part+json"
+
+// Query parameters the budget owns: the handlers never see them.
+const (
+	PartParam   = "part"
+	OffsetParam = "offset"
+)
+
+// leafSize is the size under which a part is never cut alone: its parent
+// is cut instead, so that an answer loses a few large parts rather than
+// many small ones.
+const leafSize = 64 << 10
+
+// Budget is the most an answer may take.
+type Budget struct {
+	// Bytes is the budget, as Size measures an answer.
+	Bytes int
+	// Size measures an answer as the backend returns it; nil: the body's
+	// length.
+	Size func(h http.Header, body []byte) int
+}
+
+// Default is flowd's budget: DefaultBytes of body.
+func Default() Budget { return Budget{Bytes: DefaultBytes} }
+
+// PieceBytes is the size of one piece of a string part too large for one
+// answer: a byte of a string takes at most 6 bytes as JSON (\u001f), and 7
+// escaped again inside a Lambda proxy response, so a piece always fits.
+func (b Budget) PieceBytes() int { return b.Bytes / 8 }
+
+// Measure is the size of an answer as the budget counts it.
+func (b Budget) Measure(h http.Header, body []byte) int {
+	if b.Size == nil {
+		return len(body)
+	}
+	return b.Size(h, body)
+}
+
+// Request is a request for one part of an answer.
+type Request struct {
+	// Part is a JSON pointer (RFC 6901) into the whole answer.
+	Part string
+	// Offset is the offset parameter as sent; "" for none.
+	Offset string
+}
+
+// Take removes the part and offset parameters from q and returns them; ok
+// reports whether either was there.
+func Take(q url.Values) (req Request, ok bool) {
+	_, hasPart := q[PartParam]
+	_, hasOffset := q[OffsetParam]
+	req = Request{Part: q.Get(PartParam), Offset: q.Get(OffsetParam)}
+	q.Del(PartParam)
+	q.Del(OffsetParam)
+	return req, hasPart || hasOffset
+}
+
+// ParamError is a part or offset that names nothing in the answer: a 400
+// naming the parameter.
+type ParamError struct {
+	Param   string
+	Message string
+}
+
+func (e *ParamError) Error() string { return e.Param + ": " + e.Message }
+
+// PartValue is the answer to a request for a part that is not a string.
+type PartValue struct {
+	Part  string `json:"part"`
+	Value any    `json:"value"`
+}
+
+// PartPiece is the answer to a request for a string part: the bytes from
+// Offset on, at most PieceBytes of them; Bytes is the whole string's
+// length and Next the href of the next piece (nil at the end).
+type PartPiece struct {
+	Part      string  `json:"part"`
+	Offset    int     `json:"offset"`
+	Bytes     int     `json:"bytes"`
+	Value     string  `json:"value"`
+	Truncated bool    `json:"truncated"`
+	Next      *string `json:"next"`
+}
+
+// Marker stands for a part cut from an answer.
+type Marker struct {
+	Truncated bool   `json:"truncated"`
+	Bytes     int    `json:"bytes"`
+	Part      string `json:"part"`
+	Href      string `json:"href"`
+}
+
+// Select answers req from body, the whole answer served at path: the part
+// req names, as a PartValue or, for a string, a PartPiece. A part or offset that names nothing is a
+// *ParamError.
+func (b Budget) Select(body []byte, path string, req Request) ([]byte, error) {
+	root, err := decodeJSON(body)
+	if err != nil {
+		return nil, &ParamError{PartParam, "this answer is not JSON and has no parts"}
+	}
+	v, ok := lookup(root, req.Part)
+	if !ok {
+		return nil, &ParamError{PartParam, "no part " + strconv.Quote(req.Part) + " in this answer (a JSON pointer such as /trigger/body)"}
+	}
+	s, isString := v.(string)
+	if !isString {
+		if req.Offset != "" {
+			return nil, &ParamError{OffsetParam, "offset applies to a string part only; " + strconv.Quote(req.Part) + " is not a string"}
+		}
+		return encodeJSON(PartValue{Part: req.Part, Value: v}), nil
+	}
+	offset := 0
+	if req.Offset != "" {
+		n, err := strconv.Atoi(req.Offset)
+		switch {
+		case err != nil || n < 0:
+			return nil, &ParamError{OffsetParam, "offset must be a whole number of bytes"}
+		case n > len(s):
+			return nil, &ParamError{OffsetParam, "offset is past the end of the part (" + strconv.Itoa(len(s)) + " bytes)"}
+		case n < len(s) && !utf8.RuneStart(s[n]):
+			return nil, &ParamError{OffsetParam, "offset " + strconv.Itoa(n) + " is inside a character"}
+		}
+		offset = n
+	}
+	out := PartPiece{Part: req.Part, Offset: offset, Bytes: len(s), Value: s[offset:]}
+	if n := b.PieceBytes(); len(out.Value) > n {
+		for n > 0 && !utf8.RuneStart(out.Value[n]) {
+			n--
+		}
+		next := Href(path, req.Part) + "&" + OffsetParam + "=" + strconv.Itoa(offset+n)
+		out.Value, out.Truncated, out.Next = out.Value[:n], true, &next
+	}
+	return encodeJSON(out), nil
+}
+
+// Href is the href of the part at pointer of the answer served at path.
+func Href(path, pointer string) string {
+	return path + "?" + PartParam + "=" + url.QueryEscape(pointer)
+}
+
+// Fit cuts body, a JSON answer served at path, to the budget: its largest
+// parts are replaced one by one by Markers until it fits. part tells a
+// PartValue or PartPiece for the part at base (markers then point into the whole
+// answer; the part itself is never cut), rather than a whole answer. h is
+// the answer's header, for Size. It returns the answer and its size; ok is
+// false when the answer cannot fit (not JSON, or nothing left to cut).
+func (b Budget) Fit(h http.Header, body []byte, path string, part bool, base string) (out []byte, size int, ok bool) {
+	size = b.Measure(h, body)
+	if size <= b.Bytes {
+		return body, size, true
+	}
+	root, err := decodeJSON(body)
+	if err != nil {
+		return body, size, false
+	}
+	within := ""
+	if part {
+		within = "/value"
+		if _, ok := lookup(root, within); !ok {
+			return body, size, false
+		}
+	}
+	for size > b.Bytes {
+		sub, _ := lookup(root, within)
+		ptr, n, found := heaviest(sub)
+		if !found {
+			return body, size, false
+		}
+		root = replace(root, within+ptr, Marker{Truncated: true, Bytes: n, Part: base + ptr, Href: Href(path, base+ptr)})
+		body = encodeJSON(root)
+		size = b.Measure(h, body)
+	}
+	return body, size, true
+}
+
+// heaviest returns the pointer (relative to v) and JSON size of the
+// largest part of v that is a leaf or holds only parts under leafSize:
+// cutting it loses the least structure for the bytes it frees. v itself is
+// never chosen, nor a marker already there.
+func heaviest(v any) (string, int, bool) {
+	var best string
+	var bestN int
+	var walk func(v any, ptr string) int
+	walk = func(v any, ptr string) int {
+		if _, isMarker := v.(Marker); isMarker {
+			return jsonSize(v)
+		}
+		n, leafish := 0, true
+		switch t := v.(type) {
+		case map[string]any:
+			n = 2 + max(len(t)-1, 0)
+			for k, c := range t {
+				cn := walk(c, ptr+"/"+escapePointer(k))
+				n += quotedLen(k) + 1 + cn
+				if cn >= leafSize {
+					leafish = false
+				}
+			}
+		case []any:
+			n = 2 + max(len(t)-1, 0)
+			for i, c := range t {
+				cn := walk(c, ptr+"/"+strconv.Itoa(i))
+				n += cn
+				if cn >= leafSize {
+					leafish = false
+				}
+			}
+		default:
+			n = jsonSize(v)
+		}
+		if leafish && ptr != "" && n > bestN {
+			best, bestN = ptr, n
+		}
+		return n
+	}
+	walk(v, "")
+	return best, bestN, bestN > 0
+}
+
+// jsonSize is the length of v as encodeJSON writes it, without the
+// newline, for the values decodeJSON makes.
+func jsonSize(v any) int {
+	switch t := v.(type) {
+	case nil:
+		return 4
+	case bool:
+		if t {
+			return 4
+		}
+		return 5
+	case json.Number:
+		return len(t)
+	case string:
+		return quotedLen(t)
+	case map[string]any:
+		n := 2 + max(len(t)-1, 0)
+		for k, c := range t {
+			n += quotedLen(k) + 1 + jsonSize(c)
+		}
+		return n
+	case []any:
+		n := 2 + max(len(t)-1, 0)
+		for _, c := range t {
+			n += jsonSize(c)
+		}
+		return n
+	default:
+		return len(encodeJSON(v)) - 1
+	}
+}
+
+// quotedLen is the length of s as encoding/json quotes it without HTML
+// escaping: short escapes for \ " \b \f \n \r \t, \u00XX for the other
+// control bytes, \ufffd for each invalid byte, \u2028 and \u2029 escaped.
+func quotedLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			n += 6
+		case r == '\u2028' || r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+func lookup(v any, ptr string) (any, bool) {
+	if ptr == "" {
+		return v, true
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, false
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = unescapePointer(tok)
+		switch t := v.(type) {
+		case map[string]any:
+			c, ok := t[tok]
+			if !ok {
+				return nil, false
+			}
+			v = c
+		case []any:
+			// RFC 6901: array indexes are decimal without leading zeros.
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(t) || strconv.Itoa(i) != tok {
+				return nil, false
+			}
+			v = t[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// replace sets the node at ptr (which exists and is not the root) to nv.
+func replace(root any, ptr string, nv any) any {
+	i := strings.LastIndex(ptr, "/")
+	parent, _ := lookup(root, ptr[:i])
+	tok := unescapePointer(ptr[i+1:])
+	switch t := parent.(type) {
+	case map[string]any:
+		t[tok] = nv
+	case []any:
+		n, _ := strconv.Atoi(tok)
+		t[n] = nv
+	}
+	return root
+}
+
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+func unescapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
+}
+
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// encodeJSON writes v as the API's answers are written: with <, > and &
+// as themselves, and a newline.
+func encodeJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return buf.Bytes()
+}
+
+// UnescapeHTML rewrites the escapes \u003c, \u003e and \u0026 in a JSON
+// text as <, > and &: the same JSON, a sixth of the size for those
+// characters. Stored run documents hold them escaped (encoding/json's
+// default); the answer need not.
+func UnescapeHTML(s []byte) []byte {
+	if !bytes.Contains(s, []byte(`\u00`)) {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			b = append(b, c)
+			continue
+		}
+		if s[i+1] == 'u' && i+5 < len(s) {
+			if c, ok := htmlChar(s[i+2 : i+6]); ok {
+				b = append(b, c)
+				i += 5
+				continue
+			}
+		}
+		// Any other escape, \\ included, is copied whole.
+		b = append(b, c, s[i+1])
+		i++
+	}
+	return b
+}
+
+// htmlChar is the character of the HTML escape \u<code>.
+func htmlChar(code []byte) (byte, bool) {
+	for _, e := range []struct {
+		code string
+		c    byte
+	}{{"003c", '<'}, {"003e", '>'}, {"0026", '&'}} {
+		if strings.EqualFold(string(code), e.code) {
+			return e.c, true
+		}
+	}
+	return 0, false
+}
