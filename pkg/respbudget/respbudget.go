@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -196,26 +197,50 @@ func (b Budget) Fit(h http.Header, body []byte, path string, part bool, base str
 			return body, size, false
 		}
 	}
+	// Each round cuts, largest first, as many parts as free the excess,
+	// then encodes once: an answer of many parts is cut in a few rounds,
+	// not one encoding per part.
 	for size > b.Bytes {
 		sub, _ := lookup(root, within)
-		ptr, n, found := heaviest(sub)
-		if !found {
+		// The excess in bytes of the body: the measure may count a byte
+		// more than once (Lambda's escapes it again).
+		excess := int(int64(size-b.Bytes)*int64(len(body))/int64(size)) + 1
+		cuts := heaviest(sub, excess)
+		if len(cuts) == 0 {
 			return body, size, false
 		}
-		root = replace(root, within+ptr, Marker{Truncated: true, Bytes: n, Part: base + ptr, Href: Href(path, base+ptr)})
+		for _, c := range cuts {
+			root = replace(root, within+c.ptr, Marker{Truncated: true, Bytes: c.n, Part: base + c.ptr, Href: Href(path, base+c.ptr)})
+		}
 		body = encodeJSON(root)
 		size = b.Measure(h, body)
 	}
 	return body, size, true
 }
 
-// heaviest returns the pointer (relative to v) and JSON size of the
-// largest part of v that is a leaf or holds only parts under leafSize:
-// cutting it loses the least structure for the bytes it frees. v itself is
-// never chosen, nor a marker already there.
-func heaviest(v any) (string, int, bool) {
-	var best string
-	var bestN int
+// minCut is the smallest part worth cutting: a marker takes up to about
+// 200 bytes (more with a long path), so a smaller part frees nothing. An
+// answer made only of parts this small (a large array of numbers, as the
+// root of a part) cannot be cut, and says so at once.
+const minCut = 512
+
+// markerCost is what a marker is counted to take when choosing the cuts of
+// a round; a round that falls short is followed by another.
+const markerCost = 256
+
+type cut struct {
+	ptr string
+	n   int
+}
+
+// heaviest returns the parts of v (pointers relative to v, with their
+// JSON sizes) to cut to free excess bytes: the largest first among those
+// that are a leaf or hold only parts under leafSize (cutting such a part
+// loses the least structure for the bytes it frees), at least minCut
+// bytes each, none inside another. v itself is never chosen, nor a marker
+// already there. Empty when nothing is worth cutting.
+func heaviest(v any, excess int) []cut {
+	var cands []cut
 	var walk func(v any, ptr string) int
 	walk = func(v any, ptr string) int {
 		if _, isMarker := v.(Marker); isMarker {
@@ -244,13 +269,45 @@ func heaviest(v any) (string, int, bool) {
 		default:
 			n = jsonSize(v)
 		}
-		if leafish && ptr != "" && n > bestN {
-			best, bestN = ptr, n
+		if leafish && ptr != "" && n >= minCut {
+			cands = append(cands, cut{ptr, n})
 		}
 		return n
 	}
 	walk(v, "")
-	return best, bestN, bestN > 0
+	// Larger first; a part is larger than any part inside it, so an
+	// ancestor is always considered before its descendants.
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].n != cands[j].n {
+			return cands[i].n > cands[j].n
+		}
+		return cands[i].ptr < cands[j].ptr // deterministic among equals
+	})
+	chosen := map[string]bool{}
+	var out []cut
+	freed := 0
+	for _, c := range cands {
+		if freed >= excess {
+			break
+		}
+		if insideChosen(c.ptr, chosen) {
+			continue
+		}
+		chosen[c.ptr] = true
+		out = append(out, c)
+		freed += c.n - markerCost
+	}
+	return out
+}
+
+// insideChosen tells whether one of ptr's ancestors is chosen.
+func insideChosen(ptr string, chosen map[string]bool) bool {
+	for i := strings.LastIndex(ptr, "/"); i > 0; i = strings.LastIndex(ptr[:i], "/") {
+		if chosen[ptr[:i]] {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonSize is the length of v as encodeJSON writes it, without the

@@ -150,3 +150,51 @@ func TestUnescapeHTML(t *testing.T) {
 		t.Error("not the same JSON value")
 	}
 }
+
+// An answer of many mid-sized parts is cut in a few rounds (one encoding
+// each), and a part that is a large array of tiny elements, which no cut
+// can shrink, is refused at once rather than cut an element at a time:
+// both were an encoding of the whole answer per element cut, which never
+// finished for a 3 MB array. Counted in rounds and cuts, not timed.
+func TestFitManyParts(t *testing.T) {
+	items := make([]any, 4000)
+	for i := range items {
+		items[i] = map[string]any{"id": i, "text": strings.Repeat("t", 1500)}
+	}
+	// The part /trigger/body itself (never cut) holds 4,000 items of
+	// 1.5 KB: its items are cut, largest first, about 3,400 of them.
+	body, _ := json.Marshal(PartValue{Part: "/trigger/body", Value: items})
+	b := Budget{Bytes: 1 << 20}
+	encodings := 0
+	b.Size = func(_ http.Header, out []byte) int { encodings++; return len(out) }
+	out, size, ok := b.Fit(nil, body, "/r", true, "/trigger/body")
+	if !ok || size > b.Bytes {
+		t.Fatalf("ok %v, %d bytes over a budget of %d", ok, size, b.Bytes)
+	}
+	if encodings > 4 {
+		t.Errorf("%d measures of the answer; want a few rounds, not one per cut", encodings)
+	}
+	var got struct{ Value []any }
+	if err := json.Unmarshal(out, &got); err != nil || len(got.Value) != 4000 {
+		t.Fatalf("cut answer: %v", err)
+	}
+	whole := 0
+	for _, it := range got.Value {
+		if m := it.(map[string]any); m["truncated"] != true {
+			whole++
+		}
+	}
+	if whole == 0 || whole > 700 {
+		t.Errorf("%d items left whole; want the answer filled up to its budget", whole)
+	}
+
+	tiny := make([]any, 1_000_000)
+	for i := range tiny {
+		tiny[i] = i % 10
+	}
+	part, _ := json.Marshal(PartValue{Part: "/trigger/body", Value: tiny})
+	encodings = 0
+	if _, _, ok := b.Fit(nil, part, "/r", true, "/trigger/body"); ok || encodings > 1 {
+		t.Errorf("a 2 MB array of digits: ok %v after %d measures; want it refused after the first", ok, encodings)
+	}
+}
