@@ -3,12 +3,14 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 )
 
@@ -172,11 +174,5 @@ func TestBodyBudget(t *testing.T) {
 // waitPending waits until the clock holds n timers: a delivery waits.
 func waitPending(t *testing.T, clock *fakeTimers, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for clock.pending() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d timers pending, want %d", clock.pending(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Event(t, fmt.Sprintf("%d timers pending on the fake clock", n), func() bool { return clock.pending() >= n })
 }
