@@ -22,7 +22,6 @@ import (
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
 	"flowservice/pkg/awsdev"
-	"flowservice/pkg/awstest"
 	"flowservice/pkg/dynamostore"
 )
 
@@ -35,27 +34,11 @@ import (
 // official Standard Webhooks library.
 func TestAlertsOnMoto(t *testing.T) {
 	ctx := context.Background()
-	awsCfg := awstest.Start(t)
-	prefix := awstest.UniqueName(t, "alerts")
-	cfg, err := awsdev.Provision(ctx, awsCfg, prefix, awsapp.Config{Stage: "test", LogOutput: io.Discard,
+	st := newMotoStage(t, "alerts", awsapp.Config{Stage: "test", LogOutput: io.Discard,
 		RunPolicy: automation.RunPolicy{MaxAttempts: 1}, AllowPrivateNetworks: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tables.Alerts = prefix + "-alerts"
+	awsCfg, cfg, key := st.AWS, st.Cfg, st.Key
+	cfg.Tables.Alerts = st.Prefix + "-alerts"
 	if err := dynamostore.CreateTables(ctx, dynamodb.NewFromConfig(awsCfg), cfg.Tables); err != nil {
-		t.Fatal(err)
-	}
-	admin, err := awsdev.NewAdminService(awsCfg, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	project, err := admin.CreateProject(ctx, "acme", automation.PlanEnterprise)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := admin.CreateAPIKey(ctx, project.ID)
-	if err != nil {
 		t.Fatal(err)
 	}
 	api, err := management.NewHandler(ctx, awsCfg, cfg)

@@ -12,11 +12,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
 	"flowservice/pkg/awsdev"
-	"flowservice/pkg/awstest"
 )
 
 // TestCallFlowOnMoto is the Lambda path of CALL_FLOW on moto: a webhook
@@ -28,24 +26,8 @@ import (
 // the child's run ID.
 func TestCallFlowOnMoto(t *testing.T) {
 	ctx := context.Background()
-	awsCfg := awstest.Start(t)
-	prefix := awstest.UniqueName(t, "callflow")
-	cfg, err := awsdev.Provision(ctx, awsCfg, prefix, awsapp.Config{Stage: "test", LogOutput: io.Discard, AllowPrivateNetworks: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := awsdev.NewAdminService(awsCfg, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	project, err := admin.CreateProject(ctx, "acme", automation.PlanEnterprise)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := admin.CreateAPIKey(ctx, project.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := newMotoStage(t, "callflow", awsapp.Config{Stage: "test", LogOutput: io.Discard, AllowPrivateNetworks: true})
+	awsCfg, cfg, key := st.AWS, st.Cfg, st.Key
 	api, err := management.NewHandler(ctx, awsCfg, cfg)
 	if err != nil {
 		t.Fatal(err)

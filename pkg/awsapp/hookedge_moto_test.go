@@ -9,11 +9,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
-	"flowservice/pkg/awsdev"
-	"flowservice/pkg/awstest"
 )
 
 // hookApp is the api, webhook and workflowhook functions on moto.
@@ -26,24 +23,10 @@ type hookApp struct {
 func newHookApp(t *testing.T) *hookApp {
 	t.Helper()
 	ctx := context.Background()
-	awsCfg := awstest.Start(t)
-	prefix := awstest.UniqueName(t, "hookedge")
-	cfg, err := awsdev.Provision(ctx, awsCfg, prefix, awsapp.Config{Stage: "test", LogOutput: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := awsdev.NewAdminService(awsCfg, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	project, err := admin.CreateProject(ctx, "acme", automation.PlanEnterprise)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &hookApp{t: t}
-	if a.key, _, err = admin.CreateAPIKey(ctx, project.ID); err != nil {
-		t.Fatal(err)
-	}
+	st := newMotoStage(t, "hookedge", awsapp.Config{Stage: "test", LogOutput: io.Discard})
+	awsCfg, cfg := st.AWS, st.Cfg
+	a := &hookApp{t: t, key: st.Key}
+	var err error
 	if a.api, err = management.NewHandler(ctx, awsCfg, cfg); err != nil {
 		t.Fatal(err)
 	}

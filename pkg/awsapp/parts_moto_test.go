@@ -14,8 +14,6 @@ import (
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
-	"flowservice/pkg/awsdev"
-	"flowservice/pkg/awstest"
 	"flowservice/pkg/respbudget/budgettest"
 )
 
@@ -27,25 +25,9 @@ import (
 // returns it, so every answer's proxy response stays within it.
 func TestLargeAnswersOnMoto(t *testing.T) {
 	ctx := context.Background()
-	awsCfg := awstest.Start(t)
-	prefix := awstest.UniqueName(t, "parts")
-	cfg, err := awsdev.Provision(ctx, awsCfg, prefix, awsapp.Config{Stage: "test", LogOutput: io.Discard,
+	st := newMotoStage(t, "parts", awsapp.Config{Stage: "test", LogOutput: io.Discard,
 		RunPolicy: automation.RunPolicy{MaxAttempts: 1}, ResponseBudget: 96 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := awsdev.NewAdminService(awsCfg, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	project, err := admin.CreateProject(ctx, "acme", automation.PlanEnterprise)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _, err := admin.CreateAPIKey(ctx, project.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	awsCfg, cfg, key := st.AWS, st.Cfg, st.Key
 	api, err := management.NewHandler(ctx, awsCfg, cfg)
 	if err != nil {
 		t.Fatal(err)
