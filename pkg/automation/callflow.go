@@ -265,36 +265,6 @@ func WaitingCall(sr StepResult) (runID string, ok bool) {
 	return out.RunID, true
 }
 
-// validateCallFlow checks a CALL_FLOW step: flowId names a flow of the
-// flow's own project (another project's is the same 400 as none; the flow
-// itself is allowed, its runs bounded by MaxFlowDepth), input is any JSON
-// whose strings are templates, and wait defaults to true.
-func (s *flowValidator) validateCallFlow(ctx context.Context, f *Flow, st *Step, at string) error {
-	if err := s.resolveCalledFlow(ctx, f, st, at); err != nil { // portable.go
-		return err
-	}
-	if strings.TrimSpace(st.FlowID) == "" {
-		return Invalid(`%s.flowId is required for CALL_FLOW: the ID of a flow of this project, e.g. "flw_…"`, at)
-	}
-	if st.FlowID != f.ID {
-		if _, err := s.store.Flow(ctx, f.Project, st.FlowID); IsNotFound(err) {
-			return Invalid("%s.flowId %q: this project has no flow with this ID", at, clipID(st.FlowID))
-		} else if err != nil {
-			return wrap("check called flow", err)
-		}
-	}
-	if len(st.Input) > 0 {
-		if err := s.checkTemplates(at+".input", st.Input); err != nil {
-			return err
-		}
-	}
-	if st.Wait == nil {
-		wait := true
-		st.Wait = &wait
-	}
-	return nil
-}
-
 // clipID bounds an ID quoted back in a message.
 func clipID(id string) string {
 	if len(id) > 64 {

@@ -3,22 +3,9 @@ package automation
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
-// Limits of CODE steps (docs/flows.md, "CODE"). The sandbox enforces them; validation
-// refuses definitions outside them.
-const (
-	DefaultCodeTimeout = time.Second
-	MaxCodeTimeout     = 10 * time.Second
-	// MaxCodeBytes bounds a step's source, so that definitions stay small.
-	MaxCodeBytes = 64 << 10
-	// CodeMemoryBytes is the script heap a CODE step may use.
-	CodeMemoryBytes = 64 << 20
-	// MaxCodeOutputBytes bounds the JSON of a CODE step's return value.
-	MaxCodeOutputBytes = 1 << 20
-)
 
 // CodeRunner runs the JavaScript of CODE steps outside the calling process,
 // so that a hostile or broken script cannot take the server's memory or
@@ -70,15 +57,3 @@ type CodeResult struct {
 	Error  string          `json:"error,omitempty"`
 }
 
-// CodeTimeout is a CODE step's time limit: its timeout setting (a Go
-// duration such as "1s" or "500ms"), or DefaultCodeTimeout when unset.
-func (s Step) CodeTimeout() (time.Duration, error) {
-	if s.Timeout == "" {
-		return DefaultCodeTimeout, nil
-	}
-	d, err := time.ParseDuration(s.Timeout)
-	if err != nil || d <= 0 || d > MaxCodeTimeout {
-		return 0, fmt.Errorf("timeout %q: use a duration above 0 and at most %s, such as \"1s\" or \"500ms\"", s.Timeout, MaxCodeTimeout)
-	}
-	return d, nil
-}

@@ -2,47 +2,7 @@ package automation
 
 import (
 	"encoding/json"
-	"fmt"
-	"time"
 )
-
-// Concurrency bounds the runs of a flow that execute at once: at most
-// Limit per value of Key (an expression over `trigger`; none: per flow).
-// Runs over it wait, in arrival order (docs/flows.md, "Concurrency and
-// throttling").
-type Concurrency struct {
-	Limit int    `json:"limit"`
-	Key   string `json:"key,omitempty"`
-}
-
-// Throttle bounds the runs of a flow that start per Period: at most Limit
-// per value of Key (none: per flow). Runs over it wait, in arrival order.
-type Throttle struct {
-	Limit  int    `json:"limit"`
-	Period string `json:"period"`
-	Key    string `json:"key,omitempty"`
-}
-
-// Bounds of a flow's concurrency and throttle. A limit is the number of
-// runs one slot document keeps (docs/reliability.md); a period is how long
-// a start is remembered.
-const (
-	MaxFlowLimit      = 1000
-	MinThrottlePeriod = time.Second
-	MaxThrottlePeriod = 24 * time.Hour
-)
-
-// PeriodDuration is the throttle's period, checked.
-func (t *Throttle) PeriodDuration() (time.Duration, error) {
-	d, err := time.ParseDuration(t.Period)
-	if err != nil {
-		return 0, fmt.Errorf("period %q: use a Go duration such as \"1s\", \"1m\" or \"1h\"", t.Period)
-	}
-	if d < MinThrottlePeriod || d > MaxThrottlePeriod {
-		return 0, fmt.Errorf("period %q: from %s to %s", t.Period, MinThrottlePeriod, MaxThrottlePeriod)
-	}
-	return d, nil
-}
 
 // Limited reports whether f bounds its runs (concurrency or throttle):
 // only then does a run of f cost admission bookkeeping of its own.

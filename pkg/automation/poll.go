@@ -5,21 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"flowservice/pkg/flowdef"
 	"fmt"
 	"strings"
 	"time"
 )
 
-// TriggerPoll starts a run per new item of an API polled every so often
-// (docs/flows.md, "POLL").
-const TriggerPoll TriggerType = "POLL"
-
 // Bounds of POLL triggers. Each poll is one request (or the pages of a
 // paginated one) and considers at most MaxPollItems items; the keys of the
 // latest MaxSeenKeys items are kept per flow, as 12-byte hashes (120 KB).
 const (
-	MinPollEvery = 10 * time.Second
-	MaxPollEvery = 24 * time.Hour
 	MaxSeenKeys  = 10_000
 	MaxPollItems = 1_000
 	// seenHashBytes is the size of one kept key: a truncated SHA-256, so
@@ -28,58 +23,6 @@ const (
 	seenHashBytes = 12
 )
 
-// Poll is a POLL trigger: every Every, send Request (the fields of an HTTP
-// step), take the list Items gives (an expression over `response`), and
-// start one run per item whose Key (an expression over `item`) was not seen
-// before, with the item as trigger.body.
-type Poll struct {
-	Every   string      `json:"every"`
-	Request PollRequest `json:"request"`
-	Items   string      `json:"items"`
-	Key     string      `json:"key"`
-}
-
-// PollRequest is an HTTP step without its name and type.
-type PollRequest Step
-
-// MarshalJSON leaves out name and type, which a poll's request has not.
-func (r PollRequest) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(Step(r))
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	delete(m, "name")
-	delete(m, "type")
-	return json.Marshal(m)
-}
-
-// Step is the request as the HTTP step the engine sends. It sends no
-// Idempotency-Key unless the request asks for one: every poll is a new
-// request, and a stable key would get the first poll's answer back.
-func (r PollRequest) Step() Step {
-	s := Step(r)
-	s.Name, s.Type = "request", StepHTTP
-	if s.IdempotencyKey == nil {
-		off := false
-		s.IdempotencyKey = &off
-	}
-	return s
-}
-
-// Interval is Every as a duration.
-func (p *Poll) Interval() (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(p.Every))
-	if err != nil || d < MinPollEvery || d > MaxPollEvery {
-		return 0, fmt.Errorf("every %q: use a duration from %s to %s, such as \"5m\"", p.Every, MinPollEvery, "24h")
-	}
-	return d, nil
-}
-
-// validatePoll checks a POLL trigger; the request is checked as an HTTP
 // step, connection included.
 func (s *flowValidator) validatePoll(ctx context.Context, f *Flow) error {
 	t := &f.Trigger
@@ -107,13 +50,16 @@ func (s *flowValidator) validatePoll(ctx context.Context, f *Flow) error {
 		return Invalid("trigger.poll.request takes neither continueOnFail nor retry: a failed poll is shown on the flow (poll.lastError) and the next poll is its retry")
 	}
 	req.Name, req.Type = "request", StepHTTP
-	if err := onlyFields(&req, "trigger.poll.request"); err != nil {
-		return err
+	if err := flowdef.OnlyFields(&req, "trigger.poll.request"); err != nil {
+		return fromDef(err)
 	}
 	if strings.TrimSpace(req.URL) == "" {
 		return Invalid("trigger.poll.request.url is required")
 	}
-	if err := s.validateHTTPStep(ctx, f, &req, "trigger.poll.request"); err != nil {
+	if err := fromDef(flowdef.CheckHTTP(s.checker, &req, "trigger.poll.request")); err != nil {
+		return err
+	}
+	if err := s.connectionRef(ctx, f, &req, "trigger.poll.request"); err != nil {
 		return err
 	}
 	req.Name, req.Type = "", ""

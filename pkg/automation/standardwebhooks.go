@@ -3,29 +3,11 @@ package automation
 import (
 	"crypto/hmac"
 	"encoding/base64"
-	"errors"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// PresetStandard selects the Standard Webhooks scheme (standardwebhooks.com),
-// used by Svix, OpenAI, Clerk, Resend and flowd's own event subscriptions.
-const PresetStandard = "STANDARD"
-
-// StandardSecretPrefix starts a Standard Webhooks secret; the rest is the
-// base64 of the HMAC key.
-const StandardSecretPrefix = "whsec_"
-
-// StandardKey decodes a Standard Webhooks secret: "whsec_" followed by the
-// base64 key. The prefix is optional, as in the official libraries.
-func StandardKey(secret string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, StandardSecretPrefix))
-	if err != nil || len(key) == 0 {
-		return nil, errors.New("a Standard Webhooks secret is whsec_ followed by a base64 key")
-	}
-	return key, nil
-}
 
 // StandardSignature is the "v1,<base64>" value of the webhook-signature
 // header: the HMAC-SHA256 of "{id}.{timestamp}.{body}".
