@@ -6,7 +6,6 @@ import (
 	"time"
 )
 
-
 // CodeRunner runs the JavaScript of CODE steps outside the calling process,
 // so that a hostile or broken script cannot take the server's memory or
 // CPU. The engine takes one at construction; binaries that run no code
@@ -56,4 +55,3 @@ type CodeResult struct {
 	Logs   []string        `json:"logs,omitempty"`
 	Error  string          `json:"error,omitempty"`
 }
-

@@ -5,7 +5,6 @@ import (
 	"time"
 )
 
-
 // FlowStatus says whether a flow's trigger fires.
 type FlowStatus string
 
@@ -14,7 +13,6 @@ const (
 	FlowActive   FlowStatus = "ACTIVE"
 	FlowInactive FlowStatus = "INACTIVE"
 )
-
 
 // Flow is a trigger and the steps it runs. Secret fields inside Trigger and
 // Steps hold SecretMask (or nothing) once stored: the values themselves live

@@ -8,7 +8,6 @@ import (
 	"time"
 )
 
-
 // StandardSignature is the "v1,<base64>" value of the webhook-signature
 // header: the HMAC-SHA256 of "{id}.{timestamp}.{body}".
 func StandardSignature(key []byte, id string, ts time.Time, body []byte) string {
