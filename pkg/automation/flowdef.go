@@ -1,6 +1,12 @@
 package automation
 
-import "flowservice/pkg/flowdef"
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"flowservice/pkg/flowdef"
+)
 
 // The flow language lives in pkg/flowdef (the definition types and their
 // save-time rules, standard library only). These names keep the domain's
@@ -27,9 +33,12 @@ type (
 	Trigger        = flowdef.Trigger
 	TriggerType    = flowdef.TriggerType
 	Webhook        = flowdef.Webhook
+	Schema         = flowdef.Schema
 )
 
 const (
+	MaxAllowedHosts       = flowdef.MaxAllowedHosts
+	SignatureTolerance    = flowdef.SignatureTolerance
 	AuthBasic             = flowdef.AuthBasic
 	AuthHeader            = flowdef.AuthHeader
 	AuthNone              = flowdef.AuthNone
@@ -86,14 +95,46 @@ const (
 )
 
 var (
-	StepTypes      = flowdef.StepTypes
-	WebhookMethods = flowdef.WebhookMethods
-	MaskJSON       = flowdef.MaskJSON
-	MaskText       = flowdef.MaskText
-	MaskValue      = flowdef.MaskValue
-	SecretForms    = flowdef.SecretForms
-	SecretMasks    = flowdef.SecretMasks
-	StandardKey    = flowdef.StandardKey
-	WalkSteps      = flowdef.WalkSteps
-	CloneSteps     = flowdef.CloneSteps
+	HostAllowed       = flowdef.HostAllowed
+	SignHeaders       = flowdef.SignHeaders
+	StandardSignature = flowdef.StandardSignature
+	InferSchema       = flowdef.InferSchema
+	StepTypes         = flowdef.StepTypes
+	WebhookMethods    = flowdef.WebhookMethods
+	MaskJSON          = flowdef.MaskJSON
+	MaskText          = flowdef.MaskText
+	MaskValue         = flowdef.MaskValue
+	SecretForms       = flowdef.SecretForms
+	SecretMasks       = flowdef.SecretMasks
+	StandardKey       = flowdef.StandardKey
+	WalkSteps         = flowdef.WalkSteps
+	CloneSteps        = flowdef.CloneSteps
 )
+
+// VerifySignature checks an HMAC-SHA256 signature of the raw body
+// (flowdef.VerifySignature): every failure is the same 401, so that a
+// caller learns nothing about which part was wrong.
+func VerifySignature(sig Signature, header func(name string) string, body []byte, now time.Time) error {
+	if flowdef.VerifySignature(sig, header, body, now) != nil {
+		return Unauthorized("INVALID_SIGNATURE", "Invalid webhook signature")
+	}
+	return nil
+}
+
+// ParseAllowedHosts checks a connection's allowedHosts (flowdef's rule); a
+// bad pattern is a 400 naming the entry.
+func ParseAllowedHosts(field string, hosts []string) ([]string, error) {
+	out, err := flowdef.ParseAllowedHosts(field, hosts)
+	return out, fromDef(err)
+}
+
+// CheckSendHost refuses a host that no allowedHosts fence can be trusted
+// to judge (flowdef's rule), as a 400.
+func CheckSendHost(host string) error { return fromDef(flowdef.CheckSendHost(host)) }
+
+// HostRefused is the step error of a send a connection's allowedHosts
+// refuse: it names the connection, its hosts and the refused host.
+func HostRefused(c Connection, host string) string {
+	return fmt.Sprintf("connection %s (%s) may only be sent to %s: refused to send it to %s",
+		c.ID, c.Name, strings.Join(c.AllowedHosts, ", "), host)
+}

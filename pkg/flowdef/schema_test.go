@@ -1,4 +1,4 @@
-package automation
+package flowdef
 
 import (
 	"encoding/json"

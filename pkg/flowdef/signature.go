@@ -1,4 +1,4 @@
-package automation
+package flowdef
 
 import (
 	"crypto/hmac"
@@ -112,9 +112,11 @@ func VerifySignature(sig Signature, header func(name string) string, body []byte
 	return nil
 }
 
-func errInvalidSignature() *Error {
-	return Unauthorized("INVALID_SIGNATURE", "Invalid webhook signature")
-}
+// ErrInvalidSignature is every signature failure: one error, so that a
+// caller learns nothing about which part was wrong.
+var ErrInvalidSignature = errors.New("invalid webhook signature")
+
+func errInvalidSignature() error { return ErrInvalidSignature }
 
 // mac is the HMAC-SHA256 of the parts, concatenated.
 func mac(secret string, parts ...[]byte) []byte {

@@ -1,7 +1,6 @@
-package automation
+package flowdef
 
 import (
-	"flowservice/pkg/flowdef"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,15 +14,15 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	body := []byte(`{"text":"<b>&amp;</b>"}`)
 	sigs := []Signature{{Header: "X-Signature", Prefix: "sha256=", Secret: "custom-secret"}}
-	for _, p := range flowdef.Presets {
+	for _, p := range Presets {
 		secret := Secret("a-shared-secret")
 		if p == PresetStandard {
 			secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 		}
 		sigs = append(sigs, Signature{Preset: p, Secret: secret})
 	}
-	if len(signingSchemes) != len(flowdef.Presets) {
-		t.Fatalf("%d signing schemes for %d flowdef.Presets a flow may name", len(signingSchemes), len(flowdef.Presets))
+	if len(signingSchemes) != len(Presets) {
+		t.Fatalf("%d signing schemes for %d Presets a flow may name", len(signingSchemes), len(Presets))
 	}
 	lookup := func(h map[string]string) func(string) string {
 		hh := http.Header{}

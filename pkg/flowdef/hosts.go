@@ -1,4 +1,4 @@
-package automation
+package flowdef
 
 import (
 	"fmt"
@@ -168,11 +168,4 @@ func numericLabel(l string) bool {
 		}
 	}
 	return l != ""
-}
-
-// HostRefused is the step error of a send a connection's allowedHosts
-// refuse: it names the connection, its hosts and the refused host.
-func HostRefused(c Connection, host string) string {
-	return fmt.Sprintf("connection %s (%s) may only be sent to %s: refused to send it to %s",
-		c.ID, c.Name, strings.Join(c.AllowedHosts, ", "), host)
 }
