@@ -380,3 +380,7 @@ func readPage[T any](ctx context.Context, run func(ctx context.Context, query st
 	}
 	return page, nil
 }
+
+// URL is the connection URL the store was opened with (another store of
+// the same database, in tests and flowctl).
+func (s *Store) URL() string { return s.url }
