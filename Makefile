@@ -125,6 +125,15 @@ tools-check:
 			echo failed; tail -n 20 $$LOG; rm -f $$LOG; \
 			echo "make: could not install chromium; install it yourself (apt-get install -y chromium) and run make test again"; exit 1; \
 		fi; }
+	@{ command -v initdb >/dev/null && command -v pg_ctl >/dev/null; } || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		SUDO=$$(test "$$(id -u)" = 0 || echo sudo); LOG=$$(mktemp); \
+		printf "make: installing Debian's postgresql for the PostgreSQL store's tests, which start a throwaway cluster (apt-get install postgresql)... "; \
+		if { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql; } >$$LOG 2>&1; then \
+			echo done; rm -f $$LOG; \
+		else \
+			echo failed; tail -n 20 $$LOG; rm -f $$LOG; \
+			echo "make: could not install postgresql; install it yourself (apt-get install -y postgresql) and run make test again"; exit 1; \
+		fi; }
 
 clean:
 	rm -rf $(BIN) .aws-sam
