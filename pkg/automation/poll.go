@@ -228,10 +228,10 @@ func (s *RunService) PollFlow(ctx context.Context, project, flowID string) error
 		return err
 	}
 	ps, ok := s.flows.polls()
-	poller, ok2 := s.exec.(Poller)
-	if !ok || !ok2 {
-		return errors.New("automation: polling is not configured (the store keeps no poll state, or the executor cannot poll)")
+	if !ok {
+		return errors.New("automation: polling is not configured (the store keeps no poll state)")
 	}
+	poller := s.exec
 	f, err := s.store.Flow(ctx, project, flowID)
 	if err != nil {
 		return wrap("poll", err)

@@ -442,6 +442,8 @@ type Executor interface {
 	// journal (nil: none) with the onError results so far after each one
 	// with side effects.
 	RunOnError(ctx context.Context, f Flow, r Run, journal Journal) Run
+	// Poller: a POLL trigger's request is sent as an HTTP step is.
+	Poller
 }
 
 // ExecEnv is what an executor reads and asks of the domain while it runs a
