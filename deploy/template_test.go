@@ -279,6 +279,13 @@ func TestConcurrency(t *testing.T) {
 		!reflect.DeepEqual(tpl.Conditions["Reserve"], map[string]any{"Fn::Equals": []any{map[string]any{"Ref": "ReserveConcurrency"}, "true"}}) {
 		t.Errorf("ReserveConcurrency defaults to %v, condition Reserve %v; want false, and Reserve its equality to true", d, tpl.Conditions["Reserve"])
 	}
+	// A new account (a quota of 10 concurrent executions) serves with the
+	// defaults: nothing reserved, and the runner's queue trigger takes at
+	// most half of the quota, so the API and the receivers keep 5 during
+	// a backlog.
+	if maxc := number(t, "RunnerMaxConcurrency", tpl.Parameters["RunnerMaxConcurrency"].Default); maxc > 5 {
+		t.Errorf("RunnerMaxConcurrency defaults to %d: over 5, a backlog takes a new account's quota of 10 from the API and the receivers", maxc)
+	}
 	if maxc, reserved := number(t, "RunnerMaxConcurrency", tpl.Parameters["RunnerMaxConcurrency"].Default),
 		number(t, "RunnerReservedConcurrency", tpl.Parameters["RunnerReservedConcurrency"].Default); maxc > reserved {
 		t.Errorf("RunnerMaxConcurrency %d above RunnerReservedConcurrency %d: the event source would be throttled", maxc, reserved)

@@ -254,6 +254,7 @@ func index(table string, idx *string) string {
 var unobserved = map[string]map[grant]string{
 	"ApiFunction": {
 		{"dynamodb:UpdateItem", "ConnectionsTable"}: "the dashboard's OAuth2 re-authorization sets the connection ACTIVE again after the token exchange, which no moto test reaches (TestOAuth2Connect in pkg/dashboard covers it on SQLite)",
+		{"dynamodb:UpdateItem", "ProjectsTable"}:    "the dashboard's test event of a FREE or TEAM project takes from its webhooksPerSecond bucket (dynamostore.Buckets: the same AdmitDelivery as WebhookFunction's, exercised there; TestRateBucketsPerProject)",
 	},
 	"WorkflowHookFunction": {
 		{"dynamodb:DeleteItem", "RunsTable"}:             "sqsqueue deletes the run it wrote when SendMessage fails (exercised through WebhookFunction)",
@@ -263,6 +264,7 @@ var unobserved = map[string]map[grant]string{
 		{"dynamodb:Query", "FlowsTable/index/byProject"}: "a delivery to a project with a storedBytes limit has its usage measured: the same AdmitDelivery as WebhookFunction's, exercised there",
 		{"dynamodb:BatchGetItem", "FlowsTable"}:          "the same measurement reads the project's flow items (exercised through WebhookFunction)",
 		{"dynamodb:DeleteItem", "SamplesTable"}:          "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
+		{"dynamodb:UpdateItem", "ProjectsTable"}:         "a delivery to a FREE or TEAM project takes from its webhooksPerSecond bucket: the same AdmitDelivery as WebhookFunction's, exercised there",
 	},
 	"RunnerFunction": {
 		{"dynamodb:DeleteItem", "RunsTable"}:    "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",

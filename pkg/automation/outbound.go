@@ -21,11 +21,13 @@ type OutboundGate interface {
 var _ OutboundGate = (*Service)(nil)
 
 // AdmitOutbound waits until the project may send one more HTTP step
-// request under its outboundPerMinute quota. The buckets are this
-// process's (docs/reliability.md): exact on flowd; on Lambda each runner
-// instance keeps its own. Requests wait in the order they asked, so one
-// run's loop cannot take the project's minute from its other runs beyond
-// the requests it has in flight (a FOR_EACH's concurrency, at most 10).
+// request under its outboundPerMinute quota, counted for the project
+// across instances (docs/reliability.md): with RateBuckets (Lambda) one
+// conditional write per admitted request, none for an unlimited plan;
+// else this process's bucket (flowd). In a process, requests wait in the
+// order they asked, so one run's loop cannot take the project's minute
+// from its other runs beyond the requests it has in flight (a FOR_EACH's
+// concurrency, at most 10).
 func (s *ProjectService) AdmitOutbound(ctx context.Context, project string) error {
 	pq, err := s.quotas.get(ctx, s.store, project, s.clock())
 	if err != nil {
@@ -34,7 +36,26 @@ func (s *ProjectService) AdmitOutbound(ctx context.Context, project string) erro
 	if pq.limits.OutboundPerMinute == nil {
 		return nil
 	}
-	return s.outbound.wait(ctx, project, *pq.limits.OutboundPerMinute)
+	per := *pq.limits.OutboundPerMinute
+	if s.buckets == nil || per <= 0 {
+		return s.outbound.wait(ctx, project, per)
+	}
+	for {
+		wait, err := s.buckets.Take(ctx, "outbound#"+project, float64(per)/60, max(1, per/60), s.clock())
+		if err != nil {
+			return wrap("take a request from the project's outboundPerMinute", err)
+		}
+		if wait == 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 }
 
 // outboundGates are the projects' outbound buckets: at most perMinute

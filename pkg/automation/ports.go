@@ -565,3 +565,15 @@ func (s *Share) Capped() bool {
 type SharedWorkQueue interface {
 	ClaimDueShared(ctx context.Context, now time.Time, lease time.Duration, max int, share Share) ([]QueueEntry, error)
 }
+
+// RateBuckets are token buckets every instance of the service shares, so
+// that a project's webhooksPerSecond and outboundPerMinute bound the
+// project and not one process: the AWS backend's Lambda environments each
+// hold their own memory (dynamostore's buckets are DynamoDB items). Nil
+// (flowd, one process): the ProjectService's in-memory buckets.
+type RateBuckets interface {
+	// Take takes one token from the bucket named key, which refills rate
+	// tokens a second up to burst. It answers 0 when a token was taken,
+	// or, taking nothing, how long until one will be there.
+	Take(ctx context.Context, key string, rate float64, burst int64, now time.Time) (wait time.Duration, err error)
+}

@@ -15,6 +15,9 @@ type ProjectService struct {
 	quotas   quotas
 	storage  storageUsage  // storage.go
 	outbound outboundGates // outbound.go
+	// buckets, when set, count webhooksPerSecond and outboundPerMinute
+	// for every instance together (Config.RateBuckets).
+	buckets RateBuckets
 }
 
 // projectPorts is the part of Store a ProjectService uses; it counts flows

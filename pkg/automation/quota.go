@@ -249,19 +249,45 @@ func FlowQuotaExceeded(max int64) *Error {
 
 // AdmitDelivery takes one delivery from the project's webhooksPerSecond
 // quota. Past it, it returns a RateLimited error saying how long to wait.
-// The buckets are this process's: on flowd that is the service; on Lambda
-// each instance keeps its own, so the bound is per instance there (API
-// Gateway's stage throttling bounds the whole). A project over its
-// storedBytes quota is refused first, the same way (storage.go).
+// The bucket is the project's across every instance: with RateBuckets
+// (Lambda, whose environments share nothing else: one conditional write
+// per admitted delivery, none for an unlimited plan), else this process's
+// (flowd, one process). A project over its storedBytes quota is refused
+// first, the same way (storage.go).
 func (s *ProjectService) AdmitDelivery(ctx context.Context, project string) error {
-	pq, err := s.quotas.get(ctx, s.store, project, s.clock())
+	now := s.clock()
+	pq, err := s.quotas.get(ctx, s.store, project, now)
 	if err != nil {
 		return err
 	}
 	if err := s.admitStorage(ctx, project, pq.limits, pq.plan); err != nil { // storage.go
 		return err
 	}
-	return s.quotas.admit(ctx, s.store, project, s.clock())
+	if s.buckets == nil {
+		return s.quotas.admit(ctx, s.store, project, now)
+	}
+	l := pq.limits.WebhooksPerSecond
+	if l == nil {
+		return nil
+	}
+	if *l <= 0 { // a limit of 0 takes nothing
+		return hooksLimited(pq, time.Second)
+	}
+	wait, err := s.buckets.Take(ctx, "webhooks#"+project, float64(*l), max(1, *l), now)
+	if err != nil {
+		return wrap("take a delivery from the project's webhooksPerSecond", err)
+	}
+	if wait > 0 {
+		return hooksLimited(pq, wait)
+	}
+	return nil
+}
+
+// hooksLimited is a delivery over the project's webhooksPerSecond.
+func hooksLimited(pq *projectQuota, wait time.Duration) error {
+	return &RateLimited{Err: &Error{Kind: ErrRateLimited, Code: "RATE_LIMITED", Message: fmt.Sprintf(
+		"the project takes at most %d webhooks per second on its %s plan (limits.webhooksPerSecond); retry after the seconds in Retry-After",
+		*pq.limits.WebhooksPerSecond, pq.plan)}, RetryAfter: wait}
 }
 
 // RateLimited is a delivery over its project's rate: 429 with Retry-After.
@@ -346,9 +372,7 @@ func (q *quotas) admit(ctx context.Context, store ProjectStore, project string, 
 		if !r.OK() { // a limit of 0 takes nothing
 			wait = time.Second
 		}
-		return &RateLimited{Err: &Error{Kind: ErrRateLimited, Code: "RATE_LIMITED", Message: fmt.Sprintf(
-			"the project takes at most %d webhooks per second on its %s plan (limits.webhooksPerSecond); retry after the seconds in Retry-After",
-			*pq.limits.WebhooksPerSecond, pq.plan)}, RetryAfter: wait}
+		return hooksLimited(pq, wait)
 	}
 	return nil
 }

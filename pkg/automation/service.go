@@ -35,6 +35,10 @@ type Config struct {
 	//   - PollChecker refuses POLL intervals the backend's scheduler cannot
 	//     keep (EventBridge's whole minutes); nil: every valid interval.
 	SecretCache CachedSecrets
+	//   - RateBuckets counts webhooksPerSecond and outboundPerMinute per
+	//     project across instances (the AWS backend); nil: in this
+	//     process's memory, exact where there is one process (flowd).
+	RateBuckets RateBuckets
 	Polls       PollStore
 	CodeChecker CodeChecker
 	PollChecker PollChecker
@@ -82,7 +86,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, errors.New("automation: Config.CursorKey needs at least 32 bytes")
 	}
 	b := newBase(cfg)
-	projects := &ProjectService{base: b, store: cfg.Store}
+	projects := &ProjectService{base: b, store: cfg.Store, buckets: cfg.RateBuckets}
 	secrets := secretStore{Secrets: cfg.Secrets, cache: cfg.SecretCache}
 	variables := &VariableService{base: b, store: cfg.Store, secrets: secrets}
 	flows := &FlowService{

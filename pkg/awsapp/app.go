@@ -94,7 +94,8 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		// Runs expire (TTL) when the Service's policy says they do.
 		opts = append(opts, dynamostore.WithRunRetention(cfg.RunPolicy.Retention))
 	}
-	store := dynamostore.New(newDynamoClient(db), cfg.Tables, opts...)
+	dbc := newDynamoClient(db)
+	store := dynamostore.New(dbc, cfg.Tables, opts...)
 	// Secrets read on every delivery or run (a flow's signature secret, an
 	// API key connection) are kept at most a minute in the environment,
 	// under the version of the record they belong to (smsecrets.Cached).
@@ -128,7 +129,10 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	svc, err := automation.NewService(automation.Config{
 		Checker: checker, CodeChecker: p.CodeChecker, PollChecker: p.PollChecker,
 		Store: store, Secrets: secrets, SecretCache: secrets, Polls: store, Scheduler: p.Scheduler, Runtime: rt,
-		CursorKey: cursorKey, EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
+		// Environments share no memory: webhooksPerSecond and
+		// outboundPerMinute are DynamoDB buckets of the project.
+		RateBuckets: dynamostore.NewBuckets(dbc, t.Projects),
+		CursorKey:   cursorKey, EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
 		OAuthApps: oauthApps(store, cfg.Tables),
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivateNetworks)),

@@ -50,6 +50,15 @@ func TestConfigFrom(t *testing.T) {
 		t.Errorf("config mismatch (-want +got):\n%s", diff)
 	}
 
+	// The template's RunRetentionDays, which the payload bucket's
+	// lifecycle follows too, is the runs' retention.
+	if c, err := ConfigFrom(env(map[string]string{"RUN_RETENTION_DAYS": "90"})); err != nil || c.RunPolicy.Retention != 90*24*time.Hour {
+		t.Errorf("RUN_RETENTION_DAYS=90: retention %v (%v)", c.RunPolicy.Retention, err)
+	}
+	if _, err := ConfigFrom(env(map[string]string{"RUN_RETENTION_DAYS": "90", "RUN_RETENTION": "720h"})); err == nil {
+		t.Error("RUN_RETENTION and RUN_RETENTION_DAYS disagreeing were taken")
+	}
+
 	bad := []struct{ k, v, want string }{
 		{"ALLOWED_CIDRS", "10.0.0.0/8,nonsense", "neither an address nor a CIDR"},
 		{"MAX_BODY_BYTES", "6000000", "Lambda proxy event"},
@@ -57,6 +66,7 @@ func TestConfigFrom(t *testing.T) {
 		{"RUN_TIMEOUT", "five minutes", "duration"},
 		{"LOG_LEVEL", "loud", "LOG_LEVEL"},
 		{"ALLOW_PRIVATE_NETWORKS", "maybe", "true or false"},
+		{"RUN_RETENTION_DAYS", "0", "whole days"},
 	}
 	for _, b := range bad {
 		if _, err := ConfigFrom(env(map[string]string{b.k: b.v})); err == nil || !strings.Contains(err.Error(), b.want) {

@@ -184,6 +184,20 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.RunPolicy = policy
+	// RUN_RETENTION_DAYS is the template's RunRetentionDays, the figure
+	// the payload bucket's lifecycle also expires objects by (a day
+	// later), so that a run never outlives its payloads. CloudFormation
+	// cannot turn days into a duration, so the template passes days.
+	if v := getenv("RUN_RETENTION_DAYS"); v != "" {
+		d, err := strconv.Atoi(v)
+		if err != nil || d < 1 || d > 3650 {
+			return c, fmt.Errorf("RUN_RETENTION_DAYS=%q: want whole days from 1 to 3650", v)
+		}
+		if policy.Retention > 0 && policy.Retention != time.Duration(d)*24*time.Hour {
+			return c, fmt.Errorf("RUN_RETENTION=%s and RUN_RETENTION_DAYS=%d disagree: set one", policy.Retention, d)
+		}
+		c.RunPolicy.Retention = time.Duration(d) * 24 * time.Hour
+	}
 	if v := getenv("ALLOW_PRIVATE_NETWORKS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

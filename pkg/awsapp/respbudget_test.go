@@ -3,6 +3,7 @@ package awsapp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -22,10 +23,10 @@ func TestResponseBudgetMeasure(t *testing.T) {
 	quotes := strings.Repeat(`"`, 2_000_000)
 	body, _ := json.Marshal(map[string]any{"id": "run_1", "trigger": map[string]any{"body": map[string]string{"html": quotes}}})
 	h := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"r1"}}
-	if out, _, ok := respbudget.Default().Fit(h, body, "/r", false, ""); !ok || len(out) != len(body) {
+	if out, _, ok := respbudget.Default().Fit(h, body, "/r"); !ok || len(out) != len(body) {
 		t.Fatalf("flowd's budget cut a %d-byte body", len(body))
 	}
-	out, size, ok := LambdaBudget(ResponseBudget).Fit(h, body, "/r", false, "")
+	out, size, ok := LambdaBudget(ResponseBudget).Fit(h, body, "/r")
 	resp := events.APIGatewayProxyResponse{StatusCode: 200, MultiValueHeaders: h, Body: string(out)}
 	if !ok || size > ResponseBudget || responseSize(&resp) != size {
 		t.Fatalf("cut to %d bytes (ok %v), proxy response %d, budget %d", size, ok, responseSize(&resp), ResponseBudget)
@@ -41,10 +42,23 @@ func TestResponseBudgetMeasure(t *testing.T) {
 	// A piece of the worst string (all control bytes, 6 bytes each in the
 	// body, 7 in the proxy response) fits.
 	worst, _ := json.Marshal(map[string]string{"s": strings.Repeat("\x01", 6<<20)})
-	piece, err := LambdaBudget(ResponseBudget).Select(worst, "/r", respbudget.Request{Part: "/s"})
+	piece, _, err := LambdaBudget(ResponseBudget).Part(h, worst, "/r", respbudget.Request{Part: "/s"})
 	resp.Body = string(piece)
 	if err != nil || responseSize(&resp) > ResponseBudget {
 		t.Errorf("a piece of control bytes takes %d bytes as Lambda returns it (%v)", responseSize(&resp), err)
+	}
+	// So does a slice of the worst array (strings of a quote, escaped
+	// twice in the proxy response).
+	quoted := make([]string, 2<<20)
+	for i := range quoted {
+		quoted[i] = `"`
+	}
+	worst, _ = json.Marshal(map[string]any{"a": quoted})
+	slice, _, err := LambdaBudget(ResponseBudget).Part(h, worst, "/r", respbudget.Request{Part: "/a"})
+	var sl respbudget.PartSlice
+	resp.Body = string(slice)
+	if err := errors.Join(err, json.Unmarshal(slice, &sl)); err != nil || responseSize(&resp) > ResponseBudget || !sl.Truncated || sl.Count != len(quoted) {
+		t.Errorf("a slice of quotes takes %d bytes as Lambda returns it, count %d (%v)", responseSize(&resp), sl.Count, err)
 	}
 }
 

@@ -295,6 +295,9 @@ func (s *Store) createFlow(ctx context.Context, f automation.Flow) error {
 			}
 		}
 	}
+	if itemSizeExceeded(err) {
+		return flowRefusedForSize(f)
+	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: create flow %s: %w", f.ID, err)
 	}
@@ -468,6 +471,9 @@ func (s *Store) putFlow(ctx context.Context, f automation.Flow) error {
 				return routeConflict(r)
 			}
 		}
+	}
+	if itemSizeExceeded(err) {
+		return flowRefusedForSize(f)
 	}
 	if err != nil {
 		return fmt.Errorf("dynamostore: put flow %s: %w", f.ID, err)

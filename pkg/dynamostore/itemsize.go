@@ -1,7 +1,12 @@
 package dynamostore
 
 import (
+	"errors"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"flowservice/pkg/automation"
 )
@@ -82,4 +87,30 @@ func flowTooLarge(f automation.Flow, attrs map[string]types.AttributeValue) erro
 			"flow %q takes %d bytes stored, over the %d a flow may take: move large constants out of its steps", f.Name, size, MaxItemSize)
 	}
 	return nil
+}
+
+// itemSizeExceeded tells a write DynamoDB refused for an item's size: a
+// ValidationException ("Item size has exceeded the maximum allowed size",
+// "Item size to update has exceeded ..."), or a transaction cancelled
+// for a ValidationError naming the size. DynamoDB's measure is not
+// ItemSize's (and moto counts an update's old and new item together), so
+// flowTooLarge's check before the write cannot catch every one.
+func itemSizeExceeded(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, r := range cancelReasons(err) {
+		if aws.ToString(r.Code) == "ValidationError" && strings.Contains(aws.ToString(r.Message), "size") {
+			return true
+		}
+	}
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" && strings.Contains(ae.ErrorMessage(), "Item size")
+}
+
+// flowRefusedForSize is FLOW_TOO_LARGE for a flow write DynamoDB refused
+// for its item's size.
+func flowRefusedForSize(f automation.Flow) error {
+	return automation.InvalidCode("FLOW_TOO_LARGE",
+		"flow %q is over the size DynamoDB stores for a flow (400 KB with its bookkeeping): move large constants out of its steps", f.Name)
 }

@@ -20,7 +20,7 @@ func WithResponseBudget(b respbudget.Budget) APIOption {
 
 // budgeted wraps the handler of every authenticated route: its answer is
 // cut to the budget (respbudget.Budget.Fit), and a GET or HEAD naming a
-// part (?part=, offset) answers that part (respbudget.Budget.Select). The
+// part (?part=, offset) answers that part (respbudget.Budget.Part). The
 // handler never sees the two parameters. The public routes (the document,
 // health, metrics) answer small, fixed things and are not wrapped.
 func (a *API) budgeted(next http.Handler) http.Handler {
@@ -47,29 +47,35 @@ func (a *API) budgeted(next http.Handler) http.Handler {
 		if isJSONAnswer(w.Header()) {
 			body = respbudget.UnescapeHTML(body)
 		}
-		if hasPart && status == http.StatusOK {
+		switch {
+		case hasPart && status == http.StatusOK:
 			if !isJSONAnswer(w.Header()) {
 				a.partError(w, r, &respbudget.ParamError{Param: respbudget.PartParam, Message: "this answer is not JSON and has no parts"})
 				return
 			}
-			sel, err := a.budget.Select(body, r.URL.Path, req)
-			if err != nil {
+			sel, _, err := a.budget.Part(w.Header(), body, r.URL.Path, req)
+			var tl *respbudget.TooLargeError
+			if errors.As(err, &tl) {
+				a.tooLarge(w, r, tl.Size)
+				return
+			} else if err != nil {
 				a.partError(w, r, err)
 				return
 			}
 			body = sel
 			w.Header().Set("Content-Type", respbudget.PartMediaType)
-		}
-		if status < 300 && isJSONAnswer(w.Header()) {
+		case status < 300 && isJSONAnswer(w.Header()):
 			var ok bool
 			var size int
-			if body, size, ok = a.budget.Fit(w.Header(), body, hrefPath(w, r), hasPart, req.Part); !ok {
+			if body, size, ok = a.budget.Fit(w.Header(), body, hrefPath(w, r)); !ok {
 				a.tooLarge(w, r, size)
 				return
 			}
-		} else if size := a.budget.Measure(w.Header(), body); size > a.budget.Bytes {
-			a.tooLarge(w, r, size)
-			return
+		default:
+			if size := a.budget.Measure(w.Header(), body); size > a.budget.Bytes {
+				a.tooLarge(w, r, size)
+				return
+			}
 		}
 		if !bytes.Equal(body, orig) {
 			w.Header().Del("Content-Length")

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"flowservice/pkg/automation"
@@ -26,8 +28,12 @@ type partsEnv struct {
 
 func newPartsEnv(t *testing.T) *partsEnv {
 	t.Helper()
+	return newPartsEnvWith(t, respbudget.Budget{Bytes: 96 << 10})
+}
+
+func newPartsEnvWith(t *testing.T, budget respbudget.Budget) *partsEnv {
+	t.Helper()
 	svc := flowtest.New(t, flowtest.Options{}).Svc
-	budget := respbudget.Budget{Bytes: 96 << 10}
 	api := serve(t, NewAPI(svc, nil, WithResponseBudget(budget)))
 	api.svc = svc
 	return &partsEnv{api: api, hook: serve(t, NewWebhook(svc, HookConfig{})), key: newProjectKey(t, api, automation.PlanEnterprise), budget: budget}
@@ -36,11 +42,57 @@ func newPartsEnv(t *testing.T) *partsEnv {
 // bigRun starts a run of a new flow whose trigger body is {"html": html}.
 func (e *partsEnv) bigRun(t *testing.T, html string) (runPath string) {
 	t.Helper()
+	body, _ := json.Marshal(map[string]string{"html": html})
+	return e.runOf(t, body)
+}
+
+// runOf starts a run of a new flow whose trigger body is body (JSON).
+func (e *partsEnv) runOf(t *testing.T, body []byte) (runPath string) {
+	t.Helper()
 	f := createFlow(t, e.api, e.key, `{"name":"big","engine":"FLOW_BUILDER","steps":[{"name":"s","type":"SET","values":{"n":1}}]}`)
 	call(t, e.api, "POST", "/api/v1/flows/"+f.ID+"/enable", e.key, "").into(t, 200, &flowView{})
-	body, _ := json.Marshal(map[string]string{"html": html})
 	runID := call(t, e.hook, "POST", "/api/v1/webhooks/"+f.ID, "", string(body)).started(t)
 	return "/api/v1/flows/" + f.ID + "/runs/" + runID
+}
+
+// smallElements is a JSON array of n single digits and an object of
+// about n/3 members of a digit: bodies no marker can shrink.
+func smallElements(n int) (array, object []byte) {
+	nums := make([]int, n)
+	members := map[string]int{}
+	for i := range nums {
+		nums[i] = i % 10
+		if i%3 == 0 {
+			members["k"+strconv.Itoa(i)] = i % 10
+		}
+	}
+	array, _ = json.Marshal(nums)
+	object, _ = json.Marshal(members)
+	return array, object
+}
+
+// TestLargeArraysOnFlowd: a trigger body that is a large array of numbers
+// (a batch webhook), or an object of many small members, reads back whole
+// in slices (budgettest.CheckSlices, as on Lambda: pkg/awsapp's
+// TestLargeArraysOnMoto), each measured a bounded number of times. It was
+// a 500 RESPONSE_TOO_LARGE, and before that a link that never answered.
+func TestLargeArraysOnFlowd(t *testing.T) {
+	var measures atomic.Int64
+	budget := respbudget.Budget{Bytes: 96 << 10}
+	budget.Size = func(_ http.Header, b []byte) int { measures.Add(1); return len(b) }
+	e := newPartsEnvWith(t, budget)
+	get := func(t *testing.T, path string, query url.Values) (int, string, []byte) {
+		t.Helper()
+		if len(query) > 0 {
+			path += "?" + query.Encode()
+		}
+		r := call(t, e.api, "GET", path, e.key, "")
+		return r.status, r.header.Get("Content-Type"), r.body
+	}
+	array, object := smallElements(150_000)
+	for _, body := range [][]byte{array, object} {
+		budgettest.CheckSlices(t, get, budget, e.runOf(t, body), body, func() int { return int(measures.Load()) })
+	}
 }
 
 // bigHTML is about n bytes of HTML: <, > and &, which stored runs hold as

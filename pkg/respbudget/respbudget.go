@@ -7,7 +7,8 @@
 //
 // and a GET naming a part (the part and offset query parameters) answers
 // that part alone, itself cut the same way, a string in pieces of at most
-// Budget.PieceBytes with the href of the next. docs/api.md "Large answers"
+// Budget.PieceBytes with the href of the next, and an array or object too
+// large to be cut (its elements too small) in slices of elements. docs/api.md "Large answers"
 // describes it for clients.
 //
 // Only how an answer is measured differs between backends (Budget.Size):
@@ -127,35 +128,109 @@ type Marker struct {
 	Href      string `json:"href"`
 }
 
-// Select answers req from body, the whole answer served at path: the part
-// req names, as a PartValue or, for a string, a PartPiece. A part or offset that names nothing is a
-// *ParamError.
-func (b Budget) Select(body []byte, path string, req Request) ([]byte, error) {
+// PartSlice is the answer to a request for an array or object part that
+// cannot be cut to the budget as a whole, its elements being too small to
+// be cut alone (a batch webhook's array of numbers): the elements (an
+// array's, or an object's members in the order of their keys, byte-wise)
+// from index Offset on, as many as fill a slice (Budget.SliceBytes of
+// JSON); Count is how many the whole part holds and Next the href of the
+// next slice (nil at the end). Value is an array or an object, cut as any
+// answer is: its markers point into the whole answer.
+type PartSlice struct {
+	Part      string  `json:"part"`
+	Offset    int     `json:"offset"`
+	Count     int     `json:"count"`
+	Value     any     `json:"value"`
+	Truncated bool    `json:"truncated"`
+	Next      *string `json:"next"`
+}
+
+// SliceBytes is the most JSON the elements of one PartSlice take: JSON
+// text escaped again (Lambda's measure) takes at most twice its size, so
+// a slice always fits.
+func (b Budget) SliceBytes() int { return b.Bytes / 4 }
+
+// TooLargeError is an answer that cannot be cut to the budget (not JSON,
+// or nothing left to cut): Size is its size as the budget measures it.
+type TooLargeError struct{ Size int }
+
+func (e *TooLargeError) Error() string {
+	return "the answer is " + strconv.Itoa(e.Size) + " bytes and cannot be cut into parts"
+}
+
+// Part answers req from body, the whole answer served at path, fitted to
+// the budget: the part req names as a PartValue; a string as a PartPiece;
+// an array or object that cannot be cut to fit (or given an offset) as a
+// PartSlice. Markers in it point into the whole answer. A part or offset
+// that names nothing is a *ParamError; an answer that cannot fit a
+// *TooLargeError. h is the answer's header, for Size. Each call decodes
+// the answer at most twice and encodes the part a bounded number of times
+// (Fit's rounds), whatever its number of elements.
+func (b Budget) Part(h http.Header, body []byte, path string, req Request) (out []byte, size int, err error) {
 	root, err := decodeJSON(body)
 	if err != nil {
-		return nil, &ParamError{PartParam, "this answer is not JSON and has no parts"}
+		return nil, 0, &ParamError{PartParam, "this answer is not JSON and has no parts"}
 	}
 	v, ok := lookup(root, req.Part)
 	if !ok {
-		return nil, &ParamError{PartParam, "no part " + strconv.Quote(req.Part) + " in this answer (a JSON pointer such as /trigger/body)"}
+		return nil, 0, &ParamError{PartParam, "no part " + strconv.Quote(req.Part) + " in this answer (a JSON pointer such as /trigger/body)"}
 	}
-	s, isString := v.(string)
-	if !isString {
-		if req.Offset != "" {
-			return nil, &ParamError{OffsetParam, "offset applies to a string part only; " + strconv.Quote(req.Part) + " is not a string"}
+	inWhole := func(rel string) string { return req.Part + rel }
+	switch t := v.(type) {
+	case string:
+		piece, err := b.piece(t, path, req)
+		if err != nil {
+			return nil, 0, err
 		}
-		return encodeJSON(PartValue{Part: req.Part, Value: v}), nil
+		out = encodeJSON(piece)
+		if size = b.Measure(h, out); size > b.Bytes {
+			return nil, size, &TooLargeError{size}
+		}
+		return out, size, nil
+	case []any, map[string]any:
+		if req.Offset == "" {
+			whole := map[string]any{"part": req.Part, "value": v}
+			out, size := encodeJSON(whole), 0
+			if size = b.Measure(h, out); size <= b.Bytes {
+				return out, size, nil
+			}
+			// With nothing in it worth cutting (a large array of
+			// numbers), it answers in slices at once.
+			if len(heaviest(v, 1)) > 0 {
+				if out, size, ok := b.fit(h, whole, out, size, "/value", path, inWhole); ok {
+					return out, size, nil
+				}
+				// Its elements are too small to be cut alone. The failed
+				// fit left markers in v; decode it again.
+				root, _ = decodeJSON(body)
+				v, _ = lookup(root, req.Part)
+			}
+		}
+		return b.slice(h, v, path, req)
+	default:
+		if req.Offset != "" {
+			return nil, 0, &ParamError{OffsetParam, "offset applies to a string, array or object part only; " + strconv.Quote(req.Part) + " is none of them"}
+		}
+		out = encodeJSON(PartValue{Part: req.Part, Value: v})
+		if size = b.Measure(h, out); size > b.Bytes {
+			return nil, size, &TooLargeError{size}
+		}
+		return out, size, nil
 	}
+}
+
+// piece is the PartPiece of the string s at req.Offset.
+func (b Budget) piece(s, path string, req Request) (PartPiece, error) {
 	offset := 0
 	if req.Offset != "" {
 		n, err := strconv.Atoi(req.Offset)
 		switch {
 		case err != nil || n < 0:
-			return nil, &ParamError{OffsetParam, "offset must be a whole number of bytes"}
+			return PartPiece{}, &ParamError{OffsetParam, "offset must be a whole number of bytes"}
 		case n > len(s):
-			return nil, &ParamError{OffsetParam, "offset is past the end of the part (" + strconv.Itoa(len(s)) + " bytes)"}
+			return PartPiece{}, &ParamError{OffsetParam, "offset is past the end of the part (" + strconv.Itoa(len(s)) + " bytes)"}
 		case n < len(s) && !utf8.RuneStart(s[n]):
-			return nil, &ParamError{OffsetParam, "offset " + strconv.Itoa(n) + " is inside a character"}
+			return PartPiece{}, &ParamError{OffsetParam, "offset " + strconv.Itoa(n) + " is inside a character"}
 		}
 		offset = n
 	}
@@ -167,7 +242,79 @@ func (b Budget) Select(body []byte, path string, req Request) ([]byte, error) {
 		next := Href(path, req.Part) + "&" + OffsetParam + "=" + strconv.Itoa(offset+n)
 		out.Value, out.Truncated, out.Next = out.Value[:n], true, &next
 	}
-	return encodeJSON(out), nil
+	return out, nil
+}
+
+// slice answers the PartSlice of v, an array or object, at req.Offset:
+// one pass over the elements it holds, one fit.
+func (b Budget) slice(h http.Header, v any, path string, req Request) ([]byte, int, error) {
+	var keys []string
+	var elems []any
+	switch t := v.(type) {
+	case []any:
+		elems = t
+	case map[string]any:
+		keys = make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // encoding/json's order of a map's keys
+	}
+	count := len(elems) + len(keys)
+	offset := 0
+	if req.Offset != "" {
+		n, err := strconv.Atoi(req.Offset)
+		switch {
+		case err != nil || n < 0:
+			return nil, 0, &ParamError{OffsetParam, "offset must be a whole number of elements for an array or object part"}
+		case n > count:
+			return nil, 0, &ParamError{OffsetParam, "offset is past the end of the part (" + strconv.Itoa(count) + " elements)"}
+		}
+		offset = n
+	}
+	end, used := offset, 0
+	for end < count {
+		var n int
+		if keys == nil {
+			n = jsonSize(elems[end]) + 1
+		} else {
+			n = quotedLen(keys[end]) + 2 + jsonSize(v.(map[string]any)[keys[end]])
+		}
+		// At least one element, however large: fit cuts inside it.
+		if end > offset && used+n > b.SliceBytes() {
+			break
+		}
+		used += n
+		end++
+	}
+	answer := map[string]any{"part": req.Part, "offset": offset, "count": count, "truncated": end < count, "next": nil}
+	if end < count {
+		answer["next"] = Href(path, req.Part) + "&" + OffsetParam + "=" + strconv.Itoa(end)
+	}
+	inWhole := func(rel string) string { return req.Part + rel }
+	if keys == nil {
+		answer["value"] = append([]any(nil), elems[offset:end]...)
+		// The slice's index i is the part's offset+i.
+		inWhole = func(rel string) string {
+			i := strings.IndexByte(rel[1:], '/') + 1
+			if i == 0 {
+				i = len(rel)
+			}
+			n, _ := strconv.Atoi(rel[1:i])
+			return req.Part + "/" + strconv.Itoa(offset+n) + rel[i:]
+		}
+	} else {
+		m := make(map[string]any, end-offset)
+		for _, k := range keys[offset:end] {
+			m[k] = v.(map[string]any)[k]
+		}
+		answer["value"] = m
+	}
+	out, size, ok := b.fit(h, answer, nil, 0, "/value", path, inWhole)
+	if !ok {
+		return nil, size, &TooLargeError{size}
+	}
+	return out, size, nil
 }
 
 // Href is the href of the part at pointer of the answer served at path.
@@ -175,13 +322,11 @@ func Href(path, pointer string) string {
 	return path + "?" + PartParam + "=" + url.QueryEscape(pointer)
 }
 
-// Fit cuts body, a JSON answer served at path, to the budget: its largest
-// parts are replaced one by one by Markers until it fits. part tells a
-// PartValue or PartPiece for the part at base (markers then point into the whole
-// answer; the part itself is never cut), rather than a whole answer. h is
-// the answer's header, for Size. It returns the answer and its size; ok is
-// false when the answer cannot fit (not JSON, or nothing left to cut).
-func (b Budget) Fit(h http.Header, body []byte, path string, part bool, base string) (out []byte, size int, ok bool) {
+// Fit cuts body, a whole JSON answer served at path, to the budget: its
+// largest parts are replaced by Markers until it fits. h is the answer's
+// header, for Size. It returns the answer and its size; ok is false when
+// the answer cannot fit (not JSON, or nothing left to cut).
+func (b Budget) Fit(h http.Header, body []byte, path string) (out []byte, size int, ok bool) {
 	size = b.Measure(h, body)
 	if size <= b.Bytes {
 		return body, size, true
@@ -190,16 +335,25 @@ func (b Budget) Fit(h http.Header, body []byte, path string, part bool, base str
 	if err != nil {
 		return body, size, false
 	}
-	within := ""
-	if part {
-		within = "/value"
-		if _, ok := lookup(root, within); !ok {
-			return body, size, false
-		}
+	out, size, ok = b.fit(h, root, body, size, "", path, func(rel string) string { return rel })
+	if !ok {
+		return body, size, false
 	}
-	// Each round cuts, largest first, as many parts as free the excess,
-	// then encodes once: an answer of many parts is cut in a few rounds,
-	// not one encoding per part.
+	return out, size, true
+}
+
+// fit cuts root, under the pointer within (never within itself), until it
+// fits, and returns its encoding; body and size are root's encoding and
+// its measure when the caller has them (nil: encoded here). inWhole makes a cut part's pointer
+// (relative to within) the pointer its marker names in the whole answer.
+// Each round cuts, largest first, as many parts as free the excess, then
+// encodes once: an answer of many parts is cut in a few rounds, not one
+// encoding per part.
+func (b Budget) fit(h http.Header, root any, body []byte, size int, within, path string, inWhole func(rel string) string) ([]byte, int, bool) {
+	if body == nil {
+		body = encodeJSON(root)
+		size = b.Measure(h, body)
+	}
 	for size > b.Bytes {
 		sub, _ := lookup(root, within)
 		// The excess in bytes of the body: the measure may count a byte
@@ -210,7 +364,8 @@ func (b Budget) Fit(h http.Header, body []byte, path string, part bool, base str
 			return body, size, false
 		}
 		for _, c := range cuts {
-			root = replace(root, within+c.ptr, Marker{Truncated: true, Bytes: c.n, Part: base + c.ptr, Href: Href(path, base+c.ptr)})
+			p := inWhole(c.ptr)
+			root = replace(root, within+c.ptr, Marker{Truncated: true, Bytes: c.n, Part: p, Href: Href(path, p)})
 		}
 		body = encodeJSON(root)
 		size = b.Measure(h, body)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestFit(t *testing.T) {
 	steps = append(steps, map[string]any{"name": "small", "output": map[string]string{"v": "<b>ok</b>"}})
 	body, _ := json.Marshal(map[string]any{"id": "run_1", "steps": steps})
 	b := Default()
-	out, size, ok := b.Fit(nil, body, "/api/v1/flows/f/runs/run_1", false, "")
+	out, size, ok := b.Fit(nil, body, "/api/v1/flows/f/runs/run_1")
 	if !ok || size != len(out) || size > b.Bytes {
 		t.Fatalf("answer %d bytes after the cut (ok %v), budget %d", size, ok, b.Bytes)
 	}
@@ -50,13 +51,8 @@ func TestFit(t *testing.T) {
 	}
 
 	// A body that is not JSON cannot be cut.
-	if _, _, ok := b.Fit(nil, []byte(strings.Repeat("<p>", 2<<20)), "/x", false, ""); ok {
+	if _, _, ok := b.Fit(nil, []byte(strings.Repeat("<p>", 2<<20)), "/x"); ok {
 		t.Error("a text answer over the budget was fitted")
-	}
-	// Nor can a string piece, which is never cut from itself.
-	piece, _ := json.Marshal(PartPiece{Part: "/s", Value: strings.Repeat("x", 200)})
-	if _, _, ok := (Budget{Bytes: 100}).Fit(nil, piece, "/x", true, "/s"); ok {
-		t.Error("a piece over the budget was cut")
 	}
 }
 
@@ -65,7 +61,7 @@ func TestFit(t *testing.T) {
 func TestFitMeasure(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"a": strings.Repeat("x", 100<<10), "b": strings.Repeat("y", 80<<10), "c": "z"})
 	double := Budget{Bytes: 256 << 10, Size: func(_ http.Header, b []byte) int { return 2 * len(b) }}
-	out, size, ok := double.Fit(nil, body, "/r", false, "")
+	out, size, ok := double.Fit(nil, body, "/r")
 	var got map[string]any
 	if err := json.Unmarshal(out, &got); err != nil || !ok || size != 2*len(out) || size > double.Bytes {
 		t.Fatalf("ok %v size %d (%v)", ok, size, err)
@@ -84,7 +80,8 @@ func TestSelect(t *testing.T) {
 	html := strings.Repeat("a", n-1) + "é" + strings.Repeat("a", 9) // é straddles the first cut
 	body, _ := json.Marshal(map[string]any{"trigger": map[string]any{"body": map[string]any{"html": html}}, "n": 1, "a/b": []int{7}})
 	sel := func(ptr, offset string) ([]byte, error) {
-		return b.Select(body, "/r", Request{Part: ptr, Offset: offset})
+		out, _, err := b.Part(nil, body, "/r", Request{Part: ptr, Offset: offset})
+		return out, err
 	}
 	var p PartPiece
 	first, err := sel("/trigger/body/html", "")
@@ -113,7 +110,7 @@ func TestSelect(t *testing.T) {
 		{"/nope", "", "part"}, {"trigger", "", "part"}, {"/a~1b/00", "", "part"}, {"/n/x", "", "part"},
 		{"/trigger/body/html", "-1", "offset"}, {"/trigger/body/html", "x", "offset"},
 		{"/trigger/body/html", strconv.Itoa(len(html) + 1), "offset"}, {"/trigger/body/html", strconv.Itoa(n), "offset"},
-		{"/trigger", "1", "offset"},
+		{"/trigger", "2", "offset"}, {"/trigger", "x", "offset"}, {"/n", "0", "offset"},
 	} {
 		_, err := sel(c.ptr, c.offset)
 		var pe *ParamError
@@ -121,7 +118,7 @@ func TestSelect(t *testing.T) {
 			t.Errorf("%s offset %s: %v, want an error naming %s", c.ptr, c.offset, err, c.param)
 		}
 	}
-	if _, err := b.Select([]byte("<p>"), "/r", Request{Part: "/a"}); err == nil {
+	if _, _, err := b.Part(nil, []byte("<p>"), "/r", Request{Part: "/a"}); err == nil {
 		t.Error("a part of a text answer")
 	}
 }
@@ -151,25 +148,22 @@ func TestUnescapeHTML(t *testing.T) {
 	}
 }
 
-// An answer of many mid-sized parts is cut in a few rounds (one encoding
-// each), and a part that is a large array of tiny elements, which no cut
-// can shrink, is refused at once rather than cut an element at a time:
-// both were an encoding of the whole answer per element cut, which never
-// finished for a 3 MB array. Counted in rounds and cuts, not timed.
+// A part of many mid-sized elements is cut in a few rounds (one encoding
+// each), not one encoding per element cut. Counted in measures, not timed.
 func TestFitManyParts(t *testing.T) {
 	items := make([]any, 4000)
 	for i := range items {
 		items[i] = map[string]any{"id": i, "text": strings.Repeat("t", 1500)}
 	}
-	// The part /trigger/body itself (never cut) holds 4,000 items of
-	// 1.5 KB: its items are cut, largest first, about 3,400 of them.
-	body, _ := json.Marshal(PartValue{Part: "/trigger/body", Value: items})
+	// The part /trigger/body holds 4,000 items of 1.5 KB: its items are
+	// cut, largest first, about 3,400 of them.
+	body, _ := json.Marshal(map[string]any{"trigger": map[string]any{"body": items}})
 	b := Budget{Bytes: 1 << 20}
 	encodings := 0
 	b.Size = func(_ http.Header, out []byte) int { encodings++; return len(out) }
-	out, size, ok := b.Fit(nil, body, "/r", true, "/trigger/body")
-	if !ok || size > b.Bytes {
-		t.Fatalf("ok %v, %d bytes over a budget of %d", ok, size, b.Bytes)
+	out, size, err := b.Part(nil, body, "/r", Request{Part: "/trigger/body"})
+	if err != nil || size > b.Bytes {
+		t.Fatalf("%v, %d bytes over a budget of %d", err, size, b.Bytes)
 	}
 	if encodings > 4 {
 		t.Errorf("%d measures of the answer; want a few rounds, not one per cut", encodings)
@@ -179,22 +173,116 @@ func TestFitManyParts(t *testing.T) {
 		t.Fatalf("cut answer: %v", err)
 	}
 	whole := 0
-	for _, it := range got.Value {
-		if m := it.(map[string]any); m["truncated"] != true {
+	for i, it := range got.Value {
+		m := it.(map[string]any)
+		if m["truncated"] != true {
 			whole++
+		} else if m["part"] != "/trigger/body/"+strconv.Itoa(i) {
+			t.Fatalf("item %d: marker %v", i, m)
 		}
 	}
 	if whole == 0 || whole > 700 {
 		t.Errorf("%d items left whole; want the answer filled up to its budget", whole)
 	}
+}
 
-	tiny := make([]any, 1_000_000)
-	for i := range tiny {
-		tiny[i] = i % 10
+// A 6 MB array of small numbers and a 6 MB object of small members, which
+// no marker can shrink, answer in slices that give them back whole; each
+// slice is one decoding and a bounded number of encodings, so reading the
+// part costs O(parts) encodings (it was one encoding of the whole answer
+// per element, which never finished). Counted in measures, not timed.
+func TestPartSlices(t *testing.T) {
+	nums := make([]any, 3_000_000)
+	for i := range nums {
+		nums[i] = json.Number(strconv.Itoa(i % 10))
 	}
-	part, _ := json.Marshal(PartValue{Part: "/trigger/body", Value: tiny})
-	encodings = 0
-	if _, _, ok := b.Fit(nil, part, "/r", true, "/trigger/body"); ok || encodings > 1 {
-		t.Errorf("a 2 MB array of digits: ok %v after %d measures; want it refused after the first", ok, encodings)
+	obj := map[string]any{}
+	for i := 0; i < 500_000; i++ {
+		obj["k"+strconv.Itoa(i)] = json.Number(strconv.Itoa(i % 100))
+	}
+	b := Default()
+	encodings := 0
+	b.Size = func(_ http.Header, out []byte) int { encodings++; return len(out) }
+	for _, c := range []struct {
+		name  string
+		value any
+	}{{"array", nums}, {"object", obj}} {
+		body := encodeJSON(map[string]any{"id": "run_1", "trigger": map[string]any{"body": c.value}})
+		if len(body) <= b.Bytes {
+			t.Fatalf("%s: %d bytes, want over the budget", c.name, len(body))
+		}
+		// The whole answer: the body cut.
+		encodings = 0
+		whole, _, ok := b.Fit(nil, body, "/r")
+		var run struct{ Trigger struct{ Body Marker } }
+		if err := json.Unmarshal(whole, &run); !ok || err != nil || run.Trigger.Body.Href != "/r?part=%2Ftrigger%2Fbody" || encodings > 2 {
+			t.Fatalf("%s: whole answer %.200s (ok %v, %d measures, %v)", c.name, whole, ok, encodings, err)
+		}
+		// Its slices, following next.
+		var arr []any
+		members := map[string]any{}
+		req, slices := Request{Part: "/trigger/body"}, 0
+		encodings = 0
+		for {
+			slices++
+			out, size, err := b.Part(nil, body, "/r", req)
+			dec := json.NewDecoder(strings.NewReader(string(out)))
+			dec.UseNumber()
+			var sl PartSlice
+			if err := errors.Join(err, dec.Decode(&sl)); err != nil || size > b.Bytes || sl.Part != req.Part || sl.Truncated != (sl.Next != nil) {
+				t.Fatalf("%s slice %d: %d bytes, %+v (%v)", c.name, slices, size, sl.Next, err)
+			}
+			switch v := sl.Value.(type) {
+			case []any:
+				if sl.Offset != len(arr) || sl.Count != len(nums) {
+					t.Fatalf("slice at %d of %d, want at %d of %d", sl.Offset, sl.Count, len(arr), len(nums))
+				}
+				arr = append(arr, v...)
+			case map[string]any:
+				if sl.Offset != len(members) || sl.Count != len(obj) {
+					t.Fatalf("slice at %d of %d, want at %d of %d", sl.Offset, sl.Count, len(members), len(obj))
+				}
+				for k, x := range v {
+					members[k] = x
+				}
+			}
+			if sl.Next == nil {
+				break
+			}
+			req.Offset = (*sl.Next)[strings.LastIndex(*sl.Next, "=")+1:]
+		}
+		var back any = arr
+		if c.name == "object" {
+			back = members
+		}
+		if !reflect.DeepEqual(back, c.value) {
+			t.Errorf("%s: the slices do not give the part back", c.name)
+		}
+		// 5 MB in slices of at most SliceBytes: a handful, each measured
+		// a bounded number of times (the whole part once, when there is
+		// no offset, then the slice).
+		if max := len(body)/b.SliceBytes() + 2; slices > max || encodings > 2*slices+1 {
+			t.Errorf("%s: %d slices (at most %d), %d measures", c.name, slices, max, encodings)
+		}
+	}
+}
+
+// An element of a slice too large itself is cut by a marker that points
+// at its index in the whole part, not in the slice.
+func TestPartSliceMarkers(t *testing.T) {
+	b := Budget{Bytes: 8 << 10}
+	elems := []any{}
+	for range 3000 {
+		elems = append(elems, json.Number("1"))
+	}
+	elems = append(elems, strings.Repeat("x", 10<<10))
+	body := encodeJSON(map[string]any{"a": elems})
+	out, _, err := b.Part(nil, body, "/r", Request{Part: "/a", Offset: "3000"})
+	var sl struct {
+		Offset int
+		Value  []Marker
+	}
+	if err := errors.Join(err, json.Unmarshal(out, &sl)); err != nil || sl.Offset != 3000 || len(sl.Value) != 1 || sl.Value[0].Part != "/a/3000" {
+		t.Fatalf("%.300s (%v)", out, err)
 	}
 }

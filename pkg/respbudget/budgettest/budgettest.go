@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -106,7 +107,9 @@ func CheckRun(t *testing.T, get Get, budget respbudget.Budget, runPath, html str
 		{url.Values{"part": {"/trigger/body/html"}, "offset": {"x"}}, "offset"},
 		{url.Values{"part": {"/trigger/body/html"}, "offset": {"-1"}}, "offset"},
 		{url.Values{"part": {"/trigger/body/html"}, "offset": {itoa(len(html) + 1)}}, "offset"},
-		{url.Values{"part": {"/trigger"}, "offset": {"1"}}, "offset"},
+		{url.Values{"part": {"/trigger"}, "offset": {"1000"}}, "offset"},
+		{url.Values{"part": {"/trigger"}, "offset": {"x"}}, "offset"},
+		{url.Values{"part": {"/attempts"}, "offset": {"0"}}, "offset"},
 	} {
 		status, ct, body := get(t, runPath, c.query)
 		var e struct {
@@ -115,6 +118,85 @@ func CheckRun(t *testing.T, get Get, budget respbudget.Budget, runPath, html str
 		if err := json.Unmarshal(body, &e); status != 400 || ct != "application/json" || err != nil || e.Error.Code != "INVALID_PARAMETER" ||
 			!strings.HasPrefix(e.Error.Message, c.param+": ") || e.Error.RequestID == "" {
 			t.Errorf("GET ?%s: %d %s, want 400 INVALID_PARAMETER naming %s", c.query.Encode(), status, body, c.param)
+		}
+	}
+}
+
+// CheckSlices checks that the run at runPath, whose trigger body is body
+// (a JSON array or object over the budget, of elements too small to be
+// cut alone: a batch webhook's numbers), reads back whole through parts:
+// the run within the budget, its body a marker; the marker's href and
+// each slice's next answer respbudget.PartSlice values, each within the
+// budget, that together are the body; in a number of requests bounded by
+// the body's size over budget.SliceBytes(), each a bounded number of
+// encodings (measures counts the backend's measures of an answer; nil
+// where the test cannot count them).
+func CheckSlices(t *testing.T, get Get, budget respbudget.Budget, runPath string, body []byte, measures func() int) {
+	t.Helper()
+	var want any
+	if err := json.Unmarshal(body, &want); err != nil || len(body) <= budget.Bytes {
+		t.Fatalf("the body (%d bytes, %v) must be JSON over the budget (%d)", len(body), err, budget.Bytes)
+	}
+	status, _, answer := get(t, runPath, nil)
+	var run struct {
+		Trigger struct{ Body respbudget.Marker }
+	}
+	if err := json.Unmarshal(answer, &run); status != 200 || err != nil || !run.Trigger.Body.Truncated ||
+		run.Trigger.Body.Href != runPath+"?part=%2Ftrigger%2Fbody" {
+		t.Fatalf("GET %s: %d %.300s (%v)", runPath, status, answer, err)
+	}
+	start := 0
+	if measures != nil {
+		start = measures()
+	}
+	var arr []any
+	obj := map[string]any{}
+	href, slices := run.Trigger.Body.Href, 0
+	for href != "" && slices < 1000 {
+		slices++
+		p, q := split(t, href)
+		status, ct, answer := get(t, p, q)
+		var sl respbudget.PartSlice
+		if err := json.Unmarshal(answer, &sl); status != 200 || ct != respbudget.PartMediaType || err != nil ||
+			sl.Part != "/trigger/body" || sl.Truncated != (sl.Next != nil) || len(answer) > budget.Bytes {
+			t.Fatalf("GET %s: %d %s %.300s (%v)", href, status, ct, answer, err)
+		}
+		switch v := sl.Value.(type) {
+		case []any:
+			if sl.Offset != len(arr) {
+				t.Fatalf("slice %d at %d, want %d", slices, sl.Offset, len(arr))
+			}
+			arr = append(arr, v...)
+		case map[string]any:
+			if sl.Offset != len(obj) {
+				t.Fatalf("slice %d at %d, want %d", slices, sl.Offset, len(obj))
+			}
+			for k, x := range v {
+				obj[k] = x
+			}
+		default:
+			t.Fatalf("slice %d: value %T", slices, sl.Value)
+		}
+		href = ""
+		if sl.Next != nil {
+			href = *sl.Next
+		}
+	}
+	var back any = arr
+	if _, isObject := want.(map[string]any); isObject {
+		back = obj
+	}
+	if !reflect.DeepEqual(back, want) {
+		t.Errorf("the %d slices do not give the body back", slices)
+	}
+	if most := len(body)/budget.SliceBytes() + 2; slices < 2 || slices > most {
+		t.Errorf("%d slices, want 2 to %d", slices, most)
+	}
+	// The first request measures the whole part once, then each slice is
+	// measured once (markers inside a slice: a few rounds more).
+	if measures != nil {
+		if n := measures() - start; n > 2*slices+2 {
+			t.Errorf("%d measures for %d slices: want O(slices), not one per element", n, slices)
 		}
 	}
 }
