@@ -375,10 +375,71 @@ func (d *Dashboard) retryRun(w http.ResponseWriter, r *http.Request) {
 
 // stepSettings is a step as the flow page shows it: its settings as JSON,
 // secrets masked by their type.
+//
+// A SWITCH's cases show their conditions only: their steps are listed
+// apart (shallow), and a case's "steps": null read as a case with none.
 func stepSettings(s automation.Step) string {
-	b, err := json.MarshalIndent(s, "", "  ")
+	var v any = s
+	if len(s.Cases) > 0 {
+		type when struct {
+			When string `json:"when"`
+		}
+		cases := make([]when, len(s.Cases))
+		for i, c := range s.Cases {
+			cases[i] = when{c.When}
+		}
+		raw, err := json.Marshal(s)
+		var m map[string]json.RawMessage
+		if err == nil && json.Unmarshal(raw, &m) == nil {
+			m["cases"], _ = json.Marshal(cases) // a slice of one string field always marshals
+			v = orderedStep{s, m}
+		}
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return ""
 	}
 	return string(b)
+}
+
+// orderedStep marshals a step's fields as m holds them, in the step's own
+// field order (name and type first), not a map's.
+type orderedStep struct {
+	s automation.Step
+	m map[string]json.RawMessage
+}
+
+func (o orderedStep) MarshalJSON() ([]byte, error) {
+	raw, err := json.Marshal(o.s)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	var b strings.Builder
+	b.WriteString("{")
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	first := true
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		k, _ := json.Marshal(key)
+		b.Write(k)
+		b.WriteString(":")
+		b.Write(o.m[key])
+	}
+	b.WriteString("}")
+	return []byte(b.String()), nil
 }
