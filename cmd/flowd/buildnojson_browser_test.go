@@ -98,3 +98,9 @@ func TestBuildWithoutJSON(t *testing.T) {
 		t.Fatalf("the webhook answered %d %q, want 200 with the API's greeting\nflowd stderr:\n%s", resp.StatusCode, body, p.stderr)
 	}
 }
+
+// preferJSONView makes the editor open on its JSON view (Advanced), as it
+// does for a user who last used it: the tests of the JSON editor type there.
+func preferJSONView() chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`localStorage.setItem("flow-editor-json", "open")`)
+}

@@ -448,8 +448,15 @@
 
   if (!load()) return; // a definition that is not JSON: the JSON view only
   root.hidden = false;
+  // The JSON view stays open for a user who last used it (and shows the
+  // server's message when a save was refused); else the picture is enough.
   var adv = document.getElementById("advanced");
-  if (adv && !document.getElementById("definition-error")) adv.open = false;
+  var pref = "";
+  try { pref = localStorage.getItem("flow-editor-json") || ""; } catch (e) { pref = ""; }
+  if (adv && pref !== "open" && !document.getElementById("definition-error")) adv.open = false;
+  if (adv) adv.addEventListener("toggle", function () {
+    try { localStorage.setItem("flow-editor-json", adv.open ? "open" : "closed"); } catch (e) { /* no storage: no memory */ }
+  });
   drawAll();
   root.setAttribute("data-ready", "true");
 })();
