@@ -157,7 +157,8 @@ func TestDashboardInABrowser(t *testing.T) {
 	wantText("main", filepath.Join(dir, "initial-api-key"))
 	snap("signin")
 	do("sign in", chromedp.SendKeys(chromedp.ID("apiKey"), key), chromedp.Submit(chromedp.ID("apiKey")),
-		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		preferJSONView())
 
 	// An API key connection.
 	do("create an API key connection", chromedp.Navigate(p.base+"/ui/connections"),

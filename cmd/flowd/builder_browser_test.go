@@ -53,7 +53,8 @@ func TestDashboardBuilderInABrowser(t *testing.T) {
 	}
 
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		preferJSONView())
 	do("create the flow in the editor", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitVisible(chromedp.ID("definition")),
 		chromedp.SetValue(chromedp.ID("definition"), builderFlow), chromedp.Submit(chromedp.ID("definition")),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
@@ -157,7 +158,8 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 			ta.dispatchEvent(new Event("input")); })()`)
 	}
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		preferJSONView())
 	do("open the editor", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitReady(chromedp.CSS(`#definition[data-ready]`)))
 
 	// A misspelt field: named with its step, at its line and column, with
@@ -264,7 +266,8 @@ func TestDashboardReadmeFlowInABrowser(t *testing.T) {
 	}
 
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		preferJSONView())
 	do("a connection for the chat service", chromedp.Navigate(p.base+"/ui/connections"),
 		chromedp.SendKeys(chromedp.ID("name"), "Chat bot"), chromedp.SendKeys(chromedp.ID("app"), "chat"),
 		chromedp.SendKeys(chromedp.ID("apiKey"), "chat-key"), chromedp.Submit(chromedp.ID("apiKey")),

@@ -44,7 +44,8 @@ func TestDashboardCallFlowInABrowser(t *testing.T) {
 	form := chromedp.WaitVisible(chromedp.Search(`//fieldset[@id="step-form"]/legend[contains(., "(CALL_FLOW)")]`))
 
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		preferJSONView())
 	do("a new flow", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitReady(chromedp.CSS(`#definition[data-ready]`)),
 		chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("definition");
 			ta.value = JSON.stringify({name: "order", engine: "FLOW_BUILDER", steps: []}, null, 2);

@@ -193,7 +193,7 @@ func TestWaitPausesAndResumes(t *testing.T) {
 	}
 	if got.Status != automation.RunRunning || got.NextAttemptAt == nil || !got.NextAttemptAt.Equal(at.RetryAt) ||
 		got.WaitingFor != automation.WaitingWait ||
-		got.Steps[1].Status != automation.StepSucceeded || got.Steps[2].Status != automation.StepSkipped {
+		got.Steps[1].Status != automation.StepSucceeded || got.Steps[2].Status != automation.StepPending {
 		t.Fatalf("waiting run: %s (waiting for %q) next %v steps %+v", got.Status, got.WaitingFor, got.NextAttemptAt, got.Steps)
 	}
 	// Too early (a redelivery): still waiting, nothing repeated.

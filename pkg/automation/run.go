@@ -185,10 +185,15 @@ type TriggerFile struct {
 type StepStatus string
 
 // Step outcomes. SKIPPED follows a FILTER that was false or a failed step.
+// While a run waits (a WAIT, a CALL_FLOW waiting for its child), a SWITCH
+// whose branch holds the waiting step is RUNNING and a step not reached yet
+// is PENDING; a run that has ended has neither.
 const (
 	StepSucceeded StepStatus = "SUCCEEDED"
 	StepFailed    StepStatus = "FAILED"
 	StepSkipped   StepStatus = "SKIPPED"
+	StepRunning   StepStatus = "RUNNING"
+	StepPending   StepStatus = "PENDING"
 )
 
 // StepResult records one step of a run.

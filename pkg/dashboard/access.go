@@ -18,6 +18,8 @@ var pagePermissions = map[string]automation.Permission{
 	"POST /ui/signout":                           automation.PermRead,
 	"GET /ui/flows/new":                          automation.PermEdit,
 	"POST /ui/flows":                             automation.PermEdit,
+	"POST /ui/templates/{templateId}":            automation.PermEdit,
+	"POST /ui/step-test":                         automation.PermEdit,
 	"GET /ui/flows/{flowId}/edit":                automation.PermEdit,
 	"POST /ui/flows/{flowId}/edit":               automation.PermEdit,
 	"GET /ui/flows/{flowId}/delete":              automation.PermEdit,
@@ -44,7 +46,10 @@ var pagePermissions = map[string]automation.Permission{
 // pageAudit is the audit action of each dashboard form that changes
 // something, as the API's routeAudit.
 var pageAudit = map[string]struct{ action, resource, idParam string }{
-	"POST /ui/flows":                             {"flow.create", "flow", ""},
+	"POST /ui/flows":                  {"flow.create", "flow", ""},
+	"POST /ui/templates/{templateId}": {"flow.create", "flow", ""},
+	// A step test may send a request: who tried what is kept.
+	"POST /ui/step-test":                         {"flow.test_step", "flow", ""},
 	"POST /ui/flows/{flowId}/edit":               {"flow.update", "flow", "flowId"},
 	"POST /ui/flows/{flowId}/delete":             {"flow.delete", "flow", "flowId"},
 	"POST /ui/flows/{flowId}/runs/{runId}/retry": {"run.retry", "run", "runId"},

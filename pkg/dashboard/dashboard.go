@@ -134,6 +134,8 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /ui/flows", d.auth(d.flows))
 	d.mux.Handle("GET /ui/flows/new", d.auth(d.newFlow))
 	d.mux.Handle("POST /ui/flows", d.auth(d.createFlow))
+	d.mux.Handle("POST /ui/templates/{templateId}", d.auth(d.createFromTemplate)) // gallery.go
+	d.mux.Handle("POST /ui/step-test", d.auth(d.stepTest))                        // builder.go
 	d.mux.Handle("GET /ui/flows/{flowId}", d.auth(d.flow))
 	d.mux.Handle("GET /ui/flows/{flowId}/edit", d.auth(d.editFlow))
 	d.mux.Handle("GET /ui/flow-schema.json", d.auth(d.flowSchema))

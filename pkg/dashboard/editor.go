@@ -19,17 +19,6 @@ import (
 // validated by the same Service call, with the Service's message shown
 // under the field it names and the API document's field help beside it.
 
-// newFlowTemplate is what "New flow" starts from.
-const newFlowTemplate = `{
-  "name": "My flow",
-  "engine": "FLOW_BUILDER",
-  "description": "",
-  "trigger": {"type": "WEBHOOK"},
-  "steps": [
-    {"name": "greet", "type": "SET", "values": {"message": "Hello {{ trigger.body.name }}"}}
-  ]
-}`
-
 // editorData is what flow_edit.html shows.
 type editorData struct {
 	Flow       *automation.Flow // nil for a new flow
@@ -48,6 +37,15 @@ type editorData struct {
 	Connections []automation.Connection
 	// Flows are offered for a CALL_FLOW step's flowId.
 	Flows []automation.FlowSummary
+	// Forms is the visual editor's table (forms.go), as JSON.
+	Forms string
+	// ExpressionsJSON is Expressions as JSON, for the field picker.
+	ExpressionsJSON string
+	// Starts and Gallery are offered by "New flow" (gallery.go); Start is
+	// the start chosen.
+	Starts  []flowStart
+	Gallery []galleryFlow
+	Start   string
 }
 
 // fieldHelp is one field of a flow definition with its description from the
@@ -247,12 +245,27 @@ func (d *Dashboard) renderEditor(w http.ResponseWriter, r *http.Request, status 
 	if data.Flow != nil {
 		title = "Edit " + data.Flow.Name
 		data.Expressions = d.expressions(r.Context(), project(r), *data.Flow)
+	} else {
+		data.Starts, data.Gallery = flowStarts, gallery
+	}
+	data.Forms = formsJSON()
+	if b, err := json.Marshal(data.Expressions); err == nil && data.Expressions != nil {
+		data.ExpressionsJSON = string(b)
+	} else {
+		data.ExpressionsJSON = "[]"
 	}
 	d.render(w, r, status, "flow_edit", view{Title: title, Nav: "flows", Error: errMsg, Data: data})
 }
 
+// newFlow opens the editor on a start (?start=webhook-reply, the
+// default): what starts the flow sets its engine and response mode.
 func (d *Dashboard) newFlow(w http.ResponseWriter, r *http.Request) {
-	d.renderEditor(w, r, http.StatusOK, editorData{Definition: newFlowTemplate}, "")
+	st, ok := startDefinition(r.URL.Query().Get("start"))
+	if !ok {
+		d.fail(w, r, automation.Invalid("start %q: want one of webhook-reply, webhook, schedule, poll, called", r.URL.Query().Get("start")))
+		return
+	}
+	d.renderEditor(w, r, http.StatusOK, editorData{Definition: uniquePaths(st.Definition), Start: st.ID}, "")
 }
 
 func (d *Dashboard) createFlow(w http.ResponseWriter, r *http.Request) {
@@ -362,10 +375,71 @@ func (d *Dashboard) retryRun(w http.ResponseWriter, r *http.Request) {
 
 // stepSettings is a step as the flow page shows it: its settings as JSON,
 // secrets masked by their type.
+//
+// A SWITCH's cases show their conditions only: their steps are listed
+// apart (shallow), and a case's "steps": null read as a case with none.
 func stepSettings(s automation.Step) string {
-	b, err := json.MarshalIndent(s, "", "  ")
+	var v any = s
+	if len(s.Cases) > 0 {
+		type when struct {
+			When string `json:"when"`
+		}
+		cases := make([]when, len(s.Cases))
+		for i, c := range s.Cases {
+			cases[i] = when{c.When}
+		}
+		raw, err := json.Marshal(s)
+		var m map[string]json.RawMessage
+		if err == nil && json.Unmarshal(raw, &m) == nil {
+			m["cases"], _ = json.Marshal(cases) // a slice of one string field always marshals
+			v = orderedStep{s, m}
+		}
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return ""
 	}
 	return string(b)
+}
+
+// orderedStep marshals a step's fields as m holds them, in the step's own
+// field order (name and type first), not a map's.
+type orderedStep struct {
+	s automation.Step
+	m map[string]json.RawMessage
+}
+
+func (o orderedStep) MarshalJSON() ([]byte, error) {
+	raw, err := json.Marshal(o.s)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	var b strings.Builder
+	b.WriteString("{")
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	first := true
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		k, _ := json.Marshal(key)
+		b.Write(k)
+		b.WriteString(":")
+		b.Write(o.m[key])
+	}
+	b.WriteString("}")
+	return []byte(b.String()), nil
 }

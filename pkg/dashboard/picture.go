@@ -32,6 +32,11 @@ const (
 	pad     = 12 // inside frames
 	labelH  = 20 // a case's condition, a frame's title
 	maxText = 28 // runes shown of a name or condition; the rest is in <title>
+
+	charW         = 7   // the width of a character of a frame label, about
+	lineH         = 15  // a line of a frame label
+	maxCaseW      = 320 // the widest a case's frame grows for its condition
+	maxLabelLines = 4   // lines of a case's condition; the rest is in <title>
 )
 
 // pictureStatus says how a run left a step, by name: succeeded, failed,
@@ -60,6 +65,8 @@ type pseq struct {
 // pcol is a SWITCH case: its condition over its steps.
 type pcol struct {
 	label string
+	lines []string // label wrapped to the frame's width
+	rows  int      // label lines of the tallest label of its SWITCH: the cases' steps start level
 	seq   *pseq
 	w, h  int
 }
@@ -94,7 +101,7 @@ func flowPicture(f automation.Flow, status pictureStatus) template.HTML {
 		onErr = buildSeq(f.OnError, anchors)
 		measureSeq(onErr)
 		errX = width + colGap
-		width = errX + onErr.w + 2*pad
+		width = errX + onErr.w + 3*pad // the frame and its stroke, inside the picture
 		height = max(height, onErr.h+labelH+3*pad)
 	}
 	var b strings.Builder
@@ -181,11 +188,22 @@ func measureNode(n *pnode) {
 		row, tallest := 0, 0
 		for i, c := range n.cols {
 			measureSeq(c.seq)
-			c.w, c.h = c.seq.w+2*pad, labelH+c.seq.h+2*pad
+			// A case is as wide as its steps or its condition (up to
+			// maxCaseW), and its condition wraps on up to maxLabelLines.
+			c.w = max(c.seq.w+2*pad, min(utf8.RuneCountInString(c.label)*charW+2*pad, maxCaseW))
+			c.lines = wrapLabel(c.label, (c.w-2*pad)/charW, maxLabelLines)
 			row += c.w
 			if i > 0 {
 				row += colGap
 			}
+		}
+		rows := 0
+		for _, c := range n.cols {
+			rows = max(rows, len(c.lines))
+		}
+		for _, c := range n.cols {
+			c.rows = rows
+			c.h = rows*lineH + 6 + c.seq.h + 2*pad
 			tallest = max(tallest, c.h)
 		}
 		n.w = max(n.w, row)
@@ -255,9 +273,14 @@ func drawNode(b *strings.Builder, n *pnode, cx, y int, status pictureStatus) {
 			fmt.Fprintf(b, `<path class="edge" d="M%d,%d V%d H%d V%d" fill="none" marker-end="url(#arrow)"/>`,
 				cx, y+boxH, y+boxH+gapY/2, ccx, below-2)
 			fmt.Fprintf(b, `<rect class="frame case" x="%d" y="%d" width="%d" height="%d" rx="8"/>`, x, below, c.w, c.h)
-			fmt.Fprintf(b, `<text class="frame-label" x="%d" y="%d" text-anchor="middle"><title>%s</title>%s</text>`,
-				ccx, below+labelH-4, esc(c.label), esc(fitWidth(c.label, c.w)))
-			drawSeq(b, c.seq, ccx, below+labelH+pad, status)
+			// The whole condition is in the frame, wrapped, and in its
+			// tooltip; the label takes focus so that a keyboard reads it.
+			fmt.Fprintf(b, `<text class="frame-label" tabindex="0" x="%d" y="%d" text-anchor="middle"><title>%s</title>`, ccx, below+lineH, esc(c.label))
+			for i, l := range c.lines {
+				fmt.Fprintf(b, `<tspan x="%d" dy="%d">%s</tspan>`, ccx, min(i, 1)*lineH, esc(l))
+			}
+			b.WriteString(`</text>`)
+			drawSeq(b, c.seq, ccx, below+c.rows*lineH+6+pad, status)
 			// The branches join again under the SWITCH.
 			fmt.Fprintf(b, `<path class="edge" d="M%d,%d V%d H%d" fill="none"/>`, ccx, below+c.h, bottom, cx)
 			x += c.w + colGap
@@ -283,6 +306,43 @@ func fitText(s string) string { return fitRunes(s, maxText) }
 
 // fitWidth shortens a small label to what a frame w pixels wide holds.
 func fitWidth(s string, w int) string { return fitRunes(s, max((w-2*pad)/6, maxText)) }
+
+// wrapLabel cuts s into lines of at most width runes, at spaces where it
+// can, at most lines lines (the last ending "…" when s is longer).
+func wrapLabel(s string, width, lines int) []string {
+	width = max(width, 8)
+	words := strings.Fields(s)
+	var out []string
+	cur := ""
+	for _, w := range words {
+		for utf8.RuneCountInString(w) > width { // a word longer than a line
+			if cur != "" {
+				out, cur = append(out, cur), ""
+			}
+			r := []rune(w)
+			out, w = append(out, string(r[:width])), string(r[width:])
+		}
+		switch {
+		case cur == "":
+			cur = w
+		case utf8.RuneCountInString(cur)+1+utf8.RuneCountInString(w) <= width:
+			cur += " " + w
+		default:
+			out, cur = append(out, cur), w
+		}
+	}
+	if cur != "" || len(out) == 0 {
+		out = append(out, cur)
+	}
+	if len(out) > lines {
+		out = out[:lines]
+		out[lines-1] = fitRunes(out[lines-1]+" …", width)
+		if !strings.HasSuffix(out[lines-1], "…") {
+			out[lines-1] += "…"
+		}
+	}
+	return out
+}
 
 func fitRunes(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")

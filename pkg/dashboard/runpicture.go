@@ -123,8 +123,25 @@ func newRunView(f automation.Flow, r automation.Run) runView {
 			}
 		}
 	}
+	// A run paused by a WAIT (at any depth: in a SWITCH's branch too)
+	// stands at the WAIT it ran last: amber, not green.
+	waitingAt := ""
+	if r.Status == automation.RunRunning && r.WaitingFor == automation.WaitingWait {
+		var last time.Time
+		for name, got := range occ {
+			for _, o := range got {
+				if o.Result.Type == automation.StepWait && o.Result.Status == automation.StepSucceeded &&
+					o.Result.StartedAt != nil && !o.Result.StartedAt.Before(last) {
+					last, waitingAt = *o.Result.StartedAt, name
+				}
+			}
+		}
+	}
 	status := func(name string) string {
 		got := occ[name]
+		if name == waitingAt {
+			return "waiting"
+		}
 		if len(got) == 0 {
 			switch {
 			case name != current:
@@ -142,6 +159,18 @@ func newRunView(f automation.Flow, r automation.Run) runView {
 				return "failed"
 			case automation.StepSucceeded:
 				st = "succeeded"
+			case automation.StepRunning:
+				// A SWITCH whose branch holds the step the run waits at.
+				if st != "succeeded" {
+					st = "waiting"
+					if r.NextAttemptAt == nil {
+						st = "running"
+					}
+				}
+			case automation.StepPending:
+				if st == "skipped" {
+					st = "unreached"
+				}
 			}
 		}
 		return st

@@ -72,6 +72,10 @@ type versionsData struct {
 	// before the live version), Rows their definitions side by side.
 	A, B int64
 	Rows []diffRow
+	// Choices are the versions the diff's lists offer, newest first; All
+	// shows every line, unchanged ones unfolded.
+	Choices []int64
+	All     bool
 }
 
 func (d *Dashboard) versionsPage(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +113,12 @@ func (d *Dashboard) versionsPage(w http.ResponseWriter, r *http.Request) {
 		texts[i] = definitionLines(v.Definition)
 	}
 	data.Rows = lineDiff(texts[0], texts[1])
+	if data.All = q.Get("all") == "1"; !data.All {
+		data.Rows = foldRows(data.Rows, diffContext)
+	}
+	for v := f.LiveVersion; v >= 1 && len(data.Choices) < maxVersionChoices; v-- {
+		data.Choices = append(data.Choices, v)
+	}
 	d.render(w, r, http.StatusOK, "versions", view{Title: "Versions of " + f.Name, Nav: "flows", Data: data})
 }
 
@@ -123,11 +133,53 @@ func definitionLines(def *automation.Definition) []string {
 }
 
 // diffRow is one row of a side-by-side diff: a line of each side (0: none
-// on that side) and whether they are the same, removed, added or changed.
+// on that side) and whether they are the same, removed, added or changed,
+// or Folded unchanged lines not shown.
 type diffRow struct {
-	Kind          string // "same", "del", "add", "change"
+	Kind          string // "same", "del", "add", "change", "fold"
 	Left, Right   string
 	LeftN, RightN int
+	Folded        int
+}
+
+// Bounds of the versions page: unchanged lines shown around a change, and
+// the versions its lists offer.
+const (
+	diffContext       = 3
+	maxVersionChoices = 500
+)
+
+// foldRows keeps context unchanged lines around each change and folds the
+// rest of each unchanged run into one row that counts them.
+func foldRows(rows []diffRow, context int) []diffRow {
+	var out []diffRow
+	for i := 0; i < len(rows); {
+		if rows[i].Kind != "same" {
+			out = append(out, rows[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(rows) && rows[j].Kind == "same" {
+			j++
+		}
+		keepHead, keepTail := context, context
+		if i == 0 {
+			keepHead = 0 // nothing changed above
+		}
+		if j == len(rows) {
+			keepTail = 0
+		}
+		if n := j - i; n > keepHead+keepTail+1 {
+			out = append(out, rows[i:i+keepHead]...)
+			out = append(out, diffRow{Kind: "fold", Folded: n - keepHead - keepTail})
+			out = append(out, rows[j-keepTail:j]...)
+		} else {
+			out = append(out, rows[i:j]...)
+		}
+		i = j
+	}
+	return out
 }
 
 // maxDiffLines bounds the lines a diff compares on each side: the table

@@ -202,6 +202,7 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 	case end.wait != nil:
 		// Paused by a WAIT: the run stays RUNNING and resumes after it.
 		r.Steps = x.snapshot()
+		markWaiting(r.Steps)
 		res.WaitUntil = end.wait
 		res.Calls = x.sh.calls
 		end2 := e.clock()
@@ -266,6 +267,26 @@ func pending(steps []automation.Step) []automation.StepResult {
 		out[i] = automation.StepResult{Name: s.Name, Type: s.Type, Status: automation.StepSkipped}
 	}
 	return out
+}
+
+// markWaiting records where a run that waits stands. pending records every
+// step SKIPPED up front, which is what a step not reached is once the run
+// has ended; while it waits, a container it entered and did not finish (a
+// SWITCH whose branch holds the WAIT) is RUNNING and a step not reached yet
+// is PENDING. The next attempt reads neither as finished (journalIndex), as
+// it did not the SKIPPED without a finishing time they replace.
+func markWaiting(steps []automation.StepResult) {
+	for i := range steps {
+		st := &steps[i]
+		if st.Status != automation.StepSkipped || st.FinishedAt != nil {
+			continue // ran, or skipped by its `when`
+		}
+		st.Status = automation.StepPending
+		if st.StartedAt != nil {
+			st.Status = automation.StepRunning
+		}
+		markWaiting(st.Steps)
+	}
 }
 
 // journalKey names a step's result in the journal: its name (unique in the

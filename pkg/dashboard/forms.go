@@ -1,0 +1,213 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"slices"
+
+	"flowservice/pkg/automation"
+)
+
+// The editor's forms are data: one entry per trigger and step type says
+// which fields its form has and how each is edited, and static/builder.js
+// draws every form from it. A new step type is one more entry in
+// stepForms (and its group in the palette); the script needs no change
+// unless the type brings a new kind of field.
+
+// Field kinds builder.js knows how to edit.
+const (
+	kindText       = "text"       // a plain string
+	kindNumber     = "number"     // an integer
+	kindBool       = "bool"       // true or false (absent: the default)
+	kindSelect     = "select"     // one of Options
+	kindExpression = "expression" // a bare expression: trigger.body.x > 1
+	kindTemplate   = "template"   // a string with {{ expressions }}
+	kindBody       = "body"       // a template (text) or any JSON (an object: every string a template)
+	kindJSON       = "json"       // any JSON value, written as JSON
+	kindKeyValue   = "key-value"  // an object of templates: headers, query, SET values, STORE set
+	kindList       = "list"       // a list of strings, one a line
+	kindCases      = "cases"      // a SWITCH's conditions; their steps are edited in the picture
+	kindSteps      = "steps"      // nested steps, edited in the picture
+	kindConnection = "connection" // a connection of the project, by ID
+	kindFlow       = "flow"       // a flow of the project, by ID
+)
+
+// formField is one field of a form. Key is its path in the step or
+// trigger object ("retry.attempts", "webhook.responseMode").
+type formField struct {
+	Key     string   `json:"key"`
+	Label   string   `json:"label"`
+	Kind    string   `json:"kind"`
+	Options []string `json:"options,omitempty"`
+	Help    string   `json:"help,omitempty"`
+	// Engine limits the field to flows of one engine (a workflow builder
+	// webhook's path and response mode).
+	Engine string `json:"engine,omitempty"`
+}
+
+// formSpec is the form of one trigger or step type.
+type formSpec struct {
+	Type  string `json:"type"`
+	Label string `json:"label"`
+	// Group places a step type in the palette (paletteGroups).
+	Group string `json:"group,omitempty"`
+	Help  string `json:"help,omitempty"`
+	// Name is what a new step of this type is called (made unique).
+	Name string `json:"name,omitempty"`
+	// New is what a step of this type starts as, without its name.
+	New    map[string]any `json:"new,omitempty"`
+	Fields []formField    `json:"fields"`
+	// Output names the fields the step's output always has, offered by the
+	// field picker before any run (steps.<name>.<field>).
+	Output []string `json:"output,omitempty"`
+	// Testable says whether "Test step" may run it alone: a step that
+	// changes the flow's state or starts another run is tried with a test
+	// event instead.
+	Testable bool `json:"testable"`
+}
+
+// paletteGroup is a heading of the palette.
+type paletteGroup struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+}
+
+// paletteGroups are the palette's headings in order. A group with no step
+// type yet is shown empty ("none yet"), so that where a type will go is
+// visible.
+var paletteGroups = []paletteGroup{
+	{"flow", "Flow control"}, {"data", "Data"}, {"apps", "Apps"}, {"ai", "AI"}, {"people", "People"},
+}
+
+var (
+	whenField  = formField{Key: "when", Label: "Only when", Kind: kindExpression, Help: "A condition; when false the step is skipped. Empty: always."}
+	retryField = []formField{
+		{Key: "retry.attempts", Label: "Retry: attempts in all", Kind: kindNumber, Help: "1 to 10; transient failures only."},
+		{Key: "retry.backoff", Label: "Retry: first delay", Kind: kindText, Help: "A duration such as 1s (the default)."},
+		{Key: "retry.maxBackoff", Label: "Retry: longest delay", Kind: kindText, Help: "At most 5m; 1m by default."},
+	}
+	signatureFields = func(prefix string) []formField {
+		return []formField{
+			{Key: prefix + "preset", Label: "Signature preset", Kind: kindSelect, Options: []string{"", automation.PresetGitHub, automation.PresetStripe, automation.PresetSlack, "STANDARD"}, Help: "The sender's scheme; empty with a header for your own."},
+			{Key: prefix + "header", Label: "Signature header", Kind: kindText},
+			{Key: prefix + "prefix", Label: "Digest prefix", Kind: kindText, Help: "Before the hex digest in the header, such as sha256="},
+			{Key: prefix + "secret", Label: "Signing secret", Kind: kindText, Help: "Stored as a secret; shown as ******** once saved."},
+		}
+	}
+	httpFields = func(prefix string) []formField {
+		return []formField{
+			{Key: prefix + "method", Label: "Method", Kind: kindSelect, Options: []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}},
+			{Key: prefix + "url", Label: "URL", Kind: kindTemplate, Help: "May hold {{ expressions }}."},
+			{Key: prefix + "connectionId", Label: "Connection", Kind: kindConnection, Help: "Its credentials are added to the request."},
+			{Key: prefix + "headers", Label: "Headers", Kind: kindKeyValue},
+			{Key: prefix + "query", Label: "Query parameters", Kind: kindKeyValue},
+			{Key: prefix + "body", Label: "Body", Kind: kindBody, Help: "Text with {{ expressions }}, or JSON whose strings are templates."},
+			{Key: prefix + "timeoutMs", Label: "Timeout (ms)", Kind: kindNumber},
+		}
+	}
+)
+
+// triggerForms are the triggers' forms; the engine is chosen beside them.
+var triggerForms = []formSpec{
+	{Type: string(automation.TriggerWebhook), Label: "Webhook", Help: "An HTTP request starts a run.",
+		New: map[string]any{"webhook": map[string]any{"httpMethod": "POST", "path": "my-webhook", "responseMode": "ON_COMPLETION"}},
+		Fields: append([]formField{
+			{Key: "webhook.httpMethod", Label: "Method", Kind: kindSelect, Options: append(slices.Clone(automation.WebhookMethods), automation.MethodAny), Engine: string(automation.WorkflowBuilder)},
+			{Key: "webhook.path", Label: "Path", Kind: kindText, Engine: string(automation.WorkflowBuilder), Help: "The URL is {workflow_url}/webhook/<path>."},
+			{Key: "webhook.responseMode", Label: "Answer", Kind: kindSelect, Options: []string{string(automation.RespondOnCompletion), string(automation.RespondImmediately)}, Engine: string(automation.WorkflowBuilder),
+				Help: "ON_COMPLETION answers with the RESPOND step (or the last output) once the run ends; IMMEDIATE answers 202 at once."},
+			{Key: "webhook.authentication.type", Label: "Caller authentication", Kind: kindSelect, Options: []string{"", string(automation.AuthNone), string(automation.AuthBasic), string(automation.AuthHeader)}, Engine: string(automation.WorkflowBuilder)},
+			{Key: "webhook.authentication.username", Label: "Basic: user name", Kind: kindText, Engine: string(automation.WorkflowBuilder)},
+			{Key: "webhook.authentication.password", Label: "Basic: password", Kind: kindText, Engine: string(automation.WorkflowBuilder)},
+			{Key: "webhook.authentication.name", Label: "Header: name", Kind: kindText, Engine: string(automation.WorkflowBuilder)},
+			{Key: "webhook.authentication.value", Label: "Header: value", Kind: kindText, Engine: string(automation.WorkflowBuilder)},
+			{Key: "webhook.idempotencyHeader", Label: "Deduplicate by header", Kind: kindText},
+			{Key: "webhook.idempotencyKey", Label: "Deduplicate by expression", Kind: kindExpression, Help: "Such as trigger.body.id."},
+			{Key: "webhook.allowedOrigins", Label: "Browser origins allowed (CORS)", Kind: kindList},
+		}, signatureFields("webhook.signature.")...)},
+	{Type: string(automation.TriggerSchedule), Label: "Schedule",
+		New: map[string]any{"schedule": map[string]any{"cron": "0 9 * * 1-5"}},
+		Fields: []formField{
+			{Key: "schedule.cron", Label: "Cron", Kind: kindText, Help: "Five fields: minute hour day month weekday."},
+			{Key: "schedule.timezone", Label: "Time zone", Kind: kindText, Help: "An IANA name such as Europe/Paris; UTC by default."},
+		}},
+	{Type: string(automation.TriggerPoll), Label: "Poll", Help: "Each new item of an API's list starts a run.",
+		New: map[string]any{"poll": map[string]any{"every": "5m", "request": map[string]any{"method": "GET", "url": "https://api.example.com/items"}, "items": "response.body.items", "key": "item.id"}},
+		Fields: append(append([]formField{{Key: "poll.every", Label: "Every", Kind: kindText, Help: "A duration such as 5m."}},
+			httpFields("poll.request.")...),
+			formField{Key: "poll.items", Label: "Items", Kind: kindExpression, Help: "The list in the answer: response.body.items"},
+			formField{Key: "poll.key", Label: "Item key", Kind: kindExpression, Help: "What identifies an item: item.id"}),
+	},
+}
+
+// stepForms are the step types' forms, in palette order within a group.
+var stepForms = []formSpec{
+	{Type: string(automation.StepHTTP), Name: "call", Label: "HTTP request", Group: "apps", Testable: true,
+		New:    map[string]any{"method": "GET", "url": ""},
+		Fields: append(append(httpFields(""), formField{Key: "continueOnFail", Label: "Go on when it fails", Kind: kindBool}), retryField...),
+		Output: []string{"status", "headers", "body"}},
+	{Type: string(automation.StepVerifySignature), Name: "signed", Label: "Verify signature", Group: "apps", Testable: true,
+		New: map[string]any{"signature": map[string]any{"preset": automation.PresetGitHub}}, Fields: signatureFields("signature.")},
+	{Type: string(automation.StepSet), Name: "set", Label: "Set values", Group: "data", Testable: true,
+		New: map[string]any{"values": map[string]any{"value": ""}}, Fields: []formField{{Key: "values", Label: "Values", Kind: kindKeyValue, Help: "Each value is a template; the step outputs the object."}}},
+	{Type: string(automation.StepCode), Name: "code", Label: "Code (JavaScript)", Group: "data", Testable: true,
+		New: map[string]any{"code": "return {ok: true}"},
+		Fields: append([]formField{
+			{Key: "code", Label: "Code", Kind: kindJSONText, Help: "The body of a function; its return value is the output. trigger and steps are in scope."},
+			{Key: "timeout", Label: "Time limit", Kind: kindText, Help: "1s by default, at most 10s."},
+		}, retryField...)},
+	{Type: string(automation.StepStore), Name: "remember", Label: "Store state", Group: "data",
+		New: map[string]any{"set": map[string]any{"key": ""}},
+		Fields: []formField{
+			{Key: "set", Label: "Keys to set", Kind: kindKeyValue, Help: "Templates, kept in the flow's state between runs."},
+			{Key: "delete", Label: "Keys to delete", Kind: kindList},
+		}},
+	{Type: string(automation.StepFilter), Name: "only_if", Label: "Filter", Group: "flow", Testable: true,
+		New: map[string]any{"condition": "trigger.body != nil"}, Fields: []formField{{Key: "condition", Label: "Go on only if", Kind: kindExpression}}},
+	{Type: string(automation.StepSwitch), Name: "route", Label: "Switch", Group: "flow", Testable: true,
+		New:    map[string]any{"cases": []any{map[string]any{"when": "trigger.body.type == 'a'", "steps": []any{}}}, "default": []any{}},
+		Fields: []formField{{Key: "cases", Label: "Cases", Kind: kindCases, Help: "The first case whose condition holds runs its steps; otherwise the default's. Add steps to a case in the picture."}}},
+	{Type: string(automation.StepForEach), Name: "each", Label: "For each", Group: "flow",
+		New: map[string]any{"items": "trigger.body.items", "steps": []any{}},
+		Fields: []formField{
+			{Key: "items", Label: "Items", Kind: kindExpression, Help: "The list; item and index are in scope in its steps."},
+			{Key: "concurrency", Label: "Items at once", Kind: kindNumber, Help: "1 to 10."},
+			{Key: "steps", Label: "Steps per item", Kind: kindSteps},
+		}},
+	{Type: string(automation.StepWait), Name: "wait", Label: "Wait", Group: "flow",
+		New: map[string]any{"duration": "10m"}, Fields: []formField{{Key: "duration", Label: "Duration", Kind: kindText, Help: "Such as 10m; at most 24h."}}},
+	{Type: string(automation.StepCallFlow), Name: "subflow", Label: "Call a flow", Group: "flow",
+		New: map[string]any{"flowId": "", "input": map[string]any{}, "wait": true},
+		Fields: []formField{
+			{Key: "flowId", Label: "Flow", Kind: kindFlow},
+			{Key: "input", Label: "Its trigger body", Kind: kindBody},
+			{Key: "wait", Label: "Wait for its end", Kind: kindBool},
+		}},
+	{Type: string(automation.StepRespond), Name: "reply", Label: "Respond", Group: "flow", Testable: true,
+		New: map[string]any{"statusCode": 200, "body": ""},
+		Fields: []formField{
+			{Key: "statusCode", Label: "Status", Kind: kindNumber},
+			{Key: "body", Label: "Body", Kind: kindBody, Help: "Text with {{ expressions }}, or JSON whose strings are templates."},
+			{Key: "contentType", Label: "Content type", Kind: kindText},
+			{Key: "headers", Label: "Headers", Kind: kindKeyValue},
+		}},
+}
+
+// kindJSONText is a multi-line plain string (code).
+const kindJSONText = "multiline"
+
+// formsJSON is what the editor's script reads: the groups, the triggers'
+// and the steps' forms, and the fields every step has.
+func formsJSON() string {
+	b, err := json.Marshal(struct {
+		Groups   []paletteGroup `json:"groups"`
+		Triggers []formSpec     `json:"triggers"`
+		Steps    []formSpec     `json:"steps"`
+		Common   []formField    `json:"common"`
+		Engines  []string       `json:"engines"`
+	}{paletteGroups, triggerForms, stepForms, []formField{{Key: "name", Label: "Name", Kind: kindText, Help: "Unique in the flow; later steps read its output as steps.<name>."}, whenField},
+		[]string{string(automation.WorkflowBuilder), string(automation.FlowBuilder)}})
+	if err != nil {
+		panic(err) // a literal table: it always marshals
+	}
+	return string(b)
+}
