@@ -121,7 +121,7 @@ func (c *cli) service(ctx context.Context) (*automation.Service, func(), error) 
 	}
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-		OAuthApps: dir.Store, Polls: dir.Store,
+		OAuthApps: dir.Store, Polls: dir.Store, Users: dir.Store,
 	})
 	if err != nil {
 		dir.Close()
