@@ -586,7 +586,8 @@ type UserStore interface {
 	// an unknown ID is ErrNotFound.
 	EndSessions(ctx context.Context, id string) error
 
-	// PutMembership creates or replaces the user's role in a project.
+	// PutMembership creates or replaces the user's role in a project,
+	// with the audit entry of ctx (AuditFrom) in the same atomic write.
 	PutMembership(ctx context.Context, m Membership) error
 	// Membership returns an error wrapping ErrNotFound if the user is not
 	// a member of the project.
@@ -597,7 +598,7 @@ type UserStore interface {
 	Members(ctx context.Context, project string) ([]Membership, error)
 	// DeleteMembership removes the user from the project and revokes
 	// (KeyStore's Revoked, at at) every API key the user made in it, in one
-	// atomic write: no key of a removed user outlives the removal. A user
+	// atomic write with the audit entry of ctx: no key of a removed user outlives the removal. A user
 	// who is not a member is ErrNotFound.
 	DeleteMembership(ctx context.Context, project, user string, at time.Time) error
 

@@ -187,9 +187,11 @@ func (s *Store) PutMembership(ctx context.Context, m automation.Membership) erro
 	}}); err != nil {
 		return fmt.Errorf("dynamostore: put membership %s/%s: %w", m.Project, m.User, err)
 	}
-	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		set("members#"+m.Project, m.User), set("memberships#"+m.User, m.Project),
-	}}); err != nil {
+	tx, err := s.audited(ctx, []types.TransactWriteItem{set("members#"+m.Project, m.User), set("memberships#"+m.User, m.Project)})
+	if err != nil {
+		return fmt.Errorf("dynamostore: put membership %s/%s: %w", m.Project, m.User, err)
+	}
+	if _, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}); err != nil {
 		return fmt.Errorf("dynamostore: put membership %s/%s: %w", m.Project, m.User, err)
 	}
 	return nil
@@ -266,7 +268,7 @@ func (s *Store) Members(ctx context.Context, project string) ([]automation.Membe
 
 // maxRevokedWithMember bounds the keys DeleteMembership revokes in its
 // transaction (DynamoDB takes 100 items, two are the membership maps).
-const maxRevokedWithMember = 98
+const maxRevokedWithMember = 97 // and the audit entry
 
 // DeleteMembership removes the user from both maps and revokes the user's
 // live keys in the project, in one transaction. A key made after the keys
@@ -291,6 +293,9 @@ func (s *Store) DeleteMembership(ctx context.Context, project, user string, at t
 		items = append(items, types.TransactWriteItem{Update: &types.Update{TableName: &s.t.Keys, Key: keyHashKey(k.Hash),
 			UpdateExpression:          aws.String("SET revoked = if_not_exists(revoked, :at)"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":at": timeValue(at)}}})
+	}
+	if items, err = s.audited(ctx, items); err != nil {
+		return fmt.Errorf("dynamostore: remove member %s: %w", user, err)
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if rs := cancelReasons(err); rs != nil && reasonCode(rs, 0) == reasonCondition {

@@ -139,7 +139,7 @@ func (s *Store) EndSessions(ctx context.Context, id string) error {
 // PutMembership creates or replaces a membership; a replaced one keeps its
 // place in the lists.
 func (s *Store) PutMembership(ctx context.Context, m automation.Membership) error {
-	return s.write(ctx, "put membership "+m.User, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "put membership "+m.User, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO memberships (project, user_id, role, created, seq)
 			VALUES (?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM memberships))
 			ON CONFLICT (project, user_id) DO UPDATE SET role = excluded.role`,
@@ -207,7 +207,7 @@ func (s *Store) Members(ctx context.Context, project string) ([]automation.Membe
 // DeleteMembership removes a membership and revokes the user's keys in the
 // project, in one transaction.
 func (s *Store) DeleteMembership(ctx context.Context, project, user string, at time.Time) error {
-	return s.write(ctx, "delete membership "+user, func(tx *sql.Tx) error {
+	return s.writeAudited(ctx, "delete membership "+user, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM memberships WHERE project = ? AND user_id = ?`, project, user)
 		if err != nil {
 			return err
