@@ -233,6 +233,10 @@ func (s *UserService) CreatePersonalKey(ctx context.Context, pr Principal, role 
 	if err := s.keys.CreateKey(ctx, k); err != nil {
 		return "", APIKey{}, wrap("create key", err)
 	}
+	auditCreated(ctx, k.ID)
+	if err := s.auditAfter(ctx); err != nil {
+		return "", APIKey{}, err
+	}
 	return secret, k, nil
 }
 
@@ -263,8 +267,22 @@ func (s *UserService) RevokePersonalKey(ctx context.Context, pr Principal, keyID
 	}
 	for _, k := range ks {
 		if k.ID == keyID {
-			return wrap("revoke key", s.keys.RevokeKey(ctx, keyID, s.clock()))
+			if err := s.keys.RevokeKey(ctx, keyID, s.clock()); err != nil {
+				return wrap("revoke key", err)
+			}
+			return s.auditAfter(ctx)
 		}
 	}
 	return NotFound("key", keyID)
+}
+
+// auditAfter writes the request's audit entry right after a key write:
+// KeyStore's writes take no entry of their own (keys were made by
+// operators only, outside the log), so the entry of a person's key
+// follows its change instead of sharing its commit.
+func (s *UserService) auditAfter(ctx context.Context) error {
+	if e, ok := AuditUntaken(ctx); ok {
+		return wrap("record audit entry", s.keys.AppendAudit(ctx, e))
+	}
+	return nil
 }
