@@ -286,3 +286,44 @@ func (s *UserService) auditAfter(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ExternalSignIn signs in a person an identity provider vouched for
+// (OpenID Connect), matched by email. Only a verified email counts. A
+// person not known yet whose email's domain is in allowedDomains joins
+// viewerProject as a viewer (self-service); anyone else must have been
+// invited. It starts a session and records the sign-in.
+func (s *UserService) ExternalSignIn(ctx context.Context, email string, verified bool, allowedDomains []string, viewerProject, requestID, sourceIP string) (string, Principal, error) {
+	if err := s.ready(); err != nil {
+		return "", Principal{}, err
+	}
+	if !verified {
+		return "", Principal{}, Unauthorized("EMAIL_NOT_VERIFIED", "your identity provider has not verified your email address; verify it there and sign in again")
+	}
+	e, err := normalizeEmail("email", email)
+	if err != nil {
+		return "", Principal{}, Unauthorized("UNAUTHORIZED", "your identity provider sent no usable email address")
+	}
+	u, err := s.store.UserByEmail(ctx, e)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		domain := e[strings.LastIndexByte(e, '@')+1:]
+		allowed := false
+		for _, d := range allowedDomains {
+			allowed = allowed || strings.EqualFold(strings.TrimSpace(d), domain)
+		}
+		if !allowed || viewerProject == "" {
+			return "", Principal{}, Unauthorized("NOT_INVITED", "%s has no account here: ask an admin to invite you", e)
+		}
+		now := s.clock()
+		u = User{ID: s.newID(PrefixUser), Email: e, Created: now}
+		if err := s.store.CreateUser(ctx, u); err != nil {
+			return "", Principal{}, wrap("sign in", err)
+		}
+		if err := s.store.PutMembership(ctx, Membership{Project: viewerProject, User: u.ID, Role: RoleViewer, Created: now}); err != nil {
+			return "", Principal{}, wrap("sign in", err)
+		}
+	case err != nil:
+		return "", Principal{}, wrap("sign in", err)
+	}
+	return s.StartSession(ctx, u.ID, requestID, sourceIP)
+}

@@ -231,7 +231,7 @@ func (d *Dashboard) renderSignin(w http.ResponseWriter, r *http.Request, status 
 	d.render(w, r, status, "signin", view{
 		Title: "Sign in", CSRF: d.csrfFor("signin", nonce), Error: msg,
 		Notice: signinNotes[q.Get("why")],
-		Data:   signinData{Next: safeNext(q.Get("next")), KeyFile: d.opts.InitialKeyFile},
+		Data:   signinData{Next: safeNext(q.Get("next")), KeyFile: d.opts.InitialKeyFile, OIDC: d.opts.OIDC != nil},
 	})
 }
 
@@ -239,6 +239,7 @@ func (d *Dashboard) renderSignin(w http.ResponseWriter, r *http.Request, status 
 type signinData struct {
 	Next    string // where to go after signing in
 	KeyFile string // Options.InitialKeyFile
+	OIDC    bool   // sign-in with the identity provider is on
 }
 
 func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
