@@ -134,6 +134,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		dashboard: dashboard.New(b.svc, dashboard.Options{
 			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log, InitialKeyFile: keyFile,
 			OpenAPI: httpapi.OpenAPIDocument(), Alerts: b.alerts, ClientIP: httpapi.TrustedClientIP(cfg.TrustedProxies),
+			OIDC: cfg.OIDC,
 		}),
 	})
 	// Background work stops after the servers: a webhook accepted while
