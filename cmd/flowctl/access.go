@@ -39,9 +39,9 @@ func (c *cli) auditCmd() *cobra.Command {
 			rows := make([][]string, len(p.Data))
 			for i, e := range p.Data {
 				rows[i] = []string{stamp(e.Time), e.Action, e.Resource.Type + " " + e.Resource.ID,
-					dash(e.Actor.KeyID), dash(string(e.Actor.Role)), dash(e.SourceIP), e.RequestID}
+					actorOf(e.Actor), dash(string(e.Actor.Role)), dash(e.SourceIP), e.RequestID}
 			}
-			if err := c.rows([]string{"TIME", "ACTION", "RESOURCE", "KEY", "ROLE", "FROM", "REQUEST"}, rows); err != nil {
+			if err := c.rows([]string{"TIME", "ACTION", "RESOURCE", "ACTOR", "ROLE", "FROM", "REQUEST"}, rows); err != nil {
 				return err
 			}
 			c.more(p.Cursor, p.HasMore)
@@ -52,6 +52,14 @@ func (c *cli) auditCmd() *cobra.Command {
 	cmd.Flags().StringVar(&since, "since", "", "only entries at or after this RFC 3339 time")
 	cmd.Flags().StringVar(&until, "until", "", "only entries before this RFC 3339 time")
 	return cmd
+}
+
+// actorOf names who acted: a person's email, else the key's ID.
+func actorOf(a automation.AuditActor) string {
+	if a.Email != "" {
+		return a.Email
+	}
+	return dash(a.KeyID)
 }
 
 func dash(s string) string {

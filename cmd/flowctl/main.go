@@ -91,7 +91,8 @@ this machine only).`,
 	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
 	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd(), c.auditCmd(),
 		c.exportCmd(), c.applyCmd(), c.variablesCmd(),
-		c.subscriptionsCmd()) // subscriptions.go
+		c.subscriptionsCmd(), // subscriptions.go
+		c.usersCmd())         // users.go
 	return root
 }
 
@@ -121,7 +122,7 @@ func (c *cli) service(ctx context.Context) (*automation.Service, func(), error) 
 	}
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-		OAuthApps: dir.Store, Polls: dir.Store,
+		OAuthApps: dir.Store, Polls: dir.Store, Users: dir.Store,
 	})
 	if err != nil {
 		dir.Close()
@@ -266,13 +267,13 @@ var projectTable = table[automation.Project]{
 }
 
 var keyTable = table[automation.APIKey]{
-	header: []string{"ID", "PROJECT", "ROLE", "PREFIX", "CREATED", "REVOKED"},
+	header: []string{"ID", "PROJECT", "ROLE", "PREFIX", "CREATED", "REVOKED", "USER"},
 	row: func(k automation.APIKey) []string {
 		revoked := "-"
 		if k.Revoked != nil {
 			revoked = k.Revoked.Format(time.RFC3339)
 		}
-		return []string{k.ID, k.Project, string(k.Role), k.Prefix + "…", k.Created.Format(time.RFC3339), revoked}
+		return []string{k.ID, k.Project, string(k.Role), k.Prefix + "…", k.Created.Format(time.RFC3339), revoked, dash(k.User)}
 	},
 }
 

@@ -26,6 +26,8 @@ Configuration is environment variables (defaults in brackets; docs/operations.md
   FLOWD_RUN_MAX_CRASHES [3]   attempts that die with their process before the run is FAILED
   FLOWD_SYNC_TIMEOUT [25s], FLOWD_MAX_BODY_BYTES [10485760], FLOWD_RATE_LIMIT [50]
   FLOWD_TRUSTED_PROXIES, FLOWD_ALLOW_PRIVATE_NETWORKS [false], FLOWD_LOG_LEVEL [info]
+  FLOWD_OIDC_ISSUER, FLOWD_OIDC_CLIENT_ID, FLOWD_OIDC_CLIENT_SECRET   OpenID Connect sign-in [off]
+  FLOWD_OIDC_ALLOWED_DOMAINS   email domains let in as viewers of FLOWD_OIDC_VIEWER_PROJECT [default]
   FLOWD_METRICS_TOKEN   bearer token for GET /metrics [none: open on a loopback FLOWD_ADDR only]
   FLOWD_MEMORY_LIMIT    soft memory limit such as 512MiB [none; GOMEMLIMIT wins]; GOGC [200]
                         the memory budget (runs under way, webhook bodies in flight) is the

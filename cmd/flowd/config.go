@@ -1,14 +1,17 @@
 package main
 
 import (
-	"flowservice/pkg/automation"
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"flowservice/pkg/automation"
+	"flowservice/pkg/dashboard"
 )
 
 // config is flowd's configuration, read from FLOWD_* environment variables
@@ -23,16 +26,19 @@ type config struct {
 	Backend        string // embedded or aws
 	Workers        int
 	TrustedProxies []netip.Prefix
-	AllowPrivate   bool
-	LogLevel       string
-	ShutdownGrace  time.Duration
-	RunPolicy      automation.RunPolicy // FLOWD_RUN_*; zero fields are the domain's defaults
-	SyncTimeout    time.Duration        // how long ON_COMPLETION webhooks wait
-	MaxBody        int64                // webhook body limit in bytes
-	RateLimit      float64              // management requests per second per project; 0 for none
-	MetricsToken   string               // bearer token for GET /metrics; "" = open on loopback only
-	MemoryLimit    int64                // soft memory limit in bytes; 0 = none
-	CodeSandbox    bool                 // run CODE steps in sandbox child processes (default true)
+	// OIDC is the dashboard's OpenID Connect sign-in; nil unless
+	// FLOWD_OIDC_ISSUER is set (docs/access.md#people).
+	OIDC          *dashboard.OIDC
+	AllowPrivate  bool
+	LogLevel      string
+	ShutdownGrace time.Duration
+	RunPolicy     automation.RunPolicy // FLOWD_RUN_*; zero fields are the domain's defaults
+	SyncTimeout   time.Duration        // how long ON_COMPLETION webhooks wait
+	MaxBody       int64                // webhook body limit in bytes
+	RateLimit     float64              // management requests per second per project; 0 for none
+	MetricsToken  string               // bearer token for GET /metrics; "" = open on loopback only
+	MemoryLimit   int64                // soft memory limit in bytes; 0 = none
+	CodeSandbox   bool                 // run CODE steps in sandbox child processes (default true)
 	// Memory is the memory budget and the limit it comes from, decided
 	// at start-up from the process's real limits (membudget.go), not read
 	// from a setting.
@@ -90,6 +96,28 @@ func loadConfig(getenv func(string) string) (config, error) {
 			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
 		c.TrustedProxies = append(c.TrustedProxies, p.Masked())
+	}
+	if issuer := getenv("FLOWD_OIDC_ISSUER"); issuer != "" {
+		o := &dashboard.OIDC{Issuer: issuer, ClientID: getenv("FLOWD_OIDC_CLIENT_ID"), ClientSecret: getenv("FLOWD_OIDC_CLIENT_SECRET"),
+			ViewerProject: getenv("FLOWD_OIDC_VIEWER_PROJECT")}
+		if o.ClientID == "" || o.ClientSecret == "" {
+			return c, fmt.Errorf("FLOWD_OIDC_ISSUER is set: FLOWD_OIDC_CLIENT_ID and FLOWD_OIDC_CLIENT_SECRET are needed too")
+		}
+		if u, err := url.Parse(issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return c, fmt.Errorf("FLOWD_OIDC_ISSUER=%q: want the provider's issuer URL, such as https://accounts.google.com", issuer)
+		}
+		if o.ViewerProject == "" {
+			o.ViewerProject = automation.DefaultProject
+		}
+		for _, d := range strings.Split(getenv("FLOWD_OIDC_ALLOWED_DOMAINS"), ",") {
+			if d = strings.ToLower(strings.TrimSpace(d)); d != "" {
+				if strings.ContainsAny(d, "@/ ") || !strings.Contains(d, ".") {
+					return c, fmt.Errorf("FLOWD_OIDC_ALLOWED_DOMAINS: %q is not an email domain such as example.com", d)
+				}
+				o.AllowedDomains = append(o.AllowedDomains, d)
+			}
+		}
+		c.OIDC = o
 	}
 	var err2 error
 	// The run policy is read as the Lambdas read it, with the FLOWD_

@@ -76,3 +76,33 @@ func TestMemoryLimitSizes(t *testing.T) {
 		t.Errorf("FLOWD_MEMORY_LIMIT=1GiB: %d, %v", c.MemoryLimit, err)
 	}
 }
+
+func TestOIDCConfig(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	c, err := loadConfig(env("FLOWD_OIDC_ISSUER", "https://id.example.com", "FLOWD_OIDC_CLIENT_ID", "flows",
+		"FLOWD_OIDC_CLIENT_SECRET", "s", "FLOWD_OIDC_ALLOWED_DOMAINS", "Corp.example, b.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OIDC == nil || c.OIDC.ViewerProject != "default" || len(c.OIDC.AllowedDomains) != 2 || c.OIDC.AllowedDomains[0] != "corp.example" {
+		t.Fatalf("OIDC %+v", c.OIDC)
+	}
+	for _, bad := range [][]string{
+		{"FLOWD_OIDC_ISSUER", "https://id.example.com"},
+		{"FLOWD_OIDC_ISSUER", "id.example.com", "FLOWD_OIDC_CLIENT_ID", "x", "FLOWD_OIDC_CLIENT_SECRET", "y"},
+		{"FLOWD_OIDC_ISSUER", "https://id.example.com", "FLOWD_OIDC_CLIENT_ID", "x", "FLOWD_OIDC_CLIENT_SECRET", "y", "FLOWD_OIDC_ALLOWED_DOMAINS", "a@b.example"},
+	} {
+		if _, err := loadConfig(env(bad...)); err == nil || !strings.Contains(err.Error(), "FLOWD_OIDC") {
+			t.Errorf("%v: err = %v, want one naming the setting", bad, err)
+		}
+	}
+	if c, err := loadConfig(env()); err != nil || c.OIDC != nil {
+		t.Errorf("no issuer: OIDC %+v err %v, want off", c.OIDC, err)
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"flowservice/pkg/jscode"
 	"flowservice/pkg/metrics"
 	"flowservice/pkg/oauth"
+	"flowservice/pkg/passwords"
 	"flowservice/pkg/runworker"
 	"flowservice/pkg/sandbox"
 	"flowservice/pkg/sqlitestore"
@@ -133,6 +134,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		dashboard: dashboard.New(b.svc, dashboard.Options{
 			Key: b.sessionKey, TrustedProxies: cfg.TrustedProxies, Log: log, InitialKeyFile: keyFile,
 			OpenAPI: httpapi.OpenAPIDocument(), Alerts: b.alerts, ClientIP: httpapi.TrustedClientIP(cfg.TrustedProxies),
+			OIDC: cfg.OIDC,
 		}),
 	})
 	// Background work stops after the servers: a webhook accepted while
@@ -231,6 +233,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
+		Users: dir.Store, Passwords: passwords.Hasher{},
 		Runtime: &automation.RunRuntime{
 			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Inline: dir.Store, Policy: cfg.RunPolicy,
 			Finished: m.FinishedRuns(dir.Store), SlotWaker: pool.Waking(dir.Store),

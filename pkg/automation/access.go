@@ -82,12 +82,16 @@ func ParseRole(field, s string) (Role, error) {
 	return "", Invalid("%s %q: allowed values are %s", field, ClipID(s), join(Roles))
 }
 
-// Principal is who makes a management request: the project, the key and its
-// role.
+// Principal is who makes a management request: the project, and the key
+// or the person (a dashboard session), with the role.
 type Principal struct {
 	Project Project
 	KeyID   string
 	Role    Role
+	// UserID and Email name a person signed in to the dashboard (users.go);
+	// "" for an API key.
+	UserID string
+	Email  string
 }
 
 // Authorize returns nil when the principal's role grants p, and otherwise
@@ -127,9 +131,5 @@ func (s *ProjectService) PrincipalByKeyHash(ctx context.Context, hash string) (P
 	if err != nil {
 		return Principal{}, err
 	}
-	role := k.Role
-	if role == "" {
-		role = RoleAdmin
-	}
-	return Principal{Project: p, KeyID: k.ID, Role: role}, nil
+	return Principal{Project: p, KeyID: k.ID, Role: k.Role}, nil
 }

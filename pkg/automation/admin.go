@@ -118,6 +118,24 @@ func (s *ProjectService) keyByHash(ctx context.Context, hash string) (APIKey, Pr
 	} else if err != nil {
 		return APIKey{}, Project{}, wrap("authenticate", err)
 	}
+	if k.Role == "" {
+		k.Role = RoleAdmin
+	}
+	if k.User != "" {
+		// A personal key works while its person is a member, with at most
+		// the role they have now: a removal or a demotion holds from the
+		// next request even before (or without) the key's revocation.
+		if s.users == nil {
+			return APIKey{}, Project{}, deniedKey()
+		}
+		m, err := s.users.Membership(ctx, k.Project, k.User)
+		if errors.Is(err, ErrNotFound) {
+			return APIKey{}, Project{}, deniedKey()
+		} else if err != nil {
+			return APIKey{}, Project{}, wrap("authenticate", err)
+		}
+		k.Role = lesserRole(k.Role, m.Role)
+	}
 	return k, p, nil
 }
 

@@ -31,11 +31,47 @@ type AuditEntry struct {
 	SourceIP  string        `json:"sourceIp"`
 }
 
-// AuditActor is who acted: an API key's ID and role; a failed sign-in has
-// no key ("").
+// AuditActor is who acted: a person ({"userId", "email", "role"}) or an
+// API key ({"keyId", "role"}). A failed sign-in with a key that matches
+// nothing has no key (""); one with an unknown email names the email.
 type AuditActor struct {
-	KeyID string `json:"keyId"`
-	Role  Role   `json:"role"`
+	KeyID  string
+	UserID string
+	Email  string
+	Role   Role
+}
+
+// MarshalJSON writes a person's shape when the actor is a person (a user ID
+// or, for a failed sign-in, an email) and the key's shape otherwise, which
+// is the shape every entry had before people existed.
+func (a AuditActor) MarshalJSON() ([]byte, error) {
+	if a.UserID != "" || a.Email != "" {
+		return json.Marshal(struct {
+			UserID string `json:"userId"`
+			Email  string `json:"email"`
+			Role   Role   `json:"role"`
+		}{a.UserID, a.Email, a.Role})
+	}
+	return json.Marshal(struct {
+		KeyID string `json:"keyId"`
+		Role  Role   `json:"role"`
+	}{a.KeyID, a.Role})
+}
+
+// UnmarshalJSON reads either shape, so stored entries of keys (written
+// before people existed) read as they did.
+func (a *AuditActor) UnmarshalJSON(b []byte) error {
+	var v struct {
+		KeyID  string `json:"keyId"`
+		UserID string `json:"userId"`
+		Email  string `json:"email"`
+		Role   Role   `json:"role"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*a = AuditActor{KeyID: v.KeyID, UserID: v.UserID, Email: v.Email, Role: v.Role}
+	return nil
 }
 
 // AuditResource is what an action touched.
@@ -123,9 +159,18 @@ func auditCreated(ctx context.Context, id string) {
 // NewAuditEntry starts an entry for a request of pr, with a fresh ID and
 // the Service's clock.
 func (s *ProjectService) NewAuditEntry(pr Principal, action string, res AuditResource, requestID, sourceIP string) AuditEntry {
+	return s.newAuditEntry(pr, action, res, requestID, sourceIP)
+}
+
+// newAuditEntry names the person when pr is one, else the key.
+func (b *base) newAuditEntry(pr Principal, action string, res AuditResource, requestID, sourceIP string) AuditEntry {
+	actor := AuditActor{KeyID: pr.KeyID, Role: pr.Role}
+	if pr.UserID != "" || pr.Email != "" {
+		actor = AuditActor{UserID: pr.UserID, Email: pr.Email, Role: pr.Role}
+	}
 	return AuditEntry{
-		ID: s.newID(PrefixAudit), Project: pr.Project.ID, Time: s.clock(),
-		Actor: AuditActor{KeyID: pr.KeyID, Role: pr.Role}, Action: action, Resource: res,
+		ID: b.newID(PrefixAudit), Project: pr.Project.ID, Time: b.clock(),
+		Actor: actor, Action: action, Resource: res,
 		RequestID: requestID, SourceIP: sourceIP,
 	}
 }

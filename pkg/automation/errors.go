@@ -17,6 +17,9 @@ var (
 	ErrConflict     = errors.New("conflict")     // 409
 	ErrUnavailable  = errors.New("unavailable")  // 503: try again later
 	ErrRateLimited  = errors.New("rate limited") // 429: over a quota, retry later
+	// ErrNotImplemented is a 501: the backend has no such feature (user
+	// accounts without a UserStore).
+	ErrNotImplemented = errors.New("not implemented")
 )
 
 // Error is a failure the client may see: Code and Message are sent as is, so

@@ -577,3 +577,73 @@ type RateBuckets interface {
 	// or, taking nothing, how long until one will be there.
 	Take(ctx context.Context, key string, rate float64, burst int64, now time.Time) (wait time.Duration, err error)
 }
+
+// UserStore keeps people (users.go): users, their memberships in projects
+// (a role in each), the one-time set-up links of invitations and dashboard
+// sessions. Secrets are kept only as SHA-256 hashes (set-up tokens,
+// session tokens) or as the PasswordHasher's encoding (passwords). It is
+// a port of its own, not part of Store, so that a store without people
+// still serves API keys (Config.Users nil).
+type UserStore interface {
+	// CreateUser stores a new user; an email another user has is
+	// ErrConflict (code USER_EXISTS). Emails arrive lower-cased.
+	CreateUser(ctx context.Context, u User) error
+	// User returns an error wrapping ErrNotFound if there is no such user.
+	User(ctx context.Context, id string) (User, error)
+	// UserByEmail returns an error wrapping ErrNotFound if no user has it.
+	UserByEmail(ctx context.Context, email string) (User, error)
+	// SetPassword replaces the user's password hash; an unknown ID is
+	// ErrNotFound.
+	SetPassword(ctx context.Context, id, hash string) error
+	// EndSessions increments the user's SessionEpoch, which ends every
+	// session made before (a session carries the epoch it was made in);
+	// an unknown ID is ErrNotFound.
+	EndSessions(ctx context.Context, id string) error
+
+	// PutMembership creates or replaces the user's role in a project,
+	// with the audit entry of ctx (AuditFrom) in the same atomic write.
+	PutMembership(ctx context.Context, m Membership) error
+	// Membership returns an error wrapping ErrNotFound if the user is not
+	// a member of the project.
+	Membership(ctx context.Context, project, user string) (Membership, error)
+	// Memberships lists a user's projects, oldest membership first.
+	Memberships(ctx context.Context, user string) ([]Membership, error)
+	// Members lists a project's memberships, oldest first.
+	Members(ctx context.Context, project string) ([]Membership, error)
+	// DeleteMembership removes the user from the project and revokes
+	// (KeyStore's Revoked, at at) every API key the user made in it, in one
+	// atomic write with the audit entry of ctx: no key of a removed user outlives the removal. A user
+	// who is not a member is ErrNotFound.
+	DeleteMembership(ctx context.Context, project, user string, at time.Time) error
+
+	// CreateInvitation stores a set-up link (by its token's hash).
+	CreateInvitation(ctx context.Context, inv Invitation) error
+	// Invitation returns the invitation with that token hash, used or not,
+	// or an error wrapping ErrNotFound.
+	Invitation(ctx context.Context, hash string) (Invitation, error)
+	// UseInvitation sets Used on the invitation with that hash, once:
+	// of concurrent uses exactly one succeeds, the others (and every later
+	// one) get ErrConflict (code SETUP_LINK_USED); an unknown hash is
+	// ErrNotFound.
+	UseInvitation(ctx context.Context, hash string, at time.Time) error
+
+	// CreateSession stores a dashboard session (by its token's hash).
+	CreateSession(ctx context.Context, s Session) error
+	// Session returns the session with that hash or an error wrapping
+	// ErrNotFound.
+	Session(ctx context.Context, hash string) (Session, error)
+	// DeleteSession removes a session; a missing one is not an error.
+	DeleteSession(ctx context.Context, hash string) error
+}
+
+// PasswordHasher makes and checks the stored form of a password: a slow,
+// salted hash (pkg/passwords: argon2id). The domain only asks it, so that
+// pkg/automation needs no cryptography module.
+type PasswordHasher interface {
+	// HashPassword returns the encoded hash of pw, with its own salt and
+	// parameters.
+	HashPassword(pw string) (string, error)
+	// CheckPassword reports whether pw matches the encoded hash; an
+	// encoding it cannot read is an error.
+	CheckPassword(hash, pw string) (bool, error)
+}

@@ -39,4 +39,8 @@ type APIKey struct {
 	// Role is what the key may do; stores report RoleAdmin for keys made
 	// before roles existed.
 	Role Role `json:"role"`
+	// User is the person whose personal key this is (users.go), "" for a
+	// project key the operator made. A personal key may do at most what
+	// its user may, and is revoked when the user leaves the project.
+	User string `json:"userId,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 type ProjectService struct {
 	*base
 	store    projectPorts
+	users    UserStore // nil: no people; personal keys are refused
 	quotas   quotas
 	storage  storageUsage  // storage.go
 	outbound outboundGates // outbound.go

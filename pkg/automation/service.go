@@ -48,6 +48,12 @@ type Config struct {
 	// OAuth2 apps can be configured, and OAUTH2 connections cannot refresh.
 	OAuthApps OAuthAppStore
 	OAuth     OAuthClient
+	// Users keeps people (users.go): users, memberships, set-up links,
+	// sessions; nil: only API keys sign in (every user operation is a 501
+	// USERS_NOT_AVAILABLE). Passwords hashes their passwords; nil: no
+	// password sign-in (OpenID Connect only).
+	Users     UserStore
+	Passwords PasswordHasher
 	// CursorKey authenticates page cursors: at least 32 bytes, kept secret
 	// and stable across restarts and instances.
 	CursorKey []byte
@@ -71,6 +77,7 @@ type Service struct {
 	*ConnectionService // connections, OAuth2, credentials (connectionservice.go)
 	*VariableService   // project variables (variableservice.go)
 	*RunService        // runs and the run state machine (runservice.go)
+	*UserService       // people, memberships, sessions, personal keys (users.go)
 }
 
 // NewService checks cfg, builds the services and wires them together.
@@ -86,7 +93,7 @@ func NewService(cfg Config) (*Service, error) {
 		return nil, errors.New("automation: Config.CursorKey needs at least 32 bytes")
 	}
 	b := newBase(cfg)
-	projects := &ProjectService{base: b, store: cfg.Store, buckets: cfg.RateBuckets}
+	projects := &ProjectService{base: b, store: cfg.Store, buckets: cfg.RateBuckets, users: cfg.Users}
 	secrets := secretStore{Secrets: cfg.Secrets, cache: cfg.SecretCache}
 	variables := &VariableService{base: b, store: cfg.Store, secrets: secrets}
 	flows := &FlowService{
@@ -110,6 +117,7 @@ func NewService(cfg Config) (*Service, error) {
 		VariableService: variables,
 		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
 			flows: flows, projects: projects},
+		UserService: newUserService(b, cfg),
 	}
 	if cfg.Runtime != nil && cfg.Runtime.NewExecutor != nil {
 		// The executor reads credentials, variables, state and calls

@@ -18,6 +18,7 @@ import (
 	"flowservice/pkg/emf"
 	"flowservice/pkg/engine"
 	"flowservice/pkg/oauth"
+	"flowservice/pkg/passwords"
 	"flowservice/pkg/respbudget"
 	"flowservice/pkg/s3payloads"
 	"flowservice/pkg/smsecrets"
@@ -134,6 +135,8 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		RateBuckets: dynamostore.NewBuckets(dbc, t.Projects),
 		CursorKey:   cursorKey, EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
 		OAuthApps: oauthApps(store, cfg.Tables),
+		// People live in the keys table, which only the api function reads.
+		Users: store, Passwords: passwords.Hasher{},
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivateNetworks)),
 	})

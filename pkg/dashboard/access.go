@@ -15,7 +15,17 @@ import (
 // missing here is admin-only, so a new form is closed until someone
 // decides (TestDashboardRoutesHavePermissions fails until then).
 var pagePermissions = map[string]automation.Permission{
-	"POST /ui/signout":                           automation.PermRead,
+	"POST /ui/signout": automation.PermRead,
+	// People (people.go): the People page is the admins'; a person's own
+	// keys and the switcher are everyone's (a key may not exceed its
+	// person's role, which CreatePersonalKey checks).
+	"GET /ui/users":                              automation.PermAdmin,
+	"POST /ui/users":                             automation.PermAdmin,
+	"POST /ui/users/{userId}/role":               automation.PermAdmin,
+	"POST /ui/users/{userId}/remove":             automation.PermAdmin,
+	"POST /ui/keys":                              automation.PermRead,
+	"POST /ui/keys/{keyId}/revoke":               automation.PermRead,
+	"POST /ui/switch":                            automation.PermRead,
 	"GET /ui/flows/new":                          automation.PermEdit,
 	"POST /ui/flows":                             automation.PermEdit,
 	"POST /ui/templates/{templateId}":            automation.PermEdit,
@@ -62,6 +72,11 @@ var pageAudit = map[string]struct{ action, resource, idParam string }{
 	"POST /ui/flows/{flowId}/send-test":          {"flow.send_test", "flow", "flowId"},
 	"POST /ui/variables":                         {"variable.put", "variable", ""},
 	"POST /ui/variables/{name}/delete":           {"variable.delete", "variable", "name"},
+	"POST /ui/users":                             {"user.invite", "user", ""},
+	"POST /ui/users/{userId}/role":               {"user.set_role", "user", "userId"},
+	"POST /ui/users/{userId}/remove":             {"user.remove", "user", "userId"},
+	"POST /ui/keys":                              {"key.create", "key", ""},
+	"POST /ui/keys/{keyId}/revoke":               {"key.revoke", "key", "keyId"},
 	// Versions and drafts (versions.go).
 	"POST /ui/flows/{flowId}/publish":                    {"flow.publish", "flow", "flowId"},
 	"POST /ui/flows/{flowId}/draft/discard":              {"flow.draft.discard", "flow", "flowId"},

@@ -68,6 +68,9 @@ type Options struct {
 	Clock func() time.Time
 	// Log receives internal errors; nil discards them.
 	Log *slog.Logger
+	// OIDC turns on sign-in with an OpenID Connect provider (oidc.go);
+	// nil: email and password, and API keys.
+	OIDC *OIDC
 	// Alerts lists event subscriptions on the Alerts page
 	// (subscriptions.go); nil: the page says they are not available.
 	Alerts *alerts.Service
@@ -84,6 +87,7 @@ type Dashboard struct {
 	help       []fieldHelp // of the flow editor, from Options.OpenAPI
 	schema     []byte      // GET /ui/flow-schema.json, from Options.OpenAPI
 	log        *slog.Logger
+	oidc       oidcProvider
 }
 
 // New returns the dashboard handler for paths under /ui/.
@@ -129,6 +133,10 @@ func (d *Dashboard) routes() {
 	})
 	d.mux.HandleFunc("GET /ui/signin", d.signinPage)
 	d.mux.HandleFunc("POST /ui/signin", d.signin)
+	if d.opts.OIDC != nil {
+		d.mux.HandleFunc("GET /ui/signin/oidc", d.oidcStart)
+		d.mux.HandleFunc("GET /ui/oidc/callback", d.oidcCallback) // authenticated by its own cookie
+	}
 	d.mux.Handle("POST /ui/signout", d.auth(d.signout))
 
 	d.mux.Handle("GET /ui/flows", d.auth(d.flows))
@@ -177,6 +185,7 @@ func (d *Dashboard) routes() {
 	// Variables and flow export (variables.go).
 	d.environmentRoutes()
 	d.projectRoutes() // project.go
+	d.peopleRoutes()  // people.go
 
 	d.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})

@@ -129,7 +129,7 @@ func (d *Dashboard) oauthCallback(w http.ResponseWriter, r *http.Request) {
 			Error: "This authorization did not start in this browser or has expired (10 minutes). Start again with Connect on the Connections page."})
 		return
 	}
-	pr, err := d.svc.PrincipalByKeyHash(r.Context(), p.keyHash)
+	pr, err := d.principalFor(r.Context(), p.keyHash)
 	if errors.Is(err, automation.ErrUnauthorized) {
 		d.toSignin(w, r, "revoked")
 		return

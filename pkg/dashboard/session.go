@@ -22,7 +22,8 @@ import (
 // Cookie names. The session cookie holds a signed token, never the key.
 const (
 	sessionCookie = "flow_session"
-	signinCookie  = "flow_signin" // binds the sign-in form's CSRF token
+	signinCookie  = "flow_signin"  // binds the sign-in form's CSRF token
+	projectCookie = "flow_project" // a person's current project (the switcher); the membership decides
 )
 
 // session is a signed-in request's state.
@@ -30,7 +31,26 @@ type session struct {
 	project   automation.Project
 	principal automation.Principal // the key's ID and role, with project
 	csrf      string
-	keyHash   string // of the API key signed in with; an OAuth2 start carries it to the callback
+	keyHash   string // of the API key signed in with, or a person's credential (personCredential); an OAuth2 start carries it to the callback
+	userToken string // a person's session token ("" for a key's session)
+	projects  []automation.ProjectRole
+}
+
+// personCredential is what an OAuth2 start carries to its callback for a
+// person: the session token and the project, so that the callback checks
+// the session again (the pending cookie is sealed and HttpOnly, in the
+// browser that holds the session cookie anyway).
+func personCredential(token, project string) string {
+	return token + "\x00" + project
+}
+
+// principalFor checks a credential carried by an OAuth2 start: a person's
+// session or a key's hash.
+func (d *Dashboard) principalFor(ctx context.Context, cred string) (automation.Principal, error) {
+	if token, project, ok := strings.Cut(cred, "\x00"); ok {
+		return d.svc.SessionPrincipal(ctx, token, project)
+	}
+	return d.svc.PrincipalByKeyHash(ctx, cred)
 }
 
 type sessionKeyType struct{}
@@ -100,22 +120,47 @@ func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
 			d.toSignin(w, r, "")
 			return
 		}
-		hash, ok := d.openToken(c.Value)
-		if !ok {
-			d.clearCookie(w, r, sessionCookie)
-			d.toSignin(w, r, "expired")
-			return
+		var s *session
+		if strings.HasPrefix(c.Value, automation.PrefixSessionToken) {
+			// A person: the session and the role are read on every request.
+			project := ""
+			if pc, err := r.Cookie(projectCookie); err == nil {
+				project = pc.Value
+			}
+			pr, err := d.svc.SessionPrincipal(r.Context(), c.Value, project)
+			if errors.Is(err, automation.ErrUnauthorized) {
+				d.clearCookie(w, r, sessionCookie)
+				d.toSignin(w, r, "expired")
+				return
+			} else if err != nil {
+				d.fail(w, r, err)
+				return
+			}
+			projects, err := d.svc.UserProjects(r.Context(), pr.UserID)
+			if err != nil {
+				d.fail(w, r, err)
+				return
+			}
+			s = &session{project: pr.Project, principal: pr, csrf: d.csrfFor("session", c.Value),
+				keyHash: personCredential(c.Value, pr.Project.ID), userToken: c.Value, projects: projects}
+		} else {
+			hash, ok := d.openToken(c.Value)
+			if !ok {
+				d.clearCookie(w, r, sessionCookie)
+				d.toSignin(w, r, "expired")
+				return
+			}
+			pr, err := d.svc.PrincipalByKeyHash(r.Context(), hash)
+			if errors.Is(err, automation.ErrUnauthorized) {
+				d.clearCookie(w, r, sessionCookie)
+				d.toSignin(w, r, "revoked")
+				return
+			} else if err != nil {
+				d.fail(w, r, err)
+				return
+			}
+			s = &session{project: pr.Project, principal: pr, csrf: d.csrfFor("session", c.Value), keyHash: hash}
 		}
-		pr, err := d.svc.PrincipalByKeyHash(r.Context(), hash)
-		if errors.Is(err, automation.ErrUnauthorized) {
-			d.clearCookie(w, r, sessionCookie)
-			d.toSignin(w, r, "revoked")
-			return
-		} else if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		s := &session{project: pr.Project, principal: pr, csrf: d.csrfFor("session", c.Value), keyHash: hash}
 		var tooLarge *http.MaxBytesError
 		if r.Method == http.MethodPost && errors.As(r.ParseForm(), &tooLarge) {
 			d.render(w, r, http.StatusRequestEntityTooLarge, "error", view{Title: "Too large",
@@ -128,7 +173,7 @@ func (d *Dashboard) auth(next http.HandlerFunc) http.Handler {
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), sessionKeyType{}, s))
-		r, ok = d.authorize(w, r, s)
+		r, ok := d.authorize(w, r, s)
 		if !ok {
 			return
 		}
@@ -186,7 +231,7 @@ func (d *Dashboard) renderSignin(w http.ResponseWriter, r *http.Request, status 
 	d.render(w, r, status, "signin", view{
 		Title: "Sign in", CSRF: d.csrfFor("signin", nonce), Error: msg,
 		Notice: signinNotes[q.Get("why")],
-		Data:   signinData{Next: safeNext(q.Get("next")), KeyFile: d.opts.InitialKeyFile},
+		Data:   signinData{Next: safeNext(q.Get("next")), KeyFile: d.opts.InitialKeyFile, OIDC: d.opts.OIDC != nil},
 	})
 }
 
@@ -194,6 +239,7 @@ func (d *Dashboard) renderSignin(w http.ResponseWriter, r *http.Request, status 
 type signinData struct {
 	Next    string // where to go after signing in
 	KeyFile string // Options.InitialKeyFile
+	OIDC    bool   // sign-in with the identity provider is on
 }
 
 func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
@@ -210,6 +256,10 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 	key := strings.TrimSpace(r.PostFormValue("apiKey"))
 	id := newRequestID()
 	w.Header().Set("X-Request-Id", id)
+	if email := r.PostFormValue("email"); email != "" || key == "" {
+		d.passwordSignin(w, r, email, r.PostFormValue("password"), id)
+		return
+	}
 	if _, err := d.svc.SignIn(r.Context(), key, id, d.sourceIP(r)); errors.Is(err, automation.ErrUnauthorized) {
 		d.renderSignin(w, r, http.StatusUnauthorized, "That API key is not valid.")
 		return
@@ -224,9 +274,40 @@ func (d *Dashboard) signin(w http.ResponseWriter, r *http.Request) {
 	d.redirect(w, r, safeNext(r.PostFormValue("next")))
 }
 
-// signout drops the session cookie. The token itself stays valid until it
-// expires (sessions are stateless); revoking the key ends it everywhere.
+// passwordSignin signs a person in: a stored session whose token is the
+// cookie. A slowed email or address is a 429 page saying how long to wait.
+func (d *Dashboard) passwordSignin(w http.ResponseWriter, r *http.Request, email, password, id string) {
+	token, _, err := d.svc.PasswordSignIn(r.Context(), email, password, id, d.sourceIP(r))
+	var rl *automation.RateLimited
+	switch {
+	case errors.As(err, &rl):
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(rl.RetryAfter.Seconds()+0.999))))
+		d.renderSignin(w, r, http.StatusTooManyRequests, rl.Error())
+		return
+	case errors.Is(err, automation.ErrUnauthorized):
+		d.renderSignin(w, r, http.StatusUnauthorized, "That email and password do not match.")
+		return
+	case err != nil:
+		status, msg := d.problem(r, err)
+		d.renderSignin(w, r, status, msg)
+		return
+	}
+	d.setCookie(w, r, sessionCookie, token, automation.UserSessionTTL)
+	d.clearCookie(w, r, signinCookie)
+	d.redirect(w, r, safeNext(r.PostFormValue("next")))
+}
+
+// signout drops the session cookie. A person's session is deleted from the
+// store at once; a key's token stays valid until it expires (key sessions
+// are stateless) and revoking the key ends it everywhere.
 func (d *Dashboard) signout(w http.ResponseWriter, r *http.Request) {
+	if s := sessionOf(r.Context()); s != nil && s.userToken != "" {
+		if err := d.svc.SignOut(r.Context(), s.userToken); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		d.clearCookie(w, r, projectCookie)
+	}
 	d.clearCookie(w, r, sessionCookie)
 	d.redirect(w, r, "/ui/signin?why=signedout")
 }

@@ -30,6 +30,10 @@ type view struct {
 	// Role is the signed-in key's role: pages offer only what it may do
 	// (Can); the forms' handlers check it again (access.go).
 	Role automation.Role
+	// Email names the signed-in person (the header shows it) and Projects
+	// are theirs to switch between; both empty for a key's session.
+	Email    string
+	Projects []automation.ProjectRole
 }
 
 // Can reports whether the signed-in key's role grants the permission named
@@ -116,6 +120,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, p
 	v.Base = d.base(r)
 	if s := sessionOf(r.Context()); s != nil {
 		v.Project, v.CSRF, v.Role = &s.project, s.csrf, s.principal.Role
+		v.Email, v.Projects = s.principal.Email, s.projects
 	}
 	var buf bytes.Buffer
 	if err := d.pages[page].ExecuteTemplate(&buf, "layout.html", v); err != nil {

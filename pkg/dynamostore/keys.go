@@ -39,6 +39,9 @@ func (s *Store) CreateKey(ctx context.Context, k automation.APIKey) error {
 		rec["role"] = str(string(automation.RoleAdmin))
 	}
 	rec[attrCreatedSort] = str(createdSort(k.Created, k.ID))
+	if k.User != "" {
+		rec["userId"] = str(k.User)
+	}
 	if k.Revoked != nil {
 		rec["revoked"] = timeValue(*k.Revoked)
 	}
@@ -183,6 +186,7 @@ func decodeKey(item map[string]types.AttributeValue) (automation.APIKey, error) 
 	k := automation.APIKey{
 		ID: r.str(attrID), Project: r.str(attrProject), Hash: r.str("hash"), Prefix: r.str("prefix"),
 		Created: r.time("created"), Revoked: r.timePtr("revoked"), Role: automation.Role(r.str("role")),
+		User: r.str("userId"),
 	}
 	if k.Role == "" {
 		// Written before keys had roles: every such key could do everything.

@@ -140,7 +140,7 @@ func CreateTables(ctx context.Context, client TableAPI, t Tables) error {
 			return fmt.Errorf("dynamostore: wait for table %s: %w", *in.TableName, err)
 		}
 	}
-	for _, name := range []string{t.Runs, t.Audit} {
+	for _, name := range []string{t.Runs, t.Audit, t.Keys} { // keys: set-up links and sessions (users.go)
 		_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 			TableName: aws.String(name),
 			TimeToLiveSpecification: &types.TimeToLiveSpecification{

@@ -20,6 +20,7 @@ import (
 	"flowservice/pkg/engine"
 	"flowservice/pkg/jscode"
 	"flowservice/pkg/oauth"
+	"flowservice/pkg/passwords"
 	"flowservice/pkg/sqlitestore"
 )
 
@@ -55,6 +56,10 @@ type Options struct {
 	// t.TempDir(), closed when the test ends.
 	Dir *datadir.Dir
 }
+
+// TestPasswords hashes with argon2id at its cheapest (1 MiB, one pass):
+// the same code as flowd, at a cost loaded test machines can afford.
+var TestPasswords = passwords.Hasher{Params: passwords.Params{MemoryKiB: 1024, Passes: 1, Lanes: 1}}
 
 // Env is a Service over a fresh data directory.
 type Env struct {
@@ -118,6 +123,7 @@ func New(t testing.TB, opts Options) *Env {
 		Store: store, Secrets: dir.Secrets, Checker: engine.Checker{}, CodeChecker: jscode.Checker{}, Polls: dir.Store,
 		Scheduler: opts.Scheduler,
 		OAuthApps: dir.Store, OAuth: opts.OAuth,
+		Users: dir.Store, Passwords: TestPasswords,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
 		Clock: opts.Clock, Log: opts.Log,
 		Runtime: &automation.RunRuntime{

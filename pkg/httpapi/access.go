@@ -57,6 +57,12 @@ var routePermissions = map[string]automation.Permission{
 	"GET /api/v1/flows/{flowId}/versions":                                       automation.PermRead,
 	"GET /api/v1/flows/{flowId}/versions/{version}":                             automation.PermRead,
 	"POST /api/v1/flows/{flowId}/versions/{version}/restore":                    automation.PermEdit,
+	// People are the admins' to manage: even their list names emails.
+	"GET /api/v1/users":                automation.PermAdmin,
+	"POST /api/v1/users":               automation.PermAdmin,
+	"GET /api/v1/users/{userId}":       automation.PermAdmin,
+	"DELETE /api/v1/users/{userId}":    automation.PermAdmin,
+	"POST /api/v1/users/{userId}/role": automation.PermAdmin,
 }
 
 // permissionOf is the permission a route needs. A route missing from

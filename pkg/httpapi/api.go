@@ -40,6 +40,15 @@ type API struct {
 	clientIP func(*http.Request) (netip.Addr, bool)
 	// budget is what an authenticated route's answer is cut to (parts.go).
 	budget respbudget.Budget
+	// publicPrefix is the path in front of /api and /ui for a request (an
+	// API Gateway stage), for the set-up links of invitations.
+	publicPrefix func(*http.Request) string
+}
+
+// WithPublicPrefix sets the public path in front of the routes (API
+// Gateway's stage, "/prod"), which set-up links carry. Default: none.
+func WithPublicPrefix(f func(*http.Request) string) APIOption {
+	return func(a *API) { a.publicPrefix = f }
 }
 
 // route is one entry of the routing table. Public routes skip
@@ -90,6 +99,12 @@ func (a *API) routes() []route {
 		{pattern: "POST /api/v1/flows/import", handler: a.importFlow},
 		{pattern: "POST /api/v1/flows/{flowId}/compare", handler: a.compareFlow},
 		{pattern: "GET /api/v1/audit", handler: a.auditLog},
+
+		{pattern: "GET /api/v1/users", handler: a.listUsers},
+		{pattern: "POST /api/v1/users", handler: a.inviteUser},
+		{pattern: "GET /api/v1/users/{userId}", handler: a.getUser},
+		{pattern: "DELETE /api/v1/users/{userId}", handler: a.removeUser},
+		{pattern: "POST /api/v1/users/{userId}/role", handler: a.setUserRole},
 	}, append(a.alertRoutes(), a.versionRoutes()...)...)
 }
 
@@ -99,7 +114,8 @@ func NewAPI(svc *automation.Service, log *slog.Logger, opts ...APIOption) http.H
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &API{svc: svc, log: log, mux: http.NewServeMux(), patterns: map[string]bool{}, budget: respbudget.Default()}
+	a := &API{svc: svc, log: log, mux: http.NewServeMux(), patterns: map[string]bool{}, budget: respbudget.Default(),
+		publicPrefix: func(*http.Request) string { return "" }}
 	for _, o := range opts {
 		o(a)
 	}

@@ -43,6 +43,9 @@ var routeAudit = map[string]auditAction{
 	"DELETE /api/v1/flows/{flowId}/draft":                                       {"flow.draft.discard", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/publish":                                       {"flow.publish", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/versions/{version}/restore":                    {"flow.restore", "flow", "flowId"},
+	"POST /api/v1/users":                                                        {"user.invite", "user", ""},
+	"DELETE /api/v1/users/{userId}":                                             {"user.remove", "user", "userId"},
+	"POST /api/v1/users/{userId}/role":                                          {"user.set_role", "user", "userId"},
 }
 
 // WithClientIP sets how the API finds a request's client address for the

@@ -22,17 +22,18 @@ var (
 // one table of every surface: the API, both receivers and the dashboard
 // (through StatusOf).
 var statusOf = map[error]int{
-	automation.ErrInvalid:      http.StatusBadRequest,
-	automation.ErrUnauthorized: http.StatusUnauthorized,
-	automation.ErrForbidden:    http.StatusForbidden,
-	automation.ErrNotFound:     http.StatusNotFound,
-	automation.ErrConflict:     http.StatusConflict,
-	automation.ErrUnavailable:  http.StatusServiceUnavailable,
-	errUnsupportedMedia:        http.StatusUnsupportedMediaType,
-	errTooLarge:                http.StatusRequestEntityTooLarge,
-	errTooSlow:                 http.StatusRequestTimeout,
-	automation.ErrLoop:         http.StatusLoopDetected,
-	automation.ErrRateLimited:  http.StatusTooManyRequests,
+	automation.ErrInvalid:        http.StatusBadRequest,
+	automation.ErrUnauthorized:   http.StatusUnauthorized,
+	automation.ErrForbidden:      http.StatusForbidden,
+	automation.ErrNotFound:       http.StatusNotFound,
+	automation.ErrConflict:       http.StatusConflict,
+	automation.ErrUnavailable:    http.StatusServiceUnavailable,
+	errUnsupportedMedia:          http.StatusUnsupportedMediaType,
+	errTooLarge:                  http.StatusRequestEntityTooLarge,
+	errTooSlow:                   http.StatusRequestTimeout,
+	automation.ErrLoop:           http.StatusLoopDetected,
+	automation.ErrRateLimited:    http.StatusTooManyRequests,
+	automation.ErrNotImplemented: http.StatusNotImplemented,
 }
 
 // StatusOf tells the HTTP status of err's kind when err is an

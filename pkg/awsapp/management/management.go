@@ -138,7 +138,7 @@ func Handler(a *awsapp.App) http.Handler {
 	mux := http.NewServeMux()
 	// A browser opening the stage's root lands on the dashboard.
 	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log, httpapi.WithAlerts(a.Alerts), httpapi.WithClientIP(awsapp.SourceIP),
-		httpapi.WithResponseBudget(a.Budget)), stagePrefix))
+		httpapi.WithResponseBudget(a.Budget), httpapi.WithPublicPrefix(stagePrefix)), stagePrefix))
 	mux.Handle("/ui/", newDashboard(a))
 	return mux
 }
