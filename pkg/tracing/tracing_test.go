@@ -11,8 +11,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/httpapi"
@@ -464,5 +467,50 @@ func TestJoin(t *testing.T) {
 	}
 	if got := tr.Join(callerTP, "vendor=a1"); got == nil || got.Parent != callerTP || got.State != "vendor=a1" {
 		t.Errorf("Join = %+v", got)
+	}
+}
+
+// TestCollectorDownBlocksNoRun: with a collector that never answers and a
+// span queue of 4 (OTEL_BSP_MAX_QUEUE_SIZE), a run of 20 steps finishes as
+// it would untraced: spans past the queue are dropped, never waited for.
+func TestCollectorDownBlocksNoRun(t *testing.T) {
+	hang := make(chan struct{})
+	var exports atomic.Int32
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		exports.Add(1)
+		<-hang
+	}))
+	t.Cleanup(col.Close)
+	t.Cleanup(func() { close(hang) })
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
+	tr, err := tracing.FromEnv(context.Background(), "flowd")
+	if err != nil || tr == nil {
+		t.Fatalf("FromEnv = %v, %v", tr, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = tr.Shutdown(ctx)
+	})
+	e := flowtest.New(t, flowtest.Options{Tracer: tr.Port()})
+	p, _ := e.Project(t, "down", automation.PlanEnterprise)
+	var steps []automation.Step
+	for i := range 20 {
+		steps = append(steps, automation.Step{Name: "s" + strconv.Itoa(i), Type: automation.StepSet, Values: json.RawMessage(`{"i":1}`)})
+	}
+	f := e.ActiveFlow(t, p, "many", steps...)
+	r := e.StartRef(t, f)
+	at, err := e.Svc.ExecuteRun(context.Background(), p.ID, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("run = %s, %v", at.Run.Status, err)
+	}
+	// The exporter did try (so the run finished while an export hung).
+	testwait.Event(t, "an export to the hanging collector", func() bool { return exports.Load() > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := tr.Flush(ctx); err == nil {
+		t.Errorf("Flush to a collector that never answers succeeded")
 	}
 }
