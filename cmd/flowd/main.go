@@ -74,7 +74,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 	m := metrics.New()
 	// Traces (OTEL_* variables, off without an OTLP endpoint): spans still
 	// queued are sent at the end, within the shutdown grace.
-	tracer, err := tracing.FromEnv(ctx, "flowd")
+	tracer, err := tracing.FromEnv(ctx, "flowd", log)
 	if err != nil {
 		return err
 	}

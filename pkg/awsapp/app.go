@@ -89,7 +89,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	tracer := cfg.Tracer
 	if tracer == nil {
 		var err error
-		if tracer, err = tracing.FromEnv(ctx, "flowservice-"+strings.TrimSuffix(p.Name, " function")); err != nil {
+		if tracer, err = tracing.FromEnv(ctx, "flowservice-"+strings.TrimSuffix(p.Name, " function"), log); err != nil {
 			return nil, fmt.Errorf("awsapp: %w", err)
 		}
 	}

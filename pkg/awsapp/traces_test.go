@@ -51,7 +51,7 @@ func TestInvocationFlushesTraces(t *testing.T) {
 	t.Cleanup(col.Close)
 	t.Cleanup(func() { close(hang) })
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
-	tr, err := tracing.FromEnv(context.Background(), "flowservice-runner")
+	tr, err := tracing.FromEnv(context.Background(), "flowservice-runner", nil)
 	if err != nil || tr == nil {
 		t.Fatalf("FromEnv = %v, %v", tr, err)
 	}

@@ -12,11 +12,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -56,10 +58,17 @@ var _ automation.Tracer = (*Tracer)(nil)
 
 // FromEnv builds the Tracer the OTEL_* environment asks for, nil when it
 // asks for none (Enabled). service names the process (service.name) unless
-// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES does.
-func FromEnv(ctx context.Context, service string) (*Tracer, error) {
+// OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES does. The SDK's own errors
+// (an export that failed, a span dropped) go to log, as warnings, instead
+// of plain lines on stderr among the JSON ones; nil discards them.
+func FromEnv(ctx context.Context, service string, log *slog.Logger) (*Tracer, error) {
 	if !Enabled(nil) {
 		return nil, nil
+	}
+	if log != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			log.Warn("traces: "+err.Error(), "component", "opentelemetry")
+		}))
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {

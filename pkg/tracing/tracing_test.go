@@ -168,7 +168,7 @@ func newTracer(t *testing.T, c *collector) *tracing.Tracer {
 	t.Helper()
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.srv.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "flowd-test")
-	tr, err := tracing.FromEnv(context.Background(), "flowd")
+	tr, err := tracing.FromEnv(context.Background(), "flowd", nil)
 	if err != nil || tr == nil {
 		t.Fatalf("FromEnv = %v, %v; want a tracer", tr, err)
 	}
@@ -444,7 +444,7 @@ func TestOffWithoutEndpoint(t *testing.T) {
 	}
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	tr, err := tracing.FromEnv(context.Background(), "flowd")
+	tr, err := tracing.FromEnv(context.Background(), "flowd", nil)
 	if err != nil || tr != nil || tr.Port() != nil {
 		t.Fatalf("FromEnv without an endpoint = %v, %v; want none", tr, err)
 	}
@@ -485,7 +485,7 @@ func TestCollectorDownBlocksNoRun(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
 	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "4")
 	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
-	tr, err := tracing.FromEnv(context.Background(), "flowd")
+	tr, err := tracing.FromEnv(context.Background(), "flowd", nil)
 	if err != nil || tr == nil {
 		t.Fatalf("FromEnv = %v, %v", tr, err)
 	}
