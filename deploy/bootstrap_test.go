@@ -254,9 +254,13 @@ func TestBinarySizes(t *testing.T) {
 		// The api function carries the dashboard, the API document and
 		// every management rule; version 4's quotas, version pruning and
 		// server-side apply compare took it from 14.9 to 15.1 MB.
-		bound := 15_000_000
+		// OpenTelemetry's SDK and OTLP/HTTP exporter (pkg/tracing) added
+		// about 5 MB to each function that runs flows (api 20.3, the
+		// others 19.1 MB): the OTLP types it sends link gRPC's and
+		// grpc-gateway's packages.
+		bound := 19_500_000
 		if fn == "api" {
-			bound = 15_500_000
+			bound = 20_700_000
 		}
 		if len(bin) >= bound {
 			t.Errorf("%s bootstrap is %d bytes, over its bound of %d", fn, len(bin), bound)

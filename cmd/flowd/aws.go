@@ -15,6 +15,7 @@ import (
 	"flowservice/pkg/awsapp/management"
 	"flowservice/pkg/awsdev"
 	"flowservice/pkg/sqsqueue"
+	"flowservice/pkg/tracing"
 )
 
 // openAWS wires the AWS adapters, as the Lambdas have them, into one
@@ -25,7 +26,7 @@ import (
 // under the prefix FLOWD_AWS_PREFIX: for moto_server and scratch accounts.
 // The SDK's default chain finds credentials and region; AWS_ENDPOINT_URL
 // points it at an emulator.
-func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv func(string) string, log *slog.Logger, logOut io.Writer) (*backend, error) {
+func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, tracer *tracing.Tracer, getenv func(string) string, log *slog.Logger, logOut io.Writer) (*backend, error) {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("aws backend: %w", err)
@@ -40,6 +41,7 @@ func openAWS(ctx context.Context, cfg config, code automation.CodeRunner, getenv
 	acfg.RunPolicy = cfg.RunPolicy
 	acfg.LogOutput = logOut
 	acfg.Code = code
+	acfg.Tracer = tracer
 	_ = acfg.LogLevel.UnmarshalText([]byte(cfg.LogLevel))
 	if getenv("FLOWD_AWS_PROVISION") == "true" {
 		prefix := or(getenv("FLOWD_AWS_PREFIX"), "flowd")

@@ -38,6 +38,8 @@ Configuration is environment variables (defaults in brackets; docs/operations.md
   FLOWD_BACKEND         embedded, or aws (DynamoDB, SQS, Secrets Manager; AWS_ENDPOINT_URL honoured) [embedded]
   FLOWD_AWS_PROVISION   with the aws backend, create its resources first [false]
   FLOWD_AWS_PREFIX      the prefix of the resources FLOWD_AWS_PROVISION creates [flowd]
+  OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)   OpenTelemetry traces
+                        over OTLP/HTTP, with the other standard OTEL_* variables [off]
 
 On first start with an empty data directory flowd creates project "default" and prints its
 first API key, also written to FLOWD_DATA_DIR/initial-api-key. The dashboard is at /ui/.

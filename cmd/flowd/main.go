@@ -34,6 +34,7 @@ import (
 	"flowservice/pkg/runworker"
 	"flowservice/pkg/sandbox"
 	"flowservice/pkg/sqlitestore"
+	"flowservice/pkg/tracing"
 )
 
 func main() {
@@ -72,6 +73,19 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	m := metrics.New()
+	// Traces (OTEL_* variables, off without an OTLP endpoint): spans still
+	// queued are sent at the end, within the shutdown grace.
+	tracer, err := tracing.FromEnv(ctx, "flowd", log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+		defer cancel()
+		if err := tracer.Shutdown(sctx); err != nil {
+			log.Warn("traces not all sent", "err", err)
+		}
+	}()
 	// The ports are bound before anything is created: a second flowd on a
 	// taken port stops here, before it makes a project or AWS resources.
 	lns, err := bind(cfg)
@@ -102,9 +116,9 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 			return lerr
 		}
 		defer unlock()
-		b, err = openAWS(ctx, cfg, code, getenv, log, stderr)
+		b, err = openAWS(ctx, cfg, code, tracer, getenv, log, stderr)
 	} else {
-		b, err = openEmbedded(ctx, cfg, code, log, m)
+		b, err = openEmbedded(ctx, cfg, code, tracer, log, m)
 	}
 	if err != nil {
 		return err
@@ -187,7 +201,7 @@ type backend struct {
 // openEmbedded wires the SQLite store, sealed secrets, the worker pool and
 // the in-process scheduler of a data directory, with m observing runs, the
 // queue and the store, and code running CODE steps.
-func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, log *slog.Logger, m *metrics.Metrics) (*backend, error) {
+func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, tracer *tracing.Tracer, log *slog.Logger, m *metrics.Metrics) (*backend, error) {
 	// flowd is the one process that writes flows, so the receivers' flow
 	// and route lookups are cached and dropped on every change; the TTL
 	// only bounds a change made behind its back.
@@ -234,6 +248,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
 		Users: dir.Store, Passwords: passwords.Hasher{},
+		Tracer: tracer.Port(),
 		Runtime: &automation.RunRuntime{
 			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Inline: dir.Store, Policy: cfg.RunPolicy,
 			Finished: m.FinishedRuns(dir.Store), SlotWaker: pool.Waking(dir.Store),

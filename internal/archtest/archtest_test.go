@@ -113,7 +113,7 @@ func TestDomainImports(t *testing.T) {
 var adapters = []string{
 	"pkg/engine", "pkg/sandbox", "pkg/sqlitestore", "pkg/sealedsecrets", "pkg/cronscheduler",
 	"pkg/dynamostore", "pkg/sqsqueue", "pkg/smsecrets", "pkg/ebscheduler", "pkg/s3payloads",
-	"pkg/lambdacode", "pkg/emf", "pkg/awsenv",
+	"pkg/lambdacode", "pkg/emf", "pkg/awsenv", "pkg/tracing",
 }
 
 func TestAdaptersImportNoAdapter(t *testing.T) {

@@ -448,7 +448,8 @@ type Executor interface {
 
 // ExecEnv is what an executor reads and asks of the domain while it runs a
 // flow, one field per need. NewService fills every field with the service
-// that serves it and hands it to RunRuntime.NewExecutor.
+// that serves it and hands it to RunRuntime.NewExecutor; Tracer is the
+// one capability among them, nil when tracing is off (Config.Tracer).
 type ExecEnv struct {
 	Credentials     Credentials     // connections and their values (HTTP steps)
 	ConnectionNames ConnectionNames // a step's `connection` by name
@@ -456,6 +457,7 @@ type ExecEnv struct {
 	Variables       VariableLoader  // `vars`
 	Calls           Calls           // CALL_FLOW steps
 	Outbound        OutboundGate    // the project's outboundPerMinute
+	Tracer          Tracer          // spans of steps and requests; nil: off
 }
 
 // ConnectionNames resolves a project's connection names to IDs, once per

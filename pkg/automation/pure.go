@@ -81,6 +81,9 @@ func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait t
 	// What EnqueueClaimed and execute make of the run: its first attempt,
 	// executing now, under the run's own time limit.
 	r.Attempts = 1
+	if s.tracer != nil {
+		ctx = s.tracer.Attempt(ctx, r)
+	}
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	actx, acancel := context.WithTimeout(bctx, p.Timeout)
@@ -113,6 +116,9 @@ func (s *RunService) runPure(ctx context.Context, f Flow, td TriggerData, wait t
 		return Run{}, true, NotFound("flow", f.ID)
 	case err != nil:
 		return Run{}, true, wrap("store finished run", err)
+	}
+	if s.tracer != nil {
+		s.tracer.RunEnded(ctx, out)
 	}
 	return out, true, nil
 }

@@ -93,12 +93,16 @@ type Run struct {
 	// DraftDefinition is internal, as OnErrorOf: the stored document
 	// holds it, API answers never (Public, Summary).
 	DraftDefinition *Definition `json:"draftDefinition,omitempty"`
+	// Trace is the trace context of the request that started the run
+	// (tracing.go), kept so that every attempt joins the caller's trace;
+	// nil without one or with tracing off. Internal, as OnErrorOf.
+	Trace *RunTrace `json:"trace,omitempty"`
 }
 
 // Public is r as API answers show it: without the internal fields a
 // stored run document may hold (OnErrorOf, StepResult.ItemsJournal).
 func (r Run) Public() Run {
-	r.OnErrorOf, r.DraftDefinition, r.Deferred = "", nil, 0
+	r.OnErrorOf, r.DraftDefinition, r.Deferred, r.Trace = "", nil, 0, nil
 	if sec := r.Trigger.CallerSecrets(); len(sec) > 0 {
 		// A child run executes with its input as given, secrets and all;
 		// its record shows them masked, as its caller's does.
@@ -270,7 +274,7 @@ func (r Run) Summary() Run {
 		steps[i] = st
 	}
 	r.Steps = steps
-	r.OnErrorSteps, r.OnErrorOf, r.DraftDefinition, r.Deferred = nil, "", nil, 0
+	r.OnErrorSteps, r.OnErrorOf, r.DraftDefinition, r.Deferred, r.Trace = nil, "", nil, 0, nil
 	if r.Response != nil {
 		resp := *r.Response
 		resp.Body = nil

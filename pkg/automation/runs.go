@@ -90,6 +90,7 @@ func (s *RunService) newRun(f Flow, td TriggerData) Run {
 	return Run{
 		ID: s.newID(PrefixRun), Project: f.Project, FlowID: f.ID, Status: RunRunning,
 		Trigger: td, Steps: []StepResult{}, Created: s.clock(), FlowVersion: pinTo(f),
+		Trace: joinTrace(s.tracer, td),
 	}
 }
 

@@ -20,6 +20,7 @@ type RunService struct {
 	exec     Executor    // from rt.NewExecutor
 	flows    *FlowService
 	projects *ProjectService
+	tracer   Tracer // nil: tracing is off (tracing.go)
 }
 
 // runPorts is the part of Store a RunService uses: the flows it runs, the

@@ -141,6 +141,9 @@ func (s *RunService) ExecuteClaimed(ctx context.Context, r Run) (Attempt, error)
 
 // execute runs the attempt that holds the claimed run r.
 func (s *RunService) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r Run) (Attempt, error) {
+	if s.tracer != nil {
+		ctx = s.tracer.Attempt(ctx, r)
+	}
 	project := r.Project
 	at := Attempt{Run: r, Attempts: r.Attempts}
 	if r.Interrupted >= p.MaxCrashes {

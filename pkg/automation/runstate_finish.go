@@ -143,6 +143,9 @@ func (s *RunService) settle(ctx context.Context, rt *RunRuntime, at Attempt, r R
 			if err == nil && r.Trigger.Caller != nil {
 				s.wakeCaller(ctx, rt, r)
 			}
+			if err == nil && s.tracer != nil {
+				s.tracer.RunEnded(ctx, r)
+			}
 			at.Outcome = o
 			return at, nil
 		}

@@ -34,6 +34,8 @@ type Config struct {
 	//     syntax error shows when it runs.
 	//   - PollChecker refuses POLL intervals the backend's scheduler cannot
 	//     keep (EventBridge's whole minutes); nil: every valid interval.
+	//   - Tracer records runs, steps and outbound requests as spans
+	//     (tracing.go); nil: tracing is off and costs nothing.
 	SecretCache CachedSecrets
 	//   - RateBuckets counts webhooksPerSecond and outboundPerMinute per
 	//     project across instances (the AWS backend); nil: in this
@@ -42,6 +44,7 @@ type Config struct {
 	Polls       PollStore
 	CodeChecker CodeChecker
 	PollChecker PollChecker
+	Tracer      Tracer
 	// Runtime runs flows; nil for tools that only administer (flowctl).
 	Runtime *RunRuntime
 	// OAuthApps and OAuth serve OAuth2 connections; nil: no
@@ -116,7 +119,7 @@ func NewService(cfg Config) (*Service, error) {
 			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth},
 		VariableService: variables,
 		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
-			flows: flows, projects: projects},
+			flows: flows, projects: projects, tracer: cfg.Tracer},
 		UserService: newUserService(b, cfg),
 	}
 	if cfg.Runtime != nil && cfg.Runtime.NewExecutor != nil {
@@ -125,7 +128,7 @@ func NewService(cfg Config) (*Service, error) {
 		s.RunService.exec = cfg.Runtime.NewExecutor(ExecEnv{
 			Credentials: s.ConnectionService, ConnectionNames: s.ConnectionService,
 			State: s.FlowService, Variables: s.VariableService,
-			Calls: s.RunService, Outbound: s.ProjectService,
+			Calls: s.RunService, Outbound: s.ProjectService, Tracer: cfg.Tracer,
 		})
 	}
 	return s, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -23,6 +24,7 @@ import (
 	"flowservice/pkg/s3payloads"
 	"flowservice/pkg/smsecrets"
 	"flowservice/pkg/sqsqueue"
+	"flowservice/pkg/tracing"
 )
 
 // App is what one cold start builds: SDK clients, adapters and the Service.
@@ -43,6 +45,9 @@ type App struct {
 	// Budget is what the management API cuts its answers to
 	// (LambdaBudget of Config.ResponseBudget).
 	Budget respbudget.Budget
+	// tracer exports spans; nil when tracing is off. Every invocation
+	// flushes it before it returns (flushTraces).
+	tracer *tracing.Tracer
 }
 
 // Parts are what only some functions have. Each is built by the package of
@@ -81,6 +86,13 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		"SECRET_PREFIX", cfg.SecretPrefix,
 		"QUEUE_URL", cfg.QueueURL, "PAYLOAD_BUCKET", cfg.PayloadBucket); err != nil {
 		return nil, err
+	}
+	tracer := cfg.Tracer
+	if tracer == nil {
+		var err error
+		if tracer, err = tracing.FromEnv(ctx, "flowservice-"+strings.TrimSuffix(p.Name, " function"), log); err != nil {
+			return nil, fmt.Errorf("awsapp: %w", err)
+		}
 	}
 	awsCfg = ClientConfig(awsCfg, cfg)
 	db := dynamodb.NewFromConfig(awsCfg)
@@ -138,7 +150,8 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		// People live in the keys table, which only the api function reads.
 		Users: store, Passwords: passwords.Hasher{},
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
-		OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivateNetworks)),
+		OAuth:  oauth.New(engine.GuardedTransport(cfg.AllowPrivateNetworks)),
+		Tracer: tracer.Port(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
@@ -148,7 +161,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}
 	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m, Alerts: alertSvc, alertsWritten: store.AlertsWritten,
-		Budget: LambdaBudget(cfg.responseBudget())}, nil
+		Budget: LambdaBudget(cfg.responseBudget()), tracer: tracer}, nil
 }
 
 // ClientConfig is awsCfg for the SDK clients of a function: with

@@ -28,6 +28,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/dynamostore"
+	"flowservice/pkg/tracing"
 )
 
 // Limits of a request's way through API Gateway to a function.
@@ -112,6 +113,10 @@ type Config struct {
 	// LogOutput receives the JSON log lines; default os.Stderr, which
 	// Lambda sends to CloudWatch Logs.
 	LogOutput io.Writer
+	// Tracer exports the function's spans (pkg/tracing); nil: New builds
+	// the one the OTEL_* variables ask for, none without an endpoint.
+	// flowd's aws backend hands its own, tests theirs.
+	Tracer *tracing.Tracer
 }
 
 // ConfigFrom reads the variables template.yaml sets, through getenv (main

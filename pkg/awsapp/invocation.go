@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -46,6 +47,7 @@ func (a *App) Proxy(function string, h http.Handler) ProxyHandler {
 	proxy := httpadapter.New(h).ProxyWithContext
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		resp, err := proxy(a.begin(ctx, function, ev.RequestContext.RequestID), ev)
+		a.flushTraces(ctx)
 		if err != nil {
 			return resp, err
 		}
@@ -108,7 +110,34 @@ func hasHeader(resp *events.APIGatewayProxyResponse, k string) bool {
 // SQS is the batch handler of a queue function.
 func (a *App) SQS(function string, h SQSHandler) SQSHandler {
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		return h(a.begin(ctx, function, ""), ev)
+		resp, err := h(a.begin(ctx, function, ""), ev)
+		a.flushTraces(ctx)
+		return resp, err
+	}
+}
+
+// TraceFlushTimeout bounds how long an invocation waits, before it
+// returns, for its spans to be exported: Lambda freezes the environment
+// once it returns, and a span still queued then would wait for the next
+// invocation, or be lost with the environment. Past the bound (an
+// unreachable collector) the invocation returns anyway; the spans stay
+// queued (pkg/tracing, docs/reliability.md).
+const TraceFlushTimeout = 2 * time.Second
+
+// flushTraces exports the spans the invocation ended, within
+// TraceFlushTimeout and what is left of the invocation's own time.
+func (a *App) flushTraces(ctx context.Context) {
+	if a.tracer == nil {
+		return
+	}
+	bound := TraceFlushTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		bound = min(bound, max(time.Until(dl)-100*time.Millisecond, 0))
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	defer cancel()
+	if err := a.tracer.Flush(fctx); err != nil {
+		a.Log.WarnContext(ctx, "traces not exported before the invocation returned", "err", err)
 	}
 }
 

@@ -22,8 +22,8 @@ import (
 // Config wires an Engine. Zero fields take the defaults below.
 type Config struct {
 	// Env is what runs read of the domain: credentials, connection names,
-	// flow state, variables, CALL_FLOW children and the outbound gate
-	// (NewService fills it). A nil field makes what needs it fail with a
+	// flow state, variables, CALL_FLOW children, the outbound gate and the
+	// tracer (NewService fills it). A nil field makes what needs it fail with a
 	// clear step error, as in tests that need no more.
 	Env automation.ExecEnv
 	// AllowPrivateNetworks lets HTTP steps reach loopback, private and
@@ -69,14 +69,18 @@ const (
 
 // Engine executes runs. It is safe for concurrent use.
 type Engine struct {
-	creds       automation.Credentials
-	names       automation.ConnectionNames
-	code        automation.CodeRunner
-	state       automation.FlowStates
-	vars        automation.VariableLoader
-	calls       automation.Calls
-	checker     Checker
-	transport   *http.Transport
+	creds     automation.Credentials
+	names     automation.ConnectionNames
+	code      automation.CodeRunner
+	state     automation.FlowStates
+	vars      automation.VariableLoader
+	calls     automation.Calls
+	checker   Checker
+	transport *http.Transport
+	// sender is transport as HTTP steps send through it: traced when
+	// tracing is on (TraceTransport), transport itself otherwise.
+	sender      http.RoundTripper
+	tracer      automation.Tracer // nil: tracing is off
 	timeout     time.Duration
 	maxResponse int64
 	maxOutput   int64
@@ -91,7 +95,7 @@ type Engine struct {
 func New(cfg Config) *Engine {
 	e := &Engine{
 		creds: cfg.Env.Credentials, names: cfg.Env.ConnectionNames, state: cfg.Env.State, vars: cfg.Env.Variables,
-		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, code: cfg.Code,
+		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, tracer: cfg.Env.Tracer, code: cfg.Code,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}
@@ -123,6 +127,7 @@ func New(cfg Config) *Engine {
 	e.transport.ExpectContinueTimeout = time.Second
 	e.transport.ResponseHeaderTimeout = MaxHTTPTimeout
 	e.transport.MaxResponseHeaderBytes = MaxResponseHeaderBytes
+	e.sender = TraceTransport(e.tracer, e.transport)
 	return e
 }
 

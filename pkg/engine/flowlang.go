@@ -163,11 +163,13 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 				return end
 			}
 		}
-		out, err, inner := x.run1(ctx, s, sr, iter)
+		sctx, endSpan := x.startStep(ctx, s)
+		out, err, inner := x.run1(sctx, s, sr, iter)
 		if inner.wait != nil && err == nil {
 			// A WAIT or a waiting CALL_FLOW inside (a SWITCH's branch) paused
 			// the run: the container stays unfinished, so that the attempt
 			// that resumes the run enters it again, in the case it chose.
+			x.endStep(endSpan, sr)
 			inner.last = end.last
 			return inner
 		}
@@ -185,6 +187,7 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			x.steps[s.Name] = out
 			end.last = raw
 		}
+		x.endStep(endSpan, sr)
 		if errors.Is(err, errFiltered) {
 			end.filtered = s.Name
 			return end

@@ -62,7 +62,7 @@ func (x *execution) exchange(ctx context.Context, s automation.Step, cred creden
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req = req.WithContext(rctx)
-	client := &http.Client{Transport: x.e.transport, CheckRedirect: cred.redirectPolicy(req.URL.Host)}
+	client := &http.Client{Transport: x.e.sender, CheckRedirect: cred.redirectPolicy(req.URL.Host)}
 
 	resp, err := client.Do(req)
 	if err != nil {

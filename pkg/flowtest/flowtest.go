@@ -51,6 +51,8 @@ type Options struct {
 	// loopback.
 	OAuth automation.OAuthClient
 	Log   *slog.Logger
+	// Tracer records runs as spans (automation.Config.Tracer); nil: off.
+	Tracer automation.Tracer
 	// Dir is the data directory to build on, for a test that reopens one
 	// (read-only, say); the caller closes it. nil: a fresh one in
 	// t.TempDir(), closed when the test ends.
@@ -125,7 +127,7 @@ func New(t testing.TB, opts Options) *Env {
 		OAuthApps: dir.Store, OAuth: opts.OAuth,
 		Users: dir.Store, Passwords: TestPasswords,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
-		Clock: opts.Clock, Log: opts.Log,
+		Clock: opts.Clock, Log: opts.Log, Tracer: opts.Tracer,
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			Finished: finished, PureBudget: opts.PureBudget,

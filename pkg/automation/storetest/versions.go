@@ -192,9 +192,10 @@ func testFlowDraft(t *testing.T, s automation.Store) {
 }
 
 // testRunPinned: a run's flowVersion, and a test run's draft flag and
-// definition (large enough to leave a run item that holds the rest), are
-// kept through its claim, journal, release and finish; summaries and
-// public views leave the definition out.
+// definition (large enough to leave a run item that holds the rest) and
+// its caller's trace context (Run.Trace), are kept through its claim,
+// journal, release and finish; summaries and public views leave the
+// definition and the trace context out.
 func testRunPinned(t *testing.T, env RunEnv) {
 	ctx := context.Background()
 	f := runFixture(t, env)
@@ -209,6 +210,8 @@ func testRunPinned(t *testing.T, env RunEnv) {
 	def.Steps = append(def.Steps, automation.Step{Name: "large", Type: automation.StepSet,
 		Values: json.RawMessage(`{"v": "` + strings.Repeat("d", 64<<10) + `"}`)})
 	draft.Draft, draft.DraftDefinition = true, &def
+	trace := automation.RunTrace{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "vendor=a1"}
+	draft.Trace = &trace
 	must(t, "create draft run", env.Create(ctx, draft))
 	wantSame(t, "draft run", getRun(t, env, draft), draft)
 
@@ -229,18 +232,21 @@ func testRunPinned(t *testing.T, env RunEnv) {
 		t.Fatalf("finished draft run lost its definition: draft %v, definition %v", got.Draft, got.DraftDefinition != nil)
 	}
 	wantSame(t, "finished draft run's definition", *got.DraftDefinition, def)
+	if got.Trace == nil || *got.Trace != trace {
+		t.Fatalf("finished draft run's trace context = %+v, want %+v", got.Trace, trace)
+	}
 	page, err := env.Runs.ListRuns(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
 	must(t, "ListRuns", err)
 	for _, r := range page.Items {
-		if r.DraftDefinition != nil {
-			t.Errorf("run %s: a summary holds the draft definition", r.ID)
+		if r.DraftDefinition != nil || r.Trace != nil {
+			t.Errorf("run %s: a summary holds the draft definition or the trace context", r.ID)
 		}
 	}
 	js, err := env.Runs.ListRunsJSON(ctx, f.Project, f.ID, automation.ListQuery{Limit: 10})
 	must(t, "ListRunsJSON", err)
 	for _, raw := range js.Items {
-		if strings.Contains(string(raw), "draftDefinition") {
-			t.Errorf("a summary's JSON holds the draft definition: %.200s", raw)
+		if strings.Contains(string(raw), "draftDefinition") || strings.Contains(string(raw), `"trace"`) {
+			t.Errorf("a summary's JSON holds the draft definition or the trace context: %.200s", raw)
 		}
 	}
 }
