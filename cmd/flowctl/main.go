@@ -91,7 +91,8 @@ this machine only).`,
 	root.PersistentFlags().StringVar(&c.apiKey, "api-key", "", "API key for --url (default $FLOWCTL_API_KEY, else <data-dir>/initial-api-key when --url is this machine)")
 	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd(), c.auditCmd(),
 		c.exportCmd(), c.applyCmd(), c.variablesCmd(),
-		c.subscriptionsCmd()) // subscriptions.go
+		c.subscriptionsCmd(), // subscriptions.go
+		c.migrateCmd())       // migrate.go
 	return root
 }
 
