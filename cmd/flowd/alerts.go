@@ -8,8 +8,19 @@ import (
 	"flowservice/pkg/alerts"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/engine"
-	"flowservice/pkg/sqlitestore"
 )
+
+// alertStore is the alert outbox of a flowd store (sqlitestore's and
+// pgstore's): the alerts.Service's store, and what flowd's background work
+// asks of it.
+type alertStore interface {
+	alerts.Store
+	alerts.FlowReader
+	// AlertsWritten is signalled when this process writes an event.
+	AlertsWritten() <-chan struct{}
+	ReleaseAlertClaims(ctx context.Context) (int, error)
+	PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error)
+}
 
 // alertsPoll is how often the sender looks for due retries when no event
 // woke it.
@@ -20,7 +31,7 @@ const alertsPoll = time.Second
 // sends them as HTTP steps do (engine.UserAgent of engineURL), and count
 // in the project's outboundPerMinute bucket, the one the engine's steps
 // take from (outbound: the automation.Service).
-func newAlerts(store *sqlitestore.Store, allowPrivate bool, engineURL string, outbound automation.OutboundGate, log *slog.Logger) (*alerts.Service, error) {
+func newAlerts(store alertStore, allowPrivate bool, engineURL string, outbound automation.OutboundGate, log *slog.Logger) (*alerts.Service, error) {
 	return alerts.NewService(alerts.Config{
 		Store: store, Flows: store, Log: log, UserAgent: engine.UserAgent(engineURL), Outbound: outbound,
 		Client: alerts.NewClient(engine.GuardedTransport(allowPrivate)),
@@ -32,7 +43,7 @@ func newAlerts(store *sqlitestore.Store, allowPrivate bool, engineURL string, ou
 // every claim is a dead process's (one flowd holds the data directory), so
 // those deliveries are made again: at least once, with the same
 // webhook-id.
-func sendAlerts(ctx context.Context, svc *alerts.Service, store *sqlitestore.Store, log *slog.Logger) {
+func sendAlerts(ctx context.Context, svc *alerts.Service, store alertStore, log *slog.Logger) {
 	if n, err := store.ReleaseAlertClaims(ctx); err != nil {
 		log.Error("release alert claims", "err", err)
 	} else if n > 0 {
@@ -49,7 +60,7 @@ func sendAlerts(ctx context.Context, svc *alerts.Service, store *sqlitestore.Sto
 
 // purgeDeliveries deletes deliveries past alerts.Retention every hour
 // until ctx ends.
-func purgeDeliveries(ctx context.Context, store *sqlitestore.Store, log *slog.Logger) {
+func purgeDeliveries(ctx context.Context, store alertStore, log *slog.Logger) {
 	purge := time.NewTicker(time.Hour)
 	defer purge.Stop()
 	for {

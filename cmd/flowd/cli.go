@@ -35,7 +35,13 @@ Configuration is environment variables (defaults in brackets; docs/operations.md
                         memory.limit_in_bytes, RLIMIT_AS (ulimit -v), the machine's RAM
   FLOWD_CODE_SANDBOX    run CODE steps in sandboxed child processes; false turns them off [true]
   FLOWD_PPROF_ADDR      loopback address for Go's /debug/pprof/ [off]
-  FLOWD_BACKEND         embedded, or aws (DynamoDB, SQS, Secrets Manager; AWS_ENDPOINT_URL honoured) [embedded]
+  FLOWD_BACKEND         embedded (SQLite), postgres (nodes on one PostgreSQL), or aws (DynamoDB, SQS,
+                        Secrets Manager; AWS_ENDPOINT_URL honoured) [embedded]
+  FLOWD_DATABASE_URL    with postgres: postgres://user:password@host:5432/database [required]
+  FLOWD_SECRET_KEY      with postgres: 32 random bytes in base64, the same on every node; seals
+                        credentials (make one: head -c 32 /dev/urandom | base64) [required]
+  FLOWD_DUTY_LEASE      with postgres: how long a node holds cron, POLL, alert and retention duties
+                        without renewing (renewed every quarter of it) [20s]
   FLOWD_AWS_PROVISION   with the aws backend, create its resources first [false]
   FLOWD_AWS_PREFIX      the prefix of the resources FLOWD_AWS_PROVISION creates [flowd]
   OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)   OpenTelemetry traces

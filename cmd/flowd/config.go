@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,6 +13,8 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/dashboard"
+	"flowservice/pkg/pgstore"
+	"flowservice/pkg/sealedsecrets"
 )
 
 // config is flowd's configuration, read from FLOWD_* environment variables
@@ -23,7 +26,10 @@ type config struct {
 	EngineURL      string // public base of the flow builder receiver
 	WorkflowURL    string // public base of the workflow builder receiver
 	DataDir        string
-	Backend        string // embedded or aws
+	Backend        string        // embedded, postgres or aws
+	DatabaseURL    string        // postgres: FLOWD_DATABASE_URL
+	SecretKey      []byte        // postgres: FLOWD_SECRET_KEY, decoded (sealedsecrets.KeySize bytes)
+	DutyLease      time.Duration // postgres: how long a node holds a cluster duty (FLOWD_DUTY_LEASE)
 	Workers        int
 	TrustedProxies []netip.Prefix
 	// OIDC is the dashboard's OpenID Connect sign-in; nil unless
@@ -67,8 +73,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.EngineURL = or(getenv("FLOWD_ENGINE_URL"), "http://"+or(c.EngineAddr, c.Addr))
 	c.WorkflowURL = or(getenv("FLOWD_WORKFLOW_URL"), "http://"+or(c.WorkflowAddr, c.Addr))
-	if c.Backend != "embedded" && c.Backend != "aws" {
-		return c, fmt.Errorf("FLOWD_BACKEND=%q: allowed values are embedded, aws", c.Backend)
+	switch c.Backend {
+	case "embedded", "aws":
+	case "postgres":
+		if err := c.loadPostgres(getenv); err != nil {
+			return c, err
+		}
+	default:
+		return c, fmt.Errorf("FLOWD_BACKEND=%q: allowed values are embedded, postgres, aws", c.Backend)
 	}
 	workers, err := strconv.Atoi(or(getenv("FLOWD_WORKERS"), "64"))
 	if err != nil || workers < 1 || workers > 256 {
@@ -162,6 +174,36 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	c.DataDir = filepath.Clean(c.DataDir)
 	return c, nil
+}
+
+// secretKeyHelp says how to make a FLOWD_SECRET_KEY.
+const secretKeyHelp = "want 32 random bytes in standard base64, the same on every node (make one with: head -c 32 /dev/urandom | base64)"
+
+// loadPostgres reads the settings of flowd nodes on PostgreSQL. Neither the
+// URL (it may hold a password) nor the key is ever echoed in an error.
+func (c *config) loadPostgres(getenv func(string) string) error {
+	c.DatabaseURL = getenv("FLOWD_DATABASE_URL")
+	if c.DatabaseURL == "" {
+		return fmt.Errorf("FLOWD_BACKEND=postgres needs FLOWD_DATABASE_URL (postgres://user:password@host:5432/database)")
+	}
+	v := strings.TrimSpace(getenv("FLOWD_SECRET_KEY"))
+	if v == "" {
+		return fmt.Errorf("FLOWD_BACKEND=postgres needs FLOWD_SECRET_KEY: %s", secretKeyHelp)
+	}
+	key, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(key) != sealedsecrets.KeySize {
+		return fmt.Errorf("FLOWD_SECRET_KEY: %s", secretKeyHelp)
+	}
+	c.SecretKey = key
+	// A shorter lease makes takeover faster and costs a write per node
+	// every quarter of it.
+	if c.DutyLease, err = duration(getenv, "FLOWD_DUTY_LEASE", pgstore.DutyLease); err != nil {
+		return err
+	}
+	if c.DutyLease < time.Second || c.DutyLease > 5*time.Minute {
+		return fmt.Errorf("FLOWD_DUTY_LEASE=%q: want a duration from 1s to 5m", getenv("FLOWD_DUTY_LEASE"))
+	}
+	return nil
 }
 
 // duration reads a Go duration such as 90s or 720h, positive.

@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"flowservice/internal/testwait"
+	"flowservice/pkg/pgstore/pgtest"
 )
 
 // The binaries the process tests start, built once.
@@ -28,7 +30,9 @@ func TestMain(m *testing.M) {
 	}
 	flowdBin, flowctlBin = filepath.Join(dir, "flowd"), filepath.Join(dir, "flowctl")
 	for bin, pkg := range map[string]string{flowdBin: ".", flowctlBin: "../flowctl"} {
-		build := exec.Command("go", "build", "-o", bin, pkg)
+		// The flowdtest tag adds the hooks of hooks_flowdtest.go, which
+		// change nothing unless their FLOWD_TEST_ settings are given.
+		build := exec.Command("go", "build", "-tags", "flowdtest", "-o", bin, pkg)
 		build.Stderr = os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build", pkg, err)
@@ -36,6 +40,13 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	// The PostgreSQL cluster of the tests of nodes on it, if one started.
+	if err := pgtest.StopShared(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -45,8 +56,8 @@ type proc struct {
 	cmd    *exec.Cmd
 	base   string // http://127.0.0.1:port
 	dir    string // FLOWD_DATA_DIR
-	stdout *bytes.Buffer
-	stderr *bytes.Buffer
+	stdout *syncBuffer
+	stderr *syncBuffer
 	exited <-chan struct{} // closed once the process has exited and been waited for
 }
 
@@ -62,7 +73,7 @@ func startFlowd(t testing.TB, dataDir string, env ...string) *proc {
 func startFlowdCmd(t testing.TB, cmd *exec.Cmd, dataDir string, env ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
-	p := &proc{base: "http://" + addr, dir: dataDir, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	p := &proc{base: "http://" + addr, dir: dataDir, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	p.cmd = cmd
 	p.cmd.Env = append(os.Environ(), "FLOWD_ADDR="+addr, "FLOWD_DATA_DIR="+dataDir)
 	p.cmd.Env = append(p.cmd.Env, env...)
@@ -88,6 +99,25 @@ func startFlowdCmd(t testing.TB, cmd *exec.Cmd, dataDir string, env ...string) *
 		return false
 	})
 	return p
+}
+
+// syncBuffer is a bytes.Buffer that a test may read while the process
+// writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // stop sends SIGTERM and waits for a graceful exit.

@@ -117,6 +117,8 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		}
 		defer unlock()
 		b, err = openAWS(ctx, cfg, code, tracer, getenv, log, stderr)
+	} else if cfg.Backend == "postgres" {
+		b, err = openPostgres(ctx, cfg, code, tracer, log, m)
 	} else {
 		b, err = openEmbedded(ctx, cfg, code, tracer, log, m)
 	}
@@ -124,7 +126,13 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		return err
 	}
 	defer b.close()
-	if err := bootstrap(ctx, b.svc, cfg.DataDir, stdout); err != nil {
+	if err := bootstrap(ctx, b.svc, cfg.DataDir, stdout); err != nil && cfg.Backend == "postgres" {
+		// Nodes starting together on an empty database race to create the
+		// first project; the one that lost finds it made.
+		if err = bootstrap(ctx, b.svc, cfg.DataDir, stdout); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 
@@ -225,33 +233,76 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, t
 		log.Info("resuming runs left by a previous process", "count", n)
 	}
 
-	m.WatchQueue(func(ctx context.Context) (metrics.QueueStats, error) {
-		st, err := dir.Store.QueueState(ctx)
-		if err != nil {
-			return metrics.QueueStats{}, err
-		}
-		out := metrics.QueueStats{Depth: st.Depth, Parked: st.Parked}
-		if !st.OldestDue.IsZero() {
-			out.OldestAge = max(0, time.Since(st.OldestDue))
-		}
-		return out, nil
+	return wireNode(ctx, cfg, code, tracer, log, m, node{
+		store: dir.Store, users: dir.Store, secrets: dir.Secrets, cursorKey: dir.CursorKey, close: closeAll,
+		queue: func(ctx context.Context) (metrics.QueueStats, error) {
+			st, err := dir.Store.QueueState(ctx)
+			return queueStats(st.Depth, st.Parked, st.OldestDue), err
+		},
 	})
+}
+
+// queueStats is the metrics' view of a store's queue state.
+func queueStats(depth, parked int, oldestDue time.Time) metrics.QueueStats {
+	out := metrics.QueueStats{Depth: depth, Parked: parked}
+	if !oldestDue.IsZero() {
+		out.OldestAge = max(0, time.Since(oldestDue))
+	}
+	return out
+}
+
+// nodeStore is what a flowd process runs on: sqlitestore's Store (one
+// process on a data directory) and pgstore's (nodes on one database).
+type nodeStore interface {
+	automation.Store
+	automation.WorkQueue
+	automation.RunStore
+	automation.RunQueue
+	automation.InlineQueue
+	automation.FinishedRuns
+	automation.SlotWaker
+	automation.PollStore
+	automation.OAuthAppStore
+	alertStore
+	Ping(ctx context.Context) error
+}
+
+// node is a store and what goes with it, for wireNode.
+type node struct {
+	store     nodeStore
+	users     automation.UserStore // nil: people cannot sign in (API keys only)
+	secrets   automation.Secrets
+	cursorKey []byte
+	queue     func(context.Context) (metrics.QueueStats, error)
+	close     func()
+	// cluster is set on nodes that share their database: the duties are
+	// held through its leases, and runs are announced through its
+	// listener. nil: this process is alone and does every duty.
+	cluster *cluster
+}
+
+// wireNode builds the Service over n's store with the worker pool, the
+// scheduler and the alert sender, the same on every backend flowd runs
+// runs for itself.
+func wireNode(ctx context.Context, cfg config, code automation.CodeRunner, tracer *tracing.Tracer, log *slog.Logger, m *metrics.Metrics, n node) (*backend, error) {
+	m.WatchQueue(n.queue)
 	// Built in the order they need each other: the pool's queue and the
 	// scheduler exist before the Service that takes them, and are started
 	// with it (pool.Run, sched.Start).
-	pool := runworker.New(dir.Store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log, MaxBytes: runBytes(cfg.Memory.Budget)})
+	pool := runworker.New(n.store, runworker.Config{Workers: cfg.Workers, Policy: cfg.RunPolicy, Log: log, MaxBytes: runBytes(cfg.Memory.Budget)})
 	sched := cronscheduler.New(log)
+	testHooks(sched)
 	svc, err := automation.NewService(automation.Config{
-		Store: dir.Store, Secrets: dir.Secrets, Polls: dir.Store, CursorKey: dir.CursorKey,
+		Store: n.store, Secrets: n.secrets, Polls: n.store, CursorKey: n.cursorKey,
 		Checker: engine.Checker{}, CodeChecker: jscode.Checker{},
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
-		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
+		OAuthApps: n.store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
-		Users: dir.Store, Passwords: passwords.Hasher{},
+		Users: n.users, Passwords: passwords.Hasher{},
 		Tracer: tracer.Port(),
 		Runtime: &automation.RunRuntime{
-			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Inline: dir.Store, Policy: cfg.RunPolicy,
-			Finished: m.FinishedRuns(dir.Store), SlotWaker: pool.Waking(dir.Store),
+			Runs: m.RunStore(n.store), Queue: m.RunQueue(pool.Notifying(n.store)), Inline: n.store, Policy: cfg.RunPolicy,
+			Finished: m.FinishedRuns(n.store), SlotWaker: pool.Waking(n.store),
 			// The store makes a caller due in the write that finishes its
 			// child; the pool's waker only has an idle worker take it now.
 			Waker: pool.Waker(),
@@ -262,12 +313,12 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, t
 		},
 	})
 	if err != nil {
-		closeAll()
+		n.close()
 		return nil, err
 	}
 	scheduled, err := svc.ScheduledFlows(ctx)
 	if err != nil {
-		closeAll()
+		n.close()
 		return nil, err
 	}
 	if err := sched.Load(ctx, scheduled); err != nil {
@@ -275,27 +326,81 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, t
 		// from running.
 		log.Error("load schedules", "err", err)
 	}
-	alertSvc, err := newAlerts(dir.Store, cfg.AllowPrivate, cfg.EngineURL, svc, log)
+	alertSvc, err := newAlerts(n.store, cfg.AllowPrivate, cfg.EngineURL, svc, log)
 	if err != nil {
-		closeAll()
+		n.close()
 		return nil, err
 	}
-	return &backend{
-		svc: svc, ping: dir.Store.Ping, alerts: alertSvc,
-		sessionKey: dir.CursorKey, // the dashboard derives its own keys from it
-		start: func(ctx context.Context, wg *sync.WaitGroup) {
-			wg.Go(func() { pool.Run(ctx, svc) })
-			wg.Go(func() { purgeLoop(ctx, svc, log) })
-			wg.Go(func() { sendAlerts(ctx, alertSvc, dir.Store, log) })
-			sched.Start(svc)
-		},
+	b := &backend{
+		svc: svc, ping: n.store.Ping, alerts: alertSvc,
+		sessionKey: n.cursorKey, // the dashboard derives its own keys from it
 		stop: func(ctx context.Context) {
 			if err := sched.Stop(ctx); err != nil {
 				log.Warn("stop scheduler", "err", err)
 			}
 		},
-		close: closeAll,
-	}, nil
+		close: n.close,
+	}
+	if n.cluster == nil {
+		b.start = func(ctx context.Context, wg *sync.WaitGroup) {
+			wg.Go(func() { pool.Run(ctx, svc) })
+			wg.Go(func() { purgeLoop(ctx, svc, log) })
+			wg.Go(func() { sendAlerts(ctx, alertSvc, n.store, log) })
+			sched.Start(svc)
+		}
+		return b, nil
+	}
+	c := n.cluster
+	sched.Gate(c.duties[dutyCron].Held)
+	b.start = func(ctx context.Context, wg *sync.WaitGroup) {
+		wg.Go(func() { pool.Run(ctx, svc) })
+		// A run enqueued on another node wakes an idle worker here.
+		c.listen(ctx, pool.Notify)
+		for _, d := range c.duties {
+			wg.Go(func() { d.keep(ctx) })
+		}
+		wg.Go(func() {
+			c.duties[dutySweep].while(ctx, func(ctx context.Context) {
+				go purgeDeliveries(ctx, n.store, log)
+				purgeLoop(ctx, svc, log)
+			})
+		})
+		// Claims of deliveries run out by themselves: another node's may
+		// be under way, so none is released here.
+		wg.Go(func() {
+			c.duties[dutyAlerts].while(ctx, func(ctx context.Context) { alertSvc.Run(ctx, n.store.AlertsWritten(), alertsPoll) })
+		})
+		wg.Go(func() { reloadSchedules(ctx, svc, sched, c.duties[dutyCron].renewEvery(), log) })
+		sched.Start(svc)
+	}
+	return b, nil
+}
+
+// reloadSchedules reads the schedule set every period until ctx ends: a
+// flow saved on another node changed only that node's scheduler, and the
+// holder of the cron duty must fire it.
+func reloadSchedules(ctx context.Context, svc *automation.Service, sched *cronscheduler.Scheduler, period time.Duration, log *slog.Logger) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		flows, err := svc.ScheduledFlows(ctx)
+		if err == nil {
+			err = sched.Reconcile(ctx, flows)
+		}
+		// The same failure every period is logged once.
+		if msg := fmt.Sprint(err); err != nil && msg != last && ctx.Err() == nil {
+			log.Error("reload schedules", "err", err)
+			last = msg
+		} else if err == nil {
+			last = ""
+		}
+	}
 }
 
 // purgeLoop deletes runs past their retention once soon after start and

@@ -48,6 +48,10 @@ type Scheduler struct {
 	// now is the clock firings are named by; the runner itself keeps
 	// time.Now.
 	now func() time.Time
+	// gate, when set, is asked before every firing: a node that does not
+	// hold the cluster's cron duty keeps its entries but fires none, so
+	// that it can take the duty over at once (Gate).
+	gate func() bool
 
 	// ctx is the context of firings; cancel aborts them when Stop gives up
 	// waiting.
@@ -112,6 +116,43 @@ func (s *Scheduler) Load(ctx context.Context, flows []automation.Flow) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Gate makes every firing first ask held, and fire only when it answers
+// true: flowd nodes on one database all keep the schedules, and only the
+// holder of the cron duty fires them. Call it before Start.
+func (s *Scheduler) Gate(held func() bool) { s.gate = held }
+
+// UseParser replaces cronspec.Parse for the schedules synced after it:
+// the whole-process tests of a flowd built with the flowdtest tag fire
+// schedules every second. Call it before Load.
+func (s *Scheduler) UseParser(parse func(spec, timezone string) (cron.Schedule, *time.Location, error)) {
+	s.parse = parse
+}
+
+// Reconcile makes the schedules those of flows exactly: it syncs each and
+// removes the entries of flows not among them. flowd nodes on one database
+// call it periodically with Service.ScheduledFlows, since a flow saved on
+// another node changed only that node's scheduler. An unchanged schedule
+// keeps its entry (SyncSchedule), so a reload neither skips nor repeats a
+// firing.
+func (s *Scheduler) Reconcile(ctx context.Context, flows []automation.Flow) error {
+	keep := make(map[key]bool, len(flows))
+	for _, f := range flows {
+		keep[key{f.Project, f.ID}] = true
+	}
+	s.mu.Lock()
+	var gone []key
+	for k := range s.entries {
+		if !keep[k] {
+			gone = append(gone, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, k := range gone {
+		s.remove(k)
+	}
+	return s.Load(ctx, flows)
 }
 
 // Start begins firing schedules, starting their runs through start (the
@@ -245,6 +286,9 @@ func latest(sched cron.Schedule, from, now time.Time) time.Time {
 // fire starts the run of e's firing due at t. Failures are logged: the next
 // firing is another chance, and a cron has nobody to return them to.
 func (s *Scheduler) fire(e *entry, t time.Time) {
+	if s.gate != nil && !s.gate() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, fireTimeout)
 	defer cancel()
 	firedAt := t.UTC()

@@ -54,7 +54,7 @@ func Open(ctx context.Context, path string, opts ...sqlitestore.Option) (*Dir, e
 		store.Close()
 		return nil, fmt.Errorf("datadir: %w", err)
 	}
-	return &Dir{Path: path, Store: store, Secrets: secrets, CursorKey: derive(key, "flowd cursor key v1")}, nil
+	return &Dir{Path: path, Store: store, Secrets: secrets, CursorKey: CursorKey(key)}, nil
 }
 
 // LockFile is held by the one flowd process that runs flows on a directory.
@@ -87,6 +87,11 @@ func Lock(path string) (unlock func(), err error) {
 
 // Close closes the store.
 func (d *Dir) Close() error { return d.Store.Close() }
+
+// CursorKey is the key that authenticates page cursors and signs dashboard
+// sessions, derived from the secrets key: flowd nodes on PostgreSQL derive
+// it from FLOWD_SECRET_KEY the same way.
+func CursorKey(secretsKey []byte) []byte { return derive(secretsKey, "flowd cursor key v1") }
 
 // derive gives each use of the directory key its own key, so that a cursor
 // MAC can never be turned against the secrets' encryption.

@@ -232,15 +232,22 @@ var (
 // if any: call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
-	if shared != nil {
-		if err := shared.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			if code == 0 {
-				code = 1
-			}
+	if err := StopShared(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// StopShared stops the test binary's cluster if a test started it: for a
+// TestMain that has more to clean up than Main does.
+func StopShared() error {
+	if shared == nil {
+		return nil
+	}
+	return shared.Stop()
 }
 
 // Shared returns the test binary's cluster, starting it on first use. A

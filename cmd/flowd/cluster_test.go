@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"flowservice/internal/testwait"
+	"flowservice/pkg/pgstore/pgtest"
+)
+
+// clusterEnv is the environment of a flowd node on the database at url:
+// a 2 s duty lease (renewed every 500 ms) so that a takeover is seen in
+// seconds, runs leased for 15 s, and SCHEDULE flows firing every second (FLOWD_TEST_TICK, a hook
+// of the flowdtest build).
+func clusterEnv(url, secret string) []string {
+	return []string{"FLOWD_BACKEND=postgres", "FLOWD_DATABASE_URL=" + url, "FLOWD_SECRET_KEY=" + secret,
+		"FLOWD_DUTY_LEASE=2s", "FLOWD_TEST_TICK=1s", "FLOWD_ALLOW_PRIVATE_NETWORKS=true",
+		"FLOWD_WORKERS=4", "FLOWD_CODE_SANDBOX=false", "FLOWD_LOG_LEVEL=debug",
+		// A run that A was executing when killed is taken up by B when its
+		// lease (the timeout and 5 s) runs out.
+		"FLOWD_RUN_TIMEOUT=10s"}
+}
+
+func newSecretKey(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// logged counts the log lines of p with message msg and, when attr is
+// given, that attribute ("duty":"cron").
+func logged(p *proc, msg, attr string) int {
+	n := 0
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		if strings.Contains(line, `"msg":"`+msg+`"`) && strings.Contains(line, attr) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPostgresNodes runs two flowd processes on one PostgreSQL database:
+// a flow made on one is served by the other at once and its runs are read
+// from either; a SCHEDULE flow fires once per tick, from the node holding
+// the cron duty only; a node with another FLOWD_SECRET_KEY refuses to
+// start; after kill -9 of the holder the other takes every duty over and
+// serves alone.
+func TestPostgresNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flowd processes on a PostgreSQL cluster")
+	}
+	url, secret := pgtest.URL(t), newSecretKey(t)
+	var mu sync.Mutex
+	calls := map[string]int{} // by run ID
+	ext := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Run string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		calls[body.Run]++
+		mu.Unlock()
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	defer ext.Close()
+	callsOf := func(run string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[run]
+	}
+
+	env := clusterEnv(url, secret)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	a := startFlowd(t, dirA, env...)
+	key := initialKey(t, dirA) // the first node made the project
+	testwait.Event(t, "node A to take the cron duty", func() bool { return logged(a, "cluster duty taken", `"duty":"cron"`) > 0 })
+	b := startFlowd(t, dirB, env...)
+	if strings.Contains(b.stdout.String(), "fsk_") {
+		t.Errorf("node B made another project and key:\n%s", b.stdout)
+	}
+
+	// Another key is refused, naming the setting and never showing a key.
+	other := newSecretKey(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+	defer cancel()
+	bad := exec.CommandContext(ctx, flowdBin)
+	bad.Env = append(append(bad.Environ(), clusterEnv(url, other)...), "FLOWD_ADDR="+freeAddr(t), "FLOWD_DATA_DIR="+filepath.Join(t.TempDir(), "c"))
+	var badErr bytes.Buffer
+	bad.Stderr = &badErr
+	if err := bad.Run(); err == nil || !strings.Contains(badErr.String(), "FLOWD_SECRET_KEY") || strings.Contains(badErr.String(), other) || strings.Contains(badErr.String(), secret) {
+		t.Errorf("a node with another FLOWD_SECRET_KEY: err %v, stderr:\n%s", err, badErr.String())
+	}
+
+	// A webhook flow made and enabled on A is served by B at once.
+	var hook struct{ ID string }
+	api(t, a, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "hook", "engine": "FLOW_BUILDER",
+		"steps": [{"name": "call", "type": "HTTP", "method": "POST", "url": %q, "body": {"run": "{{ run.id }}"}}]}`, ext.URL), 201, &hook)
+	api(t, a, key, "POST", "/api/v1/flows/"+hook.ID+"/enable", "", 200, nil)
+	deliver := func(p *proc) string {
+		t.Helper()
+		resp, err := http.Post(p.base+"/api/v1/webhooks/"+hook.ID, "application/json", strings.NewReader(`{"n":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct{ RunID string }
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 || got.RunID == "" {
+			t.Fatalf("webhook on %s = %d (%v), run %q", p.base, resp.StatusCode, err, got.RunID)
+		}
+		return got.RunID
+	}
+	finished := func(reader *proc, flow, run string) {
+		t.Helper()
+		var r struct{ Status, Error string }
+		testwait.Event(t, "run "+run+" to succeed, read from "+reader.base, func() bool {
+			api(t, reader, key, "GET", "/api/v1/flows/"+flow+"/runs/"+run, "", 200, &r)
+			return r.Status != "RUNNING"
+		})
+		if r.Status != "SUCCEEDED" || callsOf(run) != 1 {
+			t.Fatalf("run %s: %s %q with %d calls, want SUCCEEDED with 1", run, r.Status, r.Error, callsOf(run))
+		}
+	}
+	finished(a, hook.ID, deliver(b))
+	finished(b, hook.ID, deliver(a))
+
+	// A SCHEDULE flow made on B, which does not hold the cron duty: A
+	// loads it at its next reload and fires it, once per tick.
+	var sched struct{ ID string }
+	api(t, b, key, "POST", "/api/v1/flows", fmt.Sprintf(`{"name": "tick", "engine": "FLOW_BUILDER",
+		"trigger": {"type": "SCHEDULE", "schedule": {"cron": "* * * * *"}},
+		"steps": [{"name": "call", "type": "HTTP", "method": "POST", "url": %q, "body": {"run": "{{ run.id }}"}}]}`, ext.URL), 201, &sched)
+	api(t, b, key, "POST", "/api/v1/flows/"+sched.ID+"/enable", "", 200, nil)
+	type summary struct{ ID, Status string }
+	runsOf := func(p *proc) []summary {
+		t.Helper()
+		var page struct{ Data []summary }
+		api(t, p, key, "GET", "/api/v1/flows/"+sched.ID+"/runs?limit=100", "", 200, &page)
+		return page.Data
+	}
+	testwait.Event(t, "three scheduled runs", func() bool { return len(runsOf(b)) >= 3 })
+	if n := logged(b, "scheduled run started", ""); n != 0 {
+		t.Errorf("node B, not holding the cron duty, fired %d times", n)
+	}
+	if n := logged(a, "scheduled run started", ""); n < 3 {
+		t.Errorf("node A fired %d times, want at least 3", n)
+	}
+
+	// kill -9 of A: B takes every duty within the lease (2 s here, 20 s by
+	// default), fires the schedule and serves webhooks alone.
+	before := len(runsOf(b))
+	killed := time.Now()
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-a.exited
+	byA := map[string]bool{}
+	for _, r := range runsOf(b) {
+		byA[r.ID] = true
+	}
+	for _, d := range []string{"cron", "alerts", "sweep"} {
+		testwait.Event(t, "node B to take the "+d+" duty", func() bool { return logged(b, "cluster duty taken", `"duty":"`+d+`"`) > 0 })
+	}
+	// Loose on a loaded machine: the promise is 30 s for a 20 s lease.
+	if took := time.Since(killed); took > 30*time.Second {
+		t.Errorf("node B took the duties %s after the kill, want within 30s", took)
+	}
+	testwait.Event(t, "two more scheduled runs, fired by B", func() bool { return len(runsOf(b)) >= before+2 })
+	if logged(b, "scheduled run started", "") < 2 {
+		t.Errorf("node B fired %d times after the takeover", logged(b, "scheduled run started", ""))
+	}
+	finished(b, hook.ID, deliver(b))
+	// Every scheduled run made its call, whichever node ran it: once, but
+	// for a run A was executing when it died, which B executes again.
+	var ids []string
+	testwait.Event(t, "the scheduled runs to finish", func() bool {
+		ids = ids[:0]
+		for _, r := range runsOf(b) {
+			if r.Status == "RUNNING" {
+				return false
+			}
+			ids = append(ids, r.ID)
+		}
+		return true
+	})
+	for _, id := range ids {
+		if n := callsOf(id); n != 1 && (!byA[id] || n != 2) {
+			t.Errorf("scheduled run %s made %d calls, want 1 (2 if A died in it)", id, n)
+		}
+	}
+}
