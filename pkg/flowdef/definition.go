@@ -135,7 +135,6 @@ const (
 // APPROVAL: a person decides (step_approval.go).
 const StepApproval StepType = "APPROVAL" // waits, durably, for people to approve, reject or fill a form
 
-
 // StepTypes lists the step types in the order error messages name them.
 var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode,
 	StepSwitch, StepForEach, StepStore, StepWait, StepCallFlow,
