@@ -237,6 +237,8 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 			// The store makes a caller due in the write that finishes its
 			// child; the pool's waker only has an idle worker take it now.
 			Waker: pool.Waker(),
+			// A decision makes the run's queue entry due in its own write.
+			Waitpoints: dir.Store,
 			NewExecutor: func(env automation.ExecEnv) automation.Executor {
 				return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log,
 					UserAgent: engine.UserAgent(cfg.EngineURL)})

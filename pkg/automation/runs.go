@@ -64,6 +64,9 @@ type RunRuntime struct {
 	//     look every 100 ms (DynamoDB); nil: the whole run is read.
 	Delayer      Delayer
 	PollDelayer  PollDelayer
+	// Waitpoints keeps what APPROVAL steps and WAIT for a callback wait
+	// for (waitpoint.go); nil: such steps fail with a message.
+	Waitpoints WaitpointStore
 	Waker        Waker
 	StatusReader RunStatusReader
 }

@@ -20,6 +20,8 @@ type RunService struct {
 	exec     Executor    // from rt.NewExecutor
 	flows    *FlowService
 	projects *ProjectService
+	// approvalEvents is Config.ApprovalEvents (waitpoint.go).
+	approvalEvents ApprovalEvents
 }
 
 // runPorts is the part of Store a RunService uses: the flows it runs, the

@@ -50,6 +50,9 @@ type Config struct {
 	// EngineURL and WorkflowURL are the public bases of the webhook
 	// receivers, used in webhook descriptors.
 	EngineURL, WorkflowURL string
+	// ApprovalEvents, when set, is told of each approval requested or
+	// decided (waitpoint.go), for event subscriptions.
+	ApprovalEvents ApprovalEvents
 	Clock                  func() time.Time // default time.Now
 	NewID                  func(prefix string) string
 	Log                    *slog.Logger
@@ -105,7 +108,7 @@ func NewService(cfg Config) (*Service, error) {
 			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth},
 		VariableService: variables,
 		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
-			flows: flows, projects: projects},
+			flows: flows, projects: projects, approvalEvents: cfg.ApprovalEvents},
 	}
 	if cfg.Runtime != nil && cfg.Runtime.NewExecutor != nil {
 		// The executor reads credentials, variables, state and calls
@@ -114,6 +117,7 @@ func NewService(cfg Config) (*Service, error) {
 			Credentials: s.ConnectionService, ConnectionNames: s.ConnectionService,
 			State: s.FlowService, Variables: s.VariableService,
 			Calls: s.RunService, Outbound: s.ProjectService,
+			Waitpoints: s.RunService,
 		})
 	}
 	return s, nil

@@ -32,7 +32,7 @@ const (
 
 // ApproverRoles are the roles approvers.roles may name: the roles that
 // may decide at all (a viewer never does).
-var ApproverRoles = []string{"admin", "operator"}
+var ApproverRoles = []string{"admin", "editor", "operator"}
 
 func init() {
 	register(Rules{
