@@ -572,42 +572,29 @@ func (s *RunService) CallbackByToken(ctx context.Context, token string, cb Callb
 	return w, nil
 }
 
-// ListApprovals pages through a project's approvals, PENDING or DECIDED.
-func (s *RunService) ListApprovals(ctx context.Context, project, status, cursor string, limit int) (Page[ApprovalItem], error) {
+// ListApprovals pages through a project's approvals, PENDING (the
+// default) or DECIDED, newest first.
+func (s *RunService) ListApprovals(ctx context.Context, p Project, pr PageRequest) (List[ApprovalItem], error) {
 	ws, err := s.waitpoints()
 	if err != nil {
-		return Page[ApprovalItem]{}, err
+		return List[ApprovalItem]{}, err
 	}
-	if status == "" {
-		status = WaitpointPending
+	if pr.Status == "" {
+		pr.Status = WaitpointPending
 	}
-	if status != WaitpointPending && status != WaitpointDecided {
-		return Page[ApprovalItem]{}, Invalid(`status %q: use PENDING or DECIDED`, ClipID(status))
+	if pr.Status != WaitpointPending && pr.Status != WaitpointDecided {
+		return List[ApprovalItem]{}, InvalidCode("INVALID_PARAMETER", "status must be PENDING or DECIDED, got %q", ClipID(pr.Status))
 	}
-	if limit <= 0 {
-		limit = DefaultPageSize
-	}
-	if limit > MaxPageSize {
-		return Page[ApprovalItem]{}, Invalid("limit %d: at most %d", limit, MaxPageSize)
-	}
-	after := ""
-	if cursor != "" {
-		if after, err = s.cursors.open("approvals:"+project+":"+status, cursor); err != nil {
-			return Page[ApprovalItem]{}, err
-		}
-	}
-	p, err := ws.ListWaitpoints(ctx, project, ListQuery{Limit: limit, After: after, Status: status})
+	scope := p.ID + "/approvals"
+	q, err := s.listQuery(scope, pr)
 	if err != nil {
-		return Page[ApprovalItem]{}, wrap("list approvals", err)
+		return List[ApprovalItem]{}, err
 	}
-	out := Page[ApprovalItem]{Items: make([]ApprovalItem, 0, len(p.Items))}
-	for _, w := range p.Items {
-		out.Items = append(out.Items, w.Item())
+	page, err := ws.ListWaitpoints(ctx, p.ID, q)
+	if err != nil {
+		return List[ApprovalItem]{}, wrap("list approvals", err)
 	}
-	if p.Next != "" {
-		out.Next = s.cursors.seal("approvals:"+project+":"+status, p.Next)
-	}
-	return out, nil
+	return list(s, scope, q, page, Waitpoint.Item), nil
 }
 
 // wakeWaiting makes the run parked on w due now where the store's own

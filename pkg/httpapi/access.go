@@ -57,6 +57,8 @@ var routePermissions = map[string]automation.Permission{
 	"GET /api/v1/flows/{flowId}/versions":                                       automation.PermRead,
 	"GET /api/v1/flows/{flowId}/versions/{version}":                             automation.PermRead,
 	"POST /api/v1/flows/{flowId}/versions/{version}/restore":                    automation.PermEdit,
+	"GET /api/v1/approvals":                                                     automation.PermRead,
+	"POST /api/v1/runs/{runId}/approvals/{step}":                                automation.PermOperate,
 }
 
 // permissionOf is the permission a route needs. A route missing from

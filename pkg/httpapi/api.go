@@ -90,7 +90,7 @@ func (a *API) routes() []route {
 		{pattern: "POST /api/v1/flows/import", handler: a.importFlow},
 		{pattern: "POST /api/v1/flows/{flowId}/compare", handler: a.compareFlow},
 		{pattern: "GET /api/v1/audit", handler: a.auditLog},
-	}, append(a.alertRoutes(), a.versionRoutes()...)...)
+	}, append(append(a.alertRoutes(), a.versionRoutes()...), a.approvalRoutes()...)...)
 }
 
 // NewAPI returns the management API handler. log receives one access line per
