@@ -230,7 +230,7 @@ func TestApprovalRaceOnFlowd(t *testing.T) {
 	}
 	const runs, answers, early = 200, 10, 20
 	dir := filepath.Join(t.TempDir(), "data")
-	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn")
+	p := startFlowd(t, dir, "FLOWD_ALLOW_PRIVATE_NETWORKS=true", "FLOWD_LOG_LEVEL=warn", "FLOWD_RATE_LIMIT=0")
 	key := initialKey(t, dir)
 	flowID := createEnabled(t, p, key, `{"name": "race", "engine": "FLOW_BUILDER", "steps": [
 		{"name": "ok", "type": "APPROVAL", "title": "go?"},
