@@ -53,9 +53,9 @@ type Config struct {
 	// ApprovalEvents, when set, is told of each approval requested or
 	// decided (waitpoint.go), for event subscriptions.
 	ApprovalEvents ApprovalEvents
-	Clock                  func() time.Time // default time.Now
-	NewID                  func(prefix string) string
-	Log                    *slog.Logger
+	Clock          func() time.Time // default time.Now
+	NewID          func(prefix string) string
+	Log            *slog.Logger
 }
 
 // Service carries out every operation of the management API and the
