@@ -654,8 +654,6 @@ func waitpointWaitFor(k WaitpointKind) WaitReason {
 	return WaitingApproval
 }
 
-// MaxWaitpointWait is the longest a waitpoint may wait.
-const MaxWaitpointWait = flowdef.MaxWait
 
 // String names a waitpoint in logs.
 func (w Waitpoint) String() string { return fmt.Sprintf("%s %s/%s", w.Kind, w.RunID, w.Step) }
