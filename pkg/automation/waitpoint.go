@@ -654,6 +654,5 @@ func waitpointWaitFor(k WaitpointKind) WaitReason {
 	return WaitingApproval
 }
 
-
 // String names a waitpoint in logs.
 func (w Waitpoint) String() string { return fmt.Sprintf("%s %s/%s", w.Kind, w.RunID, w.Step) }
