@@ -378,6 +378,10 @@ func listen(cfg config, lns map[string]net.Listener, h surfaces) []server {
 	}
 	if cfg.EngineAddr != "" && cfg.EngineAddr != cfg.Addr {
 		mount(cfg.EngineAddr, "/", "flow builder webhooks", h.engine)
+		// Links and callback URLs are made on the engine URL: the API
+		// serves them there too (approvals.go in pkg/httpapi).
+		mount(cfg.EngineAddr, "/approvals/", "approval links", h.api)
+		mount(cfg.EngineAddr, "/api/v1/callbacks/", "callbacks", h.api)
 	} else {
 		mount(cfg.Addr, automation.FlowWebhookPrefix, "flow builder webhooks", h.engine)
 	}
