@@ -234,7 +234,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, t
 	}
 
 	return wireNode(ctx, cfg, code, tracer, log, m, node{
-		store: dir.Store, users: dir.Store, secrets: dir.Secrets, cursorKey: dir.CursorKey, close: closeAll,
+		store: dir.Store, users: dir.Store, waitpoints: dir.Store, secrets: dir.Secrets, cursorKey: dir.CursorKey, close: closeAll,
 		queue: func(ctx context.Context) (metrics.QueueStats, error) {
 			st, err := dir.Store.QueueState(ctx)
 			return queueStats(st.Depth, st.Parked, st.OldestDue), err
@@ -269,12 +269,15 @@ type nodeStore interface {
 
 // node is a store and what goes with it, for wireNode.
 type node struct {
-	store     nodeStore
-	users     automation.UserStore // nil: people cannot sign in (API keys only)
-	secrets   automation.Secrets
-	cursorKey []byte
-	queue     func(context.Context) (metrics.QueueStats, error)
-	close     func()
+	store nodeStore
+	users automation.UserStore // nil: people cannot sign in (API keys only)
+	// waitpoints keeps approvals and callbacks; nil: APPROVAL steps and
+	// WAIT for a callback fail with a message saying so.
+	waitpoints automation.WaitpointStore
+	secrets    automation.Secrets
+	cursorKey  []byte
+	queue      func(context.Context) (metrics.QueueStats, error)
+	close      func()
 	// cluster is set on nodes that share their database: the duties are
 	// held through its leases, and runs are announced through its
 	// listener. nil: this process is alone and does every duty.
@@ -306,6 +309,8 @@ func wireNode(ctx context.Context, cfg config, code automation.CodeRunner, trace
 			// The store makes a caller due in the write that finishes its
 			// child; the pool's waker only has an idle worker take it now.
 			Waker: pool.Waker(),
+			// A decision makes the run's queue entry due in its own write.
+			Waitpoints: n.waitpoints,
 			NewExecutor: func(env automation.ExecEnv) automation.Executor {
 				return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivate, Code: code, Log: log,
 					UserAgent: engine.UserAgent(cfg.EngineURL)})
@@ -499,6 +504,10 @@ func listen(cfg config, lns map[string]net.Listener, h surfaces) []server {
 	}
 	if cfg.EngineAddr != "" && cfg.EngineAddr != cfg.Addr {
 		mount(cfg.EngineAddr, "/", "flow builder webhooks", h.engine)
+		// Links and callback URLs are made on the engine URL: the API
+		// serves them there too (approvals.go in pkg/httpapi).
+		mount(cfg.EngineAddr, "/approvals/", "approval links", h.api)
+		mount(cfg.EngineAddr, "/api/v1/callbacks/", "callbacks", h.api)
 	} else {
 		mount(cfg.Addr, automation.FlowWebhookPrefix, "flow builder webhooks", h.engine)
 	}

@@ -240,10 +240,11 @@ func (s *RunService) wakeCaller(ctx context.Context, rt *RunRuntime, r Run) {
 // a WAIT, they are not retries. In a claimed run whose step still waits,
 // the claim under way is such a look too.
 func callResumes(st StepResult) int {
-	if st.Type != StepCallFlow {
+	if st.Type != StepCallFlow && !waitpointResult(st) {
 		return 0
 	}
-	if _, waiting := WaitingCall(st); waiting {
+	_, waitingCall := WaitingCall(st)
+	if _, waiting := WaitingPoint(st); waiting || waitingCall {
 		return st.Attempts
 	}
 	return max(st.Attempts-1, 0)
@@ -263,6 +264,41 @@ func WaitingCall(sr StepResult) (runID string, ok bool) {
 		return "", false
 	}
 	return out.RunID, true
+}
+
+// WaitingPoint reports whether a recorded APPROVAL or WAIT for a callback
+// waits on its waitpoint, and until when: its output is then {"waiting":
+// true, "expiresAt"}.
+func WaitingPoint(sr StepResult) (time.Time, bool) {
+	if (sr.Type != StepApproval && sr.Type != StepWait) || sr.Status != StepSucceeded {
+		return time.Time{}, false
+	}
+	var out struct {
+		Waiting   bool      `json:"waiting"`
+		ExpiresAt time.Time `json:"expiresAt"`
+	}
+	if err := json.Unmarshal(sr.Output, &out); err != nil || !out.Waiting || out.ExpiresAt.IsZero() {
+		return time.Time{}, false
+	}
+	return out.ExpiresAt, true
+}
+
+// waitpointResult reports whether a recorded step waited on a waitpoint
+// (an APPROVAL, or a WAIT whose output is not a timed WAIT's {"until"}):
+// its claims are counted like a waiting CALL_FLOW's.
+func waitpointResult(sr StepResult) bool {
+	if sr.Type == StepApproval {
+		return true
+	}
+	if sr.Type != StepWait || sr.Status != StepSucceeded {
+		return false
+	}
+	var out map[string]json.RawMessage
+	if json.Unmarshal(sr.Output, &out) != nil {
+		return false
+	}
+	_, timed := out["until"]
+	return !timed
 }
 
 // clipID bounds an ID quoted back in a message.

@@ -84,6 +84,7 @@ const (
 	StepSwitch            = flowdef.StepSwitch
 	StepVerifySignature   = flowdef.StepVerifySignature
 	StepWait              = flowdef.StepWait
+	StepApproval          = flowdef.StepApproval
 	TriggerSchedule       = flowdef.TriggerSchedule
 	TriggerWebhook        = flowdef.TriggerWebhook
 	WorkflowBuilder       = flowdef.WorkflowBuilder

@@ -418,6 +418,11 @@ type Execution struct {
 	// Calls are the child runs that CALL_FLOW steps of a run paused with
 	// WaitUntil wait for, to be started once the run is parked.
 	Calls []Call
+	// WaitFor says why the run is paused ("" is a WAIT or a CALL_FLOW:
+	// WaitingWait), and Waitpoints name the steps (journal keys) whose
+	// waitpoints it waits for, looked at again once it is parked.
+	WaitFor    WaitReason
+	Waitpoints []string
 }
 
 // Journal makes an attempt's step results durable while it runs. An
@@ -458,6 +463,7 @@ type ExecEnv struct {
 	Calls           Calls           // CALL_FLOW steps
 	Outbound        OutboundGate    // the project's outboundPerMinute
 	Tracer          Tracer          // spans of steps and requests; nil: off
+	Waitpoints      Waitpoints      // APPROVAL steps and WAIT for a callback
 }
 
 // ConnectionNames resolves a project's connection names to IDs, once per

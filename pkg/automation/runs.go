@@ -62,8 +62,11 @@ type RunRuntime struct {
 	//     (flowd's pool).
 	//   - StatusReader reads a run's status without the run, for waits that
 	//     look every 100 ms (DynamoDB); nil: the whole run is read.
-	Delayer      Delayer
-	PollDelayer  PollDelayer
+	Delayer     Delayer
+	PollDelayer PollDelayer
+	// Waitpoints keeps what APPROVAL steps and WAIT for a callback wait
+	// for (waitpoint.go); nil: such steps fail with a message.
+	Waitpoints   WaitpointStore
 	Waker        Waker
 	StatusReader RunStatusReader
 }

@@ -248,7 +248,11 @@ func (s *RunService) execute(ctx context.Context, rt *RunRuntime, p RunPolicy, r
 		return s.settle(ctx, rt, at, out)
 	}
 	if ex.WaitUntil != nil && out.Status == RunRunning {
-		return s.suspend(ctx, rt, at, out, *ex.WaitUntil, WaitingWait, ex.Calls)
+		why := ex.WaitFor
+		if why == "" {
+			why = WaitingWait
+		}
+		return s.suspend(ctx, rt, at, out, *ex.WaitUntil, why, ex.Calls, ex.Waitpoints...)
 	}
 	switch {
 	case out.Status == RunFailed && ctx.Err() != nil:

@@ -96,7 +96,7 @@ func failedAttempts(r Run) int {
 	var walk func([]StepResult)
 	walk = func(steps []StepResult) {
 		for _, st := range steps {
-			if st.Type == StepWait && st.Status == StepSucceeded {
+			if st.Type == StepWait && st.Status == StepSucceeded && !waitpointResult(st) {
 				waits++
 			}
 			waits += callResumes(st)
@@ -217,7 +217,11 @@ func (s *RunService) release(ctx context.Context, rt *RunRuntime, at Attempt, r 
 // one settled. The children that CALL_FLOW steps wait for (calls) are
 // started once the run is parked, so that a child's end always finds its
 // caller parked to wake.
-func (s *RunService) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time, why WaitReason, calls []Call) (Attempt, error) {
+//
+// A run parked on waitpoints (APPROVAL, WAIT for a callback: their steps'
+// journal keys) is looked at once more after the park: an answer that came
+// while this attempt held the run is applied now (waitpoint.go).
+func (s *RunService) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r Run, until time.Time, why WaitReason, calls []Call, waitpoints ...string) (Attempt, error) {
 	at.RetryAt = until
 	r.Status, r.Error, r.Finished, r.NextAttemptAt, r.WaitingFor = RunRunning, "", nil, &until, why
 	at.Run = r
@@ -234,6 +238,10 @@ func (s *RunService) suspend(ctx context.Context, rt *RunRuntime, at Attempt, r 
 		at.RetryAt = s.clock().Add(rt.Policy.Backoff(1))
 		at.Outcome = OutcomeRetry
 		return at, fmt.Errorf("%w: run %s: %w", ErrRetry, r.ID, err)
+	}
+	if len(waitpoints) > 0 && s.recheckWaitpoints(ctx, r.Project, r.ID, waitpoints) {
+		until = s.clock()
+		at.RetryAt = until
 	}
 	if d := rt.Delayer; d != nil {
 		if err := d.EnqueueAfter(ctx, r, until); err != nil {

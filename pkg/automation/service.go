@@ -63,9 +63,12 @@ type Config struct {
 	// EngineURL and WorkflowURL are the public bases of the webhook
 	// receivers, used in webhook descriptors.
 	EngineURL, WorkflowURL string
-	Clock                  func() time.Time // default time.Now
-	NewID                  func(prefix string) string
-	Log                    *slog.Logger
+	// ApprovalEvents, when set, is told of each approval requested or
+	// decided (waitpoint.go), for event subscriptions.
+	ApprovalEvents ApprovalEvents
+	Clock          func() time.Time // default time.Now
+	NewID          func(prefix string) string
+	Log            *slog.Logger
 }
 
 // Service carries out every operation of the management API and the
@@ -119,7 +122,7 @@ func NewService(cfg Config) (*Service, error) {
 			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth},
 		VariableService: variables,
 		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
-			flows: flows, projects: projects, tracer: cfg.Tracer},
+			flows: flows, projects: projects, tracer: cfg.Tracer, approvalEvents: cfg.ApprovalEvents},
 		UserService: newUserService(b, cfg),
 	}
 	if cfg.Runtime != nil && cfg.Runtime.NewExecutor != nil {
@@ -129,6 +132,7 @@ func NewService(cfg Config) (*Service, error) {
 			Credentials: s.ConnectionService, ConnectionNames: s.ConnectionService,
 			State: s.FlowService, Variables: s.VariableService,
 			Calls: s.RunService, Outbound: s.ProjectService, Tracer: cfg.Tracer,
+			Waitpoints: s.RunService,
 		})
 	}
 	return s, nil

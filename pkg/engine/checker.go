@@ -53,6 +53,10 @@ var compileEnv = types.Map{
 	"error": types.TypeOf(map[string]any{}),
 	// The project's variables (vars.NAME).
 	"vars": types.TypeOf(map[string]any{}),
+	// In the notify steps of an APPROVAL and of a WAIT for a callback:
+	// the links (step_approval.go).
+	"approval": types.TypeOf(map[string]any{}),
+	"wait":     types.TypeOf(map[string]any{}),
 }
 
 // Expression checks a bare expression, such as a FILTER condition.

@@ -75,6 +75,7 @@ type Engine struct {
 	state     automation.FlowStates
 	vars      automation.VariableLoader
 	calls     automation.Calls
+	waitpoints automation.Waitpoints
 	checker   Checker
 	transport *http.Transport
 	// sender is transport as HTTP steps send through it: traced when
@@ -95,7 +96,7 @@ type Engine struct {
 func New(cfg Config) *Engine {
 	e := &Engine{
 		creds: cfg.Env.Credentials, names: cfg.Env.ConnectionNames, state: cfg.Env.State, vars: cfg.Env.Variables,
-		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, tracer: cfg.Env.Tracer, code: cfg.Code,
+		calls: cfg.Env.Calls, waitpoints: cfg.Env.Waitpoints, outbound: cfg.Env.Outbound, tracer: cfg.Env.Tracer, code: cfg.Code,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}
@@ -210,6 +211,9 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 		markWaiting(r.Steps)
 		res.WaitUntil = end.wait
 		res.Calls = x.sh.calls
+		if end.waitpoint != "" {
+			res.WaitFor, res.Waitpoints = end.waitFor, []string{end.waitpoint}
+		}
 		end2 := e.clock()
 		d := end2.Sub(start).Milliseconds()
 		r.DurationMs = &d

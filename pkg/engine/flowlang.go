@@ -94,6 +94,10 @@ type listEnd struct {
 	journalErr  error
 	wait        *time.Time      // a WAIT step paused the run until then
 	last        json.RawMessage // the last output recorded
+	// waitpoint is the journal key of the APPROVAL or WAIT for a callback
+	// the run waits on (with wait: its expiry), waitFor its reason.
+	waitpoint string
+	waitFor   automation.WaitReason
 }
 
 // halted reports whether the list stopped the whole run (anything but a
@@ -118,7 +122,8 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		ok = ok && done.Type == s.Type
 		// A CALL_FLOW that waits for its child is looked at again, not restored.
 		_, resuming := automation.WaitingCall(done)
-		resuming = resuming && ok
+		_, onPoint := automation.WaitingPoint(done)
+		resuming = (resuming || onPoint) && ok
 		if ok && finished(done) && !resuming {
 			if until, ok := waitingUntil(done); ok && x.e.now().Before(until) {
 				// Resumed before its time (a redelivery, a restart): wait on.
@@ -194,6 +199,14 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		}
 		if until, ok := waitingUntil(*sr); ok && se == nil {
 			end.wait, end.step = &until, s.Name // the release records the WAIT
+			return end
+		}
+		if until, ok := automation.WaitingPoint(*sr); ok && se == nil {
+			end.wait, end.step, end.waitpoint = &until, s.Name, journalKey(s.Name, iter)
+			end.waitFor = automation.WaitingApproval
+			if s.Type == automation.StepWait {
+				end.waitFor = automation.WaitingCallback
+			}
 			return end
 		}
 		if childID, ok := automation.WaitingCall(*sr); ok && se == nil {
@@ -278,6 +291,9 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 		return x.switchStep(ctx, s, sr, iter)
 	case automation.StepForEach:
 		return x.forEach(ctx, s, sr, iter)
+	}
+	if isWaitpoint(s) {
+		return x.waitpoint(ctx, s, sr, iter)
 	}
 	out, err = x.step(ctx, s)
 	attempts := 1
@@ -656,6 +672,13 @@ func failedStep(r automation.Run) (string, string) {
 // wait starts a WAIT: its output says until when the run pauses; list
 // then ends the attempt, and the run resumes after the step at that time.
 func (x *execution) wait(s automation.Step) (any, error) {
+	if s.Until != "" {
+		until, err := x.waitUntil(s)
+		if err != nil {
+			return nil, fail(false, err)
+		}
+		return map[string]any{"until": until.Format(time.RFC3339Nano)}, nil
+	}
 	d, err := s.WaitDuration()
 	if err != nil {
 		return nil, fail(false, err)

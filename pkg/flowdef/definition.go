@@ -132,9 +132,13 @@ const (
 	StepCallFlow        StepType = "CALL_FLOW" // starts a run of another flow, and may wait for it
 )
 
+// APPROVAL: a person decides (step_approval.go).
+const StepApproval StepType = "APPROVAL" // waits, durably, for people to approve, reject or fill a form
+
 // StepTypes lists the step types in the order error messages name them.
 var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode,
-	StepSwitch, StepForEach, StepStore, StepWait, StepCallFlow}
+	StepSwitch, StepForEach, StepStore, StepWait, StepCallFlow,
+	StepApproval}
 
 // Limits of the flow language.
 const (
@@ -142,8 +146,9 @@ const (
 	MaxForEachItems = 1000
 	// MaxForEachConcurrency bounds how many items of a FOR_EACH run at once.
 	MaxForEachConcurrency = 10
-	// MaxWait bounds a WAIT step's duration.
-	MaxWait = 24 * time.Hour
+	// MaxWait bounds a WAIT step's duration, and how long a WAIT "until",
+	// a WAIT for a callback or an APPROVAL may wait.
+	MaxWait = 30 * 24 * time.Hour
 	// MaxStateBytes bounds a flow's state, as JSON.
 	MaxStateBytes = 64 << 10
 	// MaxNesting bounds how deep steps nest inside SWITCH and FOR_EACH.
@@ -230,6 +235,23 @@ type Step struct {
 	// of that name (portable.go) and keeps only the ID.
 	Flow string `json:"flow,omitempty"`
 
+	// APPROVAL (step_approval.go): the title shown to deciders (a
+	// template), the form (a JSON Schema object, schema.go), how many
+	// distinct deciders must approve, who may decide, and the steps run
+	// when the wait begins (also WAIT "for": "callback"). Timeout above is
+	// how long it waits.
+	Title     string          `json:"title,omitempty"`
+	Form      json.RawMessage `json:"form,omitempty"`
+	Approvals int             `json:"approvals,omitempty"`
+	Approvers *Approvers      `json:"approvers,omitempty"`
+	Notify    []Step          `json:"notify,omitempty"`
+
+	// WAIT (step_control.go): "callback" waits for a POST to a one-time
+	// URL instead of a time; Until is an expression giving the RFC 3339
+	// time to wait for.
+	For   string `json:"for,omitempty"`
+	Until string `json:"until,omitempty"`
+
 	// Any step: a condition; when false the step is SKIPPED.
 	When string `json:"when,omitempty"`
 
@@ -244,7 +266,8 @@ type Case struct {
 }
 
 // Children returns the steps nested directly in s, in order: a SWITCH's
-// cases then its default, a FOR_EACH's body.
+// cases then its default, a FOR_EACH's body, an APPROVAL's or a WAIT's
+// notify steps.
 func (s *Step) Children() [][]Step {
 	var out [][]Step
 	for _, c := range s.Cases {
@@ -255,6 +278,9 @@ func (s *Step) Children() [][]Step {
 	}
 	if s.Steps != nil {
 		out = append(out, s.Steps)
+	}
+	if s.Notify != nil {
+		out = append(out, s.Notify)
 	}
 	return out
 }
@@ -291,6 +317,11 @@ func CloneSteps(steps []Step) []Step {
 		}
 		s.Default = CloneSteps(s.Default)
 		s.Steps = CloneSteps(s.Steps)
+		s.Notify = CloneSteps(s.Notify)
+		if s.Approvers != nil {
+			a := *s.Approvers
+			s.Approvers = &a
+		}
 		out[i] = s
 	}
 	return out

@@ -199,6 +199,8 @@ func (w *walk) step(st *Step, at string, depth int, inLoop bool) error {
 		return w.steps(st.Default, at+".default", depth+1, inLoop)
 	case StepForEach:
 		return w.steps(st.Steps, at+".steps", depth+1, true)
+	case StepApproval, StepWait:
+		return w.steps(st.Notify, at+".notify", depth+1, inLoop)
 	}
 	return nil
 }

@@ -22,18 +22,13 @@ func init() {
 	})
 	register(Rules{
 		Type:        StepWait,
-		Fields:      []string{"duration"},
+		Fields:      []string{"duration", "for", "until", "timeout", "notify"},
 		SideEffects: true,
 		Parks: func(*Step) (string, string) {
 			return "WAIT cannot run inside FOR_EACH; wait before or after the loop",
 				"WAIT cannot run in onError steps; they run once the run has ended"
 		},
-		Check: func(_ Checks, st *Step, at string) error {
-			if _, err := st.WaitDuration(); err != nil {
-				return Invalid("%s.%v", at, err)
-			}
-			return nil
-		},
+		Check: checkWait,
 	})
 	register(Rules{
 		Type:        StepCallFlow,
@@ -48,6 +43,43 @@ func init() {
 		},
 		Check: checkCallFlow,
 	})
+}
+
+// WaitForCallback is WAIT's "for" that waits for a POST to a one-time
+// URL (docs/flows.md, "WAIT").
+const WaitForCallback = "callback"
+
+// checkWait checks a WAIT: a duration, an "until" expression, or "for":
+// "callback" with its timeout and notify steps.
+func checkWait(c Checks, st *Step, at string) error {
+	switch st.For {
+	case "":
+		if len(st.Notify) > 0 || st.Timeout != "" {
+			return Invalid(`%s: timeout and notify apply to a WAIT with "for": "callback"`, at)
+		}
+		switch {
+		case st.Duration != "" && st.Until != "":
+			return Invalid(`%s: give duration or until, not both`, at)
+		case strings.TrimSpace(st.Until) != "":
+			if err := c.Expression(st.Until); err != nil {
+				return Invalid("%s.until: %v", at, err)
+			}
+			return nil
+		}
+		if _, err := st.WaitDuration(); err != nil {
+			return Invalid("%s.%v", at, err)
+		}
+		return nil
+	case WaitForCallback:
+		if st.Duration != "" || st.Until != "" {
+			return Invalid(`%s: a WAIT for a callback takes timeout (how long it waits), not duration or until`, at)
+		}
+		if _, err := st.WaitTimeout(); err != nil {
+			return Invalid("%s.%v", at, err)
+		}
+		return checkNotify(st, at)
+	}
+	return Invalid(`%s.for %q: the only value is "callback" (leave it out to wait for a duration or until a time)`, at, ClipID(st.For))
 }
 
 // checkSwitch checks a SWITCH's cases; their steps are the walker's.

@@ -132,6 +132,7 @@ func New(t testing.TB, opts Options) *Env {
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			Finished: finished, PureBudget: opts.PureBudget,
 			Delayer: delayer, PollDelayer: pollDelayer, Waker: waker, StatusReader: statusReader,
+			Waitpoints: dir.Store,
 			// The engine reads the same clock as the Service, so that a
 			// test moves a WAIT's time on instead of sleeping through it.
 			NewExecutor: func(env automation.ExecEnv) automation.Executor {

@@ -63,6 +63,8 @@ var routePermissions = map[string]automation.Permission{
 	"GET /api/v1/users/{userId}":       automation.PermAdmin,
 	"DELETE /api/v1/users/{userId}":    automation.PermAdmin,
 	"POST /api/v1/users/{userId}/role": automation.PermAdmin,
+	"GET /api/v1/approvals":                                                     automation.PermRead,
+	"POST /api/v1/runs/{runId}/approvals/{step}":                                automation.PermOperate,
 }
 
 // permissionOf is the permission a route needs. A route missing from

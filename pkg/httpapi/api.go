@@ -105,7 +105,7 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/users/{userId}", handler: a.getUser},
 		{pattern: "DELETE /api/v1/users/{userId}", handler: a.removeUser},
 		{pattern: "POST /api/v1/users/{userId}/role", handler: a.setUserRole},
-	}, append(a.alertRoutes(), a.versionRoutes()...)...)
+	}, append(append(a.alertRoutes(), a.versionRoutes()...), a.approvalRoutes()...)...)
 }
 
 // NewAPI returns the management API handler. log receives one access line per

@@ -29,6 +29,7 @@ var routeAudit = map[string]auditAction{
 	"POST /api/v1/flows/{flowId}/webhook/test":                                  {"flow.arm_test", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/runs/{runId}/retry":                            {"run.retry", "run", "runId"},
 	"POST /api/v1/runs/replay":                                                  {"run.replay", "project", ""},
+	"POST /api/v1/runs/{runId}/approvals/{step}":                                {"approval.decide", "run", "runId"},
 	"POST /api/v1/connections":                                                  {"connection.create", "connection", ""},
 	"DELETE /api/v1/connections/{connectionId}":                                 {"connection.delete", "connection", "connectionId"},
 	"PUT /api/v1/variables/{name}":                                              {"variable.put", "variable", "name"},

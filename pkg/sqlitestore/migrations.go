@@ -32,6 +32,7 @@ var migrations = []string{
 	schemaVersionsProject, // versions.go
 	schemaInsights,        // insights.go
 	schemaUsers,           // users.go
+	schemaWaitpoints,      // waitpoints.go
 }
 
 // SchemaVersion is the version Open brings a database to.

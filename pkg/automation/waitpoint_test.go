@@ -1,0 +1,74 @@
+package automation_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"flowservice/pkg/automation"
+)
+
+// An APPROVAL parks its run until its timeout; an answer after the expiry
+// finds nothing, and the attempt at the expiry decides "timeout" without
+// failing the step. One decided through the API before the expiry resumes
+// with "approved", and a second answer is ALREADY_DECIDED with it.
+func TestApprovalTimeoutAndDecision(t *testing.T) {
+	clock := newTestClock()
+	e := newEnv(t, automation.RunPolicy{}, clock.now)
+	ctx := context.Background()
+	f := e.ActiveFlow(t, e.project, "asks", automation.Step{Name: "ok", Type: automation.StepApproval, Title: "go?", Timeout: "1m"},
+		automation.Step{Name: "after", Type: automation.StepSet, Values: json.RawMessage(`{"d": "{{ steps.ok.decision }}"}`)})
+	pr := automation.Principal{Project: e.project, KeyID: "k1", Role: automation.RoleOperator}
+
+	r := e.start1(t, f)
+	at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if at.Outcome != automation.OutcomeRetry || at.Run.WaitingFor != automation.WaitingApproval || !at.RetryAt.Equal(clock.now().Add(time.Minute).Truncate(time.Millisecond)) {
+		t.Fatalf("first attempt = %v waiting %q until %v", at.Outcome, at.Run.WaitingFor, at.RetryAt)
+	}
+	clock.set(at.RetryAt)
+	if _, err := e.svc.DecideApproval(ctx, pr, r.ID, "ok", automation.ApprovalAnswer{Decision: "approve"}); !automation.IsNotFound(err) {
+		t.Fatalf("answer at the expiry = %v, want not found", err)
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || string(at.Run.Steps[1].Output) != `{"d":"timeout"}` {
+		t.Fatalf("at the expiry = %s %v %s", at.Run.Status, err, at.Run.Steps[1].Output)
+	}
+
+	r = e.start1(t, f)
+	if at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("second run's first attempt = %v", at.Outcome)
+	}
+	if _, err := e.svc.DecideApproval(ctx, automation.Principal{Project: e.project, KeyID: "v", Role: automation.RoleViewer}, r.ID, "ok",
+		automation.ApprovalAnswer{Decision: "approve"}); !errors.Is(err, automation.ErrForbidden) {
+		t.Fatalf("a viewer's answer = %v, want forbidden", err)
+	}
+	if _, err := e.svc.DecideApproval(ctx, pr, r.ID, "ok", automation.ApprovalAnswer{Decision: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.svc.DecideApproval(ctx, automation.Principal{Project: e.project, KeyID: "k2", Role: automation.RoleAdmin}, r.ID, "ok",
+		automation.ApprovalAnswer{Decision: "reject"})
+	var ad *automation.AlreadyDecided
+	if !errors.As(err, &ad) || w.Decision != automation.DecisionApproved {
+		t.Fatalf("second answer = %v (%+v), want ALREADY_DECIDED with approved", err, w)
+	}
+	clock.advance(time.Second) // woken now, long before the expiry
+	at, err = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || string(at.Run.Steps[1].Output) != `{"d":"approved"}` {
+		t.Fatalf("after the decision = %s %v %+v", at.Run.Status, err, at.Run.Steps)
+	}
+}
+
+// WAIT "until" waits for the time its expression gives.
+func TestWaitUntil(t *testing.T) {
+	clock := newTestClock()
+	e := newEnv(t, automation.RunPolicy{}, clock.now)
+	ctx := context.Background()
+	f := e.ActiveFlow(t, e.project, "until", automation.Step{Name: "w", Type: automation.StepWait, Until: `"` + clock.now().Add(2*time.Hour).UTC().Format(time.RFC3339) + `"`})
+	r := e.start1(t, f)
+	at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if at.Outcome != automation.OutcomeRetry || !at.RetryAt.Equal(clock.now().Add(2*time.Hour).Truncate(time.Second)) {
+		t.Fatalf("attempt = %v until %v", at.Outcome, at.RetryAt)
+	}
+}
