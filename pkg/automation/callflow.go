@@ -300,11 +300,3 @@ func waitpointResult(sr StepResult) bool {
 	_, timed := out["until"]
 	return !timed
 }
-
-// clipID bounds an ID quoted back in a message.
-func clipID(id string) string {
-	if len(id) > 64 {
-		return id[:64] + "…"
-	}
-	return id
-}

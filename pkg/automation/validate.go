@@ -2,7 +2,6 @@ package automation
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"unicode/utf8"
 
@@ -120,17 +119,6 @@ func (s *flowValidator) connectionRef(ctx context.Context, f *Flow, st *Step, at
 	}
 	return nil
 }
-
-func validateSignature(at string, sg *Signature) error {
-	return fromDef(flowdef.CheckSignature(at, sg))
-}
-
-// checkTemplates checks every string inside a JSON value as a template.
-func (s *flowValidator) checkTemplates(at string, raw json.RawMessage) error {
-	return fromDef(flowdef.CheckTemplates(s.checker, at, raw))
-}
-
-func isJSONObject(raw json.RawMessage) bool { return flowdef.IsJSONObject(raw) }
 
 func checkText(field, v string, max int) error { return fromDef(flowdef.CheckText(field, v, max)) }
 

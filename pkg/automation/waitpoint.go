@@ -646,13 +646,5 @@ type ApprovalEvents func(ctx context.Context, project string, item ApprovalItem)
 
 var _ Waitpoints = (*RunService)(nil)
 
-// waitpointWaitFor is the Run.WaitingFor of a run parked on a waitpoint.
-func waitpointWaitFor(k WaitpointKind) WaitReason {
-	if k == WaitCallback {
-		return WaitingCallback
-	}
-	return WaitingApproval
-}
-
 // String names a waitpoint in logs.
 func (w Waitpoint) String() string { return fmt.Sprintf("%s %s/%s", w.Kind, w.RunID, w.Step) }
