@@ -454,6 +454,7 @@ type ExecEnv struct {
 	Variables       VariableLoader  // `vars`
 	Calls           Calls           // CALL_FLOW steps
 	Outbound        OutboundGate    // the project's outboundPerMinute
+	Actions         AppCatalog      // ACTION steps: the catalog's request templates (nil: none)
 }
 
 // ConnectionNames resolves a project's connection names to IDs, once per

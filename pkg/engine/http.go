@@ -318,9 +318,9 @@ func (x *execution) request(ctx context.Context, s automation.Step) (*http.Reque
 	if err := automation.CheckSendHost(u.Hostname()); err != nil {
 		return nil, fmt.Errorf("url %q: %s", redactURL(u), err.Error())
 	}
-	if len(s.Query) > 0 {
+	if len(s.Query.Params) > 0 {
 		q := u.Query()
-		for k, v := range s.Query {
+		for k, v := range s.Query.Params {
 			t, err := c.evalText(v, env)
 			if err != nil {
 				return nil, fmt.Errorf("query.%s: %w", k, err)

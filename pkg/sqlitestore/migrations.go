@@ -31,6 +31,7 @@ var migrations = []string{
 	schemaPollState,       // poll.go
 	schemaVersionsProject, // versions.go
 	schemaInsights,        // insights.go
+	schemaBaseURL,         // connections.go
 }
 
 // SchemaVersion is the version Open brings a database to.
