@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"flowservice/pkg/apps"
 	"fmt"
 	"io"
 	"log/slog"
@@ -231,6 +232,7 @@ func openEmbedded(ctx context.Context, cfg config, code automation.CodeRunner, l
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuthApps: dir.Store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
+		Apps: apps.MustLoad(),
 		Runtime: &automation.RunRuntime{
 			Runs: m.RunStore(dir.Store), Queue: m.RunQueue(pool.Notifying(dir.Store)), Inline: dir.Store, Policy: cfg.RunPolicy,
 			Finished: m.FinishedRuns(dir.Store), SlotWaker: pool.Waking(dir.Store),

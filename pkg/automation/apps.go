@@ -30,12 +30,15 @@ type App struct {
 // OAuth app by the app's key and gets these as defaults), how an API key
 // is sent, and the hosts the credential is fenced to by default.
 type AppConnection struct {
-	Type         ConnectionType `json:"type"`
-	OAuth2       *AppOAuth2     `json:"oauth2,omitempty"`
-	Header       string         `json:"header,omitempty"` // API_KEY: the header carrying the key
-	Prefix       *string        `json:"prefix,omitempty"` // API_KEY: before the key ("Bearer ")
-	AllowedHosts []string       `json:"allowedHosts"`
-	Help         string         `json:"help,omitempty"` // where the user finds the key
+	Type   ConnectionType `json:"type"`
+	OAuth2 *AppOAuth2     `json:"oauth2,omitempty"`
+	Header string         `json:"header,omitempty"` // API_KEY: the header carrying the key
+	Prefix *string        `json:"prefix,omitempty"` // API_KEY: before the key ("Bearer ")
+	// KeyIn "path": the API takes the key in the URL's path (Telegram's
+	// /bot<token>/), where the request's URL says {key}; no header.
+	KeyIn        string   `json:"keyIn,omitempty"`
+	AllowedHosts []string `json:"allowedHosts"`
+	Help         string   `json:"help,omitempty"` // where the user finds the key
 }
 
 // AppOAuth2 is an OAuth2 provider's endpoints and the scopes the app's
@@ -57,16 +60,22 @@ type Action struct {
 	Input       json.RawMessage `json:"input"`
 	Request     ActionRequest   `json:"request"`
 	Output      string          `json:"output,omitempty"`
+	// FailWhen, an expression over response, fails the step when true:
+	// for APIs that answer 200 to a refusal (Slack's {"ok": false}).
+	FailWhen string `json:"failWhen,omitempty"`
 }
 
 // ActionRequest is an action's HTTP request template. URL is absolute: a
 // connection's baseUrl replaces its origin.
 type ActionRequest struct {
-	Method   string            `json:"method"`
-	URL      string            `json:"url"`
-	Headers  map[string]string `json:"headers,omitempty"`
-	Query    map[string]string `json:"query,omitempty"`
-	Body     json.RawMessage   `json:"body,omitempty"`
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Query   map[string]string `json:"query,omitempty"`
+	Body    json.RawMessage   `json:"body,omitempty"`
+	// Form is a body sent as application/x-www-form-urlencoded (Stripe),
+	// instead of Body.
+	Form     map[string]string `json:"form,omitempty"`
 	Paginate *Paginate         `json:"paginate,omitempty"`
 }
 

@@ -85,13 +85,18 @@ type Engine struct {
 	log         *slog.Logger
 	userAgent   string
 	outbound    automation.OutboundGate
+	actions     automation.AppCatalog // ACTION steps (step_action.go)
+	// allowPrivate lets SQL and EMAIL steps dial private addresses too.
+	allowPrivate bool
+	dbs          *dbPools // SQL steps' pools (step_sql.go)
 }
 
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
 		creds: cfg.Env.Credentials, names: cfg.Env.ConnectionNames, state: cfg.Env.State, vars: cfg.Env.Variables,
-		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, code: cfg.Code,
+		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, code: cfg.Code, actions: cfg.Env.Actions,
+		allowPrivate: cfg.AllowPrivateNetworks,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}

@@ -8,6 +8,7 @@ package flowtest
 import (
 	"context"
 	"encoding/json"
+	"flowservice/pkg/apps"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -119,7 +120,7 @@ func New(t testing.TB, opts Options) *Env {
 		Scheduler: opts.Scheduler,
 		OAuthApps: dir.Store, OAuth: opts.OAuth,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
-		Clock: opts.Clock, Log: opts.Log,
+		Clock: opts.Clock, Log: opts.Log, Apps: apps.MustLoad(),
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			Finished: finished, PureBudget: opts.PureBudget,

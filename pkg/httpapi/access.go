@@ -30,6 +30,7 @@ var routePermissions = map[string]automation.Permission{
 	"GET /api/v1/runs":                                                          automation.PermRead,
 	"POST /api/v1/runs/replay":                                                  automation.PermOperate,
 	"GET /api/v1/connections":                                                   automation.PermRead,
+	"GET /api/v1/apps":                                                          automation.PermRead,
 	"POST /api/v1/connections":                                                  automation.PermEdit,
 	"GET /api/v1/connections/{connectionId}":                                    automation.PermRead,
 	"DELETE /api/v1/connections/{connectionId}":                                 automation.PermEdit,
