@@ -97,7 +97,7 @@ func New(cfg Config) *Engine {
 		creds: cfg.Env.Credentials, names: cfg.Env.ConnectionNames, state: cfg.Env.State, vars: cfg.Env.Variables,
 		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, code: cfg.Code, actions: cfg.Env.Actions,
 		allowPrivate: cfg.AllowPrivateNetworks,
-		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
+		timeout:      cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}
 	if e.userAgent == "" {
