@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -89,6 +90,7 @@ type Engine struct {
 	// allowPrivate lets SQL and EMAIL steps dial private addresses too.
 	allowPrivate bool
 	dbs          *dbPools // SQL steps' pools (step_sql.go)
+	dbsOnce      sync.Once
 }
 
 // New returns an Engine for cfg.
