@@ -7,6 +7,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -52,6 +53,9 @@ type Config struct {
 	Log   *slog.Logger
 	// UserAgent is sent with every outbound request (default UserAgent("")).
 	UserAgent string
+	// RootCAs are the certificate authorities EMAIL steps trust for their
+	// SMTP servers' TLS (nil: the system's); tests add their own.
+	RootCAs *x509.CertPool
 }
 
 // Defaults and limits of Config.
@@ -91,6 +95,7 @@ type Engine struct {
 	allowPrivate bool
 	dbs          *dbPools // SQL steps' pools (step_sql.go)
 	dbsOnce      sync.Once
+	rootCAs      *x509.CertPool
 }
 
 // New returns an Engine for cfg.
@@ -98,8 +103,8 @@ func New(cfg Config) *Engine {
 	e := &Engine{
 		creds: cfg.Env.Credentials, names: cfg.Env.ConnectionNames, state: cfg.Env.State, vars: cfg.Env.Variables,
 		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, code: cfg.Code, actions: cfg.Env.Actions,
-		allowPrivate: cfg.AllowPrivateNetworks,
-		timeout:      cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
+		allowPrivate: cfg.AllowPrivateNetworks, rootCAs: cfg.RootCAs,
+		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}
 	if e.userAgent == "" {

@@ -173,7 +173,7 @@ func (e *Engine) poolCount() int {
 // its allowedHosts, is refused before any dial.
 func fenced(conn automation.Connection, host string) error {
 	if err := automation.CheckSendHost(host); err != nil {
-		return &stepError{msg: "database host: " + err.Error()}
+		return &stepError{msg: "host: " + err.Error()}
 	}
 	if !automation.HostAllowed(conn.AllowedHosts, host) {
 		return &stepError{msg: automation.HostRefused(conn, host)}
