@@ -3,10 +3,12 @@ package engine
 import (
 	"crypto/x509"
 	"testing"
+
+	"flowservice/internal/dbtest"
 )
 
 // For the Service-level tests of package engine_test.
-var StartPostgres = startPostgres
+var StartPostgres = dbtest.StartPostgres
 
 // StartSMTP starts the in-process SMTP server (STARTTLS) and returns its
 // port, its CA pool and a count of the messages it took.

@@ -13,6 +13,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"flowservice/internal/dbtest"
 	"flowservice/pkg/automation"
 )
 
@@ -143,7 +144,7 @@ func testSQLBackend(t *testing.T, e *Engine, conn, placeholder1, placeholder2, s
 }
 
 func TestSQLPostgres(t *testing.T) {
-	port := startPostgres(t)
+	port := dbtest.StartPostgres(t)
 	creds := newDBCreds()
 	creds.add("pg", automation.ConnectionPostgres, automation.DatabaseConfig{Host: "127.0.0.1", Port: port,
 		Database: "postgres", Username: "postgres", TLS: "disable"})
@@ -173,13 +174,13 @@ func TestSQLPostgres(t *testing.T) {
 }
 
 func TestSQLMariaDB(t *testing.T) {
-	port := startMariaDB(t)
+	port := dbtest.StartMariaDB(t)
 	db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	waitReady(t, db, "mariadbd")
+	dbtest.WaitReady(t, db, "mariadbd")
 	if _, err := db.Exec("create database flows"); err != nil {
 		t.Fatal(err)
 	}

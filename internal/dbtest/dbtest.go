@@ -1,4 +1,5 @@
-package engine
+// Package dbtest starts throwaway database servers for tests (docs/architecture.md).
+package dbtest
 
 import (
 	"context"
@@ -78,7 +79,7 @@ func as(owner, bin string, args ...string) *exec.Cmd {
 
 // waitReady pings db until it answers, at most a minute (a loaded machine
 // starts servers slowly).
-func waitReady(t *testing.T, db *sql.DB, what string) {
+func WaitReady(t *testing.T, db *sql.DB, what string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -97,7 +98,7 @@ func waitReady(t *testing.T, db *sql.DB, what string) {
 
 // startPostgres starts a cluster and returns its port; user postgres, no
 // password (trust on 127.0.0.1).
-func startPostgres(t *testing.T) int {
+func StartPostgres(t *testing.T) int {
 	t.Helper()
 	initdb := findBin("initdb", "/usr/lib/postgresql/*/bin")
 	pgctl := findBin("pg_ctl", "/usr/lib/postgresql/*/bin")
@@ -138,7 +139,7 @@ func startPostgres(t *testing.T) int {
 
 // startMariaDB starts a server without grant tables (any user) and
 // returns its port.
-func startMariaDB(t *testing.T) int {
+func StartMariaDB(t *testing.T) int {
 	t.Helper()
 	install := findBin("mariadb-install-db")
 	server := findBin("mariadbd", "/usr/sbin")
