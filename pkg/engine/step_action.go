@@ -261,6 +261,16 @@ func (x *execution) action(ctx context.Context, s automation.Step) (any, error) 
 		}
 		out = resp
 	}
+	// An API that sends JSON under another content type (text/plain)
+	// still gives its output expression an object to read.
+	if m, ok := out.(map[string]any); ok {
+		if b, ok := m["body"].(string); ok && json.Valid([]byte(b)) {
+			var v any
+			if json.Unmarshal([]byte(b), &v) == nil {
+				m["body"] = v
+			}
+		}
+	}
 	oenv := map[string]any{"input": in, "response": out, budgetKey: budgetOf(x.env)}
 	if a.FailWhen != "" {
 		p, err := compileOutput(a.FailWhen)
