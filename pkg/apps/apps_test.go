@@ -368,3 +368,22 @@ func TestActionRenderedInputIsData(t *testing.T) {
 		t.Errorf("run %s %q, %d requests: want FAILED naming input.channel, nothing sent", run.Status, run.Steps[0].Error, len(bodies))
 	}
 }
+
+// TestOAuthAppFromCatalog: an operator's OAuth app named after a catalog
+// app takes the catalog's endpoints and scopes, so that only the client
+// is theirs to give; an OAuth2 connection made through it is fenced to
+// the app's hosts.
+func TestOAuthAppFromCatalog(t *testing.T) {
+	fe := flowtest.New(t, flowtest.Options{})
+	a, err := fe.Svc.AddOAuthApp(context.Background(), automation.OAuthAppInput{Name: "slack", ClientID: "123.456", ClientSecret: "shh"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.AuthorizeURL != "https://slack.com/oauth/v2/authorize" || a.TokenURL != "https://slack.com/api/oauth.v2.access" ||
+		strings.Join(a.Scopes, " ") != "chat:write channels:read reactions:write" {
+		t.Errorf("app %+v: want Slack's endpoints and the actions' scopes", a)
+	}
+	if _, err := fe.Svc.AddOAuthApp(context.Background(), automation.OAuthAppInput{Name: "custom", ClientID: "c", ClientSecret: "s"}); err == nil {
+		t.Error("an app outside the catalog without endpoints was accepted")
+	}
+}
