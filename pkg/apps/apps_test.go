@@ -371,8 +371,7 @@ func TestActionRenderedInputIsData(t *testing.T) {
 
 // TestOAuthAppFromCatalog: an operator's OAuth app named after a catalog
 // app takes the catalog's endpoints and scopes, so that only the client
-// is theirs to give; an OAuth2 connection made through it is fenced to
-// the app's hosts.
+// is theirs to give; another name still needs its endpoints.
 func TestOAuthAppFromCatalog(t *testing.T) {
 	fe := flowtest.New(t, flowtest.Options{})
 	a, err := fe.Svc.AddOAuthApp(context.Background(), automation.OAuthAppInput{Name: "slack", ClientID: "123.456", ClientSecret: "shh"})
