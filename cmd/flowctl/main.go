@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flowservice/pkg/apps"
 	"fmt"
 	"io"
 	"os"
@@ -123,7 +124,7 @@ func (c *cli) service(ctx context.Context) (*automation.Service, func(), error) 
 	}
 	svc, err := automation.NewService(automation.Config{
 		Store: dir.Store, Secrets: dir.Secrets, Checker: engine.Checker{}, CursorKey: dir.CursorKey,
-		OAuthApps: dir.Store, Polls: dir.Store, Users: dir.Store,
+		OAuthApps: dir.Store, Polls: dir.Store, Users: dir.Store, Apps: apps.MustLoad(),
 	})
 	if err != nil {
 		dir.Close()

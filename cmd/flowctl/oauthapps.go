@@ -33,6 +33,11 @@ then:
       --authorize-url https://github.com/login/oauth/authorize \
       --token-url https://github.com/login/oauth/access_token --scopes "repo" < github.secret
 
+For an app of the catalog (slack, github, notion, google_sheets, linear,
+hubspot: GET /api/v1/apps) the endpoints and scopes are the catalog's:
+
+    flowctl oauth-apps add slack --client-id 123.456 --client-secret-stdin < slack.secret
+
 The client secret is stored encrypted (Secrets Manager on AWS) and never shown again.
 The connections page then offers "Connect github".`,
 		Args: positional("add NAME"),
@@ -62,12 +67,12 @@ The connections page then offers "Connect github".`,
 	}
 	add.Flags().StringVar(&in.ClientID, "client-id", "", "the client ID the provider gave (required)")
 	add.Flags().BoolVar(&fromStdin, "client-secret-stdin", false, "read the client secret from stdin (required)")
-	add.Flags().StringVar(&in.AuthorizeURL, "authorize-url", "", "the provider's authorization endpoint (required)")
-	add.Flags().StringVar(&in.TokenURL, "token-url", "", "the provider's token endpoint (required)")
+	add.Flags().StringVar(&in.AuthorizeURL, "authorize-url", "", "the provider's authorization endpoint (required unless NAME is a catalog app)")
+	add.Flags().StringVar(&in.TokenURL, "token-url", "", "the provider's token endpoint (required unless NAME is a catalog app)")
 	add.Flags().StringVar(&scopes, "scopes", "", `scopes to ask for, separated by spaces: "a b"`)
-	for _, f := range []string{"client-id", "authorize-url", "token-url"} {
-		_ = add.MarkFlagRequired(f)
-	}
+	// An app of the catalog (GET /api/v1/apps) brings its endpoints and
+	// scopes: only the client is the operator's to give.
+	_ = add.MarkFlagRequired("client-id")
 
 	list := &cobra.Command{
 		Use:   "list",

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"flowservice/pkg/apps"
 	"fmt"
 	"io"
 	"log/slog"
@@ -303,6 +304,7 @@ func wireNode(ctx context.Context, cfg config, code automation.CodeRunner, trace
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
 		Users: n.users, Passwords: passwords.Hasher{},
 		Tracer: tracer.Port(),
+		Apps:   apps.MustLoad(),
 		Runtime: &automation.RunRuntime{
 			Runs: m.RunStore(n.store), Queue: m.RunQueue(pool.Notifying(n.store)), Inline: n.store, Policy: cfg.RunPolicy,
 			Finished: m.FinishedRuns(n.store), SlotWaker: pool.Waking(n.store),

@@ -39,6 +39,9 @@ type Connection struct {
 	// AllowedHosts fences the credential: an HTTP step sends it only to
 	// these hosts (hosts.go), redirects included; none: any host.
 	AllowedHosts []string `json:"allowedHosts,omitempty"`
+	// BaseURL replaces the origin of the app's actions (GitHub
+	// Enterprise, a proxy, a test double); its host joins AllowedHosts.
+	BaseURL string `json:"baseUrl,omitempty"`
 }
 
 // ConnectionValue is the credential of an API_KEY connection.
@@ -54,4 +57,8 @@ type ConnectionValue struct {
 	// Masks are further values the HTTP step masks in its output beside
 	// APIKey (a BASIC connection's password and username).
 	Masks []Secret `json:"-"`
+	// Database and SMTP are the value of a POSTGRES or MYSQL connection,
+	// and of an SMTP connection (dbconn.go); nil for the others.
+	Database *DatabaseConfig `json:"-"`
+	SMTP     *SMTPConfig     `json:"-"`
 }

@@ -16,6 +16,8 @@ type ConnectionInput struct {
 	Value json.RawMessage `json:"value"`
 	// AllowedHosts: see Connection.AllowedHosts.
 	AllowedHosts []string `json:"allowedHosts"`
+	// BaseURL: see Connection.BaseURL.
+	BaseURL string `json:"baseUrl"`
 }
 
 // ListConnections returns one page of the project's connections.
@@ -69,6 +71,16 @@ func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in 
 		if raw, err = decodeTypedValue(in.Type, in.Value); err != nil {
 			return Connection{}, err
 		}
+	case ConnectionPostgres, ConnectionMySQL:
+		var err error
+		if raw, err = decodeDatabase(in.Type, in.Value); err != nil {
+			return Connection{}, err
+		}
+	case ConnectionSMTP:
+		var err error
+		if raw, err = decodeSMTP(in.Value); err != nil {
+			return Connection{}, err
+		}
 	case ConnectionOAuth2:
 		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard (Connect on its connections page, {base_url}/ui/connections)")
 	case "":
@@ -80,16 +92,24 @@ func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in 
 	if err != nil {
 		return Connection{}, err
 	}
-	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw, hosts)
+	var base, baseHost string
+	if in.BaseURL != "" {
+		if base, baseHost, err = parseBaseURL(in.BaseURL); err != nil {
+			return Connection{}, err
+		}
+	}
+	hosts = appHosts(s.apps, in.App, hosts, baseHost)
+	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw, hosts, base)
 }
 
 // storeConnection stores a new ACTIVE connection with its credential raw:
 // the credential first, so that a stored connection always has one.
-func (s *ConnectionService) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte, hosts []string) (Connection, error) {
+func (s *ConnectionService) storeConnection(ctx context.Context, p Project, name, app string, typ ConnectionType, raw []byte, hosts []string, baseURL string) (Connection, error) {
 	now := s.clock()
 	c := Connection{
 		ID: s.newID(PrefixConnection), Project: p.ID, Name: name, App: app,
 		Type: typ, Status: ConnectionActive, Created: now, Updated: now, AllowedHosts: hosts,
+		BaseURL: baseURL,
 	}
 	if err := s.secrets.PutSecret(ctx, p.ID, ConnectionSecretName(c.ID), raw); err != nil {
 		return Connection{}, wrap("store connection credential", err)
@@ -150,6 +170,12 @@ func (s *ConnectionService) ConnectionCredential(ctx context.Context, project, i
 	switch c.Type {
 	case ConnectionOAuth2:
 		return s.oauthCredential(ctx, c, raw)
+	case ConnectionPostgres, ConnectionMySQL, ConnectionSMTP:
+		v, err := storedConfig(c.Type, raw)
+		if err != nil {
+			return c, ConnectionValue{}, wrap("read connection credential", err)
+		}
+		return c, v, nil
 	case ConnectionBasic, ConnectionHeader, ConnectionQuery:
 		v, err := typedCredential(c.Type, raw)
 		if err != nil {

@@ -13,5 +13,6 @@ type ConnectionService struct {
 	secrets    secretStore
 	oauthApps  OAuthAppStore // nil: no OAuth2 apps
 	oauth      OAuthClient   // nil: OAUTH2 connections cannot refresh
+	apps       AppCatalog    // nil: no app catalog (default hosts, OAuth2 endpoints)
 	refreshing sync.Map      // connection ID -> *sync.Mutex: one refresh at a time per connection
 }

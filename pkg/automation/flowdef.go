@@ -22,6 +22,7 @@ type (
 	Paginate       = flowdef.Paginate
 	Poll           = flowdef.Poll
 	PollRequest    = flowdef.PollRequest
+	Query          = flowdef.Query
 	ResponseMode   = flowdef.ResponseMode
 	Schedule       = flowdef.Schedule
 	Secret         = flowdef.Secret

@@ -45,11 +45,14 @@ type flowValidator struct {
 	checker Checker
 	code    CodeChecker // nil: CODE scripts are compiled when they run
 	polls   PollChecker // nil: every valid POLL interval
+	apps    AppCatalog  // nil: ACTION steps are refused
 	store   interface {
 		Connection(ctx context.Context, project, id string) (Connection, error)
 		Flow(ctx context.Context, project, id string) (Flow, error)
 		// A CALL_FLOW step naming its flow (portable.go) is resolved
 		// among the project's flows.
 		ListFlows(ctx context.Context, project string, q ListQuery) (Page[Flow], error)
+		// SQL and EMAIL steps name their connection: its type is checked.
+		ListConnections(ctx context.Context, project string, q ListQuery) (Page[Connection], error)
 	}
 }

@@ -1,6 +1,7 @@
 package automation
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -96,6 +97,16 @@ func (s *ConnectionService) AddOAuthApp(ctx context.Context, in OAuthAppInput) (
 	}
 	if !appName.MatchString(in.Name) {
 		return OAuthApp{}, Invalid("app name %q: use 1 to 63 lower-case letters, digits, - and _, starting with a letter or digit", in.Name)
+	}
+	// An app of the catalog brings its provider's endpoints and the
+	// scopes its actions need: the operator gives only the client.
+	if a, ok := s.catalogApp(in.Name); ok && a.Connection.OAuth2 != nil {
+		o := a.Connection.OAuth2
+		in.AuthorizeURL = cmp.Or(in.AuthorizeURL, o.AuthorizeURL)
+		in.TokenURL = cmp.Or(in.TokenURL, o.TokenURL)
+		if len(in.Scopes) == 0 {
+			in.Scopes = o.Scopes
+		}
 	}
 	if err := checkText("client ID", in.ClientID, 500); err != nil {
 		return OAuthApp{}, err
@@ -257,7 +268,7 @@ func (s *ConnectionService) CompleteOAuth(ctx context.Context, p Project, in OAu
 	if err := checkText("name", name, 200); err != nil {
 		return Connection{}, err
 	}
-	return s.storeConnection(ctx, p, name, a.Name, ConnectionOAuth2, raw, hosts)
+	return s.storeConnection(ctx, p, name, a.Name, ConnectionOAuth2, raw, appHosts(s.apps, a.Name, hosts, ""), "")
 }
 
 func (s *ConnectionService) appWithSecret(ctx context.Context, name string) (OAuthApp, string, error) {

@@ -464,6 +464,7 @@ type ExecEnv struct {
 	Outbound        OutboundGate    // the project's outboundPerMinute
 	Tracer          Tracer          // spans of steps and requests; nil: off
 	Waitpoints      Waitpoints      // APPROVAL steps and WAIT for a callback
+	Actions         AppCatalog      // ACTION steps: the catalog's request templates (nil: none)
 }
 
 // ConnectionNames resolves a project's connection names to IDs, once per

@@ -57,6 +57,9 @@ type Config struct {
 	// password sign-in (OpenID Connect only).
 	Users     UserStore
 	Passwords PasswordHasher
+	// Apps is the app catalog (pkg/apps); nil: no apps, ACTION steps are
+	// refused.
+	Apps AppCatalog
 	// CursorKey authenticates page cursors: at least 32 bytes, kept secret
 	// and stable across restarts and instances.
 	CursorKey []byte
@@ -104,7 +107,7 @@ func NewService(cfg Config) (*Service, error) {
 	variables := &VariableService{base: b, store: cfg.Store, secrets: secrets}
 	flows := &FlowService{
 		base:          b,
-		flowValidator: &flowValidator{base: b, checker: cfg.Checker, code: cfg.CodeChecker, polls: cfg.PollChecker, store: cfg.Store},
+		flowValidator: &flowValidator{base: b, checker: cfg.Checker, code: cfg.CodeChecker, polls: cfg.PollChecker, apps: cfg.Apps, store: cfg.Store},
 		store:         cfg.Store,
 		pollStore:     cfg.Polls,
 		secrets:       secrets,
@@ -119,7 +122,7 @@ func NewService(cfg Config) (*Service, error) {
 		ProjectService: projects,
 		FlowService:    flows,
 		ConnectionService: &ConnectionService{base: b, store: cfg.Store, secrets: secrets,
-			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth},
+			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth, apps: cfg.Apps},
 		VariableService: variables,
 		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
 			flows: flows, projects: projects, tracer: cfg.Tracer, approvalEvents: cfg.ApprovalEvents},
@@ -133,6 +136,7 @@ func NewService(cfg Config) (*Service, error) {
 			State: s.FlowService, Variables: s.VariableService,
 			Calls: s.RunService, Outbound: s.ProjectService, Tracer: cfg.Tracer,
 			Waitpoints: s.RunService,
+			Actions:    cfg.Apps,
 		})
 	}
 	return s, nil

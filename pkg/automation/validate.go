@@ -86,6 +86,15 @@ func (s *flowValidator) stepRefs(ctx context.Context, f *Flow, st *Step, at stri
 	switch st.Type {
 	case StepHTTP:
 		return s.connectionRef(ctx, f, st, at)
+	case StepAction:
+		if err := s.connectionRef(ctx, f, st, at); err != nil {
+			return err
+		}
+		return s.checkAction(st, at)
+	case StepSQL:
+		return s.connectionKind(ctx, f, st, at, ConnectionPostgres, ConnectionMySQL)
+	case StepEmail:
+		return s.connectionKind(ctx, f, st, at, ConnectionSMTP)
 	case StepCode:
 		// A script that does not compile would fail every run; say so now.
 		if s.code != nil {

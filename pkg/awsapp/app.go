@@ -3,6 +3,7 @@ package awsapp
 import (
 	"context"
 	"crypto/rand"
+	"flowservice/pkg/apps"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -152,6 +153,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuth:  oauth.New(engine.GuardedTransport(cfg.AllowPrivateNetworks)),
 		Tracer: tracer.Port(),
+		Apps:   apps.MustLoad(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)

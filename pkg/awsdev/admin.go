@@ -2,6 +2,7 @@ package awsdev
 
 import (
 	"crypto/rand"
+	"flowservice/pkg/apps"
 	"fmt"
 	"strings"
 
@@ -25,7 +26,7 @@ func NewAdminService(awsCfg aws.Config, tablePrefix string) (*automation.Service
 	_, _ = rand.Read(key)
 	svc, err := automation.NewService(automation.Config{
 		Store: store, Secrets: smsecrets.New(secretsmanager.NewFromConfig(awsCfg), SecretPrefix(tablePrefix)),
-		Checker: engine.Checker{}, CursorKey: key, OAuthApps: store, Polls: store, Users: store,
+		Checker: engine.Checker{}, CursorKey: key, OAuthApps: store, Polls: store, Users: store, Apps: apps.MustLoad(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("awsdev: %w", err)

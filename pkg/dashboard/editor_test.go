@@ -32,7 +32,7 @@ func TestCreateEditDeleteFlow(t *testing.T) {
 		{"cut short", `{"name": "x",`, "", "not valid JSON: it ends before"},
 		{"bad JSON", "{\n\"name\": x}", "", "not valid JSON at line 2, column 9"},
 		{"unknown field", `{"name": "x", "engine": "FLOW_BUILDER", "stepz": []}`, "stepz", `unknown field: check its spelling`},
-		{"unknown step type", `{"name": "x", "engine": "FLOW_BUILDER", "steps": [{"name": "a", "type": "EMAIL"}]}`, "steps[0].type", "HTTP"},
+		{"unknown step type", `{"name": "x", "engine": "FLOW_BUILDER", "steps": [{"name": "a", "type": "TELEPORT"}]}`, "steps[0].type", "HTTP"},
 		{"wrong type", `{"name": 7, "engine": "FLOW_BUILDER"}`, "name", "want a JSON string"},
 		{"no engine", `{"name": "x"}`, "engine", "is required"},
 	}
@@ -178,7 +178,7 @@ func TestEditorErrorsSayWhere(t *testing.T) {
 	}{
 		{"syntax", "{\n  \"name\": \"x\",\n  \"engine\": FLOW_BUILDER\n}",
 			[]string{`data-line="3" data-col="13"`, "Line 3, column 13:", "not valid JSON at line 3, column 13"}},
-		{"unknown step type", "{\"name\": \"x\", \"engine\": \"FLOW_BUILDER\",\n \"steps\": [\n  {\"name\": \"a\", \"type\": \"EMAIL\"}]}",
+		{"unknown step type", "{\"name\": \"x\", \"engine\": \"FLOW_BUILDER\",\n \"steps\": [\n  {\"name\": \"a\", \"type\": \"TELEPORT\"}]}",
 			[]string{`data-line="3" data-col="17"`, "<strong>steps[0].type</strong>"}},
 		{"unknown nested field", "{\"name\": \"x\", \"engine\": \"FLOW_BUILDER\", \"steps\": [\n {\"name\": \"r\", \"type\": \"SWITCH\", \"cases\": [\n  {\"when\": \"true\", \"steps\": [{\"name\": \"n\", \"type\": \"HTTP\", \"ulr\": \"https://example.com\"}]}]}]}",
 			[]string{`data-line="3" data-col="60"`, "<strong>steps[0].cases[0].steps[0].ulr</strong>: unknown field: check its spelling"}},

@@ -16,6 +16,9 @@ import (
 // absent for none.
 const attrAllowedHosts = "allowedHosts"
 
+// attrBaseURL is an app connection's baseUrl; absent for none.
+const attrBaseURL = "baseUrl"
+
 func connectionKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrID: str(id)}
 }
@@ -38,6 +41,9 @@ func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) e
 			hosts[i] = str(h)
 		}
 		item[attrAllowedHosts] = &types.AttributeValueMemberL{Value: hosts}
+	}
+	if c.BaseURL != "" {
+		item[attrBaseURL] = str(c.BaseURL)
 	}
 	failed, err := s.writeOne(ctx, types.TransactWriteItem{Put: &types.Put{
 		TableName: &s.t.Connections, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)"),
@@ -147,6 +153,9 @@ func decodeConnection(item map[string]types.AttributeValue) (automation.Connecti
 		ID: r.str(attrID), Project: r.str(attrProject), Name: r.str("name"), App: r.str("app"),
 		Type: automation.ConnectionType(r.str("type")), Status: automation.ConnectionStatus(r.str("status")),
 		Created: r.time("created"), Updated: r.time("updated"),
+	}
+	if v, ok := item[attrBaseURL].(*types.AttributeValueMemberS); ok {
+		c.BaseURL = v.Value
 	}
 	if r.err != nil {
 		return automation.Connection{}, fmt.Errorf("dynamostore: decode connection %s: %w", c.ID, r.err)

@@ -78,7 +78,7 @@ func TestFlowRoundTrip(t *testing.T) {
 			TimeoutMs: 5000, ContinueOnFail: true},
 		{Name: "reply", Type: automation.StepRespond, StatusCode: 201, Body: []byte(`{"status":"ok"}`)},
 		{Name: "code", Type: automation.StepCode, Code: "return 1", Signature: &automation.Signature{Preset: "GITHUB", Secret: "raw-kept"}},
-		{Name: "set", Type: automation.StepSet, Values: []byte(`{}`), Query: map[string]string{"q": "1"}},
+		{Name: "set", Type: automation.StepSet, Values: []byte(`{}`), Query: automation.Query{Params: map[string]string{"q": "1"}}},
 	}
 	f.AllowedIPs = []string{"203.0.113.0/24", "2001:db8::1"}
 	f.Stats = automation.FlowStats{} // never written by CreateFlow

@@ -7,6 +7,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -51,6 +53,9 @@ type Config struct {
 	Log   *slog.Logger
 	// UserAgent is sent with every outbound request (default UserAgent("")).
 	UserAgent string
+	// RootCAs are the certificate authorities EMAIL steps trust for their
+	// SMTP servers' TLS (nil: the system's); tests add their own.
+	RootCAs *x509.CertPool
 }
 
 // Defaults and limits of Config.
@@ -69,15 +74,15 @@ const (
 
 // Engine executes runs. It is safe for concurrent use.
 type Engine struct {
-	creds     automation.Credentials
-	names     automation.ConnectionNames
-	code      automation.CodeRunner
-	state     automation.FlowStates
-	vars      automation.VariableLoader
-	calls     automation.Calls
+	creds      automation.Credentials
+	names      automation.ConnectionNames
+	code       automation.CodeRunner
+	state      automation.FlowStates
+	vars       automation.VariableLoader
+	calls      automation.Calls
 	waitpoints automation.Waitpoints
-	checker   Checker
-	transport *http.Transport
+	checker    Checker
+	transport  *http.Transport
 	// sender is transport as HTTP steps send through it: traced when
 	// tracing is on (TraceTransport), transport itself otherwise.
 	sender      http.RoundTripper
@@ -90,13 +95,20 @@ type Engine struct {
 	log         *slog.Logger
 	userAgent   string
 	outbound    automation.OutboundGate
+	actions     automation.AppCatalog // ACTION steps (step_action.go)
+	// allowPrivate lets SQL and EMAIL steps dial private addresses too.
+	allowPrivate bool
+	dbs          *dbPools // SQL steps' pools (step_sql.go)
+	dbsOnce      sync.Once
+	rootCAs      *x509.CertPool
 }
 
 // New returns an Engine for cfg.
 func New(cfg Config) *Engine {
 	e := &Engine{
 		creds: cfg.Env.Credentials, names: cfg.Env.ConnectionNames, state: cfg.Env.State, vars: cfg.Env.Variables,
-		calls: cfg.Env.Calls, waitpoints: cfg.Env.Waitpoints, outbound: cfg.Env.Outbound, tracer: cfg.Env.Tracer, code: cfg.Code,
+		calls: cfg.Env.Calls, waitpoints: cfg.Env.Waitpoints, outbound: cfg.Env.Outbound, tracer: cfg.Env.Tracer, code: cfg.Code, actions: cfg.Env.Actions,
+		allowPrivate: cfg.AllowPrivateNetworks, rootCAs: cfg.RootCAs,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
 	}

@@ -220,7 +220,7 @@ func TestHTTPConnectionInjectsKeyAndMasksIt(t *testing.T) {
 			f := flowOf(automation.Step{Name: "call", Type: automation.StepHTTP, ConnectionID: "con_1",
 				URL:     ext.URL + "/echo",
 				Headers: map[string]string{"X-Event": "{{ trigger.body.event }}"},
-				Query:   map[string]string{"ref": "{{ trigger.body.ref }}"},
+				Query:   automation.Query{Params: map[string]string{"ref": "{{ trigger.body.ref }}"}},
 				Body:    raw(`{"text": "echo {{ trigger.body.event }}"}`)})
 			res := e.Execute(context.Background(), f, runOf(`{"event":"push","ref":"main"}`))
 			r := res.Run
@@ -613,7 +613,7 @@ func TestRedirects(t *testing.T) {
 		{"http://localhost:" + port + "/echo", false},
 	} {
 		r = e.Execute(context.Background(), flowOf(automation.Step{Name: "r", Type: automation.StepHTTP, ConnectionID: "con_h",
-			URL: ext.URL + "/to", Query: map[string]string{"url": tt.target}}), runOf(`{}`)).Run
+			URL: ext.URL + "/to", Query: automation.Query{Params: map[string]string{"url": tt.target}}}), runOf(`{}`)).Run
 		if r.Status != automation.RunSucceeded {
 			t.Fatalf("redirect to %s: %s %q", tt.target, r.Status, r.Error)
 		}

@@ -103,6 +103,7 @@ type credential struct {
 	// query carries the key as a query parameter instead (QUERY).
 	query, queryValue string
 	secrets           []string
+	key               string // the key itself (an ACTION may put it in the path)
 }
 
 // credential reads the step's connection, if it names one.
@@ -129,6 +130,7 @@ func (x *execution) credential(ctx context.Context, s automation.Step) (credenti
 	if key == "" {
 		return c, &stepError{msg: "connection " + id + " has no API key"}
 	}
+	c.key = key
 	c.secrets = append(c.secrets, key)
 	for _, m := range v.Masks {
 		c.secrets = append(c.secrets, m.Reveal())
@@ -318,9 +320,9 @@ func (x *execution) request(ctx context.Context, s automation.Step) (*http.Reque
 	if err := automation.CheckSendHost(u.Hostname()); err != nil {
 		return nil, fmt.Errorf("url %q: %s", redactURL(u), err.Error())
 	}
-	if len(s.Query) > 0 {
+	if len(s.Query.Params) > 0 {
 		q := u.Query()
-		for k, v := range s.Query {
+		for k, v := range s.Query.Params {
 			t, err := c.evalText(v, env)
 			if err != nil {
 				return nil, fmt.Errorf("query.%s: %w", k, err)

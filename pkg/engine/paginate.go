@@ -20,6 +20,12 @@ import (
 // (Config.MaxRunOutputBytes): past it the step fails, rather than record a
 // list cut short without saying so.
 func (x *execution) paginate(ctx context.Context, s automation.Step, cred credential) (any, error) {
+	return x.paginateWith(ctx, s, cred, func() (*http.Request, error) { return x.request(ctx, s) })
+}
+
+// paginateWith walks pages of the request build makes (an ACTION step
+// builds its own, step_action.go).
+func (x *execution) paginateWith(ctx context.Context, s automation.Step, cred credential, build func() (*http.Request, error)) (any, error) {
 	p := s.Paginate
 	maxPages := p.MaxPages
 	if maxPages <= 0 {
@@ -37,7 +43,7 @@ func (x *execution) paginate(ctx context.Context, s automation.Step, cred creden
 		pages   int
 	)
 	for pages < maxPages {
-		req, err := x.request(ctx, s)
+		req, err := build()
 		if err != nil {
 			return nil, cred.masked(err.Error())
 		}

@@ -90,6 +90,12 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 		return x.wait(s)
 	case automation.StepCallFlow:
 		return x.callFlow(ctx, s)
+	case automation.StepAction:
+		return x.action(ctx, s)
+	case automation.StepSQL:
+		return x.sql(ctx, s)
+	case automation.StepEmail:
+		return x.email(ctx, s)
 	}
 	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
 }

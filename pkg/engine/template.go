@@ -40,6 +40,12 @@ func (c Checker) template(s string) (template, error) {
 }
 
 func (c Checker) parseTemplate(s string) (template, error) {
+	return parseTemplateWith(s, c.compile)
+}
+
+// parseTemplateWith parses s, compiling each expression with compile (the
+// names a template may use differ: an action's request sees only input).
+func parseTemplateWith(s string, compile func(string) (*vm.Program, error)) (template, error) {
 	var t template
 	i, exprs := 0, 0
 	for i < len(s) {
@@ -64,7 +70,7 @@ func (c Checker) parseTemplate(s string) (template, error) {
 		if src == "" {
 			return template{}, automation.Invalid(`template %q: empty "{{ }}" at position %d`, quoteClip(s), i+open+1)
 		}
-		p, err := c.compile(src)
+		p, err := compile(src)
 		if err != nil {
 			return template{}, automation.Invalid("template %q: %s", quoteClip(s), err.Error())
 		}
@@ -128,6 +134,11 @@ func (c Checker) evalString(s string, env map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return evalTemplate(t, s, env)
+}
+
+// evalTemplate evaluates a parsed template s.
+func evalTemplate(t template, s string, env map[string]any) (any, error) {
 	if t.single {
 		return run(t.parts[0], env)
 	}

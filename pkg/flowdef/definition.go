@@ -135,10 +135,18 @@ const (
 // APPROVAL: a person decides (step_approval.go).
 const StepApproval StepType = "APPROVAL" // waits, durably, for people to approve, reject or fill a form
 
+// ACTION, SQL and EMAIL: apps, databases and mail (step_action.go,
+// step_sql.go, step_email.go).
+const (
+	StepAction StepType = "ACTION" // an action of the app catalog, sent as an HTTP step
+	StepSQL    StepType = "SQL"    // a parameterised query on a POSTGRES or MYSQL connection
+	StepEmail  StepType = "EMAIL"  // a message sent through an SMTP connection
+)
+
 // StepTypes lists the step types in the order error messages name them.
 var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode,
 	StepSwitch, StepForEach, StepStore, StepWait, StepCallFlow,
-	StepApproval}
+	StepApproval, StepAction, StepSQL, StepEmail}
 
 // Limits of the flow language.
 const (
@@ -166,13 +174,14 @@ type Step struct {
 	Condition string `json:"condition,omitempty"`
 
 	// HTTP (Headers also RESPOND: the answer's headers)
-	ConnectionID   string            `json:"connectionId,omitempty"`
-	Method         string            `json:"method,omitempty"`
-	URL            string            `json:"url,omitempty"`
-	Headers        map[string]string `json:"headers,omitempty"`
-	Query          map[string]string `json:"query,omitempty"`
-	TimeoutMs      int               `json:"timeoutMs,omitempty"`
-	ContinueOnFail bool              `json:"continueOnFail,omitempty"`
+	ConnectionID string            `json:"connectionId,omitempty"`
+	Method       string            `json:"method,omitempty"`
+	URL          string            `json:"url,omitempty"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	// Query is HTTP's query parameters, or SQL's statement (query.go).
+	Query          Query `json:"query,omitzero"`
+	TimeoutMs      int   `json:"timeoutMs,omitempty"`
+	ContinueOnFail bool  `json:"continueOnFail,omitempty"`
 	// IdempotencyKey false turns off the Idempotency-Key header the step
 	// otherwise sends on methods other than GET and HEAD.
 	IdempotencyKey *bool `json:"idempotencyKey,omitempty"`
@@ -257,6 +266,25 @@ type Step struct {
 
 	// HTTP: walk a paginated API (paginate.go).
 	Paginate *Paginate `json:"paginate,omitempty"`
+
+	// ACTION (step_action.go): the catalog action's key; its input is
+	// Input, its connection Connection or ConnectionID.
+	Action string `json:"action,omitempty"`
+
+	// SQL (step_sql.go): the statement is Query.SQL, its values Params
+	// (a JSON array of templates), at most MaxRows rows come back, and
+	// Timeout bounds it.
+	Params  json.RawMessage `json:"params,omitempty"`
+	MaxRows int             `json:"maxRows,omitempty"`
+
+	// EMAIL (step_email.go): addresses and content, every string a
+	// template.
+	To      []string `json:"to,omitempty"`
+	Cc      []string `json:"cc,omitempty"`
+	Subject string   `json:"subject,omitempty"`
+	Text    string   `json:"text,omitempty"`
+	HTML    string   `json:"html,omitempty"`
+	ReplyTo string   `json:"replyTo,omitempty"`
 }
 
 // Case is one branch of a SWITCH.

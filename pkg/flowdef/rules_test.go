@@ -97,6 +97,11 @@ func TestOnlyFieldsSeesEveryField(t *testing.T) {
 			v.Set(reflect.MakeMap(v.Type()))
 		case reflect.Pointer:
 			v.Set(reflect.New(v.Type().Elem()))
+		case reflect.Struct:
+			if v.Type() != reflect.TypeOf(Query{}) {
+				t.Fatalf("field %s: struct %s not covered by this test", f.name, v.Type())
+			}
+			v.Set(reflect.ValueOf(Query{SQL: "x"}))
 		default:
 			t.Fatalf("field %s: kind %s not covered by this test", f.name, v.Kind())
 		}

@@ -32,6 +32,9 @@ func checkHTTP(c Checks, st *Step, at string) error {
 	if !slices.Contains(HTTPMethods, st.Method) {
 		return Invalid("%s.method %q: allowed values are %s", at, st.Method, strings.Join(HTTPMethods, ", "))
 	}
+	if st.Query.SQL != "" {
+		return Invalid(`%s.query of an HTTP step is an object of query parameters, e.g. {"page": "1"}`, at)
+	}
 	if strings.TrimSpace(st.URL) == "" {
 		return Invalid("%s.url is required for HTTP", at)
 	}
@@ -55,7 +58,7 @@ func checkHTTP(c Checks, st *Step, at string) error {
 			return Invalid("%s.headers.%s: %v", at, k, err)
 		}
 	}
-	for k, v := range st.Query {
+	for k, v := range st.Query.Params {
 		if err := c.Template(v); err != nil {
 			return Invalid("%s.query.%s: %v", at, k, err)
 		}

@@ -8,6 +8,7 @@ package flowtest
 import (
 	"context"
 	"encoding/json"
+	"flowservice/pkg/apps"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -127,7 +128,7 @@ func New(t testing.TB, opts Options) *Env {
 		OAuthApps: dir.Store, OAuth: opts.OAuth,
 		Users: dir.Store, Passwords: TestPasswords,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
-		Clock: opts.Clock, Log: opts.Log, Tracer: opts.Tracer,
+		Clock: opts.Clock, Log: opts.Log, Tracer: opts.Tracer, Apps: apps.MustLoad(),
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			Finished: finished, PureBudget: opts.PureBudget,

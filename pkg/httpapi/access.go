@@ -30,6 +30,7 @@ var routePermissions = map[string]automation.Permission{
 	"GET /api/v1/runs":                                                          automation.PermRead,
 	"POST /api/v1/runs/replay":                                                  automation.PermOperate,
 	"GET /api/v1/connections":                                                   automation.PermRead,
+	"GET /api/v1/apps":                                                          automation.PermRead,
 	"POST /api/v1/connections":                                                  automation.PermEdit,
 	"GET /api/v1/connections/{connectionId}":                                    automation.PermRead,
 	"DELETE /api/v1/connections/{connectionId}":                                 automation.PermEdit,
@@ -58,13 +59,13 @@ var routePermissions = map[string]automation.Permission{
 	"GET /api/v1/flows/{flowId}/versions/{version}":                             automation.PermRead,
 	"POST /api/v1/flows/{flowId}/versions/{version}/restore":                    automation.PermEdit,
 	// People are the admins' to manage: even their list names emails.
-	"GET /api/v1/users":                automation.PermAdmin,
-	"POST /api/v1/users":               automation.PermAdmin,
-	"GET /api/v1/users/{userId}":       automation.PermAdmin,
-	"DELETE /api/v1/users/{userId}":    automation.PermAdmin,
-	"POST /api/v1/users/{userId}/role": automation.PermAdmin,
-	"GET /api/v1/approvals":                                                     automation.PermRead,
-	"POST /api/v1/runs/{runId}/approvals/{step}":                                automation.PermOperate,
+	"GET /api/v1/users":                          automation.PermAdmin,
+	"POST /api/v1/users":                         automation.PermAdmin,
+	"GET /api/v1/users/{userId}":                 automation.PermAdmin,
+	"DELETE /api/v1/users/{userId}":              automation.PermAdmin,
+	"POST /api/v1/users/{userId}/role":           automation.PermAdmin,
+	"GET /api/v1/approvals":                      automation.PermRead,
+	"POST /api/v1/runs/{runId}/approvals/{step}": automation.PermOperate,
 }
 
 // permissionOf is the permission a route needs. A route missing from

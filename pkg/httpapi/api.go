@@ -89,6 +89,7 @@ func (a *API) routes() []route {
 		{pattern: "POST /api/v1/connections", handler: a.createConnection},
 		{pattern: "GET /api/v1/connections/{connectionId}", handler: a.getConnection},
 		{pattern: "DELETE /api/v1/connections/{connectionId}", handler: a.deleteConnection},
+		{pattern: "GET /api/v1/apps", handler: a.listApps},
 
 		{pattern: "GET /api/v1/project", handler: a.getProject},
 		{pattern: "GET /api/v1/variables", handler: a.listVariables},

@@ -47,3 +47,9 @@ func (a *API) deleteConnection(w http.ResponseWriter, r *http.Request) {
 	}
 	writeNoContent(w)
 }
+
+// listApps answers the app catalog (docs/apps.md): every app with its
+// connection and its actions' input schemas, from which forms are drawn.
+func (a *API) listApps(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"items": a.svc.ListApps()})
+}

@@ -33,6 +33,7 @@ var migrations = []string{
 	schemaInsights,        // insights.go
 	schemaUsers,           // users.go
 	schemaWaitpoints,      // waitpoints.go
+	schemaBaseURL,         // connections.go
 }
 
 // SchemaVersion is the version Open brings a database to.

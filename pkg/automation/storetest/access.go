@@ -48,6 +48,8 @@ func testConnectionHosts(t *testing.T, s automation.Store) {
 	must(t, "create project", s.CreateProject(ctx, p))
 	fenced := newConnection(p.ID, "stripe", base)
 	fenced.AllowedHosts = []string{"api.stripe.com", "*.slack.com"}
+	// An app connection's baseUrl comes back with it (apps.go).
+	fenced.BaseURL = "https://stripe-proxy.example.com/v1"
 	open := newConnection(p.ID, "open", base.Add(time.Millisecond))
 	must(t, "CreateConnection fenced", s.CreateConnection(ctx, fenced))
 	must(t, "CreateConnection open", s.CreateConnection(ctx, open))
