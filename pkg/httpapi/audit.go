@@ -28,6 +28,7 @@ var routeAudit = map[string]auditAction{
 	"POST /api/v1/flows/{flowId}/webhook/security":                              {"flow.set_allowlist", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/webhook/test":                                  {"flow.arm_test", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/runs/{runId}/retry":                            {"run.retry", "run", "runId"},
+	"POST /api/v1/flows/{flowId}/runs/{runId}/cancel":                           {"run.cancel", "run", "runId"},
 	"POST /api/v1/runs/replay":                                                  {"run.replay", "project", ""},
 	"POST /api/v1/connections":                                                  {"connection.create", "connection", ""},
 	"DELETE /api/v1/connections/{connectionId}":                                 {"connection.delete", "connection", "connectionId"},
