@@ -41,6 +41,14 @@ var pagePermissions = map[string]automation.Permission{
 	"POST /ui/flows/{flowId}/publish":                    automation.PermEdit,
 	"POST /ui/flows/{flowId}/draft/discard":              automation.PermEdit,
 	"POST /ui/flows/{flowId}/versions/{version}/restore": automation.PermEdit,
+	"GET /ui/flows/{flowId}/versions/{version}/restore":  automation.PermEdit,
+	// Keys (keys.go): their GETs show what only an admin may change.
+	"GET /ui/keys":                                automation.PermAdmin,
+	"POST /ui/keys":                               automation.PermAdmin,
+	"GET /ui/keys/{keyId}/revoke":                 automation.PermAdmin,
+	"POST /ui/keys/{keyId}/revoke":                automation.PermAdmin,
+	"GET /ui/flows/{flowId}/runs/{runId}/cancel":  automation.PermOperate,
+	"POST /ui/flows/{flowId}/runs/{runId}/cancel": automation.PermOperate,
 }
 
 // pageAudit is the audit action of each dashboard form that changes
@@ -66,6 +74,9 @@ var pageAudit = map[string]struct{ action, resource, idParam string }{
 	"POST /ui/flows/{flowId}/publish":                    {"flow.publish", "flow", "flowId"},
 	"POST /ui/flows/{flowId}/draft/discard":              {"flow.draft.discard", "flow", "flowId"},
 	"POST /ui/flows/{flowId}/versions/{version}/restore": {"flow.restore", "flow", "flowId"},
+	"POST /ui/keys":                               {"key.create", "key", ""},
+	"POST /ui/keys/{keyId}/revoke":                {"key.revoke", "key", "keyId"},
+	"POST /ui/flows/{flowId}/runs/{runId}/cancel": {"run.cancel", "run", "runId"},
 }
 
 // pagePermission is what the route with pattern needs.

@@ -27,6 +27,8 @@ var notices = map[string]string{
 	"retried":     "Retry started: a new run with the same trigger data, from the first step.",
 	"resumed":     "Retry started: a new run that reuses the steps that succeeded and starts at the one that failed.",
 	"testsent":    "Test event sent through the test URL: this is the run it started.",
+	"keyrevoked":  "Key revoked: requests and sessions made with it are refused from now on.",
+	"cancelled":   "Run cancelled: it ended FAILED (CANCELLED) and will not go on.",
 }
 
 func notice(r *http.Request) string { return notices[r.URL.Query().Get("done")] }
@@ -333,7 +335,12 @@ type deletion struct {
 	Name, ID               string
 	Before, After          string
 	Action, Button, Cancel string // paths under /ui, the button's label
+	Heading                string // the question; default "Delete “Name”?"
+	Hidden                 []hiddenField
 }
+
+// hiddenField is a form value a confirmation page sends on.
+type hiddenField struct{ Name, Value string }
 
 // crumb is a link back, to a path under /ui.
 type crumb struct{ Path, Text string }
