@@ -107,6 +107,9 @@ func (d *Dashboard) authorize(w http.ResponseWriter, r *http.Request, s *session
 	if act.idParam != "" {
 		res.ID = r.PathValue(act.idParam)
 	}
+	if act.resource == "run" {
+		res.FlowID = r.PathValue("flowId")
+	}
 	id := newRequestID()
 	w.Header().Set("X-Request-Id", id)
 	e := d.svc.NewAuditEntry(s.principal, act.action, res, id, d.sourceIP(r))

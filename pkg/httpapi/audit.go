@@ -92,6 +92,9 @@ func (a *API) withAudit(r *http.Request, pattern string, pr automation.Principal
 	case act.resource == "project":
 		res.ID = pr.Project.ID
 	}
+	if act.resource == "run" {
+		res.FlowID = r.PathValue("flowId")
+	}
 	e := a.svc.NewAuditEntry(pr, act.action, res, RequestID(r.Context()), a.sourceIP(r))
 	return r.WithContext(automation.WithAudit(r.Context(), e))
 }
@@ -120,6 +123,7 @@ func (a *API) auditLog(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	page, err := a.svc.AuditLog(r.Context(), projectOf(r), automation.AuditSearch{
 		PageRequest: pageRequest(r), Since: q.Get("since"), Until: q.Get("until"),
+		Action: q.Get("action"), Actor: q.Get("actor"),
 	})
 	if err != nil {
 		a.fail(w, r, err)
