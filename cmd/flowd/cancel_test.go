@@ -54,7 +54,9 @@ func TestCancelWaitingRun(t *testing.T) {
 		return r.WaitingFor == "WAIT"
 	})
 
-	var refused struct{ Error struct{ Code, Message string } }
+	var refused struct {
+		Error struct{ Code, Message string }
+	}
 	api(t, p, viewer, "POST", runPath+"/cancel", "", 403, &refused)
 	if refused.Error.Code != "FORBIDDEN" {
 		t.Errorf("viewer cancels: %+v, want FORBIDDEN", refused.Error)
