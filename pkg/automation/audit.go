@@ -155,6 +155,9 @@ type AuditSearch struct {
 // a cursor to go on from, even when it found fewer entries than its limit.
 const MaxAuditScan = 1000
 
+// maxAuditScan is MaxAuditScan, lowered by tests.
+var maxAuditScan = MaxAuditScan
+
 // matches reports whether e passes the search's action and actor filters.
 func (in AuditSearch) matches(e AuditEntry) bool {
 	if in.Actor != "" && e.Actor.KeyID != in.Actor {
@@ -211,7 +214,7 @@ func (s *ProjectService) AuditLog(ctx context.Context, p Project, in AuditSearch
 	// AuditSortKey, so the page may end at any entry read.
 	var out Page[AuditEntry]
 	for scanned := 0; ; {
-		q.Limit = min(MaxPageSize, MaxAuditScan-scanned)
+		q.Limit = min(MaxPageSize, maxAuditScan-scanned)
 		page, err := s.store.AuditLog(ctx, p.ID, q)
 		if err != nil {
 			return List[AuditEntry]{}, wrap("read audit log", err)
@@ -233,7 +236,7 @@ func (s *ProjectService) AuditLog(ctx context.Context, p Project, in AuditSearch
 			break
 		}
 		q.After = page.Next
-		if scanned >= MaxAuditScan {
+		if scanned >= maxAuditScan {
 			out.Next = page.Next
 			break
 		}

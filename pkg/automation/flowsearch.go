@@ -12,6 +12,9 @@ import (
 // result says so (Partial). At 100 flows a store page, that is 50 reads.
 const MaxFlowSearch = 5000
 
+// maxFlowSearch is MaxFlowSearch, lowered by tests.
+var maxFlowSearch = MaxFlowSearch
+
 // MaxFlowSearchPage bounds a page of a flow search.
 const MaxFlowSearchPage = 100
 
@@ -72,7 +75,7 @@ func (s *FlowService) SearchFlows(ctx context.Context, p Project, in FlowSearch)
 	name := strings.ToLower(strings.TrimSpace(in.Name))
 	var all []FlowSummary
 	out := FlowSearchResult{Sort: in.Sort, Order: in.Order}
-	q := ListQuery{Limit: MaxPageSize, Status: in.Status}
+	q := ListQuery{Limit: min(MaxPageSize, maxFlowSearch), Status: in.Status}
 	for read := 0; ; {
 		page, err := s.store.ListFlows(ctx, p.ID, q)
 		if err != nil {
@@ -87,7 +90,7 @@ func (s *FlowService) SearchFlows(ctx context.Context, p Project, in FlowSearch)
 		if page.Next == "" {
 			break
 		}
-		if read >= MaxFlowSearch {
+		if read >= maxFlowSearch {
 			out.Partial = true
 			break
 		}
