@@ -115,7 +115,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		for _, w := range []struct {
 			suffix        string
 			width, height int64
-		}{{"desktop", 1280, 900}, {"phone", 390, 844}} {
+		}{{"desktop", 1440, 900}, {"phone", 390, 844}} {
 			do("resize to "+w.suffix, chromedp.EmulateViewport(w.width, w.height))
 			over, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
 				`document.documentElement.scrollWidth > window.innerWidth + 1`))
@@ -148,7 +148,7 @@ func TestDashboardInABrowser(t *testing.T) {
 				}
 			}
 		}
-		do("back to desktop", chromedp.EmulateViewport(1280, 900))
+		do("back to desktop", chromedp.EmulateViewport(1440, 900))
 	}
 
 	// A browser opening the address lands on the sign-in page, which says
@@ -303,6 +303,58 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("the waiting run", chromedp.Navigate(p.base+"/ui/flows/"+flowID+"/runs/"+waiting),
 		chromedp.WaitVisible(chromedp.Search(`//dt[text()="Waiting for"]`)))
 	snap("run-waiting")
+	// Cancel it, after its confirmation page.
+	do("cancel the waiting run", chromedp.Click(chromedp.Search(`//a[contains(., "Cancel run…")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Cancel this waiting run?"]`)))
+	snap("run-cancel")
+	do("confirm the cancel", chromedp.Click(chromedp.Search(`//button[text()="Cancel run"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Run cancelled")]`)))
+	wantText("main", "FAILED", "CANCELLED: cancelled while it waited")
+
+	// Restore the first version, after its confirmation page.
+	do("restore version 1", chromedp.Navigate(p.base+"/ui/flows/"+flowID+"/versions"),
+		chromedp.Click(chromedp.Search(`//tr[td[1][normalize-space(text())="1"]]//a[contains(., "Restore…")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "Restore version 1 of")]`)))
+	snap("restore-confirm")
+	do("confirm the restore", chromedp.Click(chromedp.Search(`//button[text()="Restore version 1"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Version restored")]`)))
+
+	// The flow list searched by name and sorted by its last run.
+	do("search the flows", chromedp.Navigate(p.base+"/ui/flows"), chromedp.SendKeys(chromedp.ID("q"), "gree"),
+		chromedp.Submit(chromedp.ID("q")), chromedp.WaitVisible(chromedp.ID("flow-count")))
+	wantText("#flow-count", "1 flow named like “gree”")
+	wantText("main", "Greeter")
+	if strings.Contains(text("main"), "New orders") {
+		t.Error("the search for gree lists New orders")
+	}
+	do("sort by last run", chromedp.Navigate(p.base+"/ui/flows?sort=lastRun"), chromedp.WaitVisible(chromedp.ID("flow-count")))
+	snap("flows-search")
+
+	// The audit log filtered to runs: the cancel, linked to its run.
+	do("the audit log of runs", chromedp.Navigate(p.base+"/ui/audit"), chromedp.SendKeys(chromedp.ID("action"), "run"),
+		chromedp.Submit(chromedp.ID("action")), chromedp.WaitVisible(chromedp.Search(`//code[text()="run.cancel"]`)))
+	wantText("main", "run of Greeter", "run.retry")
+	if strings.Contains(text("table.audit"), "flow.create") {
+		t.Error("the audit log filtered to run lists flow.create")
+	}
+	snap("audit")
+
+	// Keys: an operator key made (shown once) and revoked.
+	do("the keys page", chromedp.Click(chromedp.Search(`//nav/a[text()="Keys"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="API keys"]`)),
+		chromedp.SetValue(chromedp.ID("role"), "operator"), chromedp.Click(chromedp.Search(`//button[text()="Create key"]`)),
+		chromedp.WaitVisible(chromedp.ID("new-key")))
+	newKey, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("new-key")))
+	if err != nil || !strings.HasPrefix(newKey, "fsk_") && len(newKey) < 20 {
+		t.Fatalf("new key %q: %v", newKey, err)
+	}
+	wantText("main", "Key created", "operator", "you")
+	snap("keys")
+	do("revoke it", chromedp.Click(chromedp.Search(`//tr[contains(., "operator")]//a[contains(., "Revoke…")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(., "Revoke key")]`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Revoke key"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Key revoked")]`)))
+	wantText("main", "REVOKED")
 	do("the project page", chromedp.Navigate(p.base+"/ui/project"), chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "Project")]`)))
 	snap("project")
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -78,6 +79,9 @@ func (a *AuditActor) UnmarshalJSON(b []byte) error {
 type AuditResource struct {
 	Type string `json:"type"` // "flow", "connection", "run", "project", "session"
 	ID   string `json:"id"`
+	// FlowID is the flow of a run, so that a reader of the log can open
+	// the run (runs are addressed within their flow).
+	FlowID string `json:"flowId,omitempty"`
 }
 
 // MarshalJSON writes the time in TimeFormat, as every timestamp.
@@ -185,6 +189,29 @@ func (s *ProjectService) RecordAudit(ctx context.Context, e AuditEntry) error {
 type AuditSearch struct {
 	PageRequest
 	Since, Until string // RFC 3339, optional
+	// Action keeps the entries whose action is Action, or starts with it
+	// followed by a dot ("flow" keeps flow.create and flow.draft.save);
+	// Actor keeps those of one key ID. Both optional.
+	Action, Actor string
+}
+
+// MaxAuditScan bounds the entries one filtered page of the audit log reads
+// (by action or actor, which stores do not index): a page stops there with
+// a cursor to go on from, even when it found fewer entries than its limit.
+const MaxAuditScan = 1000
+
+// maxAuditScan is MaxAuditScan, lowered by tests.
+var maxAuditScan = MaxAuditScan
+
+// matches reports whether e passes the search's action and actor filters.
+func (in AuditSearch) matches(e AuditEntry) bool {
+	if in.Actor != "" && e.Actor.KeyID != in.Actor {
+		return false
+	}
+	if in.Action != "" && e.Action != in.Action && !strings.HasPrefix(e.Action, in.Action+".") {
+		return false
+	}
+	return true
 }
 
 // AuditLog lists the project's audit entries, newest first.
@@ -209,17 +236,57 @@ func (s *ProjectService) AuditLog(ctx context.Context, p Project, in AuditSearch
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return List[AuditEntry]{}, InvalidCode("INVALID_PARAMETER", "since must be before until")
 	}
-	scope := p.ID + "/audit?" + in.Since + "\x00" + in.Until
+	for _, f := range []struct{ name, v string }{{"action", in.Action}, {"actor", in.Actor}} {
+		if len(f.v) > 100 {
+			return List[AuditEntry]{}, InvalidCode("INVALID_PARAMETER", "%s is at most 100 characters", f.name)
+		}
+	}
+	scope := p.ID + "/audit?" + in.Since + "\x00" + in.Until + "\x00" + in.Action + "\x00" + in.Actor
 	lq, err := s.listQuery(scope, in.PageRequest)
 	if err != nil {
 		return List[AuditEntry]{}, err
 	}
 	q.Limit, q.After = lq.Limit, lq.After
-	page, err := s.store.AuditLog(ctx, p.ID, q)
-	if err != nil {
-		return List[AuditEntry]{}, wrap("read audit log", err)
+	if in.Action == "" && in.Actor == "" {
+		page, err := s.store.AuditLog(ctx, p.ID, q)
+		if err != nil {
+			return List[AuditEntry]{}, wrap("read audit log", err)
+		}
+		return list(s, scope, lq, page, func(e AuditEntry) AuditEntry { return e }), nil
 	}
-	return list(s, scope, lq, page, func(e AuditEntry) AuditEntry { return e }), nil
+	// Filtered: read store pages, keep what matches, and stop at the
+	// limit or after MaxAuditScan entries. A position is an entry's
+	// AuditSortKey, so the page may end at any entry read.
+	var out Page[AuditEntry]
+	for scanned := 0; ; {
+		q.Limit = min(MaxPageSize, maxAuditScan-scanned)
+		page, err := s.store.AuditLog(ctx, p.ID, q)
+		if err != nil {
+			return List[AuditEntry]{}, wrap("read audit log", err)
+		}
+		for i, e := range page.Items {
+			if !in.matches(e) {
+				continue
+			}
+			out.Items = append(out.Items, e)
+			if len(out.Items) == lq.Limit {
+				if i < len(page.Items)-1 || page.Next != "" {
+					out.Next = AuditSortKey(e)
+				}
+				return list(s, scope, lq, out, func(e AuditEntry) AuditEntry { return e }), nil
+			}
+		}
+		scanned += len(page.Items)
+		if page.Next == "" {
+			break
+		}
+		q.After = page.Next
+		if scanned >= maxAuditScan {
+			out.Next = page.Next
+			break
+		}
+	}
+	return list(s, scope, lq, out, func(e AuditEntry) AuditEntry { return e }), nil
 }
 
 // AuditSortKey orders entries in a store: the time in fixed-width

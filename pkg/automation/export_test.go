@@ -19,3 +19,11 @@ func (s *RunService) ReceiveWebhookWithin(ctx context.Context, f Flow, td Trigge
 	}
 	return s.receive(ctx, f, td)
 }
+
+// LowerSearchBounds sets the flow search's and the filtered audit log's
+// read bounds for one test.
+func LowerSearchBounds(t interface{ Cleanup(func()) }, flows, audit int) {
+	f, a := maxFlowSearch, maxAuditScan
+	maxFlowSearch, maxAuditScan = flows, audit
+	t.Cleanup(func() { maxFlowSearch, maxAuditScan = f, a })
+}

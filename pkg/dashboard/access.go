@@ -23,8 +23,8 @@ var pagePermissions = map[string]automation.Permission{
 	"POST /ui/users":                             automation.PermAdmin,
 	"POST /ui/users/{userId}/role":               automation.PermAdmin,
 	"POST /ui/users/{userId}/remove":             automation.PermAdmin,
-	"POST /ui/keys":                              automation.PermRead,
-	"POST /ui/keys/{keyId}/revoke":               automation.PermRead,
+	"POST /ui/account/keys":                      automation.PermRead,
+	"POST /ui/account/keys/{keyId}/revoke":       automation.PermRead,
 	"POST /ui/switch":                            automation.PermRead,
 	"GET /ui/flows/new":                          automation.PermEdit,
 	"POST /ui/flows":                             automation.PermEdit,
@@ -51,6 +51,14 @@ var pagePermissions = map[string]automation.Permission{
 	"POST /ui/flows/{flowId}/publish":                    automation.PermEdit,
 	"POST /ui/flows/{flowId}/draft/discard":              automation.PermEdit,
 	"POST /ui/flows/{flowId}/versions/{version}/restore": automation.PermEdit,
+	"GET /ui/flows/{flowId}/versions/{version}/restore":  automation.PermEdit,
+	// Keys (keys.go): their GETs show what only an admin may change.
+	"GET /ui/keys":                                automation.PermAdmin,
+	"POST /ui/keys":                               automation.PermAdmin,
+	"GET /ui/keys/{keyId}/revoke":                 automation.PermAdmin,
+	"POST /ui/keys/{keyId}/revoke":                automation.PermAdmin,
+	"GET /ui/flows/{flowId}/runs/{runId}/cancel":  automation.PermOperate,
+	"POST /ui/flows/{flowId}/runs/{runId}/cancel": automation.PermOperate,
 }
 
 // pageAudit is the audit action of each dashboard form that changes
@@ -75,12 +83,15 @@ var pageAudit = map[string]struct{ action, resource, idParam string }{
 	"POST /ui/users":                             {"user.invite", "user", ""},
 	"POST /ui/users/{userId}/role":               {"user.set_role", "user", "userId"},
 	"POST /ui/users/{userId}/remove":             {"user.remove", "user", "userId"},
-	"POST /ui/keys":                              {"key.create", "key", ""},
-	"POST /ui/keys/{keyId}/revoke":               {"key.revoke", "key", "keyId"},
+	"POST /ui/account/keys":                      {"key.create", "key", ""},
+	"POST /ui/account/keys/{keyId}/revoke":       {"key.revoke", "key", "keyId"},
 	// Versions and drafts (versions.go).
 	"POST /ui/flows/{flowId}/publish":                    {"flow.publish", "flow", "flowId"},
 	"POST /ui/flows/{flowId}/draft/discard":              {"flow.draft.discard", "flow", "flowId"},
 	"POST /ui/flows/{flowId}/versions/{version}/restore": {"flow.restore", "flow", "flowId"},
+	"POST /ui/keys":                               {"key.create", "key", ""},
+	"POST /ui/keys/{keyId}/revoke":                {"key.revoke", "key", "keyId"},
+	"POST /ui/flows/{flowId}/runs/{runId}/cancel": {"run.cancel", "run", "runId"},
 }
 
 // pagePermission is what the route with pattern needs.
@@ -110,6 +121,9 @@ func (d *Dashboard) authorize(w http.ResponseWriter, r *http.Request, s *session
 	res := automation.AuditResource{Type: act.resource}
 	if act.idParam != "" {
 		res.ID = r.PathValue(act.idParam)
+	}
+	if act.resource == "run" {
+		res.FlowID = r.PathValue("flowId")
 	}
 	id := newRequestID()
 	w.Header().Set("X-Request-Id", id)

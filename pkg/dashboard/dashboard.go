@@ -151,6 +151,8 @@ func (d *Dashboard) routes() {
 	d.mux.Handle("GET /ui/flows/{flowId}/delete", d.auth(d.confirmDeleteFlow))
 	d.mux.Handle("POST /ui/flows/{flowId}/delete", d.auth(d.deleteFlow))
 	d.mux.Handle("POST /ui/flows/{flowId}/runs/{runId}/retry", d.auth(d.retryRun))
+	d.mux.Handle("GET /ui/flows/{flowId}/runs/{runId}/cancel", d.auth(d.confirmCancelRun)) // waiting.go
+	d.mux.Handle("POST /ui/flows/{flowId}/runs/{runId}/cancel", d.auth(d.cancelRun))
 	d.mux.Handle("POST /ui/flows/{flowId}/enable", d.auth(d.enable))
 	d.mux.Handle("POST /ui/flows/{flowId}/disable", d.auth(d.disable))
 	d.mux.Handle("POST /ui/flows/{flowId}/allowlist", d.auth(d.setAllowlist))
@@ -186,6 +188,7 @@ func (d *Dashboard) routes() {
 	d.environmentRoutes()
 	d.projectRoutes() // project.go
 	d.peopleRoutes()  // people.go
+	d.keyRoutes()     // keys.go
 
 	d.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})

@@ -540,14 +540,14 @@ func TestAllowlist(t *testing.T) {
 
 func TestFlowsPaging(t *testing.T) {
 	e := newEnv(t)
-	for i := range 13 {
-		e.flow(t, e.p, "flow-"+string(rune('a'+i)))
+	for i := range 30 {
+		e.flow(t, e.p, "flow-"+string(rune('a'+i/26))+string(rune('a'+i%26)))
 	}
 	b := e.browser(t)
 	wantRedirect(t, b.signin(e.key), "/ui/flows")
 	seen := map[string]bool{}
-	nextRE := regexp.MustCompile(`href="(/ui/flows\?[^"]+)">Next page`)
-	rowRE := regexp.MustCompile(`>(flow-[a-z])</a>`)
+	nextRE := regexp.MustCompile(`href="(/ui/flows\?[^"]+)" rel="next">Next page`)
+	rowRE := regexp.MustCompile(`>(flow-[a-z]{2})</a>`)
 	path := "/ui/flows"
 	for pages := 0; path != ""; pages++ {
 		if pages > 3 {
@@ -566,10 +566,11 @@ func TestFlowsPaging(t *testing.T) {
 			path = m[1]
 		}
 	}
-	if len(seen) != 13 {
-		t.Errorf("saw %d flows over all pages, want 13", len(seen))
+	if len(seen) != 30 {
+		t.Errorf("saw %d flows over all pages, want 30", len(seen))
 	}
-	wantPage(t, b.get("/ui/flows?cursor=forged"), http.StatusBadRequest, "cursor is not valid")
+	wantPage(t, b.get("/ui/flows?page=0"), http.StatusBadRequest, "page must be")
+	wantPage(t, b.get("/ui/flows?sort=color"), http.StatusBadRequest, "sort must be one of name, lastRun, successRate, created")
 }
 
 func TestPrefix(t *testing.T) {

@@ -215,13 +215,17 @@ func errorPosition(text, field string) (line, col int) {
 // definitionOf is a flow's definition as the editor shows it: the fields
 // an update takes, secrets masked (sending the mask back keeps them).
 func definitionOf(f automation.Flow) string {
+	// The engine is shown (it cannot change) because the forms depend on
+	// it: a WORKFLOW_BUILDER webhook's path, method and answer are fields
+	// of its trigger's form only on that engine.
 	b, err := json.MarshalIndent(struct {
 		Name        string             `json:"name"`
+		Engine      automation.Engine  `json:"engine,omitempty"`
 		Description string             `json:"description"`
 		Trigger     automation.Trigger `json:"trigger"`
 		Steps       []automation.Step  `json:"steps"`
 		OnError     []automation.Step  `json:"onError,omitempty"`
-	}{f.Name, f.Description, f.Trigger, f.Steps, f.OnError}, "", "  ")
+	}{f.Name, f.Engine, f.Description, f.Trigger, f.Steps, f.OnError}, "", "  ")
 	if err != nil {
 		return "{}"
 	}

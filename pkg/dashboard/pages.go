@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"flowservice/pkg/automation"
@@ -27,6 +28,8 @@ var notices = map[string]string{
 	"retried":     "Retry started: a new run with the same trigger data, from the first step.",
 	"resumed":     "Retry started: a new run that reuses the steps that succeeded and starts at the one that failed.",
 	"testsent":    "Test event sent through the test URL: this is the run it started.",
+	"keyrevoked":  "Key revoked: requests and sessions made with it are refused from now on.",
+	"cancelled":   "Run cancelled: it ended FAILED (CANCELLED) and will not go on.",
 }
 
 func notice(r *http.Request) string { return notices[r.URL.Query().Get("done")] }
@@ -55,17 +58,85 @@ func pageRequest(r *http.Request) automation.PageRequest {
 	return automation.PageRequest{Cursor: q.Get("cursor"), Status: q.Get("status")}
 }
 
-// flows is the list of the project's flows.
+// flowsPageSize is how many flows a page of the list shows.
+const flowsPageSize = 25
+
+// flowList is the flow list page: the search in force and one page of
+// what it found.
+type flowList struct {
+	automation.FlowSearchResult
+	Query, Status string
+	Statuses      []string
+	Sorts         []flowSortLink
+	Prev, Next    string // query strings of the neighbouring pages, "" for none
+}
+
+// flowSortLink is a column heading that sorts by it: by the other
+// direction when it is the sort in force.
+type flowSortLink struct {
+	Key, Label, Href, Arrow string
+}
+
+// flows is the list of the project's flows: searched by name, filtered by
+// status and sorted on the server (automation.FlowService.SearchFlows), a
+// GET form and links, so it works without script.
 func (d *Dashboard) flows(w http.ResponseWriter, r *http.Request) {
-	l, err := d.svc.ListFlows(r.Context(), project(r), pageRequest(r))
+	q := r.URL.Query()
+	page := 1
+	if v := q.Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			d.fail(w, r, automation.InvalidCode("INVALID_PARAMETER", "page must be a whole number from 1, got %q", automation.ClipID(v)))
+			return
+		}
+		page = n
+	}
+	in := automation.FlowSearch{Name: q.Get("q"), Status: q.Get("status"), Sort: q.Get("sort"), Order: q.Get("order"),
+		Page: page, Limit: flowsPageSize}
+	res, err := d.svc.SearchFlows(r.Context(), project(r), in)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, "flows", view{Title: "Flows", Nav: "flows", Notice: notice(r), Data: struct {
-		Flows []automation.FlowSummary
-		Pager pager
-	}{l.Data, newPager(r, []string{string(automation.FlowActive), string(automation.FlowInactive)}, l.Cursor)}})
+	l := flowList{FlowSearchResult: res, Query: in.Name, Status: in.Status,
+		Statuses: []string{string(automation.FlowActive), string(automation.FlowInactive)}}
+	link := func(sort, order string, page int) string {
+		v := url.Values{}
+		if in.Name != "" {
+			v.Set("q", in.Name)
+		}
+		if in.Status != "" {
+			v.Set("status", in.Status)
+		}
+		v.Set("sort", sort)
+		if order != "" { // "": the sort's own default direction
+			v.Set("order", order)
+		}
+		if page > 1 {
+			v.Set("page", strconv.Itoa(page))
+		}
+		return "?" + v.Encode()
+	}
+	for _, s := range []struct{ key, label string }{
+		{"name", "Name"}, {"lastRun", "Last run"}, {"successRate", "Success"}, {"created", "Created"},
+	} {
+		sl := flowSortLink{Key: s.key, Label: s.label, Href: link(s.key, "", 1)}
+		if s.key == res.Sort {
+			other, arrow := "desc", "▲"
+			if res.Order == "desc" {
+				other, arrow = "asc", "▼"
+			}
+			sl.Href, sl.Arrow = link(s.key, other, 1), arrow
+		}
+		l.Sorts = append(l.Sorts, sl)
+	}
+	if res.Page > 1 {
+		l.Prev = link(res.Sort, res.Order, res.Page-1)
+	}
+	if res.Page < res.Pages {
+		l.Next = link(res.Sort, res.Order, res.Page+1)
+	}
+	d.render(w, r, http.StatusOK, "flows", view{Title: "Flows", Nav: "flows", Notice: notice(r), Data: l})
 }
 
 // flowData is the flow page.
@@ -333,7 +404,12 @@ type deletion struct {
 	Name, ID               string
 	Before, After          string
 	Action, Button, Cancel string // paths under /ui, the button's label
+	Heading                string // the question; default "Delete “Name”?"
+	Hidden                 []hiddenField
 }
+
+// hiddenField is a form value a confirmation page sends on.
+type hiddenField struct{ Name, Value string }
 
 // crumb is a link back, to a path under /ui.
 type crumb struct{ Path, Text string }

@@ -18,9 +18,9 @@ func (d *Dashboard) peopleRoutes() {
 	d.mux.Handle("POST /ui/users", d.auth(d.inviteUser))
 	d.mux.Handle("POST /ui/users/{userId}/role", d.auth(d.setUserRole))
 	d.mux.Handle("POST /ui/users/{userId}/remove", d.auth(d.removeUser))
-	d.mux.Handle("GET /ui/keys", d.auth(d.keysPage))
-	d.mux.Handle("POST /ui/keys", d.auth(d.createKey))
-	d.mux.Handle("POST /ui/keys/{keyId}/revoke", d.auth(d.revokeKey))
+	d.mux.Handle("GET /ui/account/keys", d.auth(d.myKeysPage))
+	d.mux.Handle("POST /ui/account/keys", d.auth(d.createMyKey))
+	d.mux.Handle("POST /ui/account/keys/{keyId}/revoke", d.auth(d.revokeMyKey))
 	d.mux.Handle("POST /ui/switch", d.auth(d.switchProject))
 }
 
@@ -146,18 +146,18 @@ func (d *Dashboard) removeUser(w http.ResponseWriter, r *http.Request) {
 	d.redirect(w, r, "/ui/users")
 }
 
-// keysData is a person's API keys page.
-type keysData struct {
+// myKeysData is a person's API keys page.
+type myKeysData struct {
 	Keys   []automation.APIKey
 	Roles  []automation.Role // at most the person's own
 	NewKey string            // the key just made, shown once
 }
 
-func (d *Dashboard) keysPage(w http.ResponseWriter, r *http.Request) {
-	d.renderKeys(w, r, http.StatusOK, "", "", "")
+func (d *Dashboard) myKeysPage(w http.ResponseWriter, r *http.Request) {
+	d.renderMyKeys(w, r, http.StatusOK, "", "", "")
 }
 
-func (d *Dashboard) renderKeys(w http.ResponseWriter, r *http.Request, status int, notice, msg, newKey string) {
+func (d *Dashboard) renderMyKeys(w http.ResponseWriter, r *http.Request, status int, notice, msg, newKey string) {
 	s := sessionOf(r.Context())
 	ks, err := d.svc.PersonalKeys(r.Context(), s.principal)
 	if err != nil {
@@ -171,8 +171,8 @@ func (d *Dashboard) renderKeys(w http.ResponseWriter, r *http.Request, status in
 			roles = append(roles, role)
 		}
 	}
-	d.render(w, r, status, "keys", view{Title: "My API keys", Nav: "keys", Notice: notice, Error: msg,
-		Data: keysData{Keys: ks, Roles: roles, NewKey: newKey}})
+	d.render(w, r, status, "mykeys", view{Title: "My API keys", Nav: "mykeys", Notice: notice, Error: msg,
+		Data: myKeysData{Keys: ks, Roles: roles, NewKey: newKey}})
 }
 
 func roleIndex(r automation.Role) int {
@@ -184,25 +184,25 @@ func roleIndex(r automation.Role) int {
 	return len(automation.Roles)
 }
 
-func (d *Dashboard) createKey(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) createMyKey(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
 	key, _, err := d.svc.CreatePersonalKey(r.Context(), s.principal, automation.Role(r.PostFormValue("role")))
 	if err != nil {
 		st, msg := d.problem(r, err)
-		d.renderKeys(w, r, st, "", msg, "")
+		d.renderMyKeys(w, r, st, "", msg, "")
 		return
 	}
-	d.renderKeys(w, r, http.StatusOK, "Your new key, shown once:", "", key)
+	d.renderMyKeys(w, r, http.StatusOK, "Your new key, shown once:", "", key)
 }
 
-func (d *Dashboard) revokeKey(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) revokeMyKey(w http.ResponseWriter, r *http.Request) {
 	s := sessionOf(r.Context())
 	if err := d.svc.RevokePersonalKey(r.Context(), s.principal, r.PathValue("keyId")); err != nil {
 		st, msg := d.problem(r, err)
-		d.renderKeys(w, r, st, "", msg, "")
+		d.renderMyKeys(w, r, st, "", msg, "")
 		return
 	}
-	d.redirect(w, r, "/ui/keys")
+	d.redirect(w, r, "/ui/account/keys")
 }
 
 // switchProject makes another of the person's projects the current one.

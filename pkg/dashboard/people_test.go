@@ -83,8 +83,8 @@ func TestPeopleInDashboard(t *testing.T) {
 	userID := put.Actor.UserID
 
 	// A personal key, at most her role.
-	wantPage(t, ada.post("/ui/keys", "/ui/keys", url.Values{"role": {"admin"}}), http.StatusForbidden, "at most your role")
-	wantPage(t, ada.post("/ui/keys", "/ui/keys", url.Values{"role": {"operator"}}), http.StatusOK, "fsk_")
+	wantPage(t, ada.post("/ui/account/keys", "/ui/account/keys", url.Values{"role": {"admin"}}), http.StatusForbidden, "at most your role")
+	wantPage(t, ada.post("/ui/account/keys", "/ui/account/keys", url.Values{"role": {"operator"}}), http.StatusOK, "fsk_")
 	log, err = e.svc.AuditLog(ctx, e.p, automation.AuditSearch{})
 	if err != nil || log.Data[0].Action != "key.create" || log.Data[0].Actor.Email != "ada@example.com" || !strings.HasPrefix(log.Data[0].Resource.ID, "key_") {
 		t.Fatalf("newest audit entry %+v (%v): want key.create by ada", log.Data[0], err)

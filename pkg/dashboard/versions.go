@@ -18,7 +18,50 @@ func (d *Dashboard) versionRoutes() {
 	d.mux.Handle("GET /ui/flows/{flowId}/versions", d.auth(d.versionsPage))
 	d.mux.Handle("POST /ui/flows/{flowId}/publish", d.auth(d.publishDraft))
 	d.mux.Handle("POST /ui/flows/{flowId}/draft/discard", d.auth(d.discardDraft))
+	d.mux.Handle("GET /ui/flows/{flowId}/versions/{version}/restore", d.auth(d.confirmRestore))
 	d.mux.Handle("POST /ui/flows/{flowId}/versions/{version}/restore", d.auth(d.restoreVersion))
+}
+
+// versionParam reads the {version} of a path: a 400 naming it unless it
+// is a version number.
+func versionParam(r *http.Request) (int64, error) {
+	n, err := strconv.ParseInt(r.PathValue("version"), 10, 64)
+	if err != nil || n < 1 {
+		return 0, automation.InvalidCode("INVALID_PARAMETER", "version must be a version number, got %q", r.PathValue("version"))
+	}
+	return n, nil
+}
+
+// confirmRestore asks before a restore (a page, so it works without
+// script): restoring replaces what runs, so one click must not do it.
+func (d *Dashboard) confirmRestore(w http.ResponseWriter, r *http.Request) {
+	n, err := versionParam(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	ctx, p, id := r.Context(), project(r), r.PathValue("flowId")
+	f, err := d.svc.Flow(ctx, p, id)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if _, err := d.svc.FlowVersion(ctx, p, id, n); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	v := strconv.FormatInt(n, 10)
+	after := fmt.Sprintf(" is published again as a new version, which becomes the live one in place of version %d: new runs execute it; runs already started keep theirs.", f.LiveVersion)
+	if f.HasDraft {
+		after += " The saved draft stays as it is."
+	}
+	d.render(w, r, http.StatusOK, "confirm_delete", view{Title: "Restore version " + v, Nav: "flows", Data: deletion{
+		Crumbs:  []crumb{{"/flows", "Flows"}, {"/flows/" + f.ID, f.Name}, {"/flows/" + f.ID + "/versions", "Versions"}},
+		Heading: "Restore version " + v + " of “" + f.Name + "”?",
+		Name:    f.Name, ID: "version " + v, Before: "The definition of ", After: after,
+		Action: "/flows/" + f.ID + "/versions/" + v + "/restore", Button: "Restore version " + v,
+		Cancel: "/flows/" + f.ID + "/versions?a=" + v + "&b=" + strconv.FormatInt(f.LiveVersion, 10),
+	}})
 }
 
 // The confirmations of the version forms.
@@ -51,9 +94,9 @@ func (d *Dashboard) discardDraft(w http.ResponseWriter, r *http.Request) {
 
 func (d *Dashboard) restoreVersion(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("flowId")
-	n, err := strconv.ParseInt(r.PathValue("version"), 10, 64)
-	if err != nil || n < 1 {
-		d.fail(w, r, automation.InvalidCode("INVALID_PARAMETER", "version must be a version number, got %q", r.PathValue("version")))
+	n, err := versionParam(r)
+	if err != nil {
+		d.fail(w, r, err)
 		return
 	}
 	if _, err := d.svc.RestoreVersion(r.Context(), project(r), id, n); err != nil {

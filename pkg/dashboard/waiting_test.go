@@ -48,8 +48,8 @@ func TestWaitingRunsSayWhy(t *testing.T) {
 	}
 	path := "/ui/flows/" + paused.ID + "/runs"
 	wantPage(t, b.get(path+"/"+r.ID), http.StatusOK,
-		`<dt>Waiting for</dt><dd><span class="status waiting">WAIT</span> a WAIT step</dd>`, `>waiting: WAIT</text>`)
-	wantPage(t, b.get(path), http.StatusOK, `<span class="status waiting" title="a WAIT step">waiting: WAIT</span>`)
+		`<dt>Waiting for</dt><dd><span class="status waiting">WAIT</span> a WAIT step, or a flow a CALL_FLOW step called</dd>`, `>waiting: WAIT</text>`)
+	wantPage(t, b.get(path), http.StatusOK, `<span class="status waiting" title="a WAIT step, or a flow a CALL_FLOW step called">waiting: WAIT</span>`)
 
 	limited := e.flow(t, e.p, "Limited", automation.Step{Name: "v", Type: automation.StepSet, Values: json.RawMessage(`{"v": 1}`)})
 	limited, err := e.svc.UpdateFlow(ctx, e.p, limited.ID, automation.FlowInput{

@@ -27,6 +27,7 @@ var routePermissions = map[string]automation.Permission{
 	"GET /api/v1/flows/{flowId}/runs/{runId}":                                   automation.PermRead,
 	"GET /api/v1/flows/{flowId}/insights":                                       automation.PermRead,
 	"POST /api/v1/flows/{flowId}/runs/{runId}/retry":                            automation.PermOperate,
+	"POST /api/v1/flows/{flowId}/runs/{runId}/cancel":                           automation.PermOperate,
 	"GET /api/v1/runs":                                                          automation.PermRead,
 	"POST /api/v1/runs/replay":                                                  automation.PermOperate,
 	"GET /api/v1/connections":                                                   automation.PermRead,

@@ -82,6 +82,7 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/flows/{flowId}/runs/{runId}", handler: a.getRun},
 		{pattern: "GET /api/v1/flows/{flowId}/insights", handler: a.getInsights},
 		{pattern: "POST /api/v1/flows/{flowId}/runs/{runId}/retry", handler: a.retryRun},
+		{pattern: "POST /api/v1/flows/{flowId}/runs/{runId}/cancel", handler: a.cancelRun},
 		{pattern: "GET /api/v1/runs", handler: a.searchRuns},
 		{pattern: "POST /api/v1/runs/replay", handler: a.replayRuns},
 

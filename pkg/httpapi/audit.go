@@ -28,6 +28,7 @@ var routeAudit = map[string]auditAction{
 	"POST /api/v1/flows/{flowId}/webhook/security":                              {"flow.set_allowlist", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/webhook/test":                                  {"flow.arm_test", "flow", "flowId"},
 	"POST /api/v1/flows/{flowId}/runs/{runId}/retry":                            {"run.retry", "run", "runId"},
+	"POST /api/v1/flows/{flowId}/runs/{runId}/cancel":                           {"run.cancel", "run", "runId"},
 	"POST /api/v1/runs/replay":                                                  {"run.replay", "project", ""},
 	"POST /api/v1/runs/{runId}/approvals/{step}":                                {"approval.decide", "run", "runId"},
 	"POST /api/v1/connections":                                                  {"connection.create", "connection", ""},
@@ -95,6 +96,9 @@ func (a *API) withAudit(r *http.Request, pattern string, pr automation.Principal
 	case act.resource == "project":
 		res.ID = pr.Project.ID
 	}
+	if act.resource == "run" {
+		res.FlowID = r.PathValue("flowId")
+	}
 	e := a.svc.NewAuditEntry(pr, act.action, res, RequestID(r.Context()), a.sourceIP(r))
 	return r.WithContext(automation.WithAudit(r.Context(), e))
 }
@@ -123,6 +127,7 @@ func (a *API) auditLog(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	page, err := a.svc.AuditLog(r.Context(), projectOf(r), automation.AuditSearch{
 		PageRequest: pageRequest(r), Since: q.Get("since"), Until: q.Get("until"),
+		Action: q.Get("action"), Actor: q.Get("actor"),
 	})
 	if err != nil {
 		a.fail(w, r, err)

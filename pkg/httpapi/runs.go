@@ -44,6 +44,17 @@ func (a *API) retryRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, run)
 }
 
+// cancelRun ends a run waiting at a WAIT step or for a flow it called
+// (automation.RunService.CancelRun): 200 with the run, now FAILED.
+func (a *API) cancelRun(w http.ResponseWriter, r *http.Request) {
+	run, err := a.svc.CancelRun(r.Context(), projectOf(r), r.PathValue("flowId"), r.PathValue("runId"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
 // Run search and replay across a project (docs/api.md, "Runs").
 
 func (a *API) searchRuns(w http.ResponseWriter, r *http.Request) {
