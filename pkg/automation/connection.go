@@ -54,4 +54,7 @@ type ConnectionValue struct {
 	// Masks are further values the HTTP step masks in its output beside
 	// APIKey (a BASIC connection's password and username).
 	Masks []Secret `json:"-"`
+	// BaseURL is where an OPENAI or ANTHROPIC connection's API is
+	// (credtypes_ai.go).
+	BaseURL string `json:"-"`
 }

@@ -69,6 +69,11 @@ func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in 
 		if raw, err = decodeTypedValue(in.Type, in.Value); err != nil {
 			return Connection{}, err
 		}
+	case ConnectionOpenAI, ConnectionAnthropic: // credtypes_ai.go
+		var err error
+		if raw, err = decodeAIValue(in.Type, in.Value); err != nil {
+			return Connection{}, err
+		}
 	case ConnectionOAuth2:
 		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard (Connect on its connections page, {base_url}/ui/connections)")
 	case "":
@@ -150,6 +155,12 @@ func (s *ConnectionService) ConnectionCredential(ctx context.Context, project, i
 	switch c.Type {
 	case ConnectionOAuth2:
 		return s.oauthCredential(ctx, c, raw)
+	case ConnectionOpenAI, ConnectionAnthropic:
+		v, err := aiCredential(c.Type, raw)
+		if err != nil {
+			return c, ConnectionValue{}, wrap("read connection credential", err)
+		}
+		return c, v, nil
 	case ConnectionBasic, ConnectionHeader, ConnectionQuery:
 		v, err := typedCredential(c.Type, raw)
 		if err != nil {

@@ -454,6 +454,7 @@ type ExecEnv struct {
 	Variables       VariableLoader  // `vars`
 	Calls           Calls           // CALL_FLOW steps
 	Outbound        OutboundGate    // the project's outboundPerMinute
+	ToolFlows       ToolFlows       // AI steps' flow tools (ai.go)
 }
 
 // ConnectionNames resolves a project's connection names to IDs, once per

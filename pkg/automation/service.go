@@ -114,6 +114,7 @@ func NewService(cfg Config) (*Service, error) {
 			Credentials: s.ConnectionService, ConnectionNames: s.ConnectionService,
 			State: s.FlowService, Variables: s.VariableService,
 			Calls: s.RunService, Outbound: s.ProjectService,
+			ToolFlows: s.FlowService, // AI steps' flow tools (ai.go)
 		})
 	}
 	return s, nil

@@ -51,6 +51,9 @@ type Config struct {
 	Log   *slog.Logger
 	// UserAgent is sent with every outbound request (default UserAgent("")).
 	UserAgent string
+	// Sleep waits d unless ctx ends first (reporting false): an AI step's
+	// wait before asking a model again (default a timer; tests inject it).
+	Sleep func(ctx context.Context, d time.Duration) bool
 }
 
 // Defaults and limits of Config.
@@ -85,6 +88,8 @@ type Engine struct {
 	log         *slog.Logger
 	userAgent   string
 	outbound    automation.OutboundGate
+	toolFlows   automation.ToolFlows // AI steps' flow tools
+	sleep       func(ctx context.Context, d time.Duration) bool
 }
 
 // New returns an Engine for cfg.
@@ -94,6 +99,10 @@ func New(cfg Config) *Engine {
 		calls: cfg.Env.Calls, outbound: cfg.Env.Outbound, code: cfg.Code,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
+		toolFlows: cfg.Env.ToolFlows, sleep: cfg.Sleep,
+	}
+	if e.sleep == nil {
+		e.sleep = sleepCtx
 	}
 	if e.userAgent == "" {
 		e.userAgent = UserAgent("")
@@ -259,6 +268,18 @@ func (e *Engine) pause(ctx context.Context, r *automation.StepRetry, n int, aske
 	}
 }
 
+// sleepCtx waits d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // pending is the results of steps before they run: every one SKIPPED.
 func pending(steps []automation.Step) []automation.StepResult {
 	out := make([]automation.StepResult, len(steps))
@@ -288,7 +309,9 @@ func journalIndex(steps []automation.StepResult) map[string]automation.StepResul
 	walk = func(steps []automation.StepResult, iter string) {
 		for _, st := range steps {
 			done := st.Status == automation.StepSucceeded || st.Status == automation.StepSkipped && st.FinishedAt != nil
-			if done || len(st.Steps) > 0 || len(st.Iterations) > 0 {
+			// An AI step under way keeps its journal in its output (step_ai.go).
+			aiJournal := st.Type == automation.StepAI && len(st.Output) > 0
+			if done || len(st.Steps) > 0 || len(st.Iterations) > 0 || aiJournal {
 				m[journalKey(st.Name, iter)] = st
 			}
 			if done {

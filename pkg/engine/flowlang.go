@@ -276,6 +276,7 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 	case automation.StepForEach:
 		return x.forEach(ctx, s, sr, iter)
 	}
+	x.cur = sr
 	out, err = x.step(ctx, s)
 	attempts := 1
 	if s.Type == automation.StepCallFlow {
