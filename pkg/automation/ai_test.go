@@ -168,12 +168,16 @@ func TestAIValidation(t *testing.T) {
 	}{
 		{func(s *automation.Step, _ *automation.Trigger) { s.Model = "" }, "steps[0].model is required"},
 		{func(s *automation.Step, _ *automation.Trigger) { s.MaxTurns = 33 }, "maxTurns 33: use 1 to 32"},
-		{func(s *automation.Step, _ *automation.Trigger) { s.Output = json.RawMessage(`{"type":"object","oneOf":[]}`) }, "steps[0].output.oneOf: this keyword is not supported"},
+		{func(s *automation.Step, _ *automation.Trigger) {
+			s.Output = json.RawMessage(`{"type":"object","oneOf":[]}`)
+		}, "steps[0].output.oneOf: this keyword is not supported"},
 		{func(s *automation.Step, _ *automation.Trigger) { s.Tools = []automation.AITool{{Flow: "nope"}} }, `tools[0].flow "nope"`},
 		{func(s *automation.Step, _ *automation.Trigger) { s.Tools = []automation.AITool{{}} }, "tools[0]: a tool is"},
 		{func(s *automation.Step, _ *automation.Trigger) { x := 3.0; s.Temperature = &x }, "temperature 3: use 0 to 2"},
 		{func(s *automation.Step, _ *automation.Trigger) { s.URL = "http://x" }, "url does not apply to AI steps"},
-		{func(_ *automation.Step, tr *automation.Trigger) { tr.InputSchema = json.RawMessage(`{"type":"string"}`) }, "trigger.inputSchema must describe an object"},
+		{func(_ *automation.Step, tr *automation.Trigger) {
+			tr.InputSchema = json.RawMessage(`{"type":"string"}`)
+		}, "trigger.inputSchema must describe an object"},
 	} {
 		st := ok
 		trig := automation.Trigger{Type: automation.TriggerWebhook}
