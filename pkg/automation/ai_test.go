@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -199,5 +201,93 @@ func TestAIValidation(t *testing.T) {
 		if !errors.Is(err, automation.ErrInvalid) || strings.Contains(err.Error(), `"k"`) {
 			t.Errorf("value %s: err %v, want a 400 that does not quote the key", v, err)
 		}
+	}
+}
+
+// exampleFlow creates and enables the flow of an examples/ file.
+func (e *env) exampleFlow(t *testing.T, file string) automation.Flow {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in automation.FlowInput
+	if err := json.Unmarshal(raw, &in); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	ctx := context.Background()
+	f, err := e.svc.CreateFlow(ctx, e.project, in)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if f, err = e.svc.EnableFlow(ctx, e.project, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestAIExamples runs the AI examples against a scripted model: the
+// ticket triage answers with the model's structured answer after one
+// repair; the agent calls the lookup flow as its tool and replies.
+func TestAIExamples(t *testing.T) {
+	srv, counts, _ := scriptedOpenAI(t, func(turn int) map[string]any {
+		switch turn {
+		case 0:
+			return map[string]any{"role": "assistant", "content": `{"priority":"urgent","team":"billing","mood":"angry"}`}
+		}
+		return map[string]any{"role": "assistant", "content": `{"priority":"urgent","team":"billing"}`}
+	})
+	e := newEnv(t, automation.RunPolicy{})
+	ctx := context.Background()
+	if _, err := e.svc.CreateConnection(ctx, e.project, automation.ConnectionInput{Name: "openai", App: "openai", Type: automation.ConnectionOpenAI,
+		Value: json.RawMessage(`{"apiKey": "sk-example", "baseUrl": "` + srv.URL + `/v1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	triage := e.exampleFlow(t, "ai-ticket-triage.json")
+	r, err := e.svc.StartRun(ctx, triage, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"text":"I was charged twice"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded || string(at.Run.Response.Body) != `{"priority":"urgent","team":"billing"}` {
+		t.Fatalf("triage %s %q %v: %+v", at.Run.Status, at.Run.Error, err, at.Run.Response)
+	}
+	if c := counts(); c[0] != 1 || c[1] != 1 {
+		t.Errorf("triage turns %v: want the answer and one repair", c)
+	}
+
+	// The agent: a tool call, then the reply.
+	srv2, _, bodies := scriptedOpenAI(t, func(turn int) map[string]any {
+		if turn == 0 {
+			return map[string]any{"role": "assistant", "content": "", "tool_calls": []any{map[string]any{
+				"id": "c1", "type": "function", "function": map[string]any{"name": "lookup_customer", "arguments": `{"email":"ann@example.com"}`}}}}
+		}
+		return map[string]any{"role": "assistant", "content": "You are on the gold plan."}
+	})
+	conns, _ := e.svc.ListConnections(ctx, e.project, automation.PageRequest{})
+	e.svc.DeleteConnection(ctx, e.project, conns.Data[0].ID)
+	if _, err := e.svc.CreateConnection(ctx, e.project, automation.ConnectionInput{Name: "openai", App: "openai", Type: automation.ConnectionOpenAI,
+		Value: json.RawMessage(`{"apiKey": "sk-example", "baseUrl": "` + srv2.URL + `/v1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	e.exampleFlow(t, "ai-lookup-customer.json")
+	agent := e.exampleFlow(t, "ai-agent-flow-tool.json")
+	r, err = e.svc.StartRun(ctx, agent, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{"email":"ann@example.com","text":"Which plan am I on?"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		at, _ = e.svc.ExecuteRun(ctx, r.Project, r.ID)
+		if childID, ok := automation.WaitingCall(at.Run.Steps[0]); ok {
+			e.svc.ExecuteRun(ctx, r.Project, childID)
+			continue
+		}
+		break
+	}
+	if at.Run.Status != automation.RunSucceeded || !strings.Contains(string(at.Run.Steps[1].Output), "gold plan") {
+		t.Fatalf("agent %s %q: %s", at.Run.Status, at.Run.Error, at.Run.Steps[1].Output)
+	}
+	if b := bodies(); len(b) != 2 || !strings.Contains(b[1], `\"plan\":\"gold\"`) {
+		t.Errorf("the model did not get the tool's answer: %v", b)
 	}
 }
