@@ -1,30 +1,28 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/openai/openai-go/v3"
-	ooption "github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	oshared "github.com/openai/openai-go/v3/shared"
-
 	"flowservice/pkg/automation"
 )
 
-// The model providers of AI steps, through their official SDKs
-// (docs/architecture.md, "Dependencies"). The SDKs get an *http.Client
-// over the engine's guarded transport (aiClient), never retry themselves
-// (the step does, aiTurn, so that its waits follow the engine's clock) and
-// never read the process environment: every option is explicit.
+// The model providers of AI steps: OpenAI's chat completions (and every
+// compatible server) and Anthropic's Messages API, spoken with the
+// standard library. The official SDKs were measured and refused: they
+// took the runner's bootstrap from 13.4 to 42.8 MB, far over its 15 MB
+// bound (docs/architecture.md, "Dependencies"). Requests go through the
+// engine's guarded transport (aiHTTPClient); the step retries (aiTurn),
+// so that its waits follow the engine's clock.
 
 // Bounds of a model call (docs/reliability.md).
 const (
@@ -87,18 +85,25 @@ type modelClient interface {
 
 // newModelClient is the client of connection type t at baseURL.
 func newModelClient(t automation.ConnectionType, baseURL, key string, hc *http.Client) (modelClient, error) {
+	base := strings.TrimSuffix(baseURL, "/")
 	switch t {
 	case automation.ConnectionOpenAI:
-		return openaiClient{svc: openai.NewChatCompletionService(
-			ooption.WithBaseURL(baseURL), ooption.WithAPIKey(key), ooption.WithHTTPClient(hc), ooption.WithMaxRetries(0))}, nil
+		return openaiClient{url: base + "/chat/completions", key: key, hc: hc, openAI: isOpenAIHost(base)}, nil
 	case automation.ConnectionAnthropic:
-		return anthropicClient{svc: anthropic.NewMessageService(
-			aoption.WithBaseURL(baseURL), aoption.WithAPIKey(key), aoption.WithHTTPClient(hc), aoption.WithMaxRetries(0))}, nil
+		return anthropicClient{url: base + "/v1/messages", key: key, hc: hc}, nil
 	}
 	return nil, fmt.Errorf("connection type %s is not a model provider: use an OPENAI or ANTHROPIC connection", t)
 }
 
-// schemaMap is a JSON Schema as the SDKs take it.
+// isOpenAIHost reports whether base is OpenAI's own API, whose newer
+// models take max_completion_tokens and refuse max_tokens; compatible
+// servers (Ollama, vLLM, LM Studio) know max_tokens.
+func isOpenAIHost(base string) bool {
+	u, err := url.Parse(base)
+	return err == nil && u.Hostname() == "api.openai.com"
+}
+
+// schemaMap is a tool's JSON Schema as a provider takes it: an object.
 func schemaMap(raw json.RawMessage) map[string]any {
 	m := map[string]any{}
 	_ = json.Unmarshal(raw, &m)
@@ -108,52 +113,149 @@ func schemaMap(raw json.RawMessage) map[string]any {
 	return m
 }
 
-type openaiClient struct{ svc openai.ChatCompletionService }
+// MaxAIAnswerBytes bounds a model's answer as read from the wire.
+const MaxAIAnswerBytes = 4 << 20
+
+// postModel sends one request to a provider and decodes its 2xx answer into
+// out; any other status is a *modelError with the provider's message.
+func postModel(ctx context.Context, hc *http.Client, url string, hdr map[string]string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxAIAnswerBytes+1))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		msg := http.StatusText(resp.StatusCode)
+		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+			msg = e.Error.Message
+		}
+		return &modelError{status: resp.StatusCode, retryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
+			msg: fmt.Sprintf("the model provider answered %d: %s", resp.StatusCode, clipMessage(msg))}
+	}
+	if len(data) > MaxAIAnswerBytes {
+		return fmt.Errorf("the model's answer is larger than %d bytes", MaxAIAnswerBytes)
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("the model's answer is not the provider's JSON: %w", err)
+	}
+	return nil
+}
+
+// openaiClient speaks OpenAI's chat completions, which every
+// OpenAI-compatible server serves.
+type openaiClient struct {
+	url, key string
+	hc       *http.Client
+	openAI   bool
+}
+
+type openaiMessage struct {
+	Role       string           `json:"role"`
+	Content    *string          `json:"content"`
+	ToolCalls  []openaiToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+}
+
+type openaiToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
 
 func (c openaiClient) turn(ctx context.Context, req aiTurnRequest) (aiAnswer, error) {
-	var msgs []openai.ChatCompletionMessageParamUnion
+	text := func(s string) *string { return &s }
+	var msgs []openaiMessage
 	if req.System != "" {
-		msgs = append(msgs, openai.SystemMessage(req.System))
+		msgs = append(msgs, openaiMessage{Role: "system", Content: text(req.System)})
 	}
-	msgs = append(msgs, openai.UserMessage(req.Prompt))
+	msgs = append(msgs, openaiMessage{Role: "user", Content: text(req.Prompt)})
 	for _, e := range req.Entries {
 		switch e.Kind {
 		case entryModel:
-			a := openai.ChatCompletionAssistantMessageParam{}
+			m := openaiMessage{Role: "assistant"}
 			if e.Text != "" || len(e.Calls) == 0 {
-				a.Content.OfString = param.NewOpt(e.Text)
+				m.Content = text(e.Text)
 			}
 			for _, call := range e.Calls {
-				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{ID: call.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: call.Name, Arguments: string(call.Arguments)}}})
+				tc := openaiToolCall{ID: call.ID, Type: "function"}
+				tc.Function.Name, tc.Function.Arguments = call.Name, string(call.Arguments)
+				m.ToolCalls = append(m.ToolCalls, tc)
 			}
-			msgs = append(msgs, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+			msgs = append(msgs, m)
 		case entryTool:
-			msgs = append(msgs, openai.ToolMessage(e.content(), e.CallID))
+			msgs = append(msgs, openaiMessage{Role: "tool", ToolCallID: e.CallID, Content: text(e.content())})
 		case entryRepair:
-			msgs = append(msgs, openai.UserMessage(e.Text))
+			msgs = append(msgs, openaiMessage{Role: "user", Content: text(e.Text)})
 		}
 	}
-	p := openai.ChatCompletionNewParams{Model: oshared.ChatModel(req.Model), Messages: msgs,
-		MaxCompletionTokens: param.NewOpt(int64(req.MaxTokens))}
+	body := map[string]any{"model": req.Model, "messages": msgs}
+	if c.openAI {
+		body["max_completion_tokens"] = req.MaxTokens
+	} else {
+		body["max_tokens"] = req.MaxTokens
+	}
 	if req.Temperature != nil {
-		p.Temperature = param.NewOpt(*req.Temperature)
+		body["temperature"] = *req.Temperature
 	}
-	for _, t := range req.Tools {
-		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(oshared.FunctionDefinitionParam{
-			Name: t.Name, Description: param.NewOpt(t.Description), Parameters: schemaMap(t.Schema)}))
+	if len(req.Tools) > 0 {
+		var tools []any
+		for _, t := range req.Tools {
+			tools = append(tools, map[string]any{"type": "function", "function": map[string]any{
+				"name": t.Name, "description": t.Description, "parameters": schemaMap(t.Schema)}})
+		}
+		body["tools"] = tools
 	}
-	resp, err := c.svc.New(ctx, p)
-	if err != nil {
-		return aiAnswer{}, providerError(err)
+	var resp struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct {
+				Content   *string          `json:"content"`
+				ToolCalls []openaiToolCall `json:"tool_calls"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := postModel(ctx, c.hc, c.url, map[string]string{"Authorization": "Bearer " + c.key}, body, &resp); err != nil {
+		return aiAnswer{}, err
 	}
 	if len(resp.Choices) == 0 {
 		return aiAnswer{}, errors.New("the model's answer has no choices")
 	}
 	ch := resp.Choices[0]
-	out := aiAnswer{Text: ch.Message.Content, StopReason: ch.FinishReason, Model: resp.Model,
+	out := aiAnswer{StopReason: ch.FinishReason, Model: resp.Model,
 		Usage: aiUsage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}}
+	if ch.Message.Content != nil {
+		out.Text = *ch.Message.Content
+	}
 	for _, tc := range ch.Message.ToolCalls {
 		args := json.RawMessage(tc.Function.Arguments)
 		if !json.Valid(args) {
@@ -164,14 +266,27 @@ func (c openaiClient) turn(ctx context.Context, req aiTurnRequest) (aiAnswer, er
 	return out, nil
 }
 
-type anthropicClient struct{ svc anthropic.MessageService }
+// anthropicClient speaks Anthropic's Messages API.
+type anthropicClient struct {
+	url, key string
+	hc       *http.Client
+}
+
+// AnthropicVersion is the Messages API version requests ask for.
+const AnthropicVersion = "2023-06-01"
+
+type anthropicMessage struct {
+	Role    string `json:"role"`
+	Content []any  `json:"content"`
+}
 
 func (c anthropicClient) turn(ctx context.Context, req aiTurnRequest) (aiAnswer, error) {
-	msgs := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(req.Prompt))}
-	var results []anthropic.ContentBlockParamUnion
+	textBlock := func(s string) any { return map[string]any{"type": "text", "text": s} }
+	msgs := []anthropicMessage{{Role: "user", Content: []any{textBlock(req.Prompt)}}}
+	var results []any
 	flush := func() {
 		if len(results) > 0 {
-			msgs = append(msgs, anthropic.NewUserMessage(results...))
+			msgs = append(msgs, anthropicMessage{Role: "user", Content: results})
 			results = nil
 		}
 	}
@@ -179,58 +294,60 @@ func (c anthropicClient) turn(ctx context.Context, req aiTurnRequest) (aiAnswer,
 		switch e.Kind {
 		case entryModel:
 			flush()
-			var blocks []anthropic.ContentBlockParamUnion
+			var blocks []any
 			if e.Text != "" {
-				blocks = append(blocks, anthropic.NewTextBlock(e.Text))
+				blocks = append(blocks, textBlock(e.Text))
 			}
 			for _, call := range e.Calls {
-				blocks = append(blocks, anthropic.NewToolUseBlock(call.ID, call.Arguments, call.Name))
+				blocks = append(blocks, map[string]any{"type": "tool_use", "id": call.ID, "name": call.Name, "input": call.Arguments})
 			}
 			if len(blocks) == 0 {
-				blocks = append(blocks, anthropic.NewTextBlock("(no answer)"))
+				blocks = append(blocks, textBlock("(no answer)")) // the API refuses an empty turn
 			}
-			msgs = append(msgs, anthropic.NewAssistantMessage(blocks...))
+			msgs = append(msgs, anthropicMessage{Role: "assistant", Content: blocks})
 		case entryTool:
-			results = append(results, anthropic.NewToolResultBlock(e.CallID, e.content(), e.Error != ""))
+			results = append(results, map[string]any{"type": "tool_result", "tool_use_id": e.CallID,
+				"content": e.content(), "is_error": e.Error != ""})
 		case entryRepair:
 			flush()
-			msgs = append(msgs, anthropic.NewUserMessage(anthropic.NewTextBlock(e.Text)))
+			msgs = append(msgs, anthropicMessage{Role: "user", Content: []any{textBlock(e.Text)}})
 		}
 	}
 	flush()
-	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(req.MaxTokens), Messages: msgs}
+	body := map[string]any{"model": req.Model, "max_tokens": req.MaxTokens, "messages": msgs}
 	if req.System != "" {
-		p.System = []anthropic.TextBlockParam{{Text: req.System}}
+		body["system"] = req.System
 	}
-	var opts []aoption.RequestOption
 	if req.Temperature != nil {
-		// The v2 SDK dropped the field (deprecated by the API for newer
-		// models); older models and compatible gateways still take it.
-		opts = append(opts, aoption.WithJSONSet("temperature", *req.Temperature))
+		body["temperature"] = *req.Temperature
 	}
-	for _, t := range req.Tools {
-		m := schemaMap(t.Schema)
-		in := anthropic.ToolInputSchemaParam{Properties: m["properties"], ExtraFields: map[string]any{}}
-		if r, ok := m["required"].([]any); ok {
-			for _, n := range r {
-				if s, ok := n.(string); ok {
-					in.Required = append(in.Required, s)
-				}
-			}
+	if len(req.Tools) > 0 {
+		var tools []any
+		for _, t := range req.Tools {
+			tools = append(tools, map[string]any{"name": t.Name, "description": t.Description, "input_schema": schemaMap(t.Schema)})
 		}
-		for k, v := range m {
-			if k != "type" && k != "properties" && k != "required" {
-				in.ExtraFields[k] = v
-			}
-		}
-		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &anthropic.ToolParam{
-			Name: t.Name, Description: anthropic.String(t.Description), InputSchema: in}})
+		body["tools"] = tools
 	}
-	resp, err := c.svc.New(ctx, p, opts...)
-	if err != nil {
-		return aiAnswer{}, providerError(err)
+	var resp struct {
+		Model      string `json:"model"`
+		StopReason string `json:"stop_reason"`
+		Content    []struct {
+			Type  string          `json:"type"`
+			Text  string          `json:"text"`
+			ID    string          `json:"id"`
+			Name  string          `json:"name"`
+			Input json.RawMessage `json:"input"`
+		} `json:"content"`
+		Usage struct {
+			InputTokens  int64 `json:"input_tokens"`
+			OutputTokens int64 `json:"output_tokens"`
+		} `json:"usage"`
 	}
-	out := aiAnswer{StopReason: string(resp.StopReason), Model: string(resp.Model),
+	hdr := map[string]string{"X-Api-Key": c.key, "Anthropic-Version": AnthropicVersion}
+	if err := postModel(ctx, c.hc, c.url, hdr, body, &resp); err != nil {
+		return aiAnswer{}, err
+	}
+	out := aiAnswer{StopReason: resp.StopReason, Model: resp.Model,
 		Usage: aiUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}}
 	var texts []string
 	for _, b := range resp.Content {
@@ -257,33 +374,6 @@ type modelError struct {
 }
 
 func (e *modelError) Error() string { return e.msg }
-
-// providerError turns an SDK error into a modelError when the provider
-// answered, keeping the chain otherwise (a transport refusal, a timeout).
-func providerError(err error) error {
-	status, header, msg := 0, http.Header(nil), ""
-	var oe *openai.Error
-	var ae *anthropic.Error
-	switch {
-	case errors.As(err, &oe):
-		status, msg = oe.StatusCode, oe.Message
-		if oe.Response != nil {
-			header = oe.Response.Header
-		}
-	case errors.As(err, &ae):
-		status, msg = ae.StatusCode, ae.Error()
-		if ae.Response != nil {
-			header = ae.Response.Header
-		}
-	default:
-		return err
-	}
-	if msg == "" {
-		msg = http.StatusText(status)
-	}
-	return &modelError{status: status, retryAfter: parseRetryAfter(header.Get("Retry-After")),
-		msg: fmt.Sprintf("the model provider answered %d: %s", status, clipMessage(msg))}
-}
 
 // parseRetryAfter reads Retry-After in seconds (what model providers
 // send); an HTTP date is taken as a minute.

@@ -369,7 +369,7 @@ func TestAIAnthropicMessages(t *testing.T) {
 			t.Errorf("the last request lacks %s: %s", want, last)
 		}
 	}
-	if m.auth[0] != "Bearer sk-ant-test-999" { // the v2 SDK sends an API key as a bearer token
+	if m.auth[0] != "sk-ant-test-999" { // x-api-key, no Authorization
 		t.Errorf("credential %q", m.auth[0])
 	}
 }
