@@ -253,7 +253,7 @@ func callResumes(st StepResult) int {
 // WaitingCall reports whether a recorded CALL_FLOW step waits for its
 // child, and which: its output is then {"runId", "waiting": true}.
 func WaitingCall(sr StepResult) (runID string, ok bool) {
-	if sr.Type != StepCallFlow || sr.Status != StepSucceeded {
+	if sr.Type != StepCallFlow && sr.Type != StepAI || sr.Status != StepSucceeded { // an AI step waits for a flow tool so (ai.go)
 		return "", false
 	}
 	var out struct {

@@ -61,4 +61,7 @@ type ConnectionValue struct {
 	// and of an SMTP connection (dbconn.go); nil for the others.
 	Database *DatabaseConfig `json:"-"`
 	SMTP     *SMTPConfig     `json:"-"`
+	// BaseURL is where an OPENAI or ANTHROPIC connection's API is
+	// (credtypes_ai.go).
+	BaseURL string `json:"-"`
 }

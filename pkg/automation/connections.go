@@ -81,6 +81,11 @@ func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in 
 		if raw, err = decodeSMTP(in.Value); err != nil {
 			return Connection{}, err
 		}
+	case ConnectionOpenAI, ConnectionAnthropic: // credtypes_ai.go
+		var err error
+		if raw, err = decodeAIValue(in.Type, in.Value); err != nil {
+			return Connection{}, err
+		}
 	case ConnectionOAuth2:
 		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard (Connect on its connections page, {base_url}/ui/connections)")
 	case "":
@@ -98,7 +103,7 @@ func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in 
 			return Connection{}, err
 		}
 	}
-	hosts = appHosts(s.apps, in.App, hosts, baseHost)
+	hosts = appHosts(s.apps, in.App, in.Type, hosts, baseHost)
 	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw, hosts, base)
 }
 
@@ -172,6 +177,12 @@ func (s *ConnectionService) ConnectionCredential(ctx context.Context, project, i
 		return s.oauthCredential(ctx, c, raw)
 	case ConnectionPostgres, ConnectionMySQL, ConnectionSMTP:
 		v, err := storedConfig(c.Type, raw)
+		if err != nil {
+			return c, ConnectionValue{}, wrap("read connection credential", err)
+		}
+		return c, v, nil
+	case ConnectionOpenAI, ConnectionAnthropic:
+		v, err := aiCredential(c.Type, raw)
 		if err != nil {
 			return c, ConnectionValue{}, wrap("read connection credential", err)
 		}

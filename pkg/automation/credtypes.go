@@ -18,7 +18,8 @@ const (
 )
 
 // ConnectionTypes lists the types in the order error messages name them.
-var ConnectionTypes = []ConnectionType{ConnectionAPIKey, ConnectionOAuth2, ConnectionBasic, ConnectionHeader, ConnectionQuery}
+var ConnectionTypes = []ConnectionType{ConnectionAPIKey, ConnectionOAuth2, ConnectionBasic, ConnectionHeader, ConnectionQuery,
+	ConnectionOpenAI, ConnectionAnthropic} // AI: credtypes_ai.go
 
 // minMaskedUsername is the shortest BASIC username masked in run records:
 // some services take a secret key as the username (Stripe), but masking a

@@ -268,7 +268,7 @@ func (s *ConnectionService) CompleteOAuth(ctx context.Context, p Project, in OAu
 	if err := checkText("name", name, 200); err != nil {
 		return Connection{}, err
 	}
-	return s.storeConnection(ctx, p, name, a.Name, ConnectionOAuth2, raw, appHosts(s.apps, a.Name, hosts, ""), "")
+	return s.storeConnection(ctx, p, name, a.Name, ConnectionOAuth2, raw, appHosts(s.apps, a.Name, ConnectionOAuth2, hosts, ""), "")
 }
 
 func (s *ConnectionService) appWithSecret(ctx context.Context, name string) (OAuthApp, string, error) {

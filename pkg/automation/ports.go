@@ -465,6 +465,7 @@ type ExecEnv struct {
 	Tracer          Tracer          // spans of steps and requests; nil: off
 	Waitpoints      Waitpoints      // APPROVAL steps and WAIT for a callback
 	Actions         AppCatalog      // ACTION steps: the catalog's request templates (nil: none)
+	ToolFlows       ToolFlows       // AI steps' flow tools (ai.go)
 }
 
 // ConnectionNames resolves a project's connection names to IDs, once per

@@ -137,6 +137,7 @@ func NewService(cfg Config) (*Service, error) {
 			Calls: s.RunService, Outbound: s.ProjectService, Tracer: cfg.Tracer,
 			Waitpoints: s.RunService,
 			Actions:    cfg.Apps,
+			ToolFlows:  s.FlowService, // AI steps' flow tools (ai.go)
 		})
 	}
 	return s, nil

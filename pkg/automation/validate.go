@@ -31,6 +31,9 @@ func (s *flowValidator) validateFlow(ctx context.Context, f *Flow) error {
 	if err := s.validateTrigger(f); err != nil {
 		return err
 	}
+	if err := fromDef(flowdef.CheckInputSchema(&f.Trigger)); err != nil {
+		return err
+	}
 	if err := s.validateFlowLimits(f); err != nil {
 		return err
 	}
@@ -102,6 +105,8 @@ func (s *flowValidator) stepRefs(ctx context.Context, f *Flow, st *Step, at stri
 				return Invalid("%s.code: %v", at, err)
 			}
 		}
+	case StepAI:
+		return s.aiRefs(ctx, f, st, at) // ai.go
 	case StepCallFlow:
 		if st.FlowID != f.ID {
 			if _, err := s.store.Flow(ctx, f.Project, st.FlowID); IsNotFound(err) {

@@ -123,6 +123,7 @@ var triggerForms = []formSpec{
 			{Key: "webhook.idempotencyHeader", Label: "Deduplicate by header", Kind: kindText},
 			{Key: "webhook.idempotencyKey", Label: "Deduplicate by expression", Kind: kindExpression, Help: "Such as trigger.body.id."},
 			{Key: "webhook.allowedOrigins", Label: "Browser origins allowed (CORS)", Kind: kindList},
+			{Key: "inputSchema", Label: "Input schema", Kind: kindJSON, Help: "Optional JSON Schema of trigger.body: describes the flow as a tool to AI steps and MCP clients."},
 		}, signatureFields("webhook.signature.")...)},
 	{Type: string(automation.TriggerSchedule), Label: "Schedule",
 		New: map[string]any{"schedule": map[string]any{"cron": "0 9 * * 1-5"}},
@@ -237,6 +238,19 @@ var stepForms = []formSpec{
 			{Key: "html", Label: "HTML", Kind: kindJSONText},
 		},
 		Output: []string{"messageId"}},
+	{Type: string(automation.StepAI), Name: "ask", Label: "Ask a model", Group: "ai",
+		New: map[string]any{"connection": "openai", "model": "gpt-4o-mini", "prompt": "{{ trigger.body.text }}", "maxTurns": 8},
+		Fields: []formField{
+			{Key: "connection", Label: "Connection (name)", Kind: kindText, Help: "An OPENAI or ANTHROPIC connection."},
+			{Key: "model", Label: "Model", Kind: kindText, Help: "Such as gpt-4o-mini or claude-sonnet-4-5."},
+			{Key: "system", Label: "System", Kind: kindTemplate},
+			{Key: "prompt", Label: "Prompt", Kind: kindTemplate, Help: "The user's message, e.g. {{ trigger.body.text }}."},
+			{Key: "output", Label: "Output schema", Kind: kindJSON, Help: "Optional JSON Schema the answer must meet (2 repair turns)."},
+			{Key: "tools", Label: "Tools", Kind: kindJSON, Help: `A list such as [{"flow": "Lookup customer"}]: flows of the project, described by their inputSchema.`},
+			{Key: "maxTurns", Label: "Max turns", Kind: kindNumber, Help: "1 to 32 (8 by default)."},
+			{Key: "maxTokens", Label: "Max tokens", Kind: kindNumber, Help: "4,096 by default."},
+		},
+		Output: []string{"text", "json", "toolCalls", "turns", "usage", "model", "stopReason"}},
 }
 
 // kindJSONText is a multi-line plain string (code).

@@ -56,6 +56,9 @@ type Config struct {
 	// RootCAs are the certificate authorities EMAIL steps trust for their
 	// SMTP servers' TLS (nil: the system's); tests add their own.
 	RootCAs *x509.CertPool
+	// Sleep waits d unless ctx ends first (reporting false): an AI step's
+	// wait before asking a model again (default a timer; tests inject it).
+	Sleep func(ctx context.Context, d time.Duration) bool
 }
 
 // Defaults and limits of Config.
@@ -101,6 +104,8 @@ type Engine struct {
 	dbs          *dbPools // SQL steps' pools (step_sql.go)
 	dbsOnce      sync.Once
 	rootCAs      *x509.CertPool
+	toolFlows    automation.ToolFlows // AI steps' flow tools
+	sleep        func(ctx context.Context, d time.Duration) bool
 }
 
 // New returns an Engine for cfg.
@@ -111,6 +116,10 @@ func New(cfg Config) *Engine {
 		allowPrivate: cfg.AllowPrivateNetworks, rootCAs: cfg.RootCAs,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
+		toolFlows: cfg.Env.ToolFlows, sleep: cfg.Sleep,
+	}
+	if e.sleep == nil {
+		e.sleep = sleepCtx
 	}
 	if e.userAgent == "" {
 		e.userAgent = UserAgent("")
@@ -281,6 +290,18 @@ func (e *Engine) pause(ctx context.Context, r *automation.StepRetry, n int, aske
 	}
 }
 
+// sleepCtx waits d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // pending is the results of steps before they run: every one SKIPPED.
 func pending(steps []automation.Step) []automation.StepResult {
 	out := make([]automation.StepResult, len(steps))
@@ -330,7 +351,9 @@ func journalIndex(steps []automation.StepResult) map[string]automation.StepResul
 	walk = func(steps []automation.StepResult, iter string) {
 		for _, st := range steps {
 			done := st.Status == automation.StepSucceeded || st.Status == automation.StepSkipped && st.FinishedAt != nil
-			if done || len(st.Steps) > 0 || len(st.Iterations) > 0 {
+			// An AI step under way keeps its journal in its output (step_ai.go).
+			aiJournal := st.Type == automation.StepAI && len(st.Output) > 0
+			if done || len(st.Steps) > 0 || len(st.Iterations) > 0 || aiJournal {
 				m[journalKey(st.Name, iter)] = st
 			}
 			if done {

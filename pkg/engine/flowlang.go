@@ -292,6 +292,7 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 	case automation.StepForEach:
 		return x.forEach(ctx, s, sr, iter)
 	}
+	x.cur = sr
 	if isWaitpoint(s) {
 		return x.waitpoint(ctx, s, sr, iter)
 	}

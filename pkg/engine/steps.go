@@ -26,6 +26,9 @@ type execution struct {
 	logs []string
 	// iter is the item path inside FOR_EACH ("3", "3.1"), "" outside.
 	iter string
+	// cur is the result of the step running in this scope, which an AI
+	// step journals its turns into (step_ai.go).
+	cur *automation.StepResult
 	// sh is what every scope of the run shares.
 	sh *shared
 }
@@ -96,6 +99,8 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 		return x.sql(ctx, s)
 	case automation.StepEmail:
 		return x.email(ctx, s)
+	case automation.StepAI:
+		return x.aiStep(ctx, s)
 	}
 	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
 }

@@ -34,6 +34,10 @@ type Trigger struct {
 	Webhook  *Webhook    `json:"webhook,omitempty"`
 	Schedule *Schedule   `json:"schedule,omitempty"`
 	Poll     *Poll       `json:"poll,omitempty"`
+	// InputSchema is the JSON Schema of trigger.body (WEBHOOK triggers
+	// only): it describes the flow as a tool to models (AI steps) and MCP
+	// clients (schemacheck_ai.go).
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
 }
 
 // HTTP methods a workflow builder webhook may take.
@@ -130,6 +134,9 @@ const (
 	StepStore           StepType = "STORE"     // writes the flow's state
 	StepWait            StepType = "WAIT"      // pauses the run, durably
 	StepCallFlow        StepType = "CALL_FLOW" // starts a run of another flow, and may wait for it
+	// AI asks a model, which may call tools (flows, MCP tools), in a
+	// durable loop (step_ai.go).
+	StepAI StepType = "AI"
 )
 
 // APPROVAL: a person decides (step_approval.go).
@@ -146,7 +153,7 @@ const (
 // StepTypes lists the step types in the order error messages name them.
 var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode,
 	StepSwitch, StepForEach, StepStore, StepWait, StepCallFlow,
-	StepApproval, StepAction, StepSQL, StepEmail}
+	StepApproval, StepAction, StepSQL, StepEmail, StepAI}
 
 // Limits of the flow language.
 const (
@@ -285,6 +292,19 @@ type Step struct {
 	Text    string   `json:"text,omitempty"`
 	HTML    string   `json:"html,omitempty"`
 	ReplyTo string   `json:"replyTo,omitempty"`
+
+	// AI (step_ai.go; Connection above names an OPENAI or ANTHROPIC
+	// connection): the model, the system text and the prompt (templates),
+	// the JSON Schema the answer must meet, the tools the model may call,
+	// and the loop's bounds.
+	Model       string          `json:"model,omitempty"`
+	System      string          `json:"system,omitempty"`
+	Prompt      string          `json:"prompt,omitempty"`
+	Output      json.RawMessage `json:"output,omitempty"`
+	Tools       []AITool        `json:"tools,omitempty"`
+	MaxTurns    int             `json:"maxTurns,omitempty"`
+	MaxTokens   int             `json:"maxTokens,omitempty"`
+	Temperature *float64        `json:"temperature,omitempty"`
 }
 
 // Case is one branch of a SWITCH.
