@@ -20,7 +20,7 @@ import (
 
 // Bounds of the schemas a flow holds.
 const (
-	MaxSchemaBytes = 16 << 10
+	MaxSchemaBytes   = 16 << 10
 	MaxAISchemaDepth = 8
 )
 
