@@ -125,6 +125,7 @@ func (st *stack) cfgOf(fn string) awsapp.Config {
 	}
 	others := map[string]string{
 		cfg.QueueURL: "RunQueue", cfg.CursorKeySecretARN: "CursorKeySecret", cfg.ScheduleGroup: "ScheduleGroup",
+		cfg.OIDC.ClientSecretARN: "OidcClientSecretArn",
 	}
 	secretPrefix := cfg.SecretPrefix + "/"
 	name := func(s *string) string {
@@ -369,6 +370,12 @@ func roleGrants(t *testing.T, role map[string]any) map[grant]bool {
 		stmts, _ := doc["Statement"].([]any)
 		for _, s := range stmts {
 			st := s.(map[string]any)
+			// A statement under a condition (the OpenID Connect client
+			// secret's) is granted as when the condition holds: the tests
+			// run with that setting on.
+			if cond, ok := st["Fn::If"].([]any); ok && len(cond) == 3 {
+				st, _ = cond[1].(map[string]any)
+			}
 			if st["Effect"] != "Allow" {
 				continue
 			}
