@@ -257,10 +257,16 @@ func TestBinarySizes(t *testing.T) {
 		// OpenTelemetry's SDK and OTLP/HTTP exporter (pkg/tracing) added
 		// about 5 MB to each function that runs flows (api 20.3, the
 		// others 19.1 MB): the OTLP types it sends link gRPC's and
-		// grpc-gateway's packages.
-		bound := 19_500_000
+		// grpc-gateway's packages. One secret per project (pkg/smsecrets:
+		// the UpdateSecretVersionStage operation, the document's coding)
+		// added 131 KB to the functions that write secrets (workflowhook
+		// 19.40 to 19.53 MB, measured with this build's flags).
+		// The api function also carries people's sign-in: go-oidc with
+		// go-jose, argon2 (20.97 MB before one secret per project, 21.10
+		// after).
+		bound := 19_600_000
 		if fn == "api" {
-			bound = 20_700_000
+			bound = 21_200_000
 		}
 		if len(bin) >= bound {
 			t.Errorf("%s bootstrap is %d bytes, over its bound of %d", fn, len(bin), bound)

@@ -97,7 +97,18 @@ func newStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Dashboard sign-in with OpenID Connect is on, as with the template's
+	// Oidc* parameters: the api function reads its client secret at each
+	// cold start (the provider is asked only at a sign-in).
+	oidcSecret, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+		Name: aws.String(name + "-oidc-client"), SecretString: aws.String("oidc-client-secret"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := awsapp.Config{
+		OIDC: awsapp.OIDCConfig{Issuer: "https://login.example.com", ClientID: "flows", ClientSecretARN: *oidcSecret.ARN,
+			AllowedDomains: []string{"example.com"}, ViewerProject: "acme"},
 		Stage: "test", Tables: tables, QueueURL: *q.QueueUrl, PayloadBucket: bucket,
 		SecretPrefix: "flow/" + name, CursorKeySecretARN: *sec.ARN,
 		QueueARN: qa.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], ScheduleGroup: name,

@@ -125,6 +125,7 @@ func (st *stack) cfgOf(fn string) awsapp.Config {
 	}
 	others := map[string]string{
 		cfg.QueueURL: "RunQueue", cfg.CursorKeySecretARN: "CursorKeySecret", cfg.ScheduleGroup: "ScheduleGroup",
+		cfg.OIDC.ClientSecretARN: "OidcClientSecretArn",
 	}
 	secretPrefix := cfg.SecretPrefix + "/"
 	name := func(s *string) string {
@@ -200,6 +201,8 @@ func (st *stack) cfgOf(fn string) awsapp.Config {
 			}
 		case *secretsmanager.PutSecretValueInput:
 			add("secretsmanager:PutSecretValue", name(p.SecretId))
+		case *secretsmanager.UpdateSecretVersionStageInput:
+			add("secretsmanager:UpdateSecretVersionStage", name(p.SecretId))
 		case *secretsmanager.DeleteSecretInput:
 			add("secretsmanager:DeleteSecret", name(p.SecretId))
 		case *scheduler.CreateScheduleInput:
@@ -257,22 +260,26 @@ var unobserved = map[string]map[grant]string{
 		{"dynamodb:UpdateItem", "ProjectsTable"}:    "the dashboard's test event of a FREE or TEAM project takes from its webhooksPerSecond bucket (dynamostore.Buckets: the same AdmitDelivery as WebhookFunction's, exercised there; TestRateBucketsPerProject)",
 	},
 	"WorkflowHookFunction": {
-		{"dynamodb:DeleteItem", "RunsTable"}:             "sqsqueue deletes the run it wrote when SendMessage fails (exercised through WebhookFunction)",
-		{"dynamodb:UpdateItem", "ConnectionsTable"}:      "the engine marks a connection whose credential got 401/403 (exercised through RunnerFunction)",
-		{"dynamodb:GetItem", "RunsTable"}:                "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
-		{"dynamodb:PutItem", "AlertsTable"}:              "a run finished inline whose event a subscription wants commits the delivery with it (exercised through RunnerFunction)",
-		{"dynamodb:Query", "FlowsTable/index/byProject"}: "a delivery to a project with a storedBytes limit has its usage measured: the same AdmitDelivery as WebhookFunction's, exercised there",
-		{"dynamodb:BatchGetItem", "FlowsTable"}:          "the same measurement reads the project's flow items (exercised through WebhookFunction)",
-		{"dynamodb:DeleteItem", "SamplesTable"}:          "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
-		{"dynamodb:UpdateItem", "ProjectsTable"}:         "a delivery to a FREE or TEAM project takes from its webhooksPerSecond bucket: the same AdmitDelivery as WebhookFunction's, exercised there",
+		{"dynamodb:DeleteItem", "RunsTable"}:              "sqsqueue deletes the run it wrote when SendMessage fails (exercised through WebhookFunction)",
+		{"dynamodb:UpdateItem", "ConnectionsTable"}:       "the engine marks a connection whose credential got 401/403 (exercised through RunnerFunction)",
+		{"dynamodb:GetItem", "RunsTable"}:                 "an ON_COMPLETION wait reads the run's status (then the run) when another execution holds it: seen only when timing allows",
+		{"dynamodb:PutItem", "AlertsTable"}:               "a run finished inline whose event a subscription wants commits the delivery with it (exercised through RunnerFunction)",
+		{"dynamodb:Query", "FlowsTable/index/byProject"}:  "a delivery to a project with a storedBytes limit has its usage measured: the same AdmitDelivery as WebhookFunction's, exercised there",
+		{"dynamodb:BatchGetItem", "FlowsTable"}:           "the same measurement reads the project's flow items (exercised through WebhookFunction)",
+		{"dynamodb:DeleteItem", "SamplesTable"}:           "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
+		{"dynamodb:UpdateItem", "ProjectsTable"}:          "a delivery to a FREE or TEAM project takes from its webhooksPerSecond bucket: the same AdmitDelivery as WebhookFunction's, exercised there",
+		{"secretsmanager:CreateSecret", "ProjectSecrets"}: "a refreshed OAuth2 token goes into the project's secret, which exists once the connection was made; only a connection made before the one-secret-per-project release, its project not yet migrated, has none, and the refresh creates (and tags) it (TestMigrate in pkg/smsecrets covers the fallback)",
+		{"secretsmanager:TagResource", "ProjectSecrets"}:  "a refreshed OAuth2 token goes into the project's secret, which exists once the connection was made; only a connection made before the one-secret-per-project release, its project not yet migrated, has none, and the refresh creates (and tags) it (TestMigrate in pkg/smsecrets covers the fallback)",
 	},
 	"RunnerFunction": {
-		{"dynamodb:DeleteItem", "RunsTable"}:    "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
-		{"s3:DeleteObject", "PayloadBucket/*"}:  "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
-		{"sqs:ReceiveMessage", "RunQueue"}:      "the event source mapping polls the run queue with the runner's role (RunnerQueueMapping; TestQueueAndRunner)",
-		{"sqs:DeleteMessage", "RunQueue"}:       "the event source mapping deletes the records the runner did not report as failed",
-		{"sqs:GetQueueAttributes", "RunQueue"}:  "the event source mapping reads the queue's attributes when it is created",
-		{"dynamodb:DeleteItem", "SamplesTable"}: "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
+		{"dynamodb:DeleteItem", "RunsTable"}:              "sqsqueue deletes the run of a schedule firing it could not queue (exercised through WebhookFunction)",
+		{"s3:DeleteObject", "PayloadBucket/*"}:            "the same undo deletes that run's payload objects (exercised through WebhookFunction and WorkflowHookFunction)",
+		{"sqs:ReceiveMessage", "RunQueue"}:                "the event source mapping polls the run queue with the runner's role (RunnerQueueMapping; TestQueueAndRunner)",
+		{"sqs:DeleteMessage", "RunQueue"}:                 "the event source mapping deletes the records the runner did not report as failed",
+		{"sqs:GetQueueAttributes", "RunQueue"}:            "the event source mapping reads the queue's attributes when it is created",
+		{"dynamodb:DeleteItem", "SamplesTable"}:           "a bound's slots item is deleted once empty; no scenario here runs a flow with concurrency or throttle (TestConcurrencyOnMoto in pkg/awsapp and the storetest Slots contract on moto do)",
+		{"secretsmanager:CreateSecret", "ProjectSecrets"}: "a refreshed OAuth2 token goes into the project's secret, which exists once the connection was made; only a connection made before the one-secret-per-project release, its project not yet migrated, has none, and the refresh creates (and tags) it (TestMigrate in pkg/smsecrets covers the fallback)",
+		{"secretsmanager:TagResource", "ProjectSecrets"}:  "a refreshed OAuth2 token goes into the project's secret, which exists once the connection was made; only a connection made before the one-secret-per-project release, its project not yet migrated, has none, and the refresh creates (and tags) it (TestMigrate in pkg/smsecrets covers the fallback)",
 	},
 }
 
@@ -369,6 +376,12 @@ func roleGrants(t *testing.T, role map[string]any) map[grant]bool {
 		stmts, _ := doc["Statement"].([]any)
 		for _, s := range stmts {
 			st := s.(map[string]any)
+			// A statement under a condition (the OpenID Connect client
+			// secret's) is granted as when the condition holds: the tests
+			// run with that setting on.
+			if cond, ok := st["Fn::If"].([]any); ok && len(cond) == 3 {
+				st, _ = cond[1].(map[string]any)
+			}
 			if st["Effect"] != "Allow" {
 				continue
 			}

@@ -94,7 +94,8 @@ this machine only).`,
 		c.exportCmd(), c.applyCmd(), c.variablesCmd(),
 		c.subscriptionsCmd(), // subscriptions.go
 		c.usersCmd(),         // users.go
-		c.migrateCmd())       // migrate.go
+		c.migrateCmd(),       // migrate.go
+		c.secretsCmd())       // secrets.go
 	return root
 }
 

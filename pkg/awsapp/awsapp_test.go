@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
 	"os"
@@ -168,5 +169,53 @@ func TestProxyHead(t *testing.T) {
 	}
 	if get := call("GET", "/json"); get.Body != `{"ok":true}`+"\n" {
 		t.Errorf("GET /json body %q", get.Body)
+	}
+}
+
+// TestConfigFromOIDC reads the template's Oidc* parameters as the api
+// function gets them, and refuses what could never sign anybody in.
+func TestConfigFromOIDC(t *testing.T) {
+	arn := "arn:aws:secretsmanager:us-east-1:123456789012:secret:flow-dev-oidc-AbCdEf"
+	c, err := ConfigFrom(env(map[string]string{
+		"OIDC_ISSUER": "https://login.example.com/", "OIDC_CLIENT_ID": "flows", "OIDC_CLIENT_SECRET_ARN": arn,
+		"OIDC_ALLOWED_DOMAINS": " Example.com, corp.example.org ,", "OIDC_VIEWER_PROJECT": "acme",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := OIDCConfig{Issuer: "https://login.example.com/", ClientID: "flows", ClientSecretARN: arn,
+		AllowedDomains: []string{"example.com", "corp.example.org"}, ViewerProject: "acme"}
+	if diff := cmp.Diff(want, c.OIDC); diff != "" || !c.OIDC.Enabled() {
+		t.Errorf("OIDC mismatch (-want +got):\n%s", diff)
+	}
+
+	// Off: the template passes the parameters' empty defaults.
+	if c, err := ConfigFrom(env(map[string]string{"OIDC_ISSUER": "", "OIDC_CLIENT_ID": "", "OIDC_ALLOWED_DOMAINS": ""})); err != nil || c.OIDC.Enabled() {
+		t.Errorf("no issuer: OIDC %+v, %v; want off", c.OIDC, err)
+	}
+	// The viewer project defaults as flowd's does.
+	if c, err := ConfigFrom(env(map[string]string{"OIDC_ISSUER": "https://id.example", "OIDC_CLIENT_ID": "x", "OIDC_CLIENT_SECRET_ARN": arn})); err != nil || c.OIDC.ViewerProject != "default" {
+		t.Errorf("no viewer project: %q, %v; want default", c.OIDC.ViewerProject, err)
+	}
+
+	on := map[string]string{"OIDC_ISSUER": "https://id.example", "OIDC_CLIENT_ID": "flows", "OIDC_CLIENT_SECRET_ARN": arn}
+	bad := []struct{ k, v, want string }{
+		{"OIDC_ISSUER", "id.example", "issuer URL"},
+		{"OIDC_ISSUER", "ftp://id.example", "issuer URL"},
+		{"OIDC_CLIENT_ID", "", "OIDC_CLIENT_ID and OIDC_CLIENT_SECRET_ARN"},
+		{"OIDC_CLIENT_SECRET_ARN", "", "OIDC_CLIENT_ID and OIDC_CLIENT_SECRET_ARN"},
+		{"OIDC_CLIENT_SECRET_ARN", "s3cret", "Secrets Manager secret's ARN"}, // the secret itself, not its ARN
+		{"OIDC_ALLOWED_DOMAINS", "example.com,@corp.example", "not an email domain"},
+		{"OIDC_ALLOWED_DOMAINS", "localhost", "not an email domain"},
+	}
+	for _, b := range bad {
+		e := maps.Clone(on)
+		e[b.k] = b.v
+		if _, err := ConfigFrom(env(e)); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s=%q: err %v, want one saying %q", b.k, b.v, err, b.want)
+		}
+	}
+	if _, err := ConfigFrom(env(map[string]string{"OIDC_CLIENT_ID": "flows"})); err == nil || !strings.Contains(err.Error(), "without OIDC_ISSUER") {
+		t.Errorf("a client ID without an issuer: %v, want refused", err)
 	}
 }

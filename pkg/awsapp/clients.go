@@ -95,10 +95,12 @@ type secretsClient struct {
 	putSecretValue func(context.Context, *secretsmanager.PutSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.PutSecretValueOutput, error)
 	getSecretValue func(context.Context, *secretsmanager.GetSecretValueInput, ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
 	deleteSecret   func(context.Context, *secretsmanager.DeleteSecretInput, ...func(*secretsmanager.Options)) (*secretsmanager.DeleteSecretOutput, error)
+	updateStage    func(context.Context, *secretsmanager.UpdateSecretVersionStageInput, ...func(*secretsmanager.Options)) (*secretsmanager.UpdateSecretVersionStageOutput, error)
 }
 
 func newSecretsClient(c *secretsmanager.Client) secretsClient {
-	return secretsClient{createSecret: c.CreateSecret, putSecretValue: c.PutSecretValue, getSecretValue: c.GetSecretValue, deleteSecret: c.DeleteSecret}
+	return secretsClient{createSecret: c.CreateSecret, putSecretValue: c.PutSecretValue, getSecretValue: c.GetSecretValue, deleteSecret: c.DeleteSecret,
+		updateStage: c.UpdateSecretVersionStage}
 }
 
 func (x secretsClient) CreateSecret(ctx context.Context, in *secretsmanager.CreateSecretInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.CreateSecretOutput, error) {
@@ -127,4 +129,8 @@ func observeCalls(observe func(service, operation string, input any)) func(*midd
 				return next.HandleInitialize(ctx, in)
 			}), middleware.After)
 	}
+}
+
+func (x secretsClient) UpdateSecretVersionStage(ctx context.Context, in *secretsmanager.UpdateSecretVersionStageInput, opts ...func(*secretsmanager.Options)) (*secretsmanager.UpdateSecretVersionStageOutput, error) {
+	return x.updateStage(ctx, in, opts...)
 }

@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -113,10 +114,65 @@ type Config struct {
 	// LogOutput receives the JSON log lines; default os.Stderr, which
 	// Lambda sends to CloudWatch Logs.
 	LogOutput io.Writer
+	// OIDC is the dashboard's OpenID Connect sign-in (api function only);
+	// off while its Issuer is empty.
+	OIDC OIDCConfig
 	// Tracer exports the function's spans (pkg/tracing); nil: New builds
 	// the one the OTEL_* variables ask for, none without an endpoint.
 	// flowd's aws backend hands its own, tests theirs.
 	Tracer *tracing.Tracer
+}
+
+// OIDCConfig is the dashboard's OpenID Connect sign-in on AWS: the
+// template's Oidc* parameters. The client secret is not here but in Secrets
+// Manager (ClientSecretARN), read by the api function at cold start, so that
+// it is never a Lambda environment variable or a stack parameter
+// (docs/aws.md "Dashboard sign-in with OpenID Connect").
+type OIDCConfig struct {
+	Issuer, ClientID, ClientSecretARN string
+	// AllowedDomains let people of those email domains in as viewers of
+	// ViewerProject (a project name; default automation.DefaultProject).
+	AllowedDomains []string
+	ViewerProject  string
+}
+
+// Enabled reports whether sign-in with OpenID Connect is configured.
+func (o OIDCConfig) Enabled() bool { return o.Issuer != "" }
+
+// oidcFrom reads OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET_ARN,
+// OIDC_ALLOWED_DOMAINS and OIDC_VIEWER_PROJECT, with the rules flowd
+// applies to its FLOWD_OIDC_* settings.
+func oidcFrom(getenv func(string) string) (OIDCConfig, error) {
+	o := OIDCConfig{Issuer: strings.TrimSpace(getenv("OIDC_ISSUER")), ClientID: strings.TrimSpace(getenv("OIDC_CLIENT_ID")),
+		ClientSecretARN: strings.TrimSpace(getenv("OIDC_CLIENT_SECRET_ARN")), ViewerProject: strings.TrimSpace(getenv("OIDC_VIEWER_PROJECT"))}
+	domains := getenv("OIDC_ALLOWED_DOMAINS")
+	if o.Issuer == "" {
+		if o.ClientID != "" || o.ClientSecretARN != "" || strings.TrimSpace(domains) != "" {
+			return OIDCConfig{}, fmt.Errorf("OIDC_CLIENT_ID, OIDC_CLIENT_SECRET_ARN or OIDC_ALLOWED_DOMAINS is set without OIDC_ISSUER: set the provider's issuer URL too")
+		}
+		return OIDCConfig{}, nil
+	}
+	if u, err := url.Parse(o.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return OIDCConfig{}, fmt.Errorf("OIDC_ISSUER=%q: want the provider's issuer URL, such as https://accounts.google.com", o.Issuer)
+	}
+	if o.ClientID == "" || o.ClientSecretARN == "" {
+		return OIDCConfig{}, fmt.Errorf("OIDC_ISSUER is set: OIDC_CLIENT_ID and OIDC_CLIENT_SECRET_ARN (the Secrets Manager secret holding the client secret) are needed too")
+	}
+	if !strings.HasPrefix(o.ClientSecretARN, "arn:") || !strings.Contains(o.ClientSecretARN, ":secretsmanager:") || !strings.Contains(o.ClientSecretARN, ":secret:") {
+		return OIDCConfig{}, fmt.Errorf("OIDC_CLIENT_SECRET_ARN=%q: want a Secrets Manager secret's ARN, such as arn:aws:secretsmanager:us-east-1:123456789012:secret:oidc-client-AbCdEf", o.ClientSecretARN)
+	}
+	for _, d := range strings.Split(domains, ",") {
+		if d = strings.ToLower(strings.TrimSpace(d)); d != "" {
+			if strings.ContainsAny(d, "@/ ") || !strings.Contains(d, ".") {
+				return OIDCConfig{}, fmt.Errorf("OIDC_ALLOWED_DOMAINS: %q is not an email domain such as example.com", d)
+			}
+			o.AllowedDomains = append(o.AllowedDomains, d)
+		}
+	}
+	if o.ViewerProject == "" {
+		o.ViewerProject = automation.DefaultProject
+	}
+	return o, nil
 }
 
 // ConfigFrom reads the variables template.yaml sets, through getenv (main
@@ -209,6 +265,9 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("ALLOW_PRIVATE_NETWORKS=%q: want true or false", v)
 		}
 		c.AllowPrivateNetworks = b
+	}
+	if c.OIDC, err = oidcFrom(getenv); err != nil {
+		return c, err
 	}
 	if v := getenv("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {

@@ -33,7 +33,36 @@ func NewHandler(ctx context.Context, awsCfg aws.Config, cfg awsapp.Config) (awsa
 	if err != nil {
 		return nil, err
 	}
-	return a.Proxy("api", Handler(a)), nil
+	oidc, err := oidcSettings(ctx, secretReader{secretsmanager.NewFromConfig(awsapp.ClientConfig(awsCfg, cfg)).GetSecretValue}, cfg.OIDC)
+	if err != nil {
+		return nil, err
+	}
+	return a.Proxy("api", handler(a, oidc)), nil
+}
+
+// oidcSettings is the dashboard's OpenID Connect sign-in, its client secret
+// read from Secrets Manager once per cold start (a rotated secret reaches
+// each environment at its next cold start); nil when it is off.
+func oidcSettings(ctx context.Context, sm secretReader, o awsapp.OIDCConfig) (*dashboard.OIDC, error) {
+	if !o.Enabled() {
+		return nil, nil
+	}
+	out, err := sm.get(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(o.ClientSecretARN)})
+	if err != nil {
+		return nil, fmt.Errorf("management: read the OpenID Connect client secret %s: %w", o.ClientSecretARN, err)
+	}
+	secret := string(out.SecretBinary)
+	if out.SecretString != nil {
+		secret = *out.SecretString
+	}
+	// A secret typed into the console often ends in a newline.
+	if secret = strings.TrimSpace(secret); secret == "" {
+		return nil, fmt.Errorf("management: the OpenID Connect client secret %s is empty", o.ClientSecretARN)
+	}
+	return &dashboard.OIDC{
+		Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: secret,
+		AllowedDomains: o.AllowedDomains, ViewerProject: o.ViewerProject,
+	}, nil
 }
 
 // New builds the management API's Service: with the scheduler, and with the
@@ -133,22 +162,25 @@ func cursorKey(ctx context.Context, sm secretReader, arn string) ([]byte, error)
 	return key, nil
 }
 
-// Handler serves the management API and, under /ui/, the dashboard.
-func Handler(a *awsapp.App) http.Handler {
+// Handler serves the management API and, under /ui/, the dashboard
+// (without OpenID Connect sign-in).
+func Handler(a *awsapp.App) http.Handler { return handler(a, nil) }
+
+func handler(a *awsapp.App, oidc *dashboard.OIDC) http.Handler {
 	mux := http.NewServeMux()
 	// A browser opening the stage's root lands on the dashboard.
 	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log, httpapi.WithAlerts(a.Alerts), httpapi.WithClientIP(awsapp.SourceIP),
 		httpapi.WithResponseBudget(a.Budget), httpapi.WithPublicPrefix(stagePrefix)), stagePrefix))
-	mux.Handle("/ui/", newDashboard(a))
+	mux.Handle("/ui/", newDashboard(a, oidc))
 	return mux
 }
 
 // newDashboard is the dashboard under {base_url}/ui/. API Gateway serves
 // only HTTPS, so its cookies are always Secure; links carry the stage.
-func newDashboard(a *awsapp.App) http.Handler {
+func newDashboard(a *awsapp.App, oidc *dashboard.OIDC) http.Handler {
 	return dashboard.New(a.Svc, dashboard.Options{
 		Key: a.CursorKey, SecureCookies: true, Prefix: stagePrefix, Log: a.Log, ClientIP: awsapp.SourceIP,
-		OpenAPI: httpapi.OpenAPIDocument(), Alerts: a.Alerts,
+		OpenAPI: httpapi.OpenAPIDocument(), Alerts: a.Alerts, OIDC: oidc,
 	})
 }
 
