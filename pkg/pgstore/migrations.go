@@ -11,6 +11,7 @@ import (
 // are JSON columns, so a field added to a Run or a Flow needs no migration.
 var migrations = []string{
 	schemaV1,
+	schemaUsers, // users.go
 }
 
 // SchemaVersion is the version Open brings a database to.
@@ -259,6 +260,50 @@ CREATE TABLE cluster_settings (
 	name  TEXT PRIMARY KEY,
 	value TEXT NOT NULL
 );
+`
+
+// schemaUsers is sqlitestore's schemaUsers (its version 21): people
+// (automation.UserStore). Emails are unique and stored lower-case by the
+// Service; set-up links and sessions are kept by the SHA-256 hash of their
+// token. A personal API key names its user in api_keys.user_id ("" for a
+// project key), so that removing a member revokes their keys in the same
+// transaction. memberships.seq is numbered by the writer (max + 1 under
+// writeLock), as in sqlitestore, so that flowctl migrate copies it as is.
+const schemaUsers = `
+CREATE TABLE users (
+	id            TEXT PRIMARY KEY,
+	email         TEXT NOT NULL UNIQUE,
+	password_hash TEXT NOT NULL DEFAULT '',
+	created       TEXT NOT NULL,
+	session_epoch BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE memberships (
+	project TEXT NOT NULL,
+	user_id TEXT NOT NULL,
+	role    TEXT NOT NULL,
+	created TEXT NOT NULL,
+	seq     BIGINT NOT NULL,
+	PRIMARY KEY (project, user_id)
+);
+CREATE INDEX memberships_user ON memberships (user_id, seq);
+CREATE TABLE invitations (
+	hash    TEXT PRIMARY KEY,
+	user_id TEXT NOT NULL,
+	project TEXT NOT NULL,
+	created TEXT NOT NULL,
+	expires TEXT NOT NULL,
+	used    TEXT
+);
+CREATE TABLE sessions (
+	hash    TEXT PRIMARY KEY,
+	user_id TEXT NOT NULL,
+	epoch   BIGINT NOT NULL,
+	created TEXT NOT NULL,
+	expires BIGINT NOT NULL -- milliseconds since the epoch, compared by the sweep
+);
+CREATE INDEX sessions_expires ON sessions (expires);
+ALTER TABLE api_keys ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX api_keys_user ON api_keys (project, user_id);
 `
 
 // migrate applies the migrations the database lacks, all under
