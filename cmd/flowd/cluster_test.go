@@ -7,10 +7,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -197,5 +201,91 @@ func TestPostgresNodes(t *testing.T) {
 		if n := callsOf(id); n != 1 && (!byA[id] || n != 2) {
 			t.Errorf("scheduled run %s made %d calls, want 1 (2 if A died in it)", id, n)
 		}
+	}
+}
+
+// TestPostgresPeopleAcrossNodes: a person invited through node A's API
+// sets up their account through node B's dashboard, signs in with their
+// password on B, and the session works on A; removed on A, their session
+// ends on B at the next request. People live in the shared database, not
+// in a node.
+func TestPostgresPeopleAcrossNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts flowd processes on a PostgreSQL cluster")
+	}
+	dbURL, secret := pgtest.URL(t), newSecretKey(t)
+	env := clusterEnv(dbURL, secret)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	a := startFlowd(t, dirA, env...)
+	key := initialKey(t, dirA)
+	b := startFlowd(t, dirB, env...)
+
+	var inv struct{ ID, Email, SetupURL string }
+	api(t, a, key, "POST", "/api/v1/users", `{"email": "Ada@Example.com", "role": "editor"}`, 201, &inv)
+	i := strings.Index(inv.SetupURL, "/ui/setup?token=")
+	if inv.ID == "" || i < 0 || !strings.HasPrefix(inv.SetupURL, a.base) {
+		t.Fatalf("invitation %+v: want a user and a set-up link on node A", inv)
+	}
+	link := b.base + inv.SetupURL[i:] // the person opens it on the other node
+
+	// browser is a client with its own cookies; both nodes are 127.0.0.1,
+	// so a cookie set by one is sent to the other, as behind a load
+	// balancer.
+	browser := func() *http.Client {
+		jar, _ := cookiejar.New(nil)
+		return &http.Client{Jar: jar}
+	}
+	csrfRE := regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	read := func(resp *http.Response, err error) (int, string) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	form := func(c *http.Client, page, action string, v url.Values) (int, string) {
+		t.Helper()
+		st, body := read(c.Get(page))
+		m := csrfRE.FindStringSubmatch(body)
+		if st != http.StatusOK || m == nil {
+			t.Fatalf("GET %s = %d, want a form: %s", page, st, body)
+		}
+		v.Set("csrf", m[1])
+		return read(c.PostForm(action, v))
+	}
+	signedIn := func(c *http.Client, p *proc, what string) {
+		t.Helper()
+		st, body := read(c.Get(p.base + "/ui/flows"))
+		if st != http.StatusOK || !strings.Contains(body, "<h1>Flows</h1>") || !strings.Contains(body, "ada@example.com") {
+			t.Fatalf("%s: GET %s/ui/flows = %d, want the flows page of ada@example.com: %s", what, p.base, st, body)
+		}
+	}
+
+	setup := browser()
+	pw := "correct horse battery"
+	st, body := form(setup, link, b.base+"/ui/setup", url.Values{
+		"token": {inv.SetupURL[i+len("/ui/setup?token="):]}, "password": {pw}, "confirm": {pw}})
+	if st != http.StatusOK || !strings.Contains(body, "<h1>Flows</h1>") {
+		t.Fatalf("set-up on node B = %d: %s", st, body)
+	}
+	signedIn(setup, a, "the session made on B, on A")
+
+	// A password sign-in on B, with the password set through B and the
+	// invitation made on A.
+	ada := browser()
+	st, body = form(ada, b.base+"/ui/signin", b.base+"/ui/signin", url.Values{"email": {"ada@example.com"}, "password": {pw}})
+	if st != http.StatusOK || !strings.Contains(body, "<h1>Flows</h1>") {
+		t.Fatalf("password sign-in on node B = %d: %s", st, body)
+	}
+	signedIn(ada, b, "signed in on B")
+	signedIn(ada, a, "signed in on B, on A")
+
+	// Removed through A: the session ends on B at its next request.
+	api(t, a, key, "DELETE", "/api/v1/users/"+inv.ID, "", 204, nil)
+	st, body = read(ada.Get(b.base + "/ui/flows"))
+	if st != http.StatusOK || strings.Contains(body, "<h1>Flows</h1>") || !strings.Contains(body, `name="password"`) {
+		t.Fatalf("after removal on A, GET B /ui/flows = %d, want the sign-in page: %s", st, body)
 	}
 }

@@ -36,7 +36,7 @@ var tables = []string{
 	"projects", "api_keys", "flows", "routes", "connections", "runs", "run_queue", "webhook_samples",
 	"oauth_apps", "flow_state", "project_variables", "alert_subscriptions", "alert_events",
 	"alert_deliveries", "audit_log", "run_journal", "flow_versions", "flow_drafts", "run_slots",
-	"poll_state", "flow_insights",
+	"poll_state", "flow_insights", "users", "memberships", "invitations", "sessions",
 }
 
 // notCopied are pgstore's own tables, which a data directory has no rows of.
@@ -46,6 +46,28 @@ var notCopied = map[string]bool{"blobs": true, "schema_migrations": true, "duty_
 // them (a lease, a delivery claim): that process is gone, and the nodes
 // must take the work up at once.
 var cleared = map[string]bool{"runs.lease_until": true, "run_queue.lease_until": true, "alert_deliveries.claim_until_ms": true}
+
+// pgOnly are the columns pgstore has and sqlitestore has not, with the
+// statement that fills them once their table is copied.
+var pgOnly = map[string]string{
+	// The claim order (pgstore's schemaQueueOrder): the run's seq.
+	"run_queue.seq": `UPDATE run_queue q SET seq = r.seq FROM runs r WHERE r.id = q.run AND q.seq <> r.seq`,
+}
+
+// withoutPgOnly drops table's pgOnly columns from names (and types).
+func withoutPgOnly(table string, names, types []string) ([]string, []string) {
+	var n, ty []string
+	for i := range names {
+		if _, ok := pgOnly[table+"."+names[i]]; ok {
+			continue
+		}
+		n = append(n, names[i])
+		if types != nil {
+			ty = append(ty, types[i])
+		}
+	}
+	return n, ty
+}
 
 // batch is the rows one transaction inserts.
 const batch = 500
@@ -215,6 +237,7 @@ func checkTables(ctx context.Context, sq, pg *sql.DB) error {
 		if err != nil {
 			return err
 		}
+		pc, _ = withoutPgOnly(t, pc, nil)
 		sc, err := sqliteColumns(ctx, sq, t)
 		if err != nil {
 			return err
@@ -271,6 +294,7 @@ func copyTable(ctx context.Context, sq, pg *sql.DB, table string) (TableReport, 
 	if err != nil {
 		return tr, err
 	}
+	names, types = withoutPgOnly(table, names, types)
 	ph := make([]string, len(names))
 	for i := range names {
 		ph[i] = fmt.Sprintf("$%d", i+1)
@@ -347,6 +371,13 @@ func copyTable(ctx context.Context, sq, pg *sql.DB, table string) (TableReport, 
 	}
 	if err := commit(); err != nil {
 		return tr, err
+	}
+	for col, fill := range pgOnly {
+		if strings.HasPrefix(col, table+".") {
+			if _, err := pg.ExecContext(ctx, fill); err != nil {
+				return tr, fmt.Errorf("pgmigrate: fill %s: %w", col, err)
+			}
+		}
 	}
 	if override != "" {
 		if _, err := pg.ExecContext(ctx, fmt.Sprintf(`SELECT setval(pg_get_serial_sequence('%s', 'seq'), GREATEST((SELECT max(seq) FROM %s), 1))`, table, pgx.Identifier{table}.Sanitize())); err != nil {

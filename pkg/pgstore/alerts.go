@@ -20,11 +20,13 @@ var _ alerts.Store = (*Store)(nil)
 // alertState holds the Outbox that decides the events of this store's
 // changes (UseOutbox), and caches every project's subscriptions for it: a
 // change in a project without any costs a map lookup, no query. Every
-// subscription write in this process drops the cache (flowd is the one
-// process writing its store), and the next change loads it again.
+// subscription write, on any node, announces itself on changesChannel at
+// its commit, and every node's listener drops the cache (wake.go); the
+// next change loads it again. The cache is kept only while the listener
+// is connected, and for subscriptionsExpiry at most whatever happens.
 type alertState struct {
 	outbox atomic.Pointer[alerts.Outbox]
-	subs   atomic.Pointer[map[string][]alerts.Subscription]
+	subs   atomic.Pointer[subscriptionCache]
 	// gen counts invalidations: a load that began before one (and so may
 	// have read the old subscriptions) is not kept.
 	mu       sync.Mutex
@@ -33,7 +35,18 @@ type alertState struct {
 	wake     chan struct{}
 }
 
-// forgetSubscriptions drops the cache after a subscription write commits.
+type subscriptionCache struct {
+	byProject map[string][]alerts.Subscription
+	expires   time.Time
+}
+
+// subscriptionsExpiry bounds how long a cached set of subscriptions is
+// used: the fallback should a change notification be lost without the
+// listener noticing (it proves its connection every listenCheck).
+const subscriptionsExpiry = 5 * time.Second
+
+// forgetSubscriptions drops the cache after a subscription write commits
+// here or on another node.
 func (s *Store) forgetSubscriptions() {
 	s.alerts.mu.Lock()
 	s.alerts.gen++
@@ -64,8 +77,8 @@ func (s *Store) UseOutbox(o *alerts.Outbox) { s.alerts.outbox.Store(o) }
 // projectSubscriptions returns the cached subscriptions of project, for
 // the Outbox to choose from.
 func (s *Store) projectSubscriptions(ctx context.Context, project string) ([]alerts.Subscription, error) {
-	if m := s.alerts.subs.Load(); m != nil {
-		return (*m)[project], nil
+	if c := s.alerts.subs.Load(); c != nil && time.Now().Before(c.expires) {
+		return c.byProject[project], nil
 	}
 	s.alerts.mu.Lock()
 	gen := s.alerts.gen
@@ -87,8 +100,8 @@ func (s *Store) projectSubscriptions(ctx context.Context, project string) ([]ale
 		return nil, fmt.Errorf("load subscriptions: %w", err)
 	}
 	s.alerts.mu.Lock()
-	if s.alerts.gen == gen {
-		s.alerts.subs.Store(&m)
+	if s.alerts.gen == gen && s.wake.up.Load() {
+		s.alerts.subs.Store(&subscriptionCache{byProject: m, expires: time.Now().Add(subscriptionsExpiry)})
 	}
 	s.alerts.mu.Unlock()
 	return m[project], nil
@@ -189,8 +202,10 @@ func (s *Store) CreateSubscription(ctx context.Context, sub alerts.Subscription)
 		if n >= alerts.MaxSubscriptions {
 			return alerts.QuotaExceeded()
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO alert_subscriptions (id, project, doc) VALUES (?, ?, ?)`, sub.ID, sub.Project, doc)
-		return err
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_subscriptions (id, project, doc) VALUES (?, ?, ?)`, sub.ID, sub.Project, doc); err != nil {
+			return err
+		}
+		return notifyChange(ctx, tx, "subscriptions")
 	})
 }
 
@@ -236,7 +251,10 @@ func (s *Store) UpdateSubscription(ctx context.Context, sub alerts.Subscription)
 		if err != nil {
 			return err
 		}
-		return notFoundIfNone(res, "subscription", sub.ID)
+		if err := notFoundIfNone(res, "subscription", sub.ID); err != nil {
+			return err
+		}
+		return notifyChange(ctx, tx, "subscriptions")
 	})
 }
 
@@ -250,6 +268,9 @@ func (s *Store) DeleteSubscription(ctx context.Context, project, id string) erro
 			return err
 		}
 		if err := notFoundIfNone(res, "subscription", id); err != nil {
+			return err
+		}
+		if err := notifyChange(ctx, tx, "subscriptions"); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_deliveries WHERE subscription = ?`, id); err != nil {

@@ -83,3 +83,11 @@ func TestQueueContract(t *testing.T) {
 		}}
 	})
 }
+
+// TestUsersContract runs the people contract on PostgreSQL.
+func TestUsersContract(t *testing.T) {
+	storetest.RunUsers(t, func(t *testing.T) storetest.UsersEnv {
+		s := open(t)
+		return storetest.UsersEnv{Store: s, Users: s}
+	})
+}

@@ -11,11 +11,14 @@ import (
 
 // CacheFlows keeps what the webhook receivers look up on every delivery,
 // FlowByID, RouteFlows and ArmedUntil, in memory for at most ttl, and drops
-// all of it on every write to flows, routes or an arming made through this
-// store. It is for
-// flowd alone: one process writes flows, so invalidation on change is
-// exact, and ttl only bounds how long a change made by another process
-// (none today: flowctl does not write flows) could go unseen.
+// all of it on every write to flows, routes or an arming made on any node:
+// each such write announces itself on changesChannel at its commit, and
+// every node's listener drops its cache (wake.go). What is read is kept
+// only while the listener is connected; ttl bounds how long a change could
+// go unseen should a notification be lost without the listener noticing.
+// A change reaches another node's cache one notification later (well
+// under a second), so flowd nodes run without it: a flow saved on one
+// node is served by the others at once.
 //
 // Cached flows carry the run stats of when they were read: the receivers
 // do not use them, and the management API reads flows with Flow, which is
@@ -41,6 +44,8 @@ type flowCache struct {
 	// armed is ArmedUntil by project and flow: every delivery to a flow
 	// builder flow asks it, and almost always finds nothing armed.
 	armed map[string]cached[time.Time]
+	// up is the listener's (wakeState.up): nothing is kept while it is down.
+	up *atomic.Bool
 }
 
 type cached[T any] struct {
@@ -84,7 +89,7 @@ func lookup[T any](c *flowCache, m map[string]cached[T], key string) (T, bool) {
 func keep[T any](c *flowCache, m map[string]cached[T], key string, v T, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if gen != c.gen.Load() {
+	if gen != c.gen.Load() || !c.up.Load() {
 		return
 	}
 	if len(m) >= cacheLimit {

@@ -23,6 +23,9 @@ func (s *Store) CreateFlow(ctx context.Context, f automation.Flow) error {
 	}
 	defer s.cache.invalidate() // after the commit: see flowCache.gen
 	return s.writeAudited(ctx, "create flow "+f.ID, func(tx *txn) error {
+		if err := notifyChange(ctx, tx, "flows"); err != nil { // at the commit: wake.go
+			return err
+		}
 		if f.MaxFlows != nil {
 			// In the writer's transaction: no other write runs between
 			// the count and the insert, so concurrent creates cannot all
@@ -64,7 +67,14 @@ func (s *Store) PutFlow(ctx context.Context, f automation.Flow) (err error) {
 			s.stops.set(f.ID, f.StoppedAt) // flowstop.go
 		}
 	}()
+	change := "flows"
+	if f.StoppedAt != nil {
+		change = "flows stop " + f.ID + " " + formatTime(*f.StoppedAt)
+	}
 	return s.writeAudited(ctx, "put flow "+f.ID, func(tx *txn) error {
+		if err := notifyChange(ctx, tx, change); err != nil {
+			return err
+		}
 		if err := s.outboxFlow(ctx, tx, f.Project, f.ID, &f); err != nil { // alerts.go
 			return err
 		}
@@ -183,6 +193,9 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 	defer s.cache.invalidate()
 	defer s.stops.drop(id) // its runs go with it: their journal writes find nothing
 	return s.writeAudited(ctx, "delete flow "+id, func(tx *txn) error {
+		if err := notifyChange(ctx, tx, "flows drop "+id); err != nil {
+			return err
+		}
 		var n int
 		if err := tx.QueryRowContext(ctx,
 			`SELECT count(*) FROM flows WHERE project = ? AND id = ?`, project, id).Scan(&n); err != nil {

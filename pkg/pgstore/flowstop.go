@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -10,15 +11,48 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// flowStops is the in-process record of when each flow was last disabled
+// flowStops is the in-memory record of when each flow was last disabled
 // (automation.Flow.StoppedAt), which AppendSteps checks so that a running
-// run stops at its next step without a read per step. It is exact for
-// flowd, whose one process makes every flow write; a run stopped before a
-// restart is stopped by the flow its next attempt reads. One entry per
+// run stops at its next step without a read per step. A disable made on
+// any node reaches every node's record through changesChannel at its
+// commit (wake.go), and the listener reads the whole record again from
+// the flows each time it connects, so a node that was cut off (or just
+// started) misses none. A run the record misses while the listener is
+// down is stopped by the flow its next attempt reads. One entry per
 // disabled flow, dropped with the flow.
 type flowStops struct {
 	mu sync.RWMutex
 	at map[string]time.Time
+}
+
+// loadStops replaces the record with what the flows hold. Called by the
+// listener after LISTEN: a disable committed after this read arrives as a
+// notification, handled after it.
+func (s *Store) loadStops(ctx context.Context) error {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, doc->>'stoppedAt' FROM flows WHERE doc->>'stoppedAt' IS NOT NULL`)
+	if err != nil {
+		return fmt.Errorf("pgstore: load flow stops: %w", err)
+	}
+	defer rows.Close()
+	at := map[string]time.Time{}
+	for rows.Next() {
+		var id, ts string
+		if err := rows.Scan(&id, &ts); err != nil {
+			return fmt.Errorf("pgstore: load flow stops: %w", err)
+		}
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return fmt.Errorf("pgstore: load flow stops: flow %s: %w", id, err)
+		}
+		at[id] = t.UTC()
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: load flow stops: %w", err)
+	}
+	s.stops.mu.Lock()
+	s.stops.at = at
+	s.stops.mu.Unlock()
+	return nil
 }
 
 func (f *flowStops) set(flowID string, at *time.Time) {

@@ -11,6 +11,8 @@ import (
 // are JSON columns, so a field added to a Run or a Flow needs no migration.
 var migrations = []string{
 	schemaV1,
+	schemaUsers, // users.go
+	schemaQueueOrder,
 }
 
 // SchemaVersion is the version Open brings a database to.
@@ -259,6 +261,68 @@ CREATE TABLE cluster_settings (
 	name  TEXT PRIMARY KEY,
 	value TEXT NOT NULL
 );
+`
+
+// schemaUsers is sqlitestore's schemaUsers (its version 21): people
+// (automation.UserStore). Emails are unique and stored lower-case by the
+// Service; set-up links and sessions are kept by the SHA-256 hash of their
+// token. A personal API key names its user in api_keys.user_id ("" for a
+// project key), so that removing a member revokes their keys in the same
+// transaction. memberships.seq is numbered by the writer (max + 1 under
+// writeLock), as in sqlitestore, so that flowctl migrate copies it as is.
+const schemaUsers = `
+CREATE TABLE users (
+	id            TEXT PRIMARY KEY,
+	email         TEXT NOT NULL UNIQUE,
+	password_hash TEXT NOT NULL DEFAULT '',
+	created       TEXT NOT NULL,
+	session_epoch BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE memberships (
+	project TEXT NOT NULL,
+	user_id TEXT NOT NULL,
+	role    TEXT NOT NULL,
+	created TEXT NOT NULL,
+	seq     BIGINT NOT NULL,
+	PRIMARY KEY (project, user_id)
+);
+CREATE INDEX memberships_user ON memberships (user_id, seq);
+CREATE TABLE invitations (
+	hash    TEXT PRIMARY KEY,
+	user_id TEXT NOT NULL,
+	project TEXT NOT NULL,
+	created TEXT NOT NULL,
+	expires TEXT NOT NULL,
+	used    TEXT
+);
+CREATE TABLE sessions (
+	hash    TEXT PRIMARY KEY,
+	user_id TEXT NOT NULL,
+	epoch   BIGINT NOT NULL,
+	created TEXT NOT NULL,
+	expires BIGINT NOT NULL -- milliseconds since the epoch, compared by the sweep
+);
+CREATE INDEX sessions_expires ON sessions (expires);
+ALTER TABLE api_keys ADD COLUMN user_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX api_keys_user ON api_keys (project, user_id);
+`
+
+// schemaQueueOrder gives each queue entry its run's seq, and the ready
+// entries an index in claim order (due, then seq), so that a claim picks
+// its batch from run_queue alone (claimSQL) instead of joining every due
+// entry to its run to sort them by the run's seq: over a backlog of 2,000
+// that claim took 35 ms, under the write lock every node's writes wait on
+// (docs/benchmarks.md). An entry written by a node
+// of an older version gets seq 0, which only moves it ahead of the entries
+// due in the same millisecond.
+const schemaQueueOrder = `
+ALTER TABLE run_queue ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
+UPDATE run_queue q SET seq = r.seq FROM runs r WHERE r.id = q.run;
+CREATE INDEX run_queue_ready ON run_queue (due_ms, seq) WHERE parked IS NULL;
+-- The claim's plan reads the index in order only when the statistics know
+-- the queue is long: a queue that grows from empty is analysed again
+-- after every 1,000 changes rather than after 10 % of its rows.
+ALTER TABLE run_queue SET (autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 1000);
 `
 
 // migrate applies the migrations the database lacks, all under

@@ -98,13 +98,13 @@ func scanProject(row rowScanner) (automation.Project, error) {
 func (s *Store) CreateKey(ctx context.Context, k automation.APIKey) error {
 	return s.write(ctx, "create key "+k.ID, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO api_keys (id, project, hash, prefix, created, revoked, role) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			k.ID, k.Project, k.Hash, k.Prefix, formatTime(k.Created), formatTimePtr(k.Revoked), keyRole(k.Role))
+			`INSERT INTO api_keys (id, project, hash, prefix, created, revoked, role, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.Project, k.Hash, k.Prefix, formatTime(k.Created), formatTimePtr(k.Revoked), keyRole(k.Role), k.User)
 		return err
 	})
 }
 
-const keyColumns = `id, project, hash, prefix, created, revoked, role`
+const keyColumns = `id, project, hash, prefix, created, revoked, role, user_id`
 
 // keyRole is the role stored for a key: a key made without one is admin,
 // as every key was before roles existed.
@@ -183,7 +183,7 @@ func scanKey(row rowScanner) (automation.APIKey, error) {
 	var k automation.APIKey
 	var created string
 	var revoked sql.NullString
-	if err := row.Scan(&k.ID, &k.Project, &k.Hash, &k.Prefix, &created, &revoked, &k.Role); err != nil {
+	if err := row.Scan(&k.ID, &k.Project, &k.Hash, &k.Prefix, &created, &revoked, &k.Role, &k.User); err != nil {
 		return k, err
 	}
 	var err error

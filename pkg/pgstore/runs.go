@@ -37,7 +37,7 @@ func (s *Store) Enqueue(ctx context.Context, r automation.Run) error {
 			return err
 		}
 		if _, err := s.exec(ctx, tx,
-			`INSERT INTO run_queue (run, project, due_ms) VALUES (?, ?, ?)`,
+			`INSERT INTO run_queue (run, project, due_ms, seq) SELECT ?1, ?2, ?3, seq FROM runs WHERE id = ?1`,
 			r.ID, r.Project, r.Created.UnixMilli()); err != nil {
 			return err
 		}
@@ -83,7 +83,7 @@ func (s *Store) EnqueueClaimed(ctx context.Context, r automation.Run, now time.T
 			return err
 		}
 		_, err := s.exec(ctx, tx,
-			`INSERT INTO run_queue (run, project, due_ms, lease_until, attempts) VALUES (?, ?, ?, ?, 1)`,
+			`INSERT INTO run_queue (run, project, due_ms, lease_until, attempts, seq) SELECT ?1, ?2, ?3, ?4, 1, seq FROM runs WHERE id = ?1`,
 			r.ID, r.Project, r.Created.UnixMilli(), until)
 		return err
 	})
@@ -699,9 +699,17 @@ func claimSQL(max int) string {
 	for limit < max {
 		limit *= 2
 	}
-	return `SELECT q.run, q.project, q.attempts, octet_length(r.doc::text) FROM run_queue q JOIN runs r ON r.id = q.run
-			 WHERE q.parked IS NULL AND q.due_ms <= ? AND (q.lease_until IS NULL OR q.lease_until <= ?)
-			 ORDER BY q.due_ms, r.seq LIMIT ` + strconv.Itoa(limit) + ` FOR UPDATE OF q SKIP LOCKED`
+	// The entries are chosen and locked from run_queue alone, in
+	// run_queue_ready's order (schemaQueueOrder), and only the batch is
+	// joined to its runs for their sizes: joining every due entry before
+	// the sort and limit cost a backlog of 2,000 35 ms per claim, under
+	// the write lock.
+	return `SELECT q.run, q.project, q.attempts, octet_length(r.doc::text) FROM (
+			   SELECT run, project, attempts, due_ms, seq FROM run_queue
+			   WHERE parked IS NULL AND due_ms <= ? AND (lease_until IS NULL OR lease_until <= ?)
+			   ORDER BY due_ms, seq LIMIT ` + strconv.Itoa(limit) + ` FOR UPDATE SKIP LOCKED) q
+			 JOIN runs r ON r.id = q.run
+			 ORDER BY q.due_ms, q.seq`
 }
 
 // claimedRow scans a claimedRun as scanRun reads runColumns.

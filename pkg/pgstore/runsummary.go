@@ -28,8 +28,8 @@ func encodeRunAndSummary(r automation.Run) (doc, sum string, err error) {
 // summaryFromDoc cuts a run's document (compact JSON, as encodeRun writes
 // it) down to what automation.Run.Summary keeps: the trigger's body
 // becomes null and its rawBody and caller's wait and secrets go, each step loses its output, nested
-// results (steps, iterations) and itemsJournal, onErrorSteps, onErrorOf
-// and draftDefinition go, the response's body becomes null, and null steps become [].
+// results (steps, iterations) and itemsJournal, onErrorSteps, onErrorOf,
+// draftDefinition and trace go, the response's body becomes null, and null steps become [].
 // Everything else is copied as it is, in its order.
 func summaryFromDoc(doc []byte) ([]byte, error) {
 	return eachMember(make([]byte, 0, len(doc)), doc, func(out, key, val []byte) ([]byte, bool, error) {
@@ -70,7 +70,7 @@ func summaryFromDoc(doc []byte) ([]byte, error) {
 				})
 			})
 			return out, true, err
-		case `"onErrorSteps"`, `"onErrorOf"`, `"draftDefinition"`:
+		case `"onErrorSteps"`, `"onErrorOf"`, `"draftDefinition"`, `"trace"`:
 			return out, false, nil
 		}
 		return append(out, val...), true, nil

@@ -19,6 +19,9 @@ var _ automation.SampleStore = (*Store)(nil)
 func (s *Store) ArmCapture(ctx context.Context, project, flowID string, until time.Time) error {
 	defer s.cache.invalidate() // after the commit: see flowCache.gen
 	return s.writeAudited(ctx, "arm capture of flow "+flowID, func(tx *txn) error {
+		if err := notifyChange(ctx, tx, "flows"); err != nil { // at the commit: wake.go
+			return err
+		}
 		return execOnFlow(ctx, tx, flowID,
 			`INSERT INTO webhook_samples (flow, project, armed_until)
 			 SELECT id, project, ? FROM flows WHERE project = ? AND id = ?
@@ -72,6 +75,9 @@ func (s *Store) TakeCapture(ctx context.Context, project, flowID string, now tim
 	taken := false
 	defer s.cache.invalidate()
 	err = s.write(ctx, "take capture of flow "+flowID, func(tx *txn) error {
+		if err := notifyChange(ctx, tx, "flows"); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx,
 			`UPDATE webhook_samples SET armed_until = NULL
 			 WHERE project = ? AND flow = ? AND armed_until > ?`, project, flowID, now.UnixMilli())

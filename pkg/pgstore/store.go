@@ -57,7 +57,8 @@ type Store struct {
 	stops flowStops
 	// alerts caches subscriptions for the run path (alerts.go).
 	alerts alertState
-	// wake tells workers, here and on the other nodes, that a run is due.
+	// wake is the listener: it tells workers that a run is due and keeps
+	// the caches above coherent with the other nodes' writes (wake.go).
 	wake wakeState
 }
 
@@ -117,7 +118,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
 	s := &Store{w: w, r: r, url: url, cache: newFlowCache(o.cacheTTL), claim: o.claim.withDefaults()}
-	s.wake.init()
+	if s.cache != nil {
+		s.cache.up = &s.wake.up
+	}
+	s.startListener()
 	return s, nil
 }
 
