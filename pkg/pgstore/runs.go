@@ -768,26 +768,6 @@ func (s *Store) QueueStats(ctx context.Context) (pending, parked int, err error)
 	return pending, parked, nil
 }
 
-// encodeSummary is the summary column of r (schemaRunSummary): exactly
-// the JSON run lists return for it, but for attempts, which lists take
-// from the column. The writes cut it out of the document instead
-// (encodeRunAndSummary), to the same bytes.
-func encodeSummary(r automation.Run) (string, error) {
-	return encodeRun(r.Summary())
-}
-
-// encodeRun is the run's stored document. It calls Run.MarshalJSON itself:
-// through json.Marshal, the output of a MarshalJSON is checked and
-// compacted once more, a pass over the whole document (trigger body
-// included) that its own json.Marshal already made.
-func encodeRun(r automation.Run) (string, error) {
-	b, err := r.MarshalJSON()
-	if err != nil {
-		return "", fmt.Errorf("encode run: %w", err)
-	}
-	return string(b), nil
-}
-
 // scanRun reads the columns of runColumns into a Run, and its seq.
 func scanRun(row rowScanner) (automation.Run, int64, error) {
 	var (

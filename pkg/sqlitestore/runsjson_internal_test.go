@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"bytes"
 	"encoding/json"
+	"flowservice/pkg/rundoc"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func FuzzObjectMember(f *testing.F) {
 		trimmed := bytes.TrimLeft(doc, " \t\r\n")
 		object := len(trimmed) > 0 && trimmed[0] == '{'
 		if want := json.Valid(doc) && object; valid != want {
-			if !valid && want && nesting(doc) > maxCheckDepth {
+			if !valid && want && nesting(doc) > rundoc.MaxCheckDepth {
 				return // refused for its depth: read the slow way
 			}
 			t.Fatalf("objectMember(%q) valid = %v, json.Valid and an object = %v", doc, valid, want)

@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"encoding/json"
+	"flowservice/pkg/rundoc"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestSummaryFromDoc(t *testing.T) {
 		if wantDoc, _ := encodeRun(r); doc != wantDoc {
 			t.Errorf("case %d: document =\n%s\nwant\n%s", i, doc, wantDoc)
 		}
-		got, err := summaryFromDoc([]byte(doc))
+		got, err := rundoc.SummaryFromDoc([]byte(doc))
 		if err != nil {
 			t.Fatalf("case %d: %v (document %s)", i, err, doc)
 		}
@@ -74,8 +75,8 @@ func TestSummaryFromDoc(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{``, `[]`, `{"a":}`, `{"a":1,}`, `{"a" 1}`, `{"trigger":{"body":"x}`, `{"steps":[1,]}`, `{"steps":{}}`} {
-		if got, err := summaryFromDoc([]byte(bad)); err == nil {
-			t.Errorf("summaryFromDoc(%q) = %s; want an error", bad, got)
+		if got, err := rundoc.SummaryFromDoc([]byte(bad)); err == nil {
+			t.Errorf("rundoc.SummaryFromDoc(%q) = %s; want an error", bad, got)
 		}
 	}
 }
@@ -105,7 +106,7 @@ func FuzzSummaryFromDoc(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := summaryFromDoc([]byte(doc))
+		got, err := rundoc.SummaryFromDoc([]byte(doc))
 		if err != nil || string(got) != want {
 			t.Fatalf("summary = %s, %v\nwant %s", got, err, want)
 		}
@@ -121,7 +122,7 @@ func BenchmarkSummaryFromDoc(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := summaryFromDoc([]byte(doc)); err != nil {
+		if _, err := rundoc.SummaryFromDoc([]byte(doc)); err != nil {
 			b.Fatal(err)
 		}
 	}

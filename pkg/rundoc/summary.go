@@ -1,4 +1,4 @@
-package pgstore
+package rundoc
 
 import (
 	"errors"
@@ -7,31 +7,31 @@ import (
 	"flowservice/pkg/automation"
 )
 
-// encodeRunAndSummary is a run's stored document and its summary column
-// (encodeRun, encodeSummary), the summary cut out of the document's bytes
+// EncodeRunAndSummary is a run's stored document and its summary column
+// (EncodeRun, EncodeSummary), the summary cut out of the document's bytes
 // rather than encoded a second time: every run write stores both, and the
 // second encoding was as costly as the first (reflection over the same
 // run). The bytes are exactly encodeSummary's (TestSummaryFromDoc).
-func encodeRunAndSummary(r automation.Run) (doc, sum string, err error) {
+func EncodeRunAndSummary(r automation.Run) (doc, sum string, err error) {
 	b, err := r.MarshalJSON() // as encodeRun
 	if err != nil {
 		return "", "", fmt.Errorf("encode run: %w", err)
 	}
-	s, err := summaryFromDoc(b)
+	s, err := SummaryFromDoc(b)
 	if err != nil { // not a document encodeRun writes: encode it again
-		sum, err = encodeSummary(r)
+		sum, err = EncodeSummary(r)
 		return string(b), sum, err
 	}
 	return string(b), string(s), nil
 }
 
-// summaryFromDoc cuts a run's document (compact JSON, as encodeRun writes
+// SummaryFromDoc cuts a run's document (compact JSON, as encodeRun writes
 // it) down to what automation.Run.Summary keeps: the trigger's body
 // becomes null and its rawBody and caller's wait and secrets go, each step loses its output, nested
 // results (steps, iterations) and itemsJournal, onErrorSteps, onErrorOf,
 // draftDefinition and trace go, the response's body becomes null, and null steps become [].
 // Everything else is copied as it is, in its order.
-func summaryFromDoc(doc []byte) ([]byte, error) {
+func SummaryFromDoc(doc []byte) ([]byte, error) {
 	return eachMember(make([]byte, 0, len(doc)), doc, func(out, key, val []byte) ([]byte, bool, error) {
 		switch string(key) {
 		case `"trigger"`, `"response"`:
@@ -208,4 +208,21 @@ func skipValue(b []byte, i int) (int, error) {
 		return 0, fmt.Errorf("%w: empty value at %d", errNotCompact, i)
 	}
 	return j, nil
+}
+
+// EncodeSummary is the summary of r as a list stores it.
+func EncodeSummary(r automation.Run) (string, error) {
+	return EncodeRun(r.Summary())
+}
+
+// EncodeRun is the run's stored document. It calls Run.MarshalJSON itself:
+// through json.Marshal, the output of a MarshalJSON is checked and
+// compacted once more, a pass over the whole document (trigger body
+// included) that its own json.Marshal already made.
+func EncodeRun(r automation.Run) (string, error) {
+	b, err := r.MarshalJSON()
+	if err != nil {
+		return "", fmt.Errorf("encode run: %w", err)
+	}
+	return string(b), nil
 }

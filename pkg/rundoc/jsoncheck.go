@@ -1,8 +1,8 @@
-package pgstore
+package rundoc
 
 import "bytes"
 
-// objectMember checks that doc is one JSON object, by the grammar
+// ObjectMember checks that doc is one JSON object, by the grammar
 // encoding/json's Valid accepts (RFC 8259), and finds the value of its own
 // member key (not a nested object's) when it is a number: doc[start:end],
 // found false otherwise (for duplicate keys, the last). It is one pass
@@ -10,9 +10,9 @@ import "bytes"
 // twice json.Valid's speed (BenchmarkObjectMember): json.Valid was about
 // 40% of the store's cost of a page of run summaries read as JSON
 // (summaryJSON). A key is compared as written: one spelled with escapes
-// is not key. Objects and arrays nested deeper than maxCheckDepth are
+// is not key. Objects and arrays nested deeper than MaxCheckDepth are
 // refused (a summary nests a few levels; json.Valid allows 10,000).
-func objectMember(doc []byte, key string) (start, end int, found, valid bool) {
+func ObjectMember(doc []byte, key string) (start, end int, found, valid bool) {
 	c := jsonCheck{b: doc, key: key}
 	c.space()
 	if c.i >= len(c.b) || c.b[c.i] != '{' || !c.value(0) {
@@ -25,7 +25,7 @@ func objectMember(doc []byte, key string) (start, end int, found, valid bool) {
 	return c.start, c.end, c.found, true
 }
 
-const maxCheckDepth = 64
+const MaxCheckDepth = 64
 
 // jsonCheck is a recursive descent over JSON text: each method reads one
 // production from b[i], advancing i past it, and reports whether it was
@@ -33,7 +33,7 @@ const maxCheckDepth = 64
 type jsonCheck struct {
 	b          []byte
 	i          int
-	key        string // the top-level member objectMember looks for
+	key        string // the top-level member ObjectMember looks for
 	start, end int
 	found      bool
 }
@@ -55,9 +55,9 @@ func (c *jsonCheck) value(depth int) bool {
 	}
 	switch ch := c.b[c.i]; {
 	case ch == '{':
-		return depth < maxCheckDepth && c.object(depth+1)
+		return depth < MaxCheckDepth && c.object(depth+1)
 	case ch == '[':
-		return depth < maxCheckDepth && c.array(depth+1)
+		return depth < MaxCheckDepth && c.array(depth+1)
 	case ch == '"':
 		return c.string()
 	case ch == 't':
