@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,7 +52,7 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l, err := d.svc.AuditLog(r.Context(), project(r), automation.AuditSearch{
-		PageRequest: automation.PageRequest{Limit: "50", Cursor: q.Get("cursor")},
+		PageRequest: automation.PageRequest{Limit: strconv.Itoa(auditPageSize), Cursor: q.Get("cursor")},
 		Since:       since, Until: until, Action: f.Action, Actor: f.Actor,
 	})
 	if err != nil {

@@ -7,6 +7,4 @@ import "flowservice/pkg/rundoc"
 var (
 	encodeRunAndSummary = rundoc.EncodeRunAndSummary
 	objectMember        = rundoc.ObjectMember
-	encodeRun           = rundoc.EncodeRun
-	encodeSummary       = rundoc.EncodeSummary
 )
