@@ -56,7 +56,7 @@ func openPostgres(ctx context.Context, cfg config, code automation.CodeRunner, t
 		c.duties[d] = newDuty(d, name, store, cfg.DutyLease, log)
 	}
 	return wireNode(ctx, cfg, code, tracer, log, m, node{
-		store: store, users: store, secrets: secrets, cluster: c,
+		store: store, users: store, waitpoints: store, secrets: secrets, cluster: c,
 		// Derived as a data directory derives it from its key file, so
 		// that every node accepts the cursors and sessions of the others.
 		cursorKey: datadir.CursorKey(cfg.SecretKey),

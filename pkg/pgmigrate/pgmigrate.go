@@ -36,7 +36,7 @@ var tables = []string{
 	"projects", "api_keys", "flows", "routes", "connections", "runs", "run_queue", "webhook_samples",
 	"oauth_apps", "flow_state", "project_variables", "alert_subscriptions", "alert_events",
 	"alert_deliveries", "audit_log", "run_journal", "flow_versions", "flow_drafts", "run_slots",
-	"poll_state", "flow_insights", "users", "memberships", "invitations", "sessions",
+	"poll_state", "flow_insights", "users", "memberships", "invitations", "sessions", "waitpoints",
 }
 
 // notCopied are pgstore's own tables, which a data directory has no rows of.

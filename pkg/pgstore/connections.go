@@ -11,17 +11,22 @@ import (
 	"flowservice/pkg/automation"
 )
 
-const connectionColumns = `seq, id, project, name, app, type, status, created, updated, allowed_hosts`
+const connectionColumns = `seq, id, project, name, app, type, status, created, updated, allowed_hosts, base_url`
+
+// schemaBaseURL is sqlitestore's: an app connection's baseUrl, "" for none.
+const schemaBaseURL = `
+ALTER TABLE connections ADD COLUMN base_url TEXT NOT NULL DEFAULT '';
+`
 
 // CreateConnection stores a connection's metadata; its credential lives in
 // the secret blobs.
 func (s *Store) CreateConnection(ctx context.Context, c automation.Connection) error {
 	return s.writeAudited(ctx, "create connection "+c.ID, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO connections (id, project, name, app, type, status, created, updated, allowed_hosts)
-			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			`INSERT INTO connections (id, project, name, app, type, status, created, updated, allowed_hosts, base_url)
+			 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			c.ID, c.Project, c.Name, c.App, string(c.Type), string(c.Status),
-			formatTime(c.Created), formatTime(c.Updated), encodeHosts(c.AllowedHosts))
+			formatTime(c.Created), formatTime(c.Updated), encodeHosts(c.AllowedHosts), c.BaseURL)
 		return err
 	})
 }
@@ -100,7 +105,7 @@ func scanConnection(row rowScanner) (automation.Connection, int64, error) {
 		created, updated string
 		hosts            string
 	)
-	if err := row.Scan(&seq, &c.ID, &c.Project, &c.Name, &c.App, &typ, &st, &created, &updated, &hosts); err != nil {
+	if err := row.Scan(&seq, &c.ID, &c.Project, &c.Name, &c.App, &typ, &st, &created, &updated, &hosts, &c.BaseURL); err != nil {
 		return c, 0, err
 	}
 	if hosts != "" {

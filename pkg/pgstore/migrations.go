@@ -13,6 +13,8 @@ var migrations = []string{
 	schemaV1,
 	schemaUsers, // users.go
 	schemaQueueOrder,
+	schemaWaitpoints, // waitpoints.go
+	schemaBaseURL,    // connections.go
 }
 
 // SchemaVersion is the version Open brings a database to.
