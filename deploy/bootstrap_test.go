@@ -235,7 +235,7 @@ func TestBinarySizes(t *testing.T) {
 	// package is not the test).
 	apiOnly := map[string]string{
 		"the OpenAPI document": `the embedded OpenAPI document`, // its decompression (httpapi/openapi.go)
-		"the dashboard":        `<form`,
+		"the dashboard":        `static/builder.js`, // the editor's script (the approval page's form is every receiver's)
 		"a scheduler client":   `CreateSchedule`,
 	}
 	dir := t.TempDir()
@@ -263,10 +263,14 @@ func TestBinarySizes(t *testing.T) {
 		// 19.40 to 19.53 MB, measured with this build's flags).
 		// The api function also carries people's sign-in: go-oidc with
 		// go-jose, argon2 (20.97 MB before one secret per project, 21.10
-		// after).
-		bound := 19_600_000
+		// after). SQL and EMAIL steps link the PostgreSQL (pgx) and MySQL
+		// drivers and go-mail into every function that runs flows (the
+		// receivers run ON_COMPLETION flows inline): about 5.4 MB more
+		// (api 26.7, the others 24.9-25.0 MB), still a tenth of Lambda's
+		// 250 MB.
+		bound := 25_500_000
 		if fn == "api" {
-			bound = 21_200_000
+			bound = 27_200_000
 		}
 		if len(bin) >= bound {
 			t.Errorf("%s bootstrap is %d bytes, over its bound of %d", fn, len(bin), bound)

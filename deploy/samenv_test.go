@@ -59,7 +59,10 @@ func TestInvokeEnvFile(t *testing.T) {
 	// The traces' optional parameters are empty unless a deployment sets
 	// them: an empty endpoint is traces off (pkg/tracing), empty headers
 	// and sampler argument are the SDK's defaults.
-	optional := map[string]bool{"OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_EXPORTER_OTLP_HEADERS": true, "OTEL_TRACES_SAMPLER_ARG": true}
+	// So are OpenID Connect's: an empty issuer is sign-in by password and
+	// API key only.
+	optional := map[string]bool{"OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_EXPORTER_OTLP_HEADERS": true, "OTEL_TRACES_SAMPLER_ARG": true,
+		"OIDC_ISSUER": true, "OIDC_CLIENT_ID": true, "OIDC_CLIENT_SECRET_ARN": true, "OIDC_ALLOWED_DOMAINS": true}
 	for fn, vars := range envFile {
 		for k, v := range vars {
 			if v == "" && !optional[k] || strings.Contains(v, "${") {

@@ -37,7 +37,8 @@ func TestLoadConfig(t *testing.T) {
 	}
 	for _, tt := range []struct{ k, v, want string }{
 		{"FLOWD_ADDR", "8080", "host:port"},
-		{"FLOWD_BACKEND", "postgres", "embedded, aws"},
+		{"FLOWD_BACKEND", "mongodb", "embedded, postgres, aws"},
+		{"FLOWD_BACKEND", "postgres", "FLOWD_DATABASE_URL"},
 		{"FLOWD_WORKERS", "0", "1 to 256"},
 		{"FLOWD_ALLOW_PRIVATE_NETWORKS", "yes please", "true or false"},
 		{"FLOWD_TRUSTED_PROXIES", "proxy.local", "CIDR"},

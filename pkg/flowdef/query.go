@@ -45,3 +45,8 @@ func (q *Query) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// JSONValue is what the field holds for a strict decoder that walks types
+// to find unknown fields (pkg/httpapi): parameters by any name, or a
+// string, never the Go struct's own field names.
+func (Query) JSONValue() any { return map[string]string(nil) }
