@@ -190,7 +190,7 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 	}
 	do("start a step type", chromedp.SendKeys(chromedp.ID("definition"), `"S`),
 		chromedp.WaitVisible(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="SWITCH"]`)))
-	if got := eval(`[...document.querySelectorAll("#editor-suggestions button")].map(b => b.textContent).join(",")`); got != "SET,SWITCH,STORE" {
+	if got := eval(`[...document.querySelectorAll("#editor-suggestions button")].map(b => b.textContent).join(",")`); got != "SET,SWITCH,STORE,SQL" {
 		t.Errorf("step types offered after \"S: %q", got)
 	}
 	do("take one", chromedp.Click(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="SET"]`)),
