@@ -51,7 +51,7 @@ FUZZ_TARGETS := \
 	./pkg/engine:FuzzFlowDefinition \
 	./pkg/automation:FuzzCursorOpen \
 	./pkg/automation:FuzzCanonicalAllowlist \
-	./pkg/automation:FuzzVerifySignature \
+	./pkg/flowdef:FuzzVerifySignature \
 	./pkg/automation:FuzzAuthenticate \
 	./pkg/httpapi:FuzzParseHookBody \
 	./pkg/httpapi:FuzzJSONDepth \
