@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flowservice/internal/testwait"
 	"fmt"
 	"strings"
 	"sync"
@@ -159,15 +160,15 @@ func TestSQLPostgres(t *testing.T) {
 	}
 	defer admin.Close()
 	var n int
-	for range 100 {
+	// The cancel request reaches the server on its own connection: wait
+	// for the backend to end, bounded by Hang (the statement alone would
+	// run a minute).
+	testwait.Event(t, "pg_sleep(60) to end on the server", func() bool {
 		if err := admin.QueryRow(`select count(*) from pg_stat_activity where state = 'active' and query like '%pg_sleep(60)%' and pid <> pg_backend_pid()`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return n == 0
+	})
 	if n != 0 {
 		t.Errorf("pg_sleep(60) still runs on the server after the step's timeout")
 	}
