@@ -276,9 +276,12 @@ type node struct {
 	// WAIT for a callback fail with a message saying so.
 	waitpoints automation.WaitpointStore
 	secrets    automation.Secrets
-	cursorKey  []byte
-	queue      func(context.Context) (metrics.QueueStats, error)
-	close      func()
+	// buckets counts the projects' rate quotas where nodes share a
+	// database; nil: in this process's memory (one process).
+	buckets   automation.RateBuckets
+	cursorKey []byte
+	queue     func(context.Context) (metrics.QueueStats, error)
+	close     func()
 	// cluster is set on nodes that share their database: the duties are
 	// held through its leases, and runs are announced through its
 	// listener. nil: this process is alone and does every duty.
@@ -302,7 +305,7 @@ func wireNode(ctx context.Context, cfg config, code automation.CodeRunner, trace
 		// Token endpoints are outbound calls like HTTP steps: the same guard.
 		OAuthApps: n.store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
-		Users: n.users, Passwords: passwords.Hasher{},
+		Users: n.users, Passwords: passwords.Hasher{}, RateBuckets: n.buckets,
 		Tracer: tracer.Port(),
 		Apps:   apps.MustLoad(),
 		Runtime: &automation.RunRuntime{

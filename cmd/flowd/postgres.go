@@ -57,6 +57,8 @@ func openPostgres(ctx context.Context, cfg config, code automation.CodeRunner, t
 	}
 	return wireNode(ctx, cfg, code, tracer, log, m, node{
 		store: store, users: store, waitpoints: store, secrets: secrets, cluster: c,
+		// Quotas are the project's across the nodes, not each node's.
+		buckets: store.Buckets(),
 		// Derived as a data directory derives it from its key file, so
 		// that every node accepts the cursors and sessions of the others.
 		cursorKey: datadir.CursorKey(cfg.SecretKey),

@@ -577,15 +577,21 @@ type SharedWorkQueue interface {
 }
 
 // RateBuckets are token buckets every instance of the service shares, so
-// that a project's webhooksPerSecond and outboundPerMinute bound the
-// project and not one process: the AWS backend's Lambda environments each
-// hold their own memory (dynamostore's buckets are DynamoDB items). Nil
-// (flowd, one process): the ProjectService's in-memory buckets.
+// that a project's webhooksPerSecond, outboundPerMinute and runsPerMinute
+// bound the project and not one process: the AWS backend's Lambda
+// environments each hold their own memory (dynamostore's buckets are
+// DynamoDB items), and so do the nodes of a cluster on PostgreSQL
+// (pgstore's are rows). Nil (flowd on SQLite, one process): the
+// ProjectService's in-memory buckets and counts.
 type RateBuckets interface {
 	// Take takes one token from the bucket named key, which refills rate
 	// tokens a second up to burst. It answers 0 when a token was taken,
 	// or, taking nothing, how long until one will be there.
 	Take(ctx context.Context, key string, rate float64, burst int64, now time.Time) (wait time.Duration, err error)
+	// Peek reports, taking nothing, the tokens of the bucket in use (0 to
+	// burst: what was taken and not yet refilled) and how long until one
+	// will be there (0: now).
+	Peek(ctx context.Context, key string, rate float64, burst int64, now time.Time) (inUse int64, wait time.Duration, err error)
 }
 
 // UserStore keeps people (users.go): users, their memberships in projects

@@ -137,7 +137,8 @@ type Usage struct {
 	// (storage.go).
 	StoredBytes int64 `json:"storedBytes"`
 	// RunsPerMinute is the runs the project started in the current
-	// minute, as this process counted them (runquota.go).
+	// minute (one process), or those of about the last minute that its
+	// shared bucket still holds (Lambda, a cluster): runquota.go.
 	RunsPerMinute int64 `json:"runsPerMinute"`
 }
 
@@ -160,8 +161,12 @@ func (s *ProjectService) ProjectInfo(ctx context.Context, p Project) (ProjectInf
 	if err != nil {
 		return ProjectInfo{}, err
 	}
+	runs, err := s.runsCounted(ctx, p.ID, p.Limits(), s.clock()) // runquota.go
+	if err != nil {
+		return ProjectInfo{}, err
+	}
 	return ProjectInfo{ID: p.ID, Name: p.Name, Plan: p.Plan, Limits: p.Limits(), Usage: Usage{Flows: n, StoredBytes: stored,
-		RunsPerMinute: s.quotas.runsThisMinute(p.ID, s.clock())}}, nil
+		RunsPerMinute: runs}}, nil
 }
 
 // SetProjectLimits sets (or, for values not set, removes) the overrides of

@@ -13,12 +13,16 @@ import (
 // flow can multiply itself (a CALL_FLOW that does not wait, calling its
 // own flow in a FOR_EACH) faster than the quota.
 //
-// The count is this process's, as the webhooksPerSecond and
-// outboundPerMinute buckets are (docs/reliability.md): exact on flowd, one
-// process; on Lambda each instance counts the runs it starts, so the bound
-// there is per instance. A minute is a window of the service clock
-// (Config.Clock), 0 to 60 seconds past each minute: at most the quota in
-// each; the count is one increment under the quotas' lock per start.
+// Where there is one process (flowd on SQLite) the count is this
+// process's: a minute is a window of the service clock (Config.Clock), 0
+// to 60 seconds past each minute, at most the quota in each; the count is
+// one increment under the quotas' lock per start. Where instances share
+// nothing but the store (Lambda environments, the nodes of a cluster on
+// PostgreSQL) it is the project's RateBuckets bucket "runs#<project>",
+// refilled at the quota a minute with a burst of the quota: one write per
+// start, and at most the quota in any minute past an idle one, across
+// every instance (before, each instance counted its own, so the bound
+// grew with the instances).
 
 // runWindow is one project's count of runs started in a minute.
 type runWindow struct {
@@ -35,6 +39,9 @@ func (s *ProjectService) admitRun(ctx context.Context, project string) error {
 	if err != nil {
 		return err
 	}
+	if s.buckets != nil {
+		return s.takeRun(ctx, project, pq, now, true)
+	}
 	return s.quotas.countRun(project, pq.limits.RunsPerMinute, pq.plan, now, true)
 }
 
@@ -47,7 +54,52 @@ func (s *ProjectService) runsFull(ctx context.Context, project string) error {
 	if err != nil {
 		return err
 	}
+	if s.buckets != nil {
+		return s.takeRun(ctx, project, pq, now, false)
+	}
 	return s.quotas.countRun(project, pq.limits.RunsPerMinute, pq.plan, now, false)
+}
+
+// takeRun is admitRun (take) or runsFull (peek) on the shared bucket.
+func (s *ProjectService) takeRun(ctx context.Context, project string, pq *projectQuota, now time.Time, take bool) error {
+	most := pq.limits.RunsPerMinute
+	if most == nil {
+		return nil
+	}
+	if *most <= 0 { // a limit of 0 starts nothing
+		return RunQuotaExceeded(*most, pq.plan, time.Minute)
+	}
+	var wait time.Duration
+	var err error
+	if take {
+		wait, err = s.buckets.Take(ctx, runsBucket(project), float64(*most)/60, *most, now)
+	} else {
+		_, wait, err = s.buckets.Peek(ctx, runsBucket(project), float64(*most)/60, *most, now)
+	}
+	if err != nil {
+		return wrap("count a run start against the project's runsPerMinute", err)
+	}
+	if wait > 0 {
+		return RunQuotaExceeded(*most, pq.plan, wait)
+	}
+	return nil
+}
+
+func runsBucket(project string) string { return "runs#" + project }
+
+// runsCounted is GET project's usage.runsPerMinute: this process's count
+// of the current minute, or, on a shared bucket, the starts it holds (those
+// of about the last minute not yet refilled).
+func (s *ProjectService) runsCounted(ctx context.Context, project string, limits Limits, now time.Time) (int64, error) {
+	if s.buckets == nil || limits.RunsPerMinute == nil || *limits.RunsPerMinute <= 0 {
+		return s.quotas.runsThisMinute(project, now), nil
+	}
+	most := *limits.RunsPerMinute
+	n, _, err := s.buckets.Peek(ctx, runsBucket(project), float64(most)/60, most, now)
+	if err != nil {
+		return 0, wrap("read the project's runsPerMinute bucket", err)
+	}
+	return n, nil
 }
 
 func (q *quotas) countRun(project string, most *int64, plan Plan, now time.Time, count bool) error {

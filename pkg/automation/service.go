@@ -37,9 +37,10 @@ type Config struct {
 	//   - Tracer records runs, steps and outbound requests as spans
 	//     (tracing.go); nil: tracing is off and costs nothing.
 	SecretCache CachedSecrets
-	//   - RateBuckets counts webhooksPerSecond and outboundPerMinute per
-	//     project across instances (the AWS backend); nil: in this
-	//     process's memory, exact where there is one process (flowd).
+	//   - RateBuckets counts webhooksPerSecond, outboundPerMinute and
+	//     runsPerMinute per project across instances (the AWS backend,
+	//     a cluster on PostgreSQL); nil: in this process's memory, exact
+	//     where there is one process (flowd on SQLite).
 	RateBuckets RateBuckets
 	Polls       PollStore
 	CodeChecker CodeChecker

@@ -18,7 +18,7 @@ import (
 var _ automation.RateBuckets = (*Buckets)(nil)
 
 // Buckets are the projects' rate buckets (webhooksPerSecond,
-// outboundPerMinute) as items of the projects table, pk "bucket#<key>",
+// outboundPerMinute, runsPerMinute) as items of the projects table, pk "bucket#<key>",
 // shared by every Lambda environment: the Lambda backend's
 // automation.RateBuckets.
 //
@@ -54,8 +54,7 @@ func (b *Buckets) Take(ctx context.Context, key string, rate float64, burst int6
 	if rate <= 0 || math.IsInf(rate, 1) {
 		return 0, fmt.Errorf("dynamostore: bucket %s: rate %v", key, rate)
 	}
-	interval := int64(math.Ceil(1e6 / rate)) // microseconds per token
-	tolerance := (max(burst, 1) - 1) * interval
+	interval, tolerance := automation.BucketInterval(rate, burst) // microseconds
 	t := now.UnixMicro()
 	busy := false
 	if v, ok := b.seen.Load(key); ok {
@@ -101,6 +100,26 @@ func (b *Buckets) Take(ctx context.Context, key string, rate float64, burst int6
 	}
 	// Two environments raced on the item twice: wait a token's time.
 	return time.Duration(interval) * time.Microsecond, nil
+}
+
+// Peek reads the bucket key (one consistent GetItem) and takes nothing.
+func (b *Buckets) Peek(ctx context.Context, key string, rate float64, burst int64, now time.Time) (int64, time.Duration, error) {
+	if rate <= 0 || math.IsInf(rate, 1) {
+		return 0, 0, fmt.Errorf("dynamostore: bucket %s: rate %v", key, rate)
+	}
+	out, err := b.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &b.table, Key: map[string]types.AttributeValue{attrPK: str("bucket#" + key)}, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("dynamostore: read bucket %s: %w", key, err)
+	}
+	tat, ok := tatOf(out.Item)
+	if !ok {
+		return 0, 0, nil
+	}
+	b.seen.Store(key, tat)
+	n, wait := automation.BucketLevel(tat, now.UnixMicro(), rate, burst)
+	return n, wait, nil
 }
 
 func tatOf(item map[string]types.AttributeValue) (int64, bool) {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/automation/storetest"
 	"flowservice/pkg/dynamostore"
 )
 
@@ -123,4 +124,12 @@ func TestRateBucketsPerProject(t *testing.T) {
 	if n := db.updates.Load() - before; n != 0 {
 		t.Errorf("an unlimited plan cost %d UpdateItems", n)
 	}
+}
+
+// TestRateBucketsContract: two environments' Buckets over one table.
+func TestRateBucketsContract(t *testing.T) {
+	storetest.RunRateBuckets(t, func(t *testing.T) (a, b automation.RateBuckets) {
+		_, client, tables := newStore(t)
+		return dynamostore.NewBuckets(client, tables.Projects), dynamostore.NewBuckets(client, tables.Projects)
+	})
 }

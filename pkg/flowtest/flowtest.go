@@ -54,6 +54,9 @@ type Options struct {
 	Log   *slog.Logger
 	// Tracer records runs as spans (automation.Config.Tracer); nil: off.
 	Tracer automation.Tracer
+	// RateBuckets counts the rate quotas as instances sharing a store do
+	// (automation.Config.RateBuckets); nil: in memory.
+	RateBuckets automation.RateBuckets
 	// Dir is the data directory to build on, for a test that reopens one
 	// (read-only, say); the caller closes it. nil: a fresh one in
 	// t.TempDir(), closed when the test ends.
@@ -128,7 +131,7 @@ func New(t testing.TB, opts Options) *Env {
 		OAuthApps: dir.Store, OAuth: opts.OAuth,
 		Users: dir.Store, Passwords: TestPasswords,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
-		Clock: opts.Clock, Log: opts.Log, Tracer: opts.Tracer, Apps: apps.MustLoad(),
+		Clock: opts.Clock, Log: opts.Log, Tracer: opts.Tracer, Apps: apps.MustLoad(), RateBuckets: opts.RateBuckets,
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			Finished: finished, PureBudget: opts.PureBudget,

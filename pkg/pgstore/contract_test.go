@@ -91,3 +91,21 @@ func TestUsersContract(t *testing.T) {
 		return storetest.UsersEnv{Store: s, Users: s}
 	})
 }
+
+// TestRateBucketsContract: two nodes' stores on one database share the
+// projects' rate buckets.
+func TestRateBucketsContract(t *testing.T) {
+	storetest.RunRateBuckets(t, func(t *testing.T) (a, b automation.RateBuckets) {
+		url := pgtest.URL(t)
+		var nodes [2]*pgstore.Store
+		for i := range nodes {
+			s, err := pgstore.Open(context.Background(), url)
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			nodes[i] = s
+		}
+		return nodes[0].Buckets(), nodes[1].Buckets()
+	})
+}

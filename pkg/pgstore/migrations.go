@@ -13,8 +13,9 @@ var migrations = []string{
 	schemaV1,
 	schemaUsers, // users.go
 	schemaQueueOrder,
-	schemaWaitpoints, // waitpoints.go
-	schemaBaseURL,    // connections.go
+	schemaWaitpoints,  // waitpoints.go
+	schemaBaseURL,     // connections.go
+	schemaRateBuckets, // ratebuckets.go
 }
 
 // SchemaVersion is the version Open brings a database to.
