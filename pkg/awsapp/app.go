@@ -130,7 +130,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		Delayer: queue, PollDelayer: queue, Waker: queue, StatusReader: store,
 		NewExecutor: func(env automation.ExecEnv) automation.Executor {
 			return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log,
-				UserAgent: engine.UserAgent(cfg.EngineURL)})
+				UserAgent: engine.UserAgent(cfg.EngineURL), Clock: cfg.Clock})
 		},
 		// A receiver is frozen once it answers: its inline attempt must
 		// not outlive the answer.
@@ -154,6 +154,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		OAuth:  oauth.New(engine.GuardedTransport(cfg.AllowPrivateNetworks)),
 		Tracer: tracer.Port(),
 		Apps:   apps.MustLoad(),
+		Clock:  cfg.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)

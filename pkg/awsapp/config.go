@@ -121,6 +121,10 @@ type Config struct {
 	// the one the OTEL_* variables ask for, none without an endpoint.
 	// flowd's aws backend hands its own, tests theirs.
 	Tracer *tracing.Tracer
+	// Clock is the service's and the engine's clock (quotas, slots,
+	// throttles, WAIT); nil: time.Now. Tests move it to decide a time
+	// rule without waiting on the wall clock.
+	Clock func() time.Time
 }
 
 // OIDCConfig is the dashboard's OpenID Connect sign-in on AWS: the
