@@ -4,7 +4,10 @@
 GO        ?= go
 BIN       := bin
 DATA_DIR  ?= .flowd
-GOFLAGS_TEST ?= -count=1
+# -timeout: the store contract suites on moto take a few minutes alone and
+# several times that on a loaded 2-core machine; go test's default of 10
+# minutes a package killed pkg/dynamostore there, not a hang.
+GOFLAGS_TEST ?= -count=1 -timeout 30m
 
 .PHONY: all build run run-aws test screenshots bench bench-compare lint fmt clean tools-check lint-template build-lambdas deploy \
 	fuzz fuzz-short soak \
