@@ -129,7 +129,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		// wakes a caller with a message; DynamoDB reads a status alone.
 		Delayer: queue, PollDelayer: queue, Waker: queue, StatusReader: store,
 		NewExecutor: func(env automation.ExecEnv) automation.Executor {
-			return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log,
+			return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log, RootCAs: cfg.RootCAs,
 				UserAgent: engine.UserAgent(cfg.EngineURL)})
 		},
 		// A receiver is frozen once it answers: its inline attempt must
