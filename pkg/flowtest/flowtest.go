@@ -7,6 +7,7 @@ package flowtest
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"flowservice/pkg/apps"
 	"log/slog"
@@ -54,6 +55,9 @@ type Options struct {
 	Log   *slog.Logger
 	// Tracer records runs as spans (automation.Config.Tracer); nil: off.
 	Tracer automation.Tracer
+	// RootCAs are what EMAIL steps trust (an SMTP test server's pool);
+	// nil: the system's.
+	RootCAs *x509.CertPool
 	// Dir is the data directory to build on, for a test that reopens one
 	// (read-only, say); the caller closes it. nil: a fresh one in
 	// t.TempDir(), closed when the test ends.
@@ -120,7 +124,8 @@ func New(t testing.TB, opts Options) *Env {
 		opts.WorkflowURL = "http://workflow.test"
 	}
 	if opts.OAuth == nil {
-		opts.OAuth = oauth.New(engine.GuardedTransport(true))
+		// As flowd wires it: traced when the test traces.
+		opts.OAuth = oauth.New(engine.TraceTransport(opts.Tracer, engine.GuardedTransport(true)))
 	}
 	svc, err := automation.NewService(automation.Config{
 		Store: store, Secrets: dir.Secrets, Checker: engine.Checker{}, CodeChecker: jscode.Checker{}, Polls: dir.Store,
@@ -137,7 +142,7 @@ func New(t testing.TB, opts Options) *Env {
 			// The engine reads the same clock as the Service, so that a
 			// test moves a WAIT's time on instead of sleeping through it.
 			NewExecutor: func(env automation.ExecEnv) automation.Executor {
-				return engine.New(engine.Config{Env: env, AllowPrivateNetworks: true, Clock: opts.Clock})
+				return engine.New(engine.Config{Env: env, AllowPrivateNetworks: true, Clock: opts.Clock, RootCAs: opts.RootCAs})
 			},
 		},
 	})
