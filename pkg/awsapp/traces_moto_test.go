@@ -291,6 +291,13 @@ func TestFunctionTracesOnMoto(t *testing.T) {
 	if len(col.under("step inner", kid)) != 1 {
 		t.Errorf("the child's step is not under the child's run span (all: %v)", col.names())
 	}
+	col.mu.Lock()
+	var size int
+	for _, b := range col.raw {
+		size += len(b)
+	}
+	t.Logf("%d spans in %d exports, %d bytes of OTLP protobuf (uncompressed)", len(col.spans), len(col.raw), size)
+	col.mu.Unlock()
 	secrets := append([]string{oauthtest.ClientSecret, dbPass, smtptest.Password, param, strings.ToUpper(param)}, idp.IssuedRefreshTokens()...)
 	if leaked := col.leaks(secrets...); len(leaked) > 0 {
 		t.Errorf("exported spans hold %q", leaked)
