@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"flowservice/pkg/apps"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
@@ -130,6 +131,8 @@ func newStack(t *testing.T) *stack {
 		// OAuth2 apps and connections, as flowctl and the dashboard make
 		// them (the providers in tests are on loopback).
 		OAuthApps: st.store, OAuth: oauth.New(http.DefaultTransport), Polls: st.store,
+		// The catalog the functions ship, for flows with ACTION steps.
+		Apps: apps.MustLoad(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -302,8 +302,9 @@ func wireNode(ctx context.Context, cfg config, code automation.CodeRunner, trace
 	svc, err := automation.NewService(automation.Config{
 		Store: n.store, Secrets: n.secrets, Polls: n.store, CursorKey: n.cursorKey,
 		Checker: engine.Checker{}, CodeChecker: jscode.Checker{},
-		// Token endpoints are outbound calls like HTTP steps: the same guard.
-		OAuthApps: n.store, OAuth: oauth.New(engine.GuardedTransport(cfg.AllowPrivate)),
+		// Token endpoints are outbound calls like HTTP steps: the same guard,
+		// and a refresh made for a step is a span of that step.
+		OAuthApps: n.store, OAuth: oauth.New(engine.TraceTransport(tracer.Port(), engine.GuardedTransport(cfg.AllowPrivate))),
 		EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log, Scheduler: sched,
 		Users: n.users, Passwords: passwords.Hasher{}, RateBuckets: n.buckets,
 		Tracer: tracer.Port(),

@@ -65,6 +65,9 @@ type Call struct {
 	Body    json.RawMessage // the step's rendered input
 	Depth   int             // the child's place in the chain of calls
 	Caller  Caller
+	// Trace is the calling step's span (Tracer.Propagate), which the
+	// child's run span is a child of; nil when tracing is off.
+	Trace *RunTrace
 }
 
 // CallCheckInterval is how long a run waiting for its child stays parked
@@ -162,6 +165,9 @@ func (s *RunService) StartCall(ctx context.Context, c Call) error {
 		Caller:  &caller,
 	})
 	r.ID = c.RunID
+	// Kept with the run as a webhook's traceparent is: every attempt of
+	// the child, in any process, joins the caller's trace under its step.
+	r.Trace = c.Trace
 	_, err = s.launch(ctx, r, false)
 	switch {
 	case err == nil, IsRunExists(err):

@@ -41,7 +41,25 @@ type Tracer interface {
 	// service (traceparent, tracestate); end records the answer's status
 	// code (0 when none came, with the error).
 	StartRequest(ctx context.Context, method, host string, set func(key, value string)) (end func(status int, err error))
+	// StartOutbound starts the span of one outbound exchange that is not
+	// HTTP (a SQL statement, an SMTP send) under ctx's span: system names
+	// its protocol (OutboundPostgres, OutboundMySQL, OutboundSMTP), host
+	// and port the server; end records the kind of its failure, if any.
+	// Nothing else of the exchange is recorded: no statement, parameter,
+	// address, message or credential.
+	StartOutbound(ctx context.Context, system, host string, port int) (end func(err error))
+	// Propagate is the trace context of ctx's span as a run that span
+	// starts keeps it (Run.Trace, as Join's): a CALL_FLOW child's run is a
+	// child of the calling step's span. nil when ctx carries no span.
+	Propagate(ctx context.Context) *RunTrace
 }
+
+// The systems of StartOutbound's spans.
+const (
+	OutboundPostgres = "postgresql"
+	OutboundMySQL    = "mysql"
+	OutboundSMTP     = "smtp"
+)
 
 // RunTrace is the trace context of the request that started a run
 // (Run.Trace): the caller's span, which the run's span is a child of, kept

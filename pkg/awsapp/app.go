@@ -129,7 +129,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		// wakes a caller with a message; DynamoDB reads a status alone.
 		Delayer: queue, PollDelayer: queue, Waker: queue, StatusReader: store,
 		NewExecutor: func(env automation.ExecEnv) automation.Executor {
-			return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log,
+			return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log, RootCAs: cfg.RootCAs,
 				UserAgent: engine.UserAgent(cfg.EngineURL), Clock: cfg.Clock})
 		},
 		// A receiver is frozen once it answers: its inline attempt must
@@ -150,8 +150,9 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		OAuthApps: oauthApps(store, cfg.Tables),
 		// People live in the keys table, which only the api function reads.
 		Users: store, Passwords: passwords.Hasher{},
-		// Token endpoints are outbound calls like HTTP steps: the same guard.
-		OAuth:  oauth.New(engine.GuardedTransport(cfg.AllowPrivateNetworks)),
+		// Token endpoints are outbound calls like HTTP steps: the same guard,
+		// and a refresh made for a step is a span of that step.
+		OAuth:  oauth.New(engine.TraceTransport(tracer.Port(), engine.GuardedTransport(cfg.AllowPrivateNetworks))),
 		Tracer: tracer.Port(),
 		Apps:   apps.MustLoad(),
 		Clock:  cfg.Clock,

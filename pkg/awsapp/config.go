@@ -17,6 +17,7 @@
 package awsapp
 
 import (
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -103,6 +104,10 @@ type Config struct {
 	RunPolicy automation.RunPolicy
 	// AllowPrivateNetworks lets HTTP steps reach private addresses.
 	AllowPrivateNetworks bool
+	// RootCAs are the certificate authorities EMAIL steps trust for their
+	// SMTP server's TLS; nil: the system's (the Lambda image's). Tests set
+	// the pool of their own server.
+	RootCAs *x509.CertPool
 	// Code runs CODE steps (the code function through Lambda Invoke, or
 	// flowd's sandbox); nil fails them as not available.
 	Code     automation.CodeRunner

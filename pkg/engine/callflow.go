@@ -63,6 +63,7 @@ func (x *execution) callFlow(ctx context.Context, s automation.Step) (any, error
 		RunID: automation.CallRunID(x.run.ID, journalKey(s.Name, x.iter), s.FlowID),
 		Body:  body, Depth: depth,
 		Caller: automation.Caller{RunID: x.run.ID, FlowID: x.flow.ID, Wait: wait, Secrets: x.secretsIn(rendered)},
+		Trace:  x.callTrace(ctx),
 	}
 	if !wait {
 		if err := x.e.calls.StartCall(ctx, c); err != nil {

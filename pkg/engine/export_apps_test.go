@@ -15,11 +15,9 @@ var StartPostgres = dbtest.StartPostgres
 func StartSMTP(t *testing.T) (int, *x509.CertPool, func() []string) {
 	be, port, pool := startSMTP(t, true)
 	return port, pool, func() []string {
-		be.mu.Lock()
-		defer be.mu.Unlock()
 		var out []string
-		for _, m := range be.msgs {
-			out = append(out, m.data)
+		for _, m := range be.Messages() {
+			out = append(out, m.Data)
 		}
 		return out
 	}

@@ -165,7 +165,10 @@ func (x *execution) email(ctx context.Context, s automation.Step) (any, error) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, SMTPTimeout)
 	defer cancel()
-	if err := client.DialAndSendWithContext(sctx, m); err != nil {
+	endSpan := x.startOutbound(ctx, automation.OutboundSMTP, cfg.Host, port)
+	err = client.DialAndSendWithContext(sctx, m)
+	endSpan(err)
+	if err != nil {
 		var pe *privateAddrError
 		var sendErr *mail.SendError
 		retry := true

@@ -2,124 +2,19 @@ package engine
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"errors"
-	"io"
-	"math/big"
-	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/emersion/go-sasl"
-	"github.com/emersion/go-smtp"
-
+	"flowservice/internal/smtptest"
 	"flowservice/pkg/automation"
 )
 
-// received is one message the in-process SMTP server took.
-type received struct {
-	from string
-	to   []string
-	data string
-	tls  bool
-	user string
-}
-
-type smtpBackend struct {
-	mu   sync.Mutex
-	msgs []received
-}
-
-type smtpSession struct {
-	b   *smtpBackend
-	c   *smtp.Conn
-	cur received
-}
-
-func (b *smtpBackend) NewSession(c *smtp.Conn) (smtp.Session, error) {
-	return &smtpSession{b: b, c: c}, nil
-}
-
-func (s *smtpSession) AuthMechanisms() []string { return []string{sasl.Plain} }
-
-func (s *smtpSession) Auth(string) (sasl.Server, error) {
-	return sasl.NewPlainServer(func(_, user, pass string) error {
-		if user != "flows" || pass != "s3cret-pass" {
-			return errors.New("bad credentials")
-		}
-		s.cur.user = user
-		return nil
-	}), nil
-}
-
-func (s *smtpSession) Mail(from string, _ *smtp.MailOptions) error {
-	s.cur.from = from
-	_, s.cur.tls = s.c.TLSConnectionState()
-	return nil
-}
-
-func (s *smtpSession) Rcpt(to string, _ *smtp.RcptOptions) error {
-	s.cur.to = append(s.cur.to, to)
-	return nil
-}
-
-func (s *smtpSession) Data(r io.Reader) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	s.cur.data = string(b)
-	s.b.mu.Lock()
-	s.b.msgs = append(s.b.msgs, s.cur)
-	s.b.mu.Unlock()
-	return nil
-}
-
-func (s *smtpSession) Reset()        { s.cur = received{user: s.cur.user} }
-func (s *smtpSession) Logout() error { return nil }
-
-// startSMTP serves SMTP with STARTTLS on 127.0.0.1 (a certificate for that
-// address, trusted through the returned pool) and authentication only
-// over TLS.
-func startSMTP(t *testing.T, offerTLS bool) (*smtpBackend, int, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-
-	be := &smtpBackend{}
-	srv := smtp.NewServer(be)
-	srv.Domain = "127.0.0.1"
-	if offerTLS {
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return be, l.Addr().(*net.TCPAddr).Port, pool
+// startSMTP starts the SMTP server of internal/smtptest.
+func startSMTP(t *testing.T, offerTLS bool) (*smtptest.Server, int, *x509.CertPool) {
+	s := smtptest.Start(t, offerTLS)
+	return s, s.Port, s.Pool
 }
 
 // smtpCreds serves one SMTP connection by name.
@@ -164,24 +59,22 @@ func TestEmailOverSTARTTLS(t *testing.T) {
 	if r.Status != automation.RunSucceeded {
 		t.Fatalf("run %s: %s", r.Status, r.Steps[0].Error)
 	}
-	be.mu.Lock()
-	msgs := be.msgs
-	be.mu.Unlock()
+	msgs := be.Messages()
 	if len(msgs) != 1 {
 		t.Fatalf("%d messages, want 1", len(msgs))
 	}
 	m := msgs[0]
-	if !m.tls || m.user != "flows" || m.from != "flows@example.com" || strings.Join(m.to, ",") != "ada@example.com,boss@example.com" {
+	if !m.TLS || m.User != "flows" || m.From != "flows@example.com" || strings.Join(m.To, ",") != "ada@example.com,boss@example.com" {
 		t.Errorf("envelope %+v: want TLS, authenticated, from flows@, to ada@ and boss@", m)
 	}
 	for _, want := range []string{"Subject: Welcome Ada", "Reply-To: <support@example.com>", "Hello Ada", "<p>Hello</p>"} {
-		if !strings.Contains(m.data, want) {
-			t.Errorf("message lacks %q:\n%s", want, m.data)
+		if !strings.Contains(m.Data, want) {
+			t.Errorf("message lacks %q:\n%s", want, m.Data)
 		}
 	}
 	out := output(t, r, 0)
 	id, _ := out["messageId"].(string)
-	if id == "" || !strings.Contains(m.data, "Message-ID: <"+id+">") {
+	if id == "" || !strings.Contains(m.Data, "Message-ID: <"+id+">") {
 		t.Errorf("messageId %q is not the message's", id)
 	}
 	if gate.n.Load() != 1 {
@@ -204,10 +97,8 @@ func TestEmailHeaderInjectionFails(t *testing.T) {
 			t.Errorf("%s: run %s %q, want FAILED with %q", tc.body, r.Status, r.Steps[0].Error, tc.want)
 		}
 	}
-	be.mu.Lock()
-	defer be.mu.Unlock()
-	if len(be.msgs) != 0 {
-		t.Errorf("%d messages sent", len(be.msgs))
+	if msgs := be.Messages(); len(msgs) != 0 {
+		t.Errorf("%d messages sent", len(msgs))
 	}
 }
 
@@ -222,9 +113,7 @@ func TestEmailRequiresSTARTTLS(t *testing.T) {
 	if r.Status == automation.RunSucceeded || strings.Contains(r.Steps[0].Error, "s3cret-pass") {
 		t.Errorf("run %s %q: want a failure without the password", r.Status, r.Steps[0].Error)
 	}
-	be.mu.Lock()
-	defer be.mu.Unlock()
-	if len(be.msgs) != 0 {
-		t.Errorf("%d messages sent without TLS", len(be.msgs))
+	if msgs := be.Messages(); len(msgs) != 0 {
+		t.Errorf("%d messages sent without TLS", len(msgs))
 	}
 }

@@ -60,10 +60,20 @@ type dbPools struct {
 }
 
 type dbPool struct {
-	db       *sql.DB
+	dbConn
 	project  string
 	lastUsed time.Time
 	inUse    int
+}
+
+// dbConn is an open pool and the server it goes to, for the statement's
+// span: its system (automation.OutboundPostgres, OutboundMySQL), host and
+// port.
+type dbConn struct {
+	db     *sql.DB
+	system string
+	host   string
+	port   int
 }
 
 // Guarded network names for go-sql-driver/mysql, whose dialler is
@@ -86,7 +96,7 @@ func guardedDialer(allowPrivate bool) *net.Dialer {
 }
 
 // pool returns the open pool of conn, opening it within the bounds.
-func (e *Engine) pool(conn automation.Connection, cfg *automation.DatabaseConfig) (*sql.DB, func(), error) {
+func (e *Engine) pool(conn automation.Connection, cfg *automation.DatabaseConfig) (dbConn, func(), error) {
 	e.dbsOnce.Do(func() { e.dbs = &dbPools{pools: map[string]*dbPool{}} })
 	p := e.dbs
 	now := e.now()
@@ -102,7 +112,7 @@ func (e *Engine) pool(conn automation.Connection, cfg *automation.DatabaseConfig
 	if q, ok := p.pools[conn.ID]; ok {
 		q.inUse++
 		q.lastUsed = now
-		return q.db, p.release(conn.ID), nil
+		return q.dbConn, p.release(conn.ID), nil
 	}
 	// Make room: at most SQLPoolsPerProject for this project and SQLPools
 	// in all, closing the least recently used idle pool.
@@ -128,21 +138,21 @@ func (e *Engine) pool(conn automation.Connection, cfg *automation.DatabaseConfig
 			}
 		}
 		if victim == "" {
-			return nil, nil, &stepError{retryable: true,
+			return dbConn{}, nil, &stepError{retryable: true,
 				msg: fmt.Sprintf("every database pool is busy (at most %d per project, %d in all); the step will be retried", SQLPoolsPerProject, SQLPools)}
 		}
 		p.pools[victim].db.Close()
 		delete(p.pools, victim)
 	}
-	db, err := e.openDB(conn, cfg)
+	dc, err := e.openDB(conn, cfg)
 	if err != nil {
-		return nil, nil, err
+		return dbConn{}, nil, err
 	}
-	db.SetMaxOpenConns(SQLPoolConns)
-	db.SetMaxIdleConns(SQLPoolConns)
-	db.SetConnMaxIdleTime(SQLConnIdle)
-	p.pools[conn.ID] = &dbPool{db: db, project: conn.Project, lastUsed: now, inUse: 1}
-	return db, p.release(conn.ID), nil
+	dc.db.SetMaxOpenConns(SQLPoolConns)
+	dc.db.SetMaxIdleConns(SQLPoolConns)
+	dc.db.SetConnMaxIdleTime(SQLConnIdle)
+	p.pools[conn.ID] = &dbPool{dbConn: dc, project: conn.Project, lastUsed: now, inUse: 1}
+	return dc, p.release(conn.ID), nil
 }
 
 func (p *dbPools) release(id string) func() {
@@ -182,7 +192,7 @@ func fenced(conn automation.Connection, host string) error {
 }
 
 // openDB opens (lazily: nothing is dialled yet) a pool for conn.
-func (e *Engine) openDB(conn automation.Connection, cfg *automation.DatabaseConfig) (*sql.DB, error) {
+func (e *Engine) openDB(conn automation.Connection, cfg *automation.DatabaseConfig) (dbConn, error) {
 	dial := guardedDialer(e.allowPrivate)
 	switch conn.Type {
 	case automation.ConnectionPostgres:
@@ -195,13 +205,13 @@ func (e *Engine) openDB(conn automation.Connection, cfg *automation.DatabaseConf
 		}
 		pc, err := pgx.ParseConfig(dsn)
 		if err != nil {
-			return nil, &stepError{msg: "connection " + conn.ID + ": the database URL is not valid"}
+			return dbConn{}, &stepError{msg: "connection " + conn.ID + ": the database URL is not valid"}
 		}
 		if len(pc.Fallbacks) > 0 {
-			return nil, &stepError{msg: "connection " + conn.ID + ": one database host only"}
+			return dbConn{}, &stepError{msg: "connection " + conn.ID + ": one database host only"}
 		}
 		if err := fenced(conn, pc.Host); err != nil {
-			return nil, err
+			return dbConn{}, err
 		}
 		pc.DialFunc = dial.DialContext
 		pc.ConnectTimeout = sqlDialTimeout
@@ -210,7 +220,7 @@ func (e *Engine) openDB(conn automation.Connection, cfg *automation.DatabaseConf
 		pc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 			return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
 		}
-		return stdlib.OpenDB(*pc), nil
+		return dbConn{db: stdlib.OpenDB(*pc), system: automation.OutboundPostgres, host: pc.Host, port: int(pc.Port)}, nil
 	case automation.ConnectionMySQL:
 		registerMySQL.Do(func() {
 			mysql.RegisterDialContext(mysqlGuarded, func(ctx context.Context, addr string) (net.Conn, error) {
@@ -224,7 +234,7 @@ func (e *Engine) openDB(conn automation.Connection, cfg *automation.DatabaseConf
 		if raw := cfg.URL.Reveal(); raw != "" {
 			u, err := url.Parse(raw)
 			if err != nil {
-				return nil, &stepError{msg: "connection " + conn.ID + ": the database URL is not valid"}
+				return dbConn{}, &stepError{msg: "connection " + conn.ID + ": the database URL is not valid"}
 			}
 			mc.User = u.User.Username()
 			mc.Passwd, _ = u.User.Password()
@@ -236,9 +246,9 @@ func (e *Engine) openDB(conn automation.Connection, cfg *automation.DatabaseConf
 			mc.Addr = net.JoinHostPort(cfg.Host, strconv.Itoa(cmpInt(cfg.Port, 3306)))
 			mc.TLSConfig = mysqlTLS(cfg.TLS)
 		}
-		host, _, _ := net.SplitHostPort(mc.Addr)
+		host, port, _ := net.SplitHostPort(mc.Addr)
 		if err := fenced(conn, host); err != nil {
-			return nil, err
+			return dbConn{}, err
 		}
 		mc.Net = mysqlGuarded
 		if e.allowPrivate {
@@ -250,11 +260,12 @@ func (e *Engine) openDB(conn automation.Connection, cfg *automation.DatabaseConf
 		mc.MultiStatements = false
 		c, err := mysql.NewConnector(mc)
 		if err != nil {
-			return nil, &stepError{msg: "connection " + conn.ID + ": " + err.Error()}
+			return dbConn{}, &stepError{msg: "connection " + conn.ID + ": " + err.Error()}
 		}
-		return sql.OpenDB(c), nil
+		n, _ := strconv.Atoi(port)
+		return dbConn{db: sql.OpenDB(c), system: automation.OutboundMySQL, host: host, port: n}, nil
 	}
-	return nil, &stepError{msg: fmt.Sprintf("connection %s (%s) is a %s connection; a SQL step needs POSTGRES or MYSQL", conn.ID, conn.Name, conn.Type)}
+	return dbConn{}, &stepError{msg: fmt.Sprintf("connection %s (%s) is a %s connection; a SQL step needs POSTGRES or MYSQL", conn.ID, conn.Name, conn.Type)}
 }
 
 func pgSSLMode(tls string) string {
@@ -290,7 +301,7 @@ func cmpStr(v, d string) string {
 }
 
 // sql runs a SQL step: output {"rows": [...], "rowCount", "columns"}.
-func (x *execution) sql(ctx context.Context, s automation.Step) (any, error) {
+func (x *execution) sql(ctx context.Context, s automation.Step) (_ any, err error) {
 	id, se := x.connectionID(s)
 	if se != nil {
 		return nil, se
@@ -330,7 +341,7 @@ func (x *execution) sql(ctx context.Context, s automation.Step) (any, error) {
 	if maxRows <= 0 {
 		maxRows = flowdef.DefaultSQLMaxRows
 	}
-	db, release, err := x.e.pool(conn, v.Database)
+	dc, release, err := x.e.pool(conn, v.Database)
 	if err != nil {
 		var se *stepError
 		if errors.As(err, &se) {
@@ -340,19 +351,23 @@ func (x *execution) sql(ctx context.Context, s automation.Step) (any, error) {
 		return nil, masked(err.Error(), true)
 	}
 	defer release()
+	// The statement's span ends with the step: it covers the rows' reading
+	// too, and records only the kind of a failure.
+	endSpan := x.startOutbound(ctx, dc.system, dc.host, dc.port)
+	defer func() { endSpan(err) }()
 
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	q := s.Query.SQL
 	if !returnsRows(q) {
-		res, err := db.ExecContext(qctx, q, args...)
+		res, err := dc.db.ExecContext(qctx, q, args...)
 		if err != nil {
 			return nil, x.sqlError(ctx, qctx, err, timeout, masked)
 		}
 		n, _ := res.RowsAffected()
 		return map[string]any{"rows": []any{}, "rowCount": n, "columns": []any{}}, nil
 	}
-	rows, err := db.QueryContext(qctx, q, args...)
+	rows, err := dc.db.QueryContext(qctx, q, args...)
 	if err != nil {
 		return nil, x.sqlError(ctx, qctx, err, timeout, masked)
 	}

@@ -82,3 +82,22 @@ func (x *execution) endStep(end func(automation.StepResult), sr *automation.Step
 	x.locked(func() { res = *sr })
 	end(res)
 }
+
+// startOutbound starts the span of a step's exchange with a database or a
+// mail server (automation.Tracer.StartOutbound); with tracing off, end
+// does nothing.
+func (x *execution) startOutbound(ctx context.Context, system, host string, port int) (end func(error)) {
+	if x.e.tracer == nil {
+		return func(error) {}
+	}
+	return x.e.tracer.StartOutbound(ctx, system, host, port)
+}
+
+// callTrace is the trace context a CALL_FLOW child keeps: the calling
+// step's span (ctx's). nil with tracing off.
+func (x *execution) callTrace(ctx context.Context) *automation.RunTrace {
+	if x.e.tracer == nil {
+		return nil
+	}
+	return x.e.tracer.Propagate(ctx)
+}

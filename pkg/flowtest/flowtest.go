@@ -7,6 +7,7 @@ package flowtest
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"flowservice/pkg/apps"
 	"log/slog"
@@ -57,6 +58,9 @@ type Options struct {
 	// RateBuckets counts the rate quotas as instances sharing a store do
 	// (automation.Config.RateBuckets); nil: in memory.
 	RateBuckets automation.RateBuckets
+	// RootCAs are what EMAIL steps trust (an SMTP test server's pool);
+	// nil: the system's.
+	RootCAs *x509.CertPool
 	// Dir is the data directory to build on, for a test that reopens one
 	// (read-only, say); the caller closes it. nil: a fresh one in
 	// t.TempDir(), closed when the test ends.
@@ -123,7 +127,8 @@ func New(t testing.TB, opts Options) *Env {
 		opts.WorkflowURL = "http://workflow.test"
 	}
 	if opts.OAuth == nil {
-		opts.OAuth = oauth.New(engine.GuardedTransport(true))
+		// As flowd wires it: traced when the test traces.
+		opts.OAuth = oauth.New(engine.TraceTransport(opts.Tracer, engine.GuardedTransport(true)))
 	}
 	svc, err := automation.NewService(automation.Config{
 		Store: store, Secrets: dir.Secrets, Checker: engine.Checker{}, CodeChecker: jscode.Checker{}, Polls: dir.Store,
@@ -140,7 +145,7 @@ func New(t testing.TB, opts Options) *Env {
 			// The engine reads the same clock as the Service, so that a
 			// test moves a WAIT's time on instead of sleeping through it.
 			NewExecutor: func(env automation.ExecEnv) automation.Executor {
-				return engine.New(engine.Config{Env: env, AllowPrivateNetworks: true, Clock: opts.Clock})
+				return engine.New(engine.Config{Env: env, AllowPrivateNetworks: true, Clock: opts.Clock, RootCAs: opts.RootCAs})
 			},
 		},
 	})

@@ -236,13 +236,7 @@ func (t *Tracer) StartRequest(ctx context.Context, method, host string, set func
 	return func(status int, err error) {
 		switch {
 		case err != nil:
-			kind := "error"
-			if errors.Is(err, context.DeadlineExceeded) {
-				kind = "timeout"
-			} else if errors.Is(err, context.Canceled) {
-				kind = "canceled"
-			}
-			span.SetAttributes(semconv.ErrorTypeKey.String(kind))
+			span.SetAttributes(semconv.ErrorTypeKey.String(errorKind(err)))
 			span.SetStatus(codes.Error, "")
 		case status >= 400:
 			span.SetAttributes(semconv.HTTPResponseStatusCode(status), semconv.ErrorTypeKey.String(strconv.Itoa(status)))
@@ -252,6 +246,51 @@ func (t *Tracer) StartRequest(ctx context.Context, method, host string, set func
 		}
 		span.End()
 	}
+}
+
+// StartOutbound starts the span of a SQL statement or an SMTP send under
+// ctx's span. Its name is the system; it records the server's host and
+// port and, of a failure, only its kind: a database's or a mail server's
+// error text may quote a value or an address.
+func (t *Tracer) StartOutbound(ctx context.Context, system, host string, port int) func(error) {
+	attrs := []attribute.KeyValue{semconv.ServerAddress(host)}
+	if port > 0 {
+		attrs = append(attrs, semconv.ServerPort(port))
+	}
+	if system == automation.OutboundSMTP {
+		attrs = append(attrs, semconv.NetworkProtocolName(system))
+	} else {
+		attrs = append(attrs, semconv.DBSystemNameKey.String(system))
+	}
+	_, span := t.tr.Start(ctx, system, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return func(err error) {
+		if err != nil {
+			span.SetAttributes(semconv.ErrorTypeKey.String(errorKind(err)))
+			span.SetStatus(codes.Error, "")
+		}
+		span.End()
+	}
+}
+
+// Propagate is ctx's span as the W3C trace context a run keeps.
+func (t *Tracer) Propagate(ctx context.Context) *automation.RunTrace {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	out := propagation.MapCarrier{}
+	w3c.Inject(ctx, out)
+	return &automation.RunTrace{Parent: out["traceparent"], State: out["tracestate"]}
+}
+
+// errorKind is what a span says of a failure: never its text.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "error"
 }
 
 // setter is a propagation carrier that only writes, through set.

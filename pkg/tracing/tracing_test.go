@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,10 +24,13 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"flowservice/internal/dbtest"
+	"flowservice/internal/smtptest"
 	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowtest"
 	"flowservice/pkg/httpapi"
+	"flowservice/pkg/oauth/oauthtest"
 	"flowservice/pkg/tracing"
 )
 
@@ -512,5 +516,220 @@ func TestCollectorDownBlocksNoRun(t *testing.T) {
 	defer cancel()
 	if err := tr.Flush(ctx); err == nil {
 		t.Errorf("Flush to a collector that never answers succeeded")
+	}
+}
+
+// runSpan returns the exported span of run id.
+func (c *collector) runSpan(t *testing.T, id string) *tracepb.Span {
+	t.Helper()
+	for _, s := range c.named("run") {
+		if v := attr(s, "flow.run.id"); v != nil && v.GetStringValue() == id {
+			return s
+		}
+	}
+	t.Fatalf("no run span for %s (all: %v)", id, c.names())
+	return nil
+}
+
+// childOf reports whether s is a child of parent, in its trace.
+func childOf(s, parent *tracepb.Span) bool {
+	return bytes.Equal(s.TraceId, parent.TraceId) && bytes.Equal(s.ParentSpanId, parent.SpanId)
+}
+
+// TestCallFlowChildUnderCallingStep: the run a CALL_FLOW step starts, with
+// and without waiting for it, is a child of the calling step's span, in
+// the caller's trace, and the child's steps are children of its run span;
+// the trace context travels with the child run (stored), not in memory.
+func TestCallFlowChildUnderCallingStep(t *testing.T) {
+	col := newCollector(t)
+	tr := newTracer(t, col)
+	e := flowtest.New(t, flowtest.Options{Tracer: tr.Port()})
+	ctx := context.Background()
+	p, _ := e.Project(t, "calls", automation.PlanEnterprise)
+	child := e.ActiveFlow(t, p, "child", automation.Step{Name: "inner", Type: automation.StepSet, Values: json.RawMessage(`{"a": 1}`)})
+	no := false
+	parent := e.ActiveFlow(t, p, "parent",
+		automation.Step{Name: "fire", Type: automation.StepCallFlow, FlowID: child.ID, Wait: &no},
+		automation.Step{Name: "await", Type: automation.StepCallFlow, FlowID: child.ID})
+	r, err := e.Svc.StartRun(ctx, parent, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{}`),
+		Headers: map[string]string{"traceparent": callerTP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, _ := e.Svc.ExecuteRun(ctx, p.ID, r.ID)
+	if at.Outcome != automation.OutcomeRetry {
+		t.Fatalf("first attempt = %v, want the caller parked by its waiting call", at.Outcome)
+	}
+	fired, awaited := automation.CallRunID(r.ID, "fire", child.ID), automation.CallRunID(r.ID, "await", child.ID)
+	for _, id := range []string{fired, awaited} {
+		kid, err := e.Store.Run(ctx, p.ID, child.ID, id) // as stored: API answers omit the trace
+		if err != nil {
+			t.Fatalf("child %s: %v", id, err)
+		}
+		if kid.Trace == nil || !strings.HasPrefix(kid.Trace.Parent, "00-"+callerTrace+"-") {
+			t.Errorf("child %s keeps trace %+v, want the caller's trace", id, kid.Trace)
+		}
+		if at, err := e.Svc.ExecuteRun(ctx, p.ID, id); err != nil || at.Run.Status != automation.RunSucceeded {
+			t.Fatalf("child %s = %s %v", id, at.Run.Status, err)
+		}
+	}
+	if at, err := e.Svc.ExecuteRun(ctx, p.ID, r.ID); err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("caller resumed = %s %v", at.Run.Status, err)
+	}
+	if err := tr.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	caller := col.runSpan(t, r.ID)
+	fire := col.one(t, "step fire")
+	var firstAwait *tracepb.Span
+	for _, s := range col.named("step await") {
+		if v := attr(s, "flow.run.attempt"); v != nil && v.GetIntValue() == 1 {
+			firstAwait = s
+		}
+	}
+	if firstAwait == nil || !childOf(fire, caller) || !childOf(firstAwait, caller) {
+		t.Fatalf("the calling steps' spans are not the caller run's children: %v", col.names())
+	}
+	for _, c := range []struct {
+		id   string
+		step *tracepb.Span
+	}{{fired, fire}, {awaited, firstAwait}} {
+		run := col.runSpan(t, c.id)
+		if !childOf(run, c.step) {
+			t.Errorf("child run %s: span under %x in trace %x, want under the step %q (%x) in the caller's trace %s",
+				c.id, run.ParentSpanId, run.TraceId, c.step.Name, c.step.SpanId, callerTrace)
+		}
+	}
+	inner := col.named("step inner")
+	if len(inner) != 2 {
+		t.Fatalf("%d spans of the child's step, want 2", len(inner))
+	}
+	for _, s := range inner {
+		if !childOf(s, col.runSpan(t, fired)) && !childOf(s, col.runSpan(t, awaited)) {
+			t.Errorf("child step span under %x, want under a child run's span", s.ParentSpanId)
+		}
+	}
+}
+
+// TestTokenSQLAndMailSpans: an OAuth2 refresh made for an HTTP step, a SQL
+// statement and an SMTP send are each a client span under their step's
+// span; the token request carries the trace on; what is recorded of them
+// is the server's host (and port, and system), and no credential, no
+// token, no parameter's value, no recipient appears in anything exported.
+func TestTokenSQLAndMailSpans(t *testing.T) {
+	pgPort := dbtest.StartPostgres(t)
+	mail := smtptest.Start(t, true)
+	idp := oauthtest.Start(oauthtest.Options{RedirectBase: "http://127.0.0.1:9", AccessTokenExp: time.Second})
+	t.Cleanup(idp.Close)
+	col := newCollector(t)
+	tr := newTracer(t, col)
+	e := flowtest.New(t, flowtest.Options{Tracer: tr.Port(), RootCAs: mail.Pool})
+	ctx := context.Background()
+	p, _ := e.Project(t, "outbound", automation.PlanEnterprise)
+
+	// An OAuth2 connection whose access token lives a second: every use
+	// refreshes it (the refresh margin is longer).
+	if _, err := e.Svc.AddOAuthApp(ctx, automation.OAuthAppInput{Name: "idp", ClientID: oauthtest.ClientID,
+		ClientSecret: oauthtest.ClientSecret, AuthorizeURL: idp.AuthorizeURL, TokenURL: idp.TokenURL, Scopes: []string{"read"}}); err != nil {
+		t.Fatal(err)
+	}
+	const redirect = "http://127.0.0.1:9/ui/oauth/callback"
+	start, err := e.Svc.StartOAuth(ctx, "idp", redirect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := idp.Consent(start.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc, err := e.Svc.CompleteOAuth(ctx, p, automation.OAuthCompletion{App: "idp", RedirectURL: redirect,
+		Code: back.Query().Get("code"), Verifier: start.Verifier})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchanges := idp.TokenRequests()
+
+	const dbPass, param = "db-pass-5e1f9a7c", "param-value-8c2d4b6a"
+	if _, err := e.Svc.CreateConnection(ctx, p, automation.ConnectionInput{Name: "db", App: "postgres", Type: automation.ConnectionPostgres,
+		Value: json.RawMessage(fmt.Sprintf(`{"host": "127.0.0.1", "port": %d, "database": "postgres", "username": "postgres", "password": %q, "tls": "disable"}`, pgPort, dbPass))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.CreateConnection(ctx, p, automation.ConnectionInput{Name: "mail", App: "smtp", Type: automation.ConnectionSMTP,
+		Value: json.RawMessage(fmt.Sprintf(`{"host": "127.0.0.1", "port": %d, "username": %q, "password": %q, "from": "flows@example.com"}`,
+			mail.Port, smtptest.User, smtptest.Password))}); err != nil {
+		t.Fatal(err)
+	}
+	const rcpt = "rcpt-3f7a@example.com"
+	f := e.ActiveFlow(t, p, "outbound",
+		automation.Step{Name: "me", Type: automation.StepHTTP, Method: "GET", URL: idp.ResourceURL, ConnectionID: oc.ID},
+		automation.Step{Name: "q", Type: automation.StepSQL, Connection: "db", Query: automation.Query{SQL: "select upper($1) as v"},
+			Params: json.RawMessage(`["{{ trigger.body.param }}"]`)},
+		automation.Step{Name: "mail", Type: automation.StepEmail, Connection: "mail", To: []string{"{{ trigger.body.to }}"},
+			Subject: "Hi", Text: "{{ steps.q.rows[0].v }}"})
+	r, err := e.Svc.StartRun(ctx, f, automation.TriggerData{Method: "POST",
+		Body: json.RawMessage(fmt.Sprintf(`{"param": %q, "to": %q}`, param, rcpt)), Headers: map[string]string{"traceparent": callerTP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := e.Svc.ExecuteRun(ctx, p.ID, r.ID)
+	if err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("run = %s %v: %s", at.Run.Status, err, at.Run.Error)
+	}
+	if msgs := mail.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0].Data, strings.ToUpper(param)) {
+		t.Fatalf("mail server got %d messages, want 1 with the statement's answer", len(msgs))
+	}
+	if err := tr.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The refresh: a POST to the token endpoint under "step me", before
+	// the GET of the resource, and the endpoint saw its span as parent.
+	me := col.one(t, "step me")
+	var token *tracepb.Span
+	for _, s := range col.named("POST") {
+		if childOf(s, me) {
+			token = s
+		}
+	}
+	if token == nil {
+		t.Fatalf("no POST span under the step that refreshed its token (all: %v)", col.names())
+	}
+	if token.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Errorf("token span kind = %v", token.Kind)
+	}
+	wantAttr(t, token, "server.address", "127.0.0.1")
+	wantAttr(t, token, "http.response.status_code", "200")
+	tps := idp.TokenTraceparents()
+	if len(tps) <= exchanges {
+		t.Fatalf("the token endpoint served %d requests, %d before the run: no refresh", len(tps), exchanges)
+	}
+	if want := "00-" + callerTrace + "-" + hex.EncodeToString(token.SpanId) + "-01"; tps[len(tps)-1] != want {
+		t.Errorf("the refresh carried traceparent %q, want %q", tps[len(tps)-1], want)
+	}
+
+	for _, c := range []struct{ step, span, system, port string }{
+		{"step q", "postgresql", "db.system.name", strconv.Itoa(pgPort)},
+		{"step mail", "smtp", "network.protocol.name", strconv.Itoa(mail.Port)},
+	} {
+		st := col.one(t, c.step)
+		sp := col.one(t, c.span)
+		if !childOf(sp, st) || sp.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+			t.Errorf("%s span: kind %v under %x, want a client span under %q (%x)", c.span, sp.Kind, sp.ParentSpanId, c.step, st.SpanId)
+		}
+		wantAttr(t, sp, c.system, c.span)
+		wantAttr(t, sp, "server.address", "127.0.0.1")
+		wantAttr(t, sp, "server.port", c.port)
+		if sp.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+			t.Errorf("%s span status = %v", c.span, sp.Status)
+		}
+	}
+
+	secrets := []string{oauthtest.ClientSecret, dbPass, smtptest.Password, param, strings.ToUpper(param), rcpt}
+	for _, rt := range idp.IssuedRefreshTokens() {
+		secrets = append(secrets, rt)
+	}
+	if leaked := col.leaks(secrets...); len(leaked) > 0 {
+		t.Errorf("exported spans hold %q", leaked)
 	}
 }

@@ -43,6 +43,7 @@ type Server struct {
 	refresh  []string // refresh tokens issued, for Revoke
 	failWith int      // status the token endpoint answers with, 0 for none
 	tokens   int      // token endpoint requests served
+	traces   []string // the traceparent of each token request, "" for none
 }
 
 // Options shape a Server.
@@ -107,6 +108,7 @@ func Start(opts Options) *Server {
 	mux.HandleFunc("/token", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.tokens++
+		s.traces = append(s.traces, r.Header.Get("traceparent"))
 		fail := s.failWith
 		s.mu.Unlock()
 		if fail != 0 {
@@ -166,6 +168,22 @@ func (s *Server) TokenRequests() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tokens
+}
+
+// IssuedRefreshTokens are the refresh tokens the server has issued, for
+// tests that look for them where they must not be.
+func (s *Server) IssuedRefreshTokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.refresh...)
+}
+
+// TokenTraceparents is the traceparent header of each token request
+// served, in order ("" where there was none).
+func (s *Server) TokenTraceparents() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.traces...)
 }
 
 // Consent does what a user who allows access does with an authorization
