@@ -220,7 +220,7 @@ var stepForms = []formSpec{
 			{Key: "headers", Label: "Headers", Kind: kindKeyValue},
 		}},
 	{Type: string(automation.StepApproval), Name: "approve", Label: "Ask for approval", Group: "people",
-		New: map[string]any{"title": "Approve?", "approvals": 1, "timeout": "72h"},
+		New:    map[string]any{"title": "Approve?", "approvals": 1, "timeout": "72h"},
 		Fields: approvalFields(),
 		Output: []string{"decision", "values", "decisions"}},
 	{Type: string(automation.StepAction), Name: "action", Label: "App action", Group: "apps", Testable: true,
