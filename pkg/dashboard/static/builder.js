@@ -259,7 +259,15 @@
     }) : [];
   }
   function connections() { return options("connection-ids"); }
-  function waitMode(s) { return s["for"] === "callback" ? "callback" : s.until != null ? "until" : "duration"; }
+  // A WAIT's mode is read from its fields; the one just picked is kept
+  // while its field is still empty.
+  var picked = typeof WeakMap === "function" ? new WeakMap() : null;
+  function waitMode(s) {
+    if (s["for"] === "callback") return "callback";
+    if (s.until != null) return "until";
+    if (s.duration == null && picked && picked.get(s)) return picked.get(s);
+    return "duration";
+  }
   function removeButton(label, fn) {
     var b = el("button", { type: "button", "class": "bp-tool danger", "aria-label": label, text: "✕" });
     b.addEventListener("click", fn);
@@ -597,6 +605,7 @@
           // Each mode has its own fields: the others' go.
           ["duration", "until", "for", "timeout", "notify"].forEach(function (k) { delete obj[k]; });
           if (input.value === "callback") obj["for"] = "callback";
+          if (picked) picked.set(obj, input.value);
           onChange(); drawPicture(); drawPanel();
         });
         break;
