@@ -358,6 +358,75 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("the project page", chromedp.Navigate(p.base+"/ui/project"), chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "Project")]`)))
 	snap("project")
 
+	// A run waiting on an APPROVAL: its page says so and links to the
+	// approvals inbox, where it is approved with its form; the run goes on.
+	refunds := createEnabled(t, p, key, `{"name": "Refunds", "engine": "FLOW_BUILDER", "steps": [
+		{"name": "approve", "type": "APPROVAL", "title": "Refund {{ trigger.body.amount }} to {{ trigger.body.name }}?",
+		 "approvers": {"roles": ["admin", "operator"]},
+		 "form": {"type": "object", "required": ["amount"], "properties": {"amount": {"type": "number", "description": "At most 500"},
+		   "reason": {"enum": ["damaged", "late", "other"]}, "note": {"type": "string"}}}},
+		{"name": "after", "type": "SET", "values": {"decision": "{{ steps.approve.decision }}", "amount": "{{ steps.approve.values.amount }}"}}]}`)
+	parked := trigger(t, p, refunds, `{"amount": 120, "name": "Ada"}`)
+	waitFor(t, "the run to wait for its approval", func() bool {
+		var r struct{ WaitingFor string }
+		api(t, p, key, "GET", "/api/v1/flows/"+refunds+"/runs/"+parked, "", 200, &r)
+		return r.WaitingFor == "APPROVAL"
+	})
+	do("the run waiting on an approval", chromedp.Navigate(p.base+"/ui/flows/"+refunds+"/runs/"+parked),
+		chromedp.WaitVisible(chromedp.ID("pending-approval")))
+	wantText("#pending-approval", "Waiting for approval:", "Refund 120 to Ada?")
+	snap("run-approval")
+	do("to the inbox", chromedp.Click(chromedp.Search(`//a[contains(., "Decide in the approvals inbox")]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section.approval-item[data-run="`+parked+`"]`)))
+	wantText("main", "Refund 120 to Ada?", "Refunds", "0 of 1 approval", "At most 500")
+	snap("approvals")
+	do("approve it", chromedp.SendKeys(chromedp.CSS(`section.approval-item input[name="amount"]`), "120"),
+		chromedp.SetValue(chromedp.CSS(`section.approval-item select[name="reason"]`), "late"),
+		chromedp.Click(chromedp.Search(`//section[contains(@class, "approval-item")]//button[text()="Approve"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Approved: the run goes on")]`)))
+	wantText("main", "No approval is waiting.")
+	var done struct {
+		Status string
+		Steps  []struct {
+			Name   string
+			Output map[string]any
+		}
+	}
+	waitFor(t, "the approved run to go on to its end", func() bool {
+		api(t, p, key, "GET", "/api/v1/flows/"+refunds+"/runs/"+parked, "", 200, &done)
+		return done.Status != "RUNNING"
+	})
+	if done.Status != "SUCCEEDED" || len(done.Steps) != 2 || done.Steps[1].Output["decision"] != "approved" || fmt.Sprint(done.Steps[1].Output["amount"]) != "120" {
+		t.Errorf("the approved run: %+v, want SUCCEEDED with the decision approved and the amount 120", done)
+	}
+	var decided struct {
+		Data []struct {
+			RunID     string
+			Decisions []struct{ Via, Decision string }
+		}
+	}
+	api(t, p, key, "GET", "/api/v1/approvals?status=DECIDED", "", 200, &decided)
+	if len(decided.Data) != 1 || decided.Data[0].RunID != parked || len(decided.Data[0].Decisions) != 1 || decided.Data[0].Decisions[0].Via != "dashboard" {
+		t.Errorf("decided approvals: %+v, want the run's, approved via dashboard", decided.Data)
+	}
+
+	// The newer steps' forms in the editor: APPROVAL's, and ACTION's with
+	// its app, action and inputs.
+	api(t, p, key, "POST", "/api/v1/connections", `{"name": "GitHub bot", "app": "github", "type": "API_KEY", "value": {"apiKey": "ghp_test"}}`, 201, nil)
+	var issues struct{ ID string }
+	api(t, p, key, "POST", "/api/v1/flows", `{"name": "Alerts to issues", "engine": "FLOW_BUILDER", "steps": [
+		{"name": "issue", "type": "ACTION", "action": "github.create_issue", "connection": "GitHub bot",
+		 "input": {"owner": "acme", "repo": "web", "title": "{{ trigger.body.alert }}", "labels": ["ops"]}}]}`, 201, &issues)
+	box := func(path string) chromedp.Action[chromedp.Void] {
+		return chromedp.Click(chromedp.CSS(`#builder-picture button.bp-box[data-path='` + path + `']`))
+	}
+	do("the APPROVAL form", chromedp.Navigate(p.base+"/ui/flows/"+refunds+"/edit"), chromedp.WaitVisible(chromedp.CSS(`#builder[data-ready="true"]`)),
+		box(`["steps",0]`), chromedp.WaitVisible(chromedp.CSS(`#builder-panel .fb-row`)))
+	snap("editor-approval")
+	do("the ACTION form", chromedp.Navigate(p.base+"/ui/flows/"+issues.ID+"/edit"), chromedp.WaitVisible(chromedp.CSS(`#builder[data-ready="true"]`)),
+		box(`["steps",0]`), chromedp.WaitVisible(chromedp.CSS(`#builder-panel [data-input="title"] input`)))
+	snap("editor-action")
+
 	// Delete the API key connection after its confirmation page.
 	do("delete a connection", chromedp.Navigate(p.base+"/ui/connections"),
 		chromedp.Click(chromedp.Search(`//tr[contains(., "Chat bot")]//a[contains(., "Delete")]`)),

@@ -59,6 +59,9 @@ var pagePermissions = map[string]automation.Permission{
 	"POST /ui/keys/{keyId}/revoke":                automation.PermAdmin,
 	"GET /ui/flows/{flowId}/runs/{runId}/cancel":  automation.PermOperate,
 	"POST /ui/flows/{flowId}/runs/{runId}/cancel": automation.PermOperate,
+	// The approvals inbox (approvals.go): shown to those who may decide.
+	"GET /ui/approvals":                 automation.PermOperate,
+	"POST /ui/approvals/{runId}/{step}": automation.PermOperate,
 }
 
 // pageAudit is the audit action of each dashboard form that changes
@@ -92,6 +95,7 @@ var pageAudit = map[string]struct{ action, resource, idParam string }{
 	"POST /ui/keys":                               {"key.create", "key", ""},
 	"POST /ui/keys/{keyId}/revoke":                {"key.revoke", "key", "keyId"},
 	"POST /ui/flows/{flowId}/runs/{runId}/cancel": {"run.cancel", "run", "runId"},
+	"POST /ui/approvals/{runId}/{step}":           {"approval.decide", "run", "runId"},
 }
 
 // pagePermission is what the route with pattern needs.

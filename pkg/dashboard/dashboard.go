@@ -186,9 +186,10 @@ func (d *Dashboard) routes() {
 
 	// Variables and flow export (variables.go).
 	d.environmentRoutes()
-	d.projectRoutes() // project.go
-	d.peopleRoutes()  // people.go
-	d.keyRoutes()     // keys.go
+	d.projectRoutes()  // project.go
+	d.peopleRoutes()   // people.go
+	d.keyRoutes()      // keys.go
+	d.approvalRoutes() // approvals.go
 
 	d.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: "There is no such page."})

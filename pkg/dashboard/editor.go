@@ -41,6 +41,8 @@ type editorData struct {
 	Forms string
 	// ExpressionsJSON is Expressions as JSON, for the field picker.
 	ExpressionsJSON string
+	// Apps is the app catalog as ACTION's form reads it (appsJSON).
+	Apps string
 	// Starts and Gallery are offered by "New flow" (gallery.go); Start is
 	// the start chosen.
 	Starts  []flowStart
@@ -253,6 +255,7 @@ func (d *Dashboard) renderEditor(w http.ResponseWriter, r *http.Request, status 
 		data.Starts, data.Gallery = flowStarts, gallery
 	}
 	data.Forms = formsJSON()
+	data.Apps = appsJSON(d.svc.ListApps())
 	if b, err := json.Marshal(data.Expressions); err == nil && data.Expressions != nil {
 		data.ExpressionsJSON = string(b)
 	} else {

@@ -2,9 +2,12 @@ package dashboard
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
+	"strings"
 
 	"flowservice/pkg/automation"
+	"flowservice/pkg/flowdef"
 )
 
 // The editor's forms are data: one entry per trigger and step type says
@@ -29,6 +32,16 @@ const (
 	kindSteps      = "steps"      // nested steps, edited in the picture
 	kindConnection = "connection" // a connection of the project, by ID
 	kindFlow       = "flow"       // a flow of the project, by ID
+	// Kinds of the newer step types: every one edits JSON the user never
+	// types.
+	kindConnName  = "connection-name" // a connection by name, of one of the types in Options
+	kindAppAction = "app-action"      // ACTION: app, action, connection and one input per schema property
+	kindChecks    = "checkboxes"      // a list of strings, each one of Options
+	kindFormBuild = "form-schema"     // APPROVAL's form: a list of fields written as a JSON Schema
+	kindValues    = "values"          // a list of values: a string is a template, anything else JSON
+	kindTools     = "tools"           // AI's tools: a flow of the project, or an MCP connection's tool
+	kindDecimal   = "decimal"         // a number with a fraction (temperature)
+	kindMode      = "mode"            // WAIT: what it waits for; fields with Mode show in one mode
 )
 
 // formField is one field of a form. Key is its path in the step or
@@ -42,6 +55,11 @@ type formField struct {
 	// Engine limits the field to flows of one engine (a workflow builder
 	// webhook's path and response mode).
 	Engine string `json:"engine,omitempty"`
+	// Mode shows the field only while the step's mode (a kindMode field)
+	// is this one: a WAIT's duration, until or callback.
+	Mode string `json:"mode,omitempty"`
+	// Required marks a field the step needs.
+	Required bool `json:"required,omitempty"`
 }
 
 // formSpec is the form of one trigger or step type.
@@ -63,6 +81,9 @@ type formSpec struct {
 	// changes the flow's state or starts another run is tried with a test
 	// event instead.
 	Testable bool `json:"testable"`
+	// Hidden keeps the type out of the palette while the flow language
+	// lacks it; a step of that type still opens its form.
+	Hidden bool `json:"hidden,omitempty"`
 }
 
 // paletteGroup is a heading of the palette.
@@ -176,11 +197,12 @@ var stepForms = []formSpec{
 		}},
 	{Type: string(automation.StepWait), Name: "wait", Label: "Wait", Group: "flow",
 		New: map[string]any{"duration": "10m"}, Fields: []formField{
-			{Key: "duration", Label: "Duration", Kind: kindText, Help: "Such as 10m; at most 720h (30 days)."},
-			{Key: "until", Label: "Until", Kind: kindExpression, Help: "Instead of a duration: an RFC 3339 time, at most 30 days away."},
-			{Key: "for", Label: "Wait for", Kind: kindSelect, Options: []string{"", "callback"}, Help: "callback: the first POST to wait.callbackUrl resumes the run."},
-			{Key: "timeout", Label: "Callback time limit", Kind: kindText, Help: "With a callback: 1m to 720h (7 days by default)."},
-			{Key: "notify", Label: "Notify steps", Kind: kindSteps, Help: "With a callback: run when the wait begins, wait.callbackUrl in scope."},
+			{Key: "for", Label: "Wait for", Kind: kindMode, Options: []string{"duration", "until", "callback"},
+				Help: "A duration, a time (until), or a callback: the first POST to wait.callbackUrl resumes the run."},
+			{Key: "duration", Label: "Duration", Kind: kindText, Mode: "duration", Required: true, Help: "Such as 10m; at most 720h (30 days)."},
+			{Key: "until", Label: "Until", Kind: kindExpression, Mode: "until", Required: true, Help: "An expression giving an RFC 3339 time, at most 30 days away."},
+			{Key: "timeout", Label: "Callback time limit", Kind: kindText, Mode: "callback", Help: "1m to 720h (7 days by default); then the output is {timedOut: true}."},
+			{Key: "notify", Label: "Notify steps", Kind: kindSteps, Mode: "callback", Help: "Run when the wait begins, wait.callbackUrl in scope: add them in the notify frame of the picture."},
 		}},
 	{Type: string(automation.StepCallFlow), Name: "subflow", Label: "Call a flow", Group: "flow",
 		New: map[string]any{"flowId": "", "input": map[string]any{}, "wait": true},
@@ -198,30 +220,22 @@ var stepForms = []formSpec{
 			{Key: "headers", Label: "Headers", Kind: kindKeyValue},
 		}},
 	{Type: string(automation.StepApproval), Name: "approve", Label: "Ask for approval", Group: "people",
-		New: map[string]any{"title": "Approve?", "approvals": 1, "timeout": "72h"},
-		Fields: []formField{
-			{Key: "title", Label: "Question", Kind: kindTemplate, Help: "What the deciders are asked, e.g. Refund {{ trigger.body.amount }}?"},
-			{Key: "approvals", Label: "Approvals needed", Kind: kindNumber, Help: "1 to 10 distinct deciders; one rejection decides."},
-			{Key: "approvers.roles", Label: "Roles that may decide", Kind: kindList, Help: "admin, editor or operator; a link counts as one decider."},
-			{Key: "timeout", Label: "Time limit", Kind: kindText, Help: "1m to 720h (7 days by default); then the decision is timeout."},
-			{Key: "form", Label: "Form (JSON Schema)", Kind: kindJSON, Help: "An object of string, number, integer, boolean or enum fields."},
-			{Key: "notify", Label: "Notify steps", Kind: kindSteps, Help: "Run when the wait begins, with approval.url, approveUrl, rejectUrl and expiresAt in scope."},
-		},
+		New:    map[string]any{"title": "Approve?", "approvals": 1, "timeout": "72h"},
+		Fields: approvalFields(),
 		Output: []string{"decision", "values", "decisions"}},
 	{Type: string(automation.StepAction), Name: "action", Label: "App action", Group: "apps", Testable: true,
 		New: map[string]any{"action": "slack.post_message", "input": map[string]any{"channel": "#general", "text": "Hello"}},
 		Fields: append([]formField{
-			{Key: "action", Label: "Action", Kind: kindText, Help: "An action of the app catalog, such as slack.post_message (GET /api/v1/apps lists them)."},
-			{Key: "connection", Label: "Connection (name)", Kind: kindText},
-			{Key: "input", Label: "Input", Kind: kindJSON, Help: "The action's fields; every string may be a template."},
+			{Key: "action", Label: "App", Kind: kindAppAction, Required: true, Help: "An app of the catalog, then one of its actions; its input is one field per property."},
+			{Key: "timeoutMs", Label: "Timeout (ms)", Kind: kindNumber},
 			{Key: "continueOnFail", Label: "Go on when it fails", Kind: kindBool},
 		}, retryField...)},
 	{Type: string(automation.StepSQL), Name: "query", Label: "SQL query", Group: "data", Testable: true,
 		New: map[string]any{"connection": "db", "query": "select 1", "maxRows": 1000},
 		Fields: append([]formField{
-			{Key: "connection", Label: "Connection (name)", Kind: kindText, Help: "A POSTGRES or MYSQL connection."},
-			{Key: "query", Label: "Query", Kind: kindJSONText, Help: "$1, $2 (PostgreSQL) or ? (MySQL); values go in Parameters, never {{ }} here."},
-			{Key: "params", Label: "Parameters", Kind: kindJSON, Help: "A list of values or templates, in placeholder order."},
+			{Key: "connection", Label: "Connection", Kind: kindConnName, Options: []string{string(automation.ConnectionPostgres), string(automation.ConnectionMySQL)}, Required: true, Help: "A POSTGRES or MYSQL connection of the project."},
+			{Key: "query", Label: "Query", Kind: kindJSONText, Required: true, Help: "$1, $2 (PostgreSQL) or ? (MySQL); values go in Parameters, never {{ }} here."},
+			{Key: "params", Label: "Parameters", Kind: kindValues, Help: "One value a line, in placeholder order: text or {{ templates }}."},
 			{Key: "maxRows", Label: "Max rows", Kind: kindNumber, Help: "1 to 10,000 (1,000 by default); the step fails past it."},
 			{Key: "timeout", Label: "Time limit", Kind: kindText, Help: "10s by default, at most 60s."},
 		}, retryField...),
@@ -229,32 +243,85 @@ var stepForms = []formSpec{
 	{Type: string(automation.StepEmail), Name: "mail", Label: "Send email", Group: "apps",
 		New: map[string]any{"connection": "mail", "to": []any{"ada@example.com"}, "subject": "Hello", "text": "Hello"},
 		Fields: []formField{
-			{Key: "connection", Label: "Connection (name)", Kind: kindText, Help: "An SMTP connection."},
-			{Key: "to", Label: "To", Kind: kindList},
+			{Key: "connection", Label: "Connection", Kind: kindConnName, Options: []string{string(automation.ConnectionSMTP)}, Required: true, Help: "An SMTP connection of the project."},
+			{Key: "to", Label: "To", Kind: kindList, Required: true, Help: "One address (or template) a line; 1 to 50 with Cc."},
 			{Key: "cc", Label: "Cc", Kind: kindList},
-			{Key: "replyTo", Label: "Reply to", Kind: kindText},
-			{Key: "subject", Label: "Subject", Kind: kindTemplate},
-			{Key: "text", Label: "Text", Kind: kindJSONText},
+			{Key: "replyTo", Label: "Reply to", Kind: kindTemplate},
+			{Key: "subject", Label: "Subject", Kind: kindTemplate, Required: true},
+			{Key: "text", Label: "Text", Kind: kindJSONText, Help: "Text or HTML (or both) is required; both are templates."},
 			{Key: "html", Label: "HTML", Kind: kindJSONText},
 		},
 		Output: []string{"messageId"}},
 	{Type: string(automation.StepAI), Name: "ask", Label: "Ask a model", Group: "ai",
 		New: map[string]any{"connection": "openai", "model": "gpt-4o-mini", "prompt": "{{ trigger.body.text }}", "maxTurns": 8},
 		Fields: []formField{
-			{Key: "connection", Label: "Connection (name)", Kind: kindText, Help: "An OPENAI or ANTHROPIC connection."},
-			{Key: "model", Label: "Model", Kind: kindText, Help: "Such as gpt-4o-mini or claude-sonnet-4-5."},
+			{Key: "connection", Label: "Connection", Kind: kindConnName, Options: []string{string(automation.ConnectionOpenAI), string(automation.ConnectionAnthropic)}, Required: true, Help: "An OPENAI or ANTHROPIC connection of the project."},
+			{Key: "model", Label: "Model", Kind: kindText, Required: true, Help: "Such as gpt-4o-mini or claude-sonnet-4-5."},
 			{Key: "system", Label: "System", Kind: kindTemplate},
-			{Key: "prompt", Label: "Prompt", Kind: kindTemplate, Help: "The user's message, e.g. {{ trigger.body.text }}."},
-			{Key: "output", Label: "Output schema", Kind: kindJSON, Help: "Optional JSON Schema the answer must meet (2 repair turns)."},
-			{Key: "tools", Label: "Tools", Kind: kindJSON, Help: `A list such as [{"flow": "Lookup customer"}]: flows of the project, described by their inputSchema.`},
+			{Key: "prompt", Label: "Prompt", Kind: kindTemplate, Required: true, Help: "The user's message, e.g. {{ trigger.body.text }}."},
+			{Key: "tools", Label: "Tools", Kind: kindTools, Help: "Flows of the project (described by their input schema) and tools of MCP connections the model may call."},
 			{Key: "maxTurns", Label: "Max turns", Kind: kindNumber, Help: "1 to 32 (8 by default)."},
 			{Key: "maxTokens", Label: "Max tokens", Kind: kindNumber, Help: "4,096 by default."},
+			{Key: "temperature", Label: "Temperature", Kind: kindDecimal, Help: "0 to 2; the provider's default when empty."},
+			{Key: "output", Label: "Advanced: output schema (JSON Schema)", Kind: kindJSON, Help: "Optional JSON Schema the answer must meet (2 repair turns)."},
 		},
 		Output: []string{"text", "json", "toolCalls", "turns", "usage", "model", "stopReason"}},
+	// MCP calls one tool of an MCP server. Its form is keyed by the type's
+	// name: the palette offers it once the flow language has the type.
+	{Type: stepMCP, Name: "tool", Label: "MCP tool", Group: "ai", Hidden: !hasStepType(stepMCP),
+		New: map[string]any{"connection": "mcp", "tool": "", "arguments": map[string]any{}},
+		Fields: []formField{
+			{Key: "connection", Label: "Connection", Kind: kindConnName, Options: []string{connectionMCP}, Required: true, Help: "An MCP connection of the project."},
+			{Key: "tool", Label: "Tool", Kind: kindText, Required: true, Help: "The tool's name as the server lists it."},
+			{Key: "arguments", Label: "Arguments", Kind: kindKeyValue, Help: "Each value is a template."},
+		}},
 }
 
 // kindJSONText is a multi-line plain string (code).
 const kindJSONText = "multiline"
+
+// The MCP step and connection type, by name: the flow language may not
+// have them yet on this build (hasStepType).
+const (
+	stepMCP       = "MCP"
+	connectionMCP = "MCP"
+)
+
+// hasStepType reports whether the flow language knows the step type t.
+func hasStepType(t string) bool {
+	return slices.Contains(flowdef.StepTypes, flowdef.StepType(t))
+}
+
+// approvalFields is APPROVAL's form. Approvers' emails are offered once
+// the flow language has them (approvers.emails), so that no form writes a
+// field a save refuses.
+func approvalFields() []formField {
+	out := []formField{
+		{Key: "title", Label: "Question", Kind: kindTemplate, Required: true, Help: "What the deciders are asked, e.g. Refund {{ trigger.body.amount }}?"},
+		{Key: "approvals", Label: "Approvals needed", Kind: kindNumber, Help: "1 to 10 distinct deciders; one rejection decides."},
+		{Key: "approvers.roles", Label: "Roles that may decide", Kind: kindChecks,
+			Options: []string{string(automation.RoleAdmin), string(automation.RoleEditor), string(automation.RoleOperator)},
+			Help:    "None checked: operator, editor and admin. A link counts as one decider."},
+	}
+	if jsonField(reflect.TypeFor[flowdef.Approvers](), "emails") {
+		out = append(out, formField{Key: "approvers.emails", Label: "People who may decide (emails)", Kind: kindList, Help: "One address a line."})
+	}
+	return append(out,
+		formField{Key: "timeout", Label: "Time limit", Kind: kindText, Help: "1m to 720h (7 days by default); then the decision is timeout."},
+		formField{Key: "form", Label: "Form", Kind: kindFormBuild, Help: "The fields deciders fill in; their values are steps.<name>.values."},
+		formField{Key: "notify", Label: "Notify steps", Kind: kindSteps, Help: "Run when the wait begins, with approval.url, approveUrl, rejectUrl and expiresAt in scope: add them in the notify frame of the picture."},
+	)
+}
+
+// jsonField reports whether struct type t has a field named name in JSON.
+func jsonField(t reflect.Type, name string) bool {
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); tag == name {
+			return true
+		}
+	}
+	return false
+}
 
 // formsJSON is what the editor's script reads: the groups, the triggers'
 // and the steps' forms, and the fields every step has.
@@ -269,6 +336,40 @@ func formsJSON() string {
 		[]string{string(automation.WorkflowBuilder), string(automation.FlowBuilder)}})
 	if err != nil {
 		panic(err) // a literal table: it always marshals
+	}
+	return string(b)
+}
+
+// formApp is an app of the catalog as ACTION's form needs it: its actions
+// and their input schemas, and the connection type its actions use.
+type formApp struct {
+	Key            string       `json:"key"`
+	Name           string       `json:"name"`
+	ConnectionType string       `json:"connectionType"`
+	Actions        []formAction `json:"actions"`
+}
+
+type formAction struct {
+	Key         string          `json:"key"`
+	Title       string          `json:"title"`
+	Description string          `json:"description,omitempty"`
+	Input       json.RawMessage `json:"input,omitempty"`
+}
+
+// appsJSON is the catalog for the editor's script (the same data as
+// GET /api/v1/apps, without the request templates).
+func appsJSON(apps []automation.App) string {
+	out := make([]formApp, 0, len(apps))
+	for _, a := range apps {
+		fa := formApp{Key: a.Key, Name: a.Name, ConnectionType: string(a.Connection.Type)}
+		for _, act := range a.Actions {
+			fa.Actions = append(fa.Actions, formAction{Key: act.Key, Title: act.Title, Description: act.Description, Input: act.Input})
+		}
+		out = append(out, fa)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return "[]" // raw schemas the catalog parsed: they marshal
 	}
 	return string(b)
 }

@@ -30,6 +30,8 @@ var notices = map[string]string{
 	"testsent":    "Test event sent through the test URL: this is the run it started.",
 	"keyrevoked":  "Key revoked: requests and sessions made with it are refused from now on.",
 	"cancelled":   "Run cancelled: it ended FAILED (CANCELLED) and will not go on.",
+	"approved":    "Approved: the run goes on once the approvals it needs are in.",
+	"rejected":    "Rejected: the run goes on with the decision rejected.",
 }
 
 func notice(r *http.Request) string { return notices[r.URL.Query().Get("done")] }
@@ -316,12 +318,22 @@ func (d *Dashboard) run(w http.ResponseWriter, r *http.Request) {
 			v.Reload = int(min(max(run.NextAttemptAt.Sub(d.opts.Clock()).Seconds(), 2), 60))
 		}
 	}
+	// A run waiting on an approval shows it, with where to decide.
+	var approval *automation.ApprovalItem
+	var approvalLink string
+	if run.WaitingFor == automation.WaitingApproval {
+		if a, ok := d.pendingApproval(r, run.ID, ""); ok {
+			approval, approvalLink = &a, runApprovalLink(a)
+		}
+	}
 	v.Data = struct {
-		Flow    automation.Flow
-		Run     automation.Run
-		Trigger json.RawMessage
-		View    runView
-	}{f, run, trigger, newRunView(f, run)}
+		Flow         automation.Flow
+		Run          automation.Run
+		Trigger      json.RawMessage
+		View         runView
+		Approval     *automation.ApprovalItem
+		ApprovalLink string
+	}{f, run, trigger, newRunView(f, run), approval, approvalLink}
 	d.render(w, r, http.StatusOK, "run", v)
 }
 

@@ -116,6 +116,11 @@
         s.steps = s.steps || [];
         li.appendChild(el("div", { "class": "bp-loop" }, [el("div", { "class": "bp-frame-label", text: "for each item of " + (typeof s.items === "string" ? s.items : JSON.stringify(s.items)) }), list(path.concat(["steps"]))]));
       }
+      if (s.notify || s.type === "APPROVAL" || (s.type === "WAIT" && s["for"] === "callback")) {
+        // Notify steps run when the wait begins: a frame of their own, as
+        // a loop's body, so they are added and edited in the picture.
+        li.appendChild(el("div", { "class": "bp-loop bp-notify" }, [el("div", { "class": "bp-frame-label", text: "notify when the wait begins" }), list(path.concat(["notify"]))]));
+      }
       ol.appendChild(li);
       ol.appendChild(el("li", { "class": "bp-gap" }, [plus(listPath, i + 1)]));
     });
@@ -134,7 +139,7 @@
   function palette() {
     var wrap = el("div", { "class": "palette", id: "builder-palette", role: "menu" }, [el("h2", { text: "Add a step" })]);
     forms.groups.forEach(function (g) {
-      var types = forms.steps.filter(function (s) { return s.group === g.id; });
+      var types = forms.steps.filter(function (s) { return s.group === g.id && !s.hidden; });
       var sec = el("div", { "class": "palette-group" }, [el("h3", { text: g.label })]);
       if (!types.length) sec.appendChild(el("p", { "class": "hint", text: "none yet" }));
       types.forEach(function (s) {
@@ -147,7 +152,7 @@
   }
   function uniqueName(base) {
     var names = {};
-    function walk(arr) { (arr || []).forEach(function (s) { names[s.name] = true; (s.cases || []).forEach(function (c) { walk(c.steps); }); walk(s["default"]); walk(s.steps); }); }
+    function walk(arr) { (arr || []).forEach(function (s) { names[s.name] = true; (s.cases || []).forEach(function (c) { walk(c.steps); }); walk(s["default"]); walk(s.steps); walk(s.notify); }); }
     walk(def.steps); walk(def.onError);
     if (!names[base]) return base;
     for (var n = 2; ; n++) if (!names[base + "_" + n]) return base + "_" + n;
@@ -191,6 +196,7 @@
         (s.cases || []).forEach(function (c, j) { walk(c.steps, p.concat(["cases", j, "steps"])); });
         walk(s["default"], p.concat(["default"]));
         walk(s.steps, p.concat(["steps"]));
+        walk(s.notify, p.concat(["notify"]));
       });
     }
     walk(def.steps, ["steps"]);
@@ -239,10 +245,259 @@
 
   // --- the forms --------------------------------------------------------
   var nid = 0;
+  function selectOf(id, opts, v) {
+    var input = el("select", { id: id });
+    var cur = v == null ? "" : String(v);
+    if (!opts.some(function (o) { return o[0] === cur; })) opts.push([cur, cur]);
+    opts.forEach(function (o) { var op = el("option", { value: o[0], text: o[1] }); if (o[0] === cur) op.selected = true; input.appendChild(op); });
+    return input;
+  }
+  function options(listId) {
+    var dl = document.getElementById(listId);
+    return dl ? Array.prototype.map.call(dl.options, function (o) {
+      return { id: o.value, name: o.getAttribute("data-name") || o.value, type: o.getAttribute("data-type") || "", app: o.getAttribute("data-app") || "" };
+    }) : [];
+  }
+  function connections() { return options("connection-ids"); }
+  // A WAIT's mode is read from its fields; the one just picked is kept
+  // while its field is still empty.
+  var picked = typeof WeakMap === "function" ? new WeakMap() : null;
+  function waitMode(s) {
+    if (s["for"] === "callback") return "callback";
+    if (s.until != null) return "until";
+    if (s.duration == null && picked && picked.get(s)) return picked.get(s);
+    return "duration";
+  }
+  function removeButton(label, fn) {
+    var b = el("button", { type: "button", "class": "bp-tool danger", "aria-label": label, text: "✕" });
+    b.addEventListener("click", fn);
+    return b;
+  }
+  // A value typed in a row: a string stays one (a template); a new row's
+  // number is a number. A row first shown as JSON is read back as JSON.
+  function rowValue(text, plain) {
+    if (plain === true) return text;
+    if (plain === false) { try { return JSON.parse(text); } catch (e) { return text; } }
+    return /^-?\d+(\.\d+)?$/.test(text.trim()) ? Number(text) : text;
+  }
+  function valuesEditor(id, f, items, set) {
+    var box = el("div", { "class": "kv values", id: id });
+    var plain = items.map(function (x) { return typeof x === "string" ? true : false; });
+    function draw() {
+      box.textContent = "";
+      items.forEach(function (x, i) {
+        var inp = el("input", { type: "text", "class": "kv-value", value: typeof x === "string" ? x : JSON.stringify(x), "aria-label": f.label + " " + (i + 1), placeholder: "value or {{ expression }}" });
+        inp.addEventListener("input", function () { items[i] = rowValue(inp.value, plain[i]); set(items.slice()); });
+        var pk = picker(inp, "template");
+        box.appendChild(el("div", { "class": "kv-row" }, [el("span", { text: "$" + (i + 1) }), inp, pk[0], removeButton("Remove value " + (i + 1), function () {
+          items.splice(i, 1); plain.splice(i, 1); set(items.length ? items.slice() : undefined); draw();
+        }), pk[1]]));
+      });
+      var add = el("button", { type: "button", "class": "secondary", text: "Add a value" });
+      add.addEventListener("click", function () { items.push(""); plain.push(undefined); set(items.slice()); draw(); var vs = box.querySelectorAll(".kv-value"); vs[vs.length - 1].focus(); });
+      box.appendChild(add);
+    }
+    draw();
+    return box;
+  }
+  function toolsEditor(id, f, tools, set) {
+    var box = el("div", { "class": "kv tools", id: id });
+    var flows = options("flow-ids"), mcps = connections().filter(function (c) { return c.type === "MCP"; });
+    function push() { set(tools.length ? tools : undefined); }
+    function draw() {
+      box.textContent = "";
+      tools.forEach(function (t, i) {
+        var kind = selectOf("", [["flow", "a flow"], ["mcp", "an MCP tool"]], t.mcp ? "mcp" : "flow");
+        kind.setAttribute("aria-label", "Tool " + (i + 1) + ": kind");
+        kind.className = "tool-kind";
+        kind.addEventListener("change", function () {
+          tools[i] = kind.value === "mcp" ? { mcp: { connection: "", tool: "" } } : { flow: "" };
+          push(); draw();
+        });
+        var row = el("div", { "class": "kv-row" }, [kind]);
+        if (t.mcp) {
+          var c = selectOf("", [["", "(connection)"]].concat(mcps.map(function (m) { return [m.name, m.name]; })), t.mcp.connection);
+          c.setAttribute("aria-label", "Tool " + (i + 1) + ": MCP connection");
+          c.className = "tool-connection";
+          c.addEventListener("change", function () { t.mcp.connection = c.value; push(); });
+          var n = el("input", { type: "text", "class": "tool-name", value: t.mcp.tool || "", placeholder: "tool name", "aria-label": "Tool " + (i + 1) + ": tool name" });
+          n.addEventListener("input", function () { t.mcp.tool = n.value; push(); });
+          row.appendChild(c); row.appendChild(n);
+        } else {
+          var fl = selectOf("", [["", "(flow)"]].concat(flows.map(function (x) { return [x.name, x.name]; })), t.flow);
+          fl.setAttribute("aria-label", "Tool " + (i + 1) + ": flow");
+          fl.className = "tool-flow";
+          fl.addEventListener("change", function () { t.flow = fl.value; push(); });
+          row.appendChild(fl);
+        }
+        row.appendChild(removeButton("Remove tool " + (i + 1), function () { tools.splice(i, 1); push(); draw(); }));
+        box.appendChild(row);
+      });
+      var add = el("button", { type: "button", "class": "secondary", text: "Add a tool" });
+      add.addEventListener("click", function () { tools.push({ flow: "" }); push(); draw(); });
+      box.appendChild(add);
+    }
+    draw();
+    return box;
+  }
+  // The form builder writes APPROVAL's form: each row a property (name,
+  // type, enum values, required). Keywords it does not edit (title,
+  // description, bounds) stay as written.
+  var formTypes = ["string", "number", "integer", "boolean", "enum"];
+  function formBuilder(id, schema, set) {
+    var box = el("div", { "class": "form-build", id: id });
+    var rows = schema ? Object.keys(schema.properties || {}).map(function (n) {
+      return { name: n, prop: schema.properties[n], req: (schema.required || []).indexOf(n) >= 0 };
+    }) : [];
+    function write() {
+      var named = rows.filter(function (r) { return r.name !== ""; });
+      if (!named.length && !schema) { set(undefined); return; }
+      var out = schema || { type: "object" };
+      var props = {};
+      named.forEach(function (r) { props[r.name] = r.prop; });
+      out.properties = props;
+      var req = (out.required || []).filter(function (n) { return named.some(function (r) { return r.req && r.name === n; }); });
+      named.forEach(function (r) { if (r.req && req.indexOf(r.name) < 0) req.push(r.name); });
+      if (req.length) out.required = req; else delete out.required;
+      if (!named.length) { schema = null; set(undefined); return; }
+      schema = out;
+      set(out);
+    }
+    function draw() {
+      box.textContent = "";
+      rows.forEach(function (r, i) {
+        var n = el("input", { type: "text", "class": "fb-name", value: r.name, placeholder: "name", "aria-label": "Form field " + (i + 1) + ": name" });
+        n.addEventListener("input", function () { r.name = n.value; write(); });
+        var t = selectOf("", formTypes.map(function (x) { return [x, x]; }), r.prop.enum ? "enum" : (r.prop.type || "string"));
+        t.className = "fb-type";
+        t.setAttribute("aria-label", "Form field " + (i + 1) + ": type");
+        var ev = el("input", { type: "text", "class": "fb-enum", value: (r.prop.enum || []).join(", "), placeholder: "values, comma separated", "aria-label": "Form field " + (i + 1) + ": values" });
+        ev.hidden = !r.prop.enum;
+        ev.addEventListener("input", function () {
+          r.prop.enum = ev.value.split(",").map(function (x) { return x.trim(); }).filter(Boolean);
+          write();
+        });
+        t.addEventListener("change", function () {
+          if (t.value === "enum") { r.prop.enum = r.prop.enum || []; if (r.prop.type !== "string") delete r.prop.type; ev.hidden = false; }
+          else { delete r.prop.enum; r.prop.type = t.value; ev.hidden = true; }
+          write();
+        });
+        var rq = el("input", { type: "checkbox", "class": "fb-required" });
+        rq.checked = r.req;
+        rq.addEventListener("change", function () { r.req = rq.checked; write(); });
+        box.appendChild(el("div", { "class": "kv-row fb-row" }, [n, t, ev, el("label", { "class": "check" }, [rq, document.createTextNode(" required")]),
+          removeButton("Remove form field " + (r.name || i + 1), function () { rows.splice(i, 1); write(); draw(); })]));
+      });
+      var add = el("button", { type: "button", "class": "secondary", text: "Add a form field" });
+      add.addEventListener("click", function () { rows.push({ name: "", prop: { type: "string" }, req: false }); draw(); var ns = box.querySelectorAll(".fb-name"); ns[ns.length - 1].focus(); });
+      box.appendChild(add);
+    }
+    draw();
+    return box;
+  }
+  // ACTION: an app, one of its actions, a connection of the app's kind,
+  // and one input per property of the action's input schema.
+  var apps = [];
+  try { apps = JSON.parse(root.getAttribute("data-apps") || "[]"); } catch (e) { apps = []; }
+  function appAction(id, s, onChange) {
+    var box = el("div", { "class": "app-action" });
+    function draw() {
+      box.textContent = "";
+      var appKey = String(s.action || "").split(".")[0];
+      var app = apps.filter(function (a) { return a.key === appKey; })[0];
+      var appSel = selectOf(id, [["", "(pick an app)"]].concat(apps.map(function (a) { return [a.key, a.name]; })), app ? appKey : (s.action ? appKey : ""));
+      appSel.className = "aa-app";
+      appSel.addEventListener("change", function () {
+        var a = apps.filter(function (x) { return x.key === appSel.value; })[0];
+        s.action = a ? a.actions[0].key : undefined;
+        if (!s.action) delete s.action;
+        s.input = {};
+        delete s.connection; delete s.connectionId;
+        onChange(); draw();
+      });
+      box.appendChild(appSel);
+      if (!app) return;
+      var act = app.actions.filter(function (x) { return x.key === s.action; })[0];
+      var actId = id + "-action";
+      var actSel = selectOf(actId, app.actions.map(function (x) { return [x.key, x.title]; }), s.action);
+      actSel.className = "aa-action";
+      actSel.addEventListener("change", function () { s.action = actSel.value; s.input = {}; onChange(); draw(); });
+      box.appendChild(el("label", { "for": actId, text: "Action *" }));
+      box.appendChild(actSel);
+      if (act && act.description) box.appendChild(el("small", { "class": "hint", text: act.description }));
+      var appKeys = {};
+      apps.forEach(function (a) { appKeys[a.key] = true; });
+      var cs = connections().filter(function (c) { return c.app === app.key || (c.type === app.connectionType && !appKeys[c.app]); });
+      var connId = id + "-connection";
+      var opts = [["", "(none)"]].concat(cs.map(function (c) { return [c.name, c.name + " (" + c.type + ")"]; }));
+      var cur = s.connection || "";
+      if (!cur && s.connectionId) { cur = "id:" + s.connectionId; opts.push([cur, s.connectionId]); }
+      var cSel = selectOf(connId, opts, cur);
+      cSel.className = "aa-connection";
+      cSel.addEventListener("change", function () {
+        delete s.connectionId;
+        if (cSel.value === "") delete s.connection; else s.connection = cSel.value;
+        onChange();
+      });
+      box.appendChild(el("label", { "for": connId, text: "Connection (" + app.connectionType + ")" }));
+      box.appendChild(cSel);
+      if (!act) return;
+      var schema = act.input || {}, props = schema.properties || {}, req = schema.required || [];
+      Object.keys(props).forEach(function (name) {
+        box.appendChild(actionInput(id + "-in-" + name, s, name, props[name], req.indexOf(name) >= 0, onChange));
+      });
+    }
+    draw();
+    return box;
+  }
+  function actionInput(id, s, name, ps, required, onChange) {
+    var row = el("div", { "class": "aa-input", "data-input": name });
+    row.appendChild(el("label", { "for": id, text: (ps.title || name) + (required ? " *" : "") }));
+    var v = (s.input || {})[name], input;
+    function put(val) {
+      s.input = s.input || {};
+      if (val === undefined) delete s.input[name]; else s.input[name] = val;
+      onChange();
+    }
+    var type = Array.isArray(ps.type) ? ps.type[0] : ps.type;
+    if (ps["enum"]) {
+      input = selectOf(id, [["", "(none)"]].concat(ps["enum"].map(function (e) { return [JSON.stringify(e), String(e)]; })), v === undefined ? "" : JSON.stringify(v));
+      input.addEventListener("change", function () { put(input.value === "" ? undefined : JSON.parse(input.value)); });
+    } else if (type === "boolean") {
+      input = selectOf(id, [["", "default"], ["true", "yes"], ["false", "no"]], v === undefined ? "" : typeof v === "boolean" ? String(v) : v);
+      input.addEventListener("change", function () { put(input.value === "" ? undefined : input.value === "true" ? true : input.value === "false" ? false : input.value); });
+    } else if (type === "object" || type === "array") {
+      // Nested values have no form of their own: JSON, every string a template.
+      input = el("textarea", { id: id, rows: "3", spellcheck: "false" });
+      input.value = v === undefined ? "" : typeof v === "string" ? v : JSON.stringify(v, null, 2);
+      input.addEventListener("input", function () {
+        var t = input.value;
+        input.removeAttribute("aria-invalid");
+        if (t.trim() === "") { put(undefined); return; }
+        try { put(JSON.parse(t)); } catch (e) { if (/^\s*\{\{/.test(t)) put(t); else input.setAttribute("aria-invalid", "true"); }
+      });
+    } else {
+      var numeric = type === "number" || type === "integer";
+      input = el(ps["x-widget"] === "textarea" ? "textarea" : "input", { id: id, spellcheck: "false" });
+      if (input.tagName === "INPUT") input.type = "text";
+      if (numeric) input.setAttribute("inputmode", "decimal");
+      input.value = v === undefined ? "" : typeof v === "string" ? v : JSON.stringify(v);
+      // A number field may hold a template, checked once rendered.
+      input.addEventListener("input", function () {
+        var t = input.value;
+        put(t === "" ? undefined : numeric && /^-?\d+(\.\d+)?$/.test(t.trim()) ? Number(t) : t);
+      });
+    }
+    if (required) input.setAttribute("aria-required", "true");
+    row.appendChild(input);
+    if (!ps["enum"] && type !== "boolean") picker(input, "template").forEach(function (n) { row.appendChild(n); });
+    if (ps.description) row.appendChild(el("small", { "class": "hint", text: ps.description }));
+    return row;
+  }
   function fieldRow(obj, f, onChange) {
     var id = "bf-" + (++nid), v = getKey(obj, f.key), input;
     var wrap = el("div", { "class": "bf-field bf-" + f.kind, "data-key": f.key });
-    var lab = el("label", { "for": id, text: f.label });
+    var lab = el("label", { "for": id, text: f.label + (f.required ? " *" : "") });
     wrap.appendChild(lab);
     function set(val) { setKey(obj, f.key, val); onChange(); }
     switch (f.kind) {
@@ -311,7 +566,48 @@
         drawCases();
         break;
       case "steps":
-        input = el("p", { "class": "hint", id: id, text: "Edited in the picture: use + inside the frame." });
+        input = el("p", { "class": "hint", id: id, text: "Edited in the picture: use + inside its frame." });
+        break;
+      case "connection-name":
+        input = selectOf(id, [["", "(none)"]].concat(connections().filter(function (c) { return (f.options || []).indexOf(c.type) >= 0; })
+          .map(function (c) { return [c.name, c.name + " (" + c.type + ")"]; })), v);
+        input.addEventListener("change", function () { set(input.value === "" ? undefined : input.value); });
+        break;
+      case "checkboxes":
+        input = el("div", { "class": "checks", id: id, role: "group", "aria-label": f.label });
+        (f.options || []).forEach(function (o) {
+          var cb = el("input", { type: "checkbox", value: o });
+          cb.checked = Array.isArray(v) && v.indexOf(o) >= 0;
+          cb.addEventListener("change", function () {
+            // The list keeps its order: a box checked is added at its end.
+            var now = (getKey(obj, f.key) || []).filter(function (x) { return x !== o; });
+            if (cb.checked) now.push(o);
+            set(now.length ? now : undefined);
+          });
+          input.appendChild(el("label", { "class": "check" }, [cb, document.createTextNode(" " + o)]));
+        });
+        break;
+      case "values":
+        input = valuesEditor(id, f, Array.isArray(v) ? v.slice() : [], set);
+        break;
+      case "tools":
+        input = toolsEditor(id, f, Array.isArray(v) ? v : [], set);
+        break;
+      case "form-schema":
+        input = formBuilder(id, v && typeof v === "object" && !Array.isArray(v) ? v : null, set);
+        break;
+      case "app-action":
+        input = appAction(id, obj, onChange);
+        break;
+      case "mode":
+        input = selectOf(id, (f.options || []).map(function (o) { return [o, o]; }), waitMode(obj));
+        input.addEventListener("change", function () {
+          // Each mode has its own fields: the others' go.
+          ["duration", "until", "for", "timeout", "notify"].forEach(function (k) { delete obj[k]; });
+          if (input.value === "callback") obj["for"] = "callback";
+          if (picked) picked.set(obj, input.value);
+          onChange(); drawPicture(); drawPanel();
+        });
         break;
       case "body": case "json": case "multiline": case "list":
         input = el("textarea", { id: id, rows: f.kind === "multiline" ? "6" : "3", spellcheck: "false" });
@@ -331,10 +627,12 @@
         });
         break;
       default:
-        input = el("input", { id: id, type: f.kind === "number" ? "number" : "text", value: v == null ? "" : String(v), spellcheck: "false" });
+        var numeric = f.kind === "number" || f.kind === "decimal";
+        input = el("input", { id: id, type: numeric ? "number" : "text", value: v == null ? "" : String(v), spellcheck: "false" });
+        if (f.kind === "decimal") input.setAttribute("step", "any");
         input.addEventListener("input", function () {
           var x = input.value;
-          set(x === "" ? undefined : f.kind === "number" ? Number(x) : x);
+          set(x === "" ? undefined : numeric ? Number(x) : x);
         });
     }
     wrap.appendChild(input);
@@ -376,6 +674,7 @@
     panel.appendChild(el("h2", { text: sp.label + ": " + s.name }));
     if (sp.help) panel.appendChild(el("p", { "class": "hint", text: sp.help }));
     forms.common.concat(sp.fields).forEach(function (f) {
+      if (f.mode && f.mode !== waitMode(s)) return;
       panel.appendChild(fieldRow(s, f, function () { save(); }));
     });
     var acts = el("div", { "class": "actions" });
