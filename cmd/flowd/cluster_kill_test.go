@@ -248,11 +248,17 @@ func TestPostgresClusterKill9(t *testing.T) {
 			testwait.Event(t, "a live node to hold the cron duty", func() bool { return cronHolder() >= 0 })
 			slot = cronHolder()
 		}
+		// A few more deliveries round robin, some of them to the victim,
+		// whose runs it may be executing when it dies.
 		mu.Lock()
 		victim := nodes[slot]
+		gate = k*every + 3
+		cond.Broadcast()
 		mu.Unlock()
+		testwait.Event(t, "deliveries before the kill", acceptedAtLeast(k*every+3))
 		// An ON_COMPLETION run is executed by the node that received it:
-		// its call is held at the sink while the node dies.
+		// its call is held at the sink and the node killed at once, well
+		// within the run's timeout.
 		held, release := sink.arm()
 		syncAnswer := make(chan int, 1)
 		go func() {
@@ -266,13 +272,6 @@ func TestPostgresClusterKill9(t *testing.T) {
 			t.Fatalf("kill %d: the sync flow's call on %s never came", k, victim.base)
 		}
 		heldRuns = append(heldRuns, run)
-		// A few more deliveries while the victim is mid-call, some of them
-		// to it, then the kill.
-		mu.Lock()
-		gate = k*every + 3
-		cond.Broadcast()
-		mu.Unlock()
-		testwait.Event(t, "deliveries during the held call", acceptedAtLeast(k*every+3))
 		mu.Lock()
 		nodes[slot] = nil
 		gate = min((k+1)*every, total)
