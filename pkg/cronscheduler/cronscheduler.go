@@ -45,6 +45,10 @@ type Scheduler struct {
 	// parse is cronspec.Parse, so that what validates is what runs;
 	// tests swap it for a parser with seconds.
 	parse func(spec, timezone string) (cron.Schedule, *time.Location, error)
+	// every is the schedule of a POLL flow polled every d: cron.Every;
+	// tests swap it for ticks aligned on the clock, which every node
+	// computes alike (UsePollSchedule).
+	every func(d time.Duration) cron.Schedule
 	// now is the clock firings are named by; the runner itself keeps
 	// time.Now.
 	now func() time.Time
@@ -98,6 +102,7 @@ func New(log *slog.Logger) *Scheduler {
 		// location does not matter; UTC keeps it independent of the host.
 		cron:    cron.New(cron.WithLocation(time.UTC)),
 		parse:   cronspec.Parse,
+		every:   func(d time.Duration) cron.Schedule { return cron.Every(d) },
 		now:     time.Now,
 		ctx:     ctx,
 		cancel:  cancel,
@@ -128,6 +133,15 @@ func (s *Scheduler) Gate(held func() bool) { s.gate = held }
 // schedules every second. Call it before Load.
 func (s *Scheduler) UseParser(parse func(spec, timezone string) (cron.Schedule, *time.Location, error)) {
 	s.parse = parse
+}
+
+// UsePollSchedule replaces cron.Every for the POLL flows synced after it:
+// the whole-process tests of a flowd built with the flowdtest tag poll on
+// ticks aligned on the clock, so that the firings of nodes on one database
+// are named alike and a tick polled twice across nodes shows. Call it
+// before Load.
+func (s *Scheduler) UsePollSchedule(every func(d time.Duration) cron.Schedule) {
+	s.every = every
 }
 
 // Reconcile makes the schedules those of flows exactly: it syncs each and
@@ -208,7 +222,7 @@ func (s *Scheduler) SyncSchedule(ctx context.Context, f automation.Flow) error {
 	if old, ok := s.entries[k]; ok && old.cron == spec && old.timezone == tz {
 		return nil
 	}
-	var sched cron.Schedule = cron.Every(every)
+	var sched cron.Schedule = s.every(every)
 	loc := time.UTC
 	if !poll {
 		var err error
@@ -293,6 +307,10 @@ func (s *Scheduler) fire(e *entry, t time.Time) {
 	defer cancel()
 	firedAt := t.UTC()
 	if e.poll {
+		// Logged before the request: a node killed during its poll has
+		// still said which tick it took, which is how the cluster tests
+		// see that no tick is polled twice.
+		s.log.DebugContext(ctx, "poll fired", "project", e.project, "flow", e.flowID, "firedAt", firedAt)
 		s.poll(ctx, e, firedAt)
 		return
 	}

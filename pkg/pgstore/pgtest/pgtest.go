@@ -42,8 +42,10 @@ type Cluster struct {
 	Dir  string // the data directory's parent: data/, the socket and the log
 	Port int
 	bin  string // directory holding initdb, pg_ctl and postgres
-	cred *syscall.Credential
-	pid  int
+	// settings are more server settings (name=value), StartWith's.
+	settings []string
+	cred     *syscall.Credential
+	pid      int
 }
 
 // superuser is the cluster's one role; authentication is trust on the
@@ -85,7 +87,12 @@ func version(binDir string) int {
 // Start creates and starts a cluster in a new temporary directory. As
 // root, initdb refuses to run, so the cluster runs as the postgres user
 // (or nobody) and the directory is given to it.
-func Start() (*Cluster, error) {
+func Start() (*Cluster, error) { return StartWith() }
+
+// StartWith is Start with more server settings, each name=value (such as
+// shared_preload_libraries=pg_stat_statements, for a benchmark that counts
+// statements).
+func StartWith(settings ...string) (*Cluster, error) {
 	bin, err := FindBinaries()
 	if err != nil {
 		return nil, err
@@ -94,7 +101,7 @@ func Start() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, bin: bin}
+	c := &Cluster{Dir: dir, bin: bin, settings: settings}
 	if os.Geteuid() == 0 {
 		cred, err := unprivileged()
 		if err != nil {
@@ -145,6 +152,9 @@ func (c *Cluster) start() error {
 	// connections for the parallel tests' pools.
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB",
 		c.Port, c.Dir)
+	for _, s := range c.settings {
+		opts += " -c " + s
+	}
 	log := filepath.Join(c.Dir, "server.log")
 	if out, err := c.cmd("pg_ctl", "start", "-D", c.data(), "-w", "-t", "120", "-l", log, "-o", opts).CombinedOutput(); err != nil {
 		tail, _ := os.ReadFile(log)
