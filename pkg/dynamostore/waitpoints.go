@@ -53,6 +53,11 @@ const (
 
 var _ automation.WaitpointStore = (*Store)(nil)
 
+// MaxWaitpointBytes bounds a waitpoint's document (its form, answers and
+// a callback's body and headers), within DynamoDB's 400 KB item limit
+// with room for the item's other attributes.
+const MaxWaitpointBytes = 350_000
+
 func waitpointID(runID, step string) string { return runID + waitSep + step }
 
 func waitInbox(project, status string) string { return waitInboxPrefix + project + "#" + status }
@@ -165,6 +170,13 @@ func (s *Store) waitpointWrite(id string, w automation.Waitpoint, version int64,
 	doc, err := json.Marshal(w)
 	if err != nil {
 		return waitpointTx{}, fmt.Errorf("dynamostore: encode waitpoint: %w", err)
+	}
+	if len(doc) > MaxWaitpointBytes {
+		// An item holds at most 400 KB: a callback's body (up to 1 MiB on
+		// flowd) or a decision's values that would pass it are refused
+		// before the write, naming the bound.
+		return waitpointTx{}, automation.InvalidCode("PAYLOAD_TOO_LARGE",
+			"the answer would make its waitpoint %d bytes; on this deployment a waitpoint holds at most %d (DynamoDB's item limit)", len(doc), MaxWaitpointBytes)
 	}
 	expires := num(w.Created.Add(s.retention).Unix())
 	item := map[string]types.AttributeValue{
@@ -319,4 +331,3 @@ func (s *Store) ListWaitpoints(ctx context.Context, project string, q automation
 	}
 	return page, nil
 }
-
