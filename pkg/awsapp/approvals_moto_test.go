@@ -245,6 +245,10 @@ func TestApprovalOnMoto(t *testing.T) {
 			strings.Contains(page.Body, "<script") {
 			t.Fatalf("page = %d %s", page.StatusCode, page.Body)
 		}
+		// The api function serves the same page on the management URL.
+		if page := st.call(st.api, "GET", "/approvals/"+tok, "", ""); page.StatusCode != 200 || !strings.Contains(page.Body, "Refund 120?") {
+			t.Fatalf("page on the api function = %d %s", page.StatusCode, page.Body)
+		}
 		var inbox struct {
 			Data []struct{ RunID, Title string }
 		}
