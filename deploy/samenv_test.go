@@ -11,15 +11,19 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"flowservice/deploy/lambdalocal"
 	"flowservice/deploy/samenv"
 	"flowservice/pkg/automation"
 	"flowservice/pkg/awsapp"
 	"flowservice/pkg/awsapp/management"
 	"flowservice/pkg/awsdev"
 	"flowservice/pkg/awstest"
+	"flowservice/pkg/dynamostore"
 )
 
 // TestInvokeEnvFile does what `make invoke-<function>` does, minus Docker:
@@ -215,6 +219,31 @@ func TestInvokeEnvFile(t *testing.T) {
 	resp = invoke(t, wfhook, event(t, "workflowhook-head.json", ph))
 	if resp.StatusCode != 200 || resp.Body != "" || !strings.HasPrefix(header(resp, "X-Run-Id"), "run_") || header(resp, "Content-Length") == "" {
 		t.Errorf("workflowhook-head.json: %d %v %q, want 200 with X-Run-Id and Content-Length, no body", resp.StatusCode, resp.MultiValueHeaders, resp.Body)
+	}
+
+	// An approval link's answer and a callback, to waitpoints of runs
+	// parked as the runner parks them.
+	store := dynamostore.New(dynamodb.NewFromConfig(awsCfg), dynamostore.TableNames(prefix))
+	for _, c := range []struct {
+		file, placeholder string
+		kind              automation.WaitpointKind
+		want              string
+	}{
+		{"webhook-approval-post.json", "__APPROVAL_TOKEN__", automation.WaitApproval, `"decision":"approved"`},
+		{"webhook-callback-post.json", "__CALLBACK_TOKEN__", automation.WaitCallback, `"status":"RESUMED"`},
+	} {
+		seen[c.file] = true
+		r := automation.Run{ID: automation.NewID(automation.PrefixRun), Project: project.ID, FlowID: ph["__FLOW_ID__"],
+			Status: automation.RunRunning, Steps: []automation.StepResult{}, Created: time.Now().UTC().Truncate(time.Millisecond)}
+		if err := store.CreateRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if ph[c.placeholder], err = lambdalocal.Waitpoint(ctx, store, r, "wait", c.kind); err != nil {
+			t.Fatal(err)
+		}
+		if resp := invoke(t, hook, event(t, c.file, ph)); resp.StatusCode != 200 || !strings.Contains(resp.Body, c.want) {
+			t.Errorf("%s: %d %s, want 200 with %s", c.file, resp.StatusCode, resp.Body, c.want)
+		}
 	}
 
 	for _, f := range files {

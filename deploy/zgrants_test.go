@@ -56,6 +56,7 @@ var grantTests = []struct {
 	{"TestDisableStopsRunningRunOnLambda", TestDisableStopsRunningRunOnLambda},
 	{"TestStoredBytesOnLambda", TestStoredBytesOnLambda},
 	{"TestCodeCheckOnLambdaPath", TestCodeCheckOnLambdaPath},
+	{"TestApprovalsOnLambda", TestApprovalsOnLambda}, // the webhook function's answers to links and callbacks
 }
 
 // grantLog holds the grants each function's calls needed, by logical ID.

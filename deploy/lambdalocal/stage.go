@@ -111,7 +111,33 @@ func (s *Stage) seed(ctx context.Context) error {
 	s.Placeholders = map[string]string{
 		"__API_KEY__": key, "__PROJECT_ID__": s.Project.ID, "__FLOW_ID__": form.ID, "__RUN_ID__": run.ID,
 	}
+	// The approval link and callback URL of webhook-approval-post.json and
+	// webhook-callback-post.json: waitpoints of runs of their own.
+	for ph, kind := range map[string]automation.WaitpointKind{"__APPROVAL_TOKEN__": automation.WaitApproval, "__CALLBACK_TOKEN__": automation.WaitCallback} {
+		waiting, err := s.QueuedRun(ctx, form.ID, json.RawMessage(`{}`))
+		if err != nil {
+			return err
+		}
+		if s.Placeholders[ph], err = Waitpoint(ctx, s.Store, waiting, "wait", kind); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// Waitpoint opens a waitpoint of kind for step of run r, as an APPROVAL
+// step or a WAIT for a callback does before the run parks, and returns
+// its token.
+func Waitpoint(ctx context.Context, ws automation.WaitpointStore, r automation.Run, step string, kind automation.WaitpointKind) (string, error) {
+	token, hash := automation.NewWaitpointToken()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	_, err := ws.UpdateWaitpoint(ctx, r.Project, r.ID, step, func(w *automation.Waitpoint, found bool) (bool, error) {
+		*w = automation.Waitpoint{Project: r.Project, RunID: r.ID, FlowID: r.FlowID, FlowName: "Form intake", Step: step, Kind: kind,
+			Title: "Send the offer?", Attempt: 1, Status: automation.WaitpointPending, Decisions: []automation.Decision{},
+			Created: now, ExpiresAt: now.Add(72 * time.Hour), TokenHash: hash}
+		return false, nil
+	})
+	return token, err
 }
 
 // Flow creates a flow of the stage's project from its JSON definition,
@@ -279,6 +305,10 @@ func (s *Stage) Check(ctx context.Context, eventFile string, payload []byte) err
 		ok = body["status"] == "RUNNING" && strings.HasPrefix(id, automation.PrefixRun)
 	case "workflowhook-post.json":
 		ok = body["ref"] == "refs/heads/main"
+	case "webhook-approval-post.json":
+		ok = body["status"] == automation.WaitpointDecided && body["decision"] == automation.DecisionApproved
+	case "webhook-callback-post.json":
+		ok = body["status"] == "RESUMED"
 	}
 	if !ok {
 		return fmt.Errorf("unexpected body %.300s", resp.Body)

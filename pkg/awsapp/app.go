@@ -128,6 +128,8 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		// SQS delays a paused run's message, queues sub-minute polls and
 		// wakes a caller with a message; DynamoDB reads a status alone.
 		Delayer: queue, PollDelayer: queue, Waker: queue, StatusReader: store,
+		// Approvals and callbacks: waitpoints are items of the runs table.
+		Waitpoints: store,
 		NewExecutor: func(env automation.ExecEnv) automation.Executor {
 			return engine.New(engine.Config{Env: env, AllowPrivateNetworks: cfg.AllowPrivateNetworks, Code: cfg.Code, Log: log, RootCAs: cfg.RootCAs,
 				UserAgent: engine.UserAgent(cfg.EngineURL), Clock: cfg.Clock})
@@ -146,6 +148,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		// Environments share no memory: webhooksPerSecond and
 		// outboundPerMinute are DynamoDB buckets of the project.
 		RateBuckets: dynamostore.NewBuckets(dbc, t.Projects),
+		Clock:       cfg.Clock,
 		CursorKey:   cursorKey, EngineURL: cfg.EngineURL, WorkflowURL: cfg.WorkflowURL, Log: log,
 		OAuthApps: oauthApps(store, cfg.Tables),
 		// People live in the keys table, which only the api function reads.

@@ -79,8 +79,13 @@ type Config struct {
 	// cursors (management API only).
 	CursorKeySecretARN string
 	// EngineURL and WorkflowURL are the receivers' public bases, put in
-	// webhook descriptors (management API only).
+	// webhook descriptors (management API); EngineURL is also the base of
+	// approval links and callback URLs, which the functions that execute
+	// runs make (runner, workflow builder receiver).
 	EngineURL, WorkflowURL string
+	// Clock is the Service's clock; nil is time.Now. Tests set it to
+	// bring a waitpoint's expiry without waiting for it.
+	Clock func() time.Time
 	// ScheduleGroup and SchedulerRoleARN are where schedules go and the role
 	// they send to the queue as (management API only).
 	ScheduleGroup, SchedulerRoleARN string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,7 +34,19 @@ func NewWebhookHandler(ctx context.Context, awsCfg aws.Config, cfg Config) (Prox
 		return nil, err
 	}
 	h := httpapi.NewWebhook(a.Svc, hookConfig(cfg, a))
-	return a.Proxy("webhook", emf.Webhooks(a.metrics, "webhook", platformAllowlist(cfg.AllowedCIDRs, h))), nil
+	// Approval links and callback URLs are made on the engine URL, whose
+	// API Gateway fronts this function (the api function cannot serve it:
+	// it names the engine URL in its environment, and the API would name
+	// the function back). They are not deliveries: no webhook metric.
+	links := platformAllowlist(cfg.AllowedCIDRs, httpapi.NewLinks(a.Svc, a.Log))
+	hooks := emf.Webhooks(a.metrics, "webhook", platformAllowlist(cfg.AllowedCIDRs, h))
+	return a.Proxy("webhook", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/approvals/") || strings.HasPrefix(r.URL.Path, "/api/v1/callbacks/") {
+			links.ServeHTTP(w, r)
+			return
+		}
+		hooks.ServeHTTP(w, r)
+	})), nil
 }
 
 // NewWorkflowHookHandler builds the workflow builder receiver function. It

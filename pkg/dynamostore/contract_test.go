@@ -65,3 +65,13 @@ func TestOAuthAppsContract(t *testing.T) {
 		return dynamostore.New(client, tables)
 	})
 }
+
+// TestWaitpointContract runs the waitpoint contract on moto, one write at
+// a time (serialized): the races of the suite rest on conditional writes.
+func TestWaitpointContract(t *testing.T) {
+	t.Parallel() // fresh tables of its own on the shared moto_server
+	storetest.RunWaitpoints(t, func(t *testing.T) automation.WaitpointStore {
+		_, client, tables := newStore(t)
+		return dynamostore.New(&serialized{API: client}, tables)
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"html/template"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/flowdef"
+	"flowservice/pkg/respbudget"
 )
 
 // A person in the loop (docs/api.md, "Approvals"): the approvals inbox and
@@ -29,6 +31,25 @@ func (a *API) approvalRoutes() []route {
 		{pattern: "GET /approvals/{token}", handler: a.approvalPage, public: true},
 		{pattern: "POST /approvals/{token}", handler: a.approvalPost, public: true},
 	}
+}
+
+// NewLinks serves the public routes of approvals and callbacks alone (the
+// decision page of a link, a WAIT's callback URL), for a server of the
+// engine URL that is not the management API: the AWS webhook function,
+// which the engine URL's API Gateway fronts.
+func NewLinks(svc *automation.Service, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &API{svc: svc, log: log, mux: http.NewServeMux(), patterns: map[string]bool{}, budget: respbudget.Default(),
+		publicPrefix: func(*http.Request) string { return "" }}
+	for _, rt := range a.approvalRoutes() {
+		if rt.public {
+			a.mux.Handle(rt.pattern, rt.handler)
+			a.patterns[rt.pattern] = true
+		}
+	}
+	return a
 }
 
 func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {

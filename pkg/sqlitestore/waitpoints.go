@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"flowservice/pkg/automation"
 )
@@ -89,6 +90,10 @@ func (s *Store) UpdateWaitpoint(ctx context.Context, project, runID, step string
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (run, step) DO UPDATE SET status = excluded.status, token_hash = excluded.token_hash, doc = excluded.doc`,
 			runID, step, project, string(w.Kind), w.Status, tok, w.Created.UnixMilli(), seq, string(b)); err != nil {
+			if strings.Contains(err.Error(), "UNIQUE constraint failed: waitpoints.token_hash") {
+				// The port's contract: a hash held by another waitpoint.
+				return fmt.Errorf("waitpoint token held by another waitpoint: %w", automation.ErrConflict)
+			}
 			return err
 		}
 		if wake {
