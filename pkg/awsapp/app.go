@@ -158,7 +158,6 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		OAuth:  oauth.New(engine.TraceTransport(tracer.Port(), engine.GuardedTransport(cfg.AllowPrivateNetworks))),
 		Tracer: tracer.Port(),
 		Apps:   apps.MustLoad(),
-		Clock:  cfg.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)

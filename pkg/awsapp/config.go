@@ -83,9 +83,6 @@ type Config struct {
 	// approval links and callback URLs, which the functions that execute
 	// runs make (runner, workflow builder receiver).
 	EngineURL, WorkflowURL string
-	// Clock is the Service's clock; nil is time.Now. Tests set it to
-	// bring a waitpoint's expiry without waiting for it.
-	Clock func() time.Time
 	// ScheduleGroup and SchedulerRoleARN are where schedules go and the role
 	// they send to the queue as (management API only).
 	ScheduleGroup, SchedulerRoleARN string
@@ -132,8 +129,8 @@ type Config struct {
 	// flowd's aws backend hands its own, tests theirs.
 	Tracer *tracing.Tracer
 	// Clock is the service's and the engine's clock (quotas, slots,
-	// throttles, WAIT); nil: time.Now. Tests move it to decide a time
-	// rule without waiting on the wall clock.
+	// throttles, WAIT, a waitpoint's expiry); nil: time.Now. Tests move it
+	// to decide a time rule without waiting on the wall clock.
 	Clock func() time.Time
 }
 
