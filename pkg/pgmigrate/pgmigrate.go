@@ -40,7 +40,7 @@ var tables = []string{
 }
 
 // notCopied are pgstore's own tables, which a data directory has no rows of.
-var notCopied = map[string]bool{"blobs": true, "schema_migrations": true, "duty_leases": true, "cluster_settings": true}
+var notCopied = map[string]bool{"blobs": true, "schema_migrations": true, "duty_leases": true, "cluster_settings": true, "rate_buckets": true}
 
 // cleared are the columns whose values belong to the process that wrote
 // them (a lease, a delivery claim): that process is gone, and the nodes
