@@ -72,6 +72,9 @@ type Run struct {
 	// Response is what a synchronous (ON_COMPLETION) webhook answers: the
 	// RESPOND step's, or the last step's output.
 	Response *RunResponse `json:"response,omitempty"`
+	// Usage is the model tokens the run's AI steps used, summed over them
+	// (aitokens.go); absent for a run without AI steps.
+	Usage *RunUsage `json:"usage,omitempty"`
 	// OnErrorSteps are the results of the flow's onError steps, run once
 	// when the run ended FAILED or TIMEOUT.
 	OnErrorSteps []StepResult `json:"onErrorSteps,omitempty"`

@@ -15,6 +15,7 @@ var migrations = []string{
 	schemaQueueOrder,
 	schemaWaitpoints, // waitpoints.go
 	schemaBaseURL,    // connections.go
+	schemaAITokens,   // aitokens.go
 }
 
 // SchemaVersion is the version Open brings a database to.
