@@ -119,6 +119,11 @@ func (r Run) Public() Run {
 	r.Trigger.BodyDigest = ""
 	r.Steps = withoutItemsJournals(r.Steps)
 	r.OnErrorSteps = withoutItemsJournals(r.OnErrorSteps)
+	if r.Usage == nil && r.Status == RunRunning {
+		// Journal entries carry steps only: a run under way shows the
+		// usage its AI steps' journals hold so far.
+		r.Usage = StepsUsage(r.Steps, r.OnErrorSteps)
+	}
 	return r
 }
 
