@@ -640,6 +640,7 @@ func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation
 	results := pending(f.OnError)
 	x := e.newExecution(ctx, f, &r, journal, journalIndex(r.OnErrorSteps))
 	x.sh.results = &results
+	x.sh.onError = true
 	step, msg := failedStep(r)
 	x.env["error"] = map[string]any{"step": step, "message": msg}
 	for _, sr := range r.Steps {

@@ -222,7 +222,7 @@ func (l *aiLoop) run(ctx context.Context) (any, *stepError) {
 		if l.turns() >= maxTurns {
 			return nil, &stepError{msg: fmt.Sprintf("the model did not finish within maxTurns (%d turns)", maxTurns)}
 		}
-		if l.moved && !l.x.e.timeForTurn(ctx) {
+		if l.moved && l.canPark() && !l.x.e.timeForTurn(ctx) {
 			p := l.progress("")
 			p.Continue = true
 			return p, nil
@@ -319,6 +319,11 @@ func (l *aiLoop) admitTurn(ctx context.Context) *stepError {
 	l.x.e.log.WarnContext(ctx, "read model tokens", "run", l.x.run.ID, "step", l.s.Name, "err", err)
 	return &stepError{msg: "the project's model tokens could not be read; the run will be retried", retryable: true}
 }
+
+// canPark reports whether the step may hand its loop over: only where
+// a run can park (not inside FOR_EACH, not in onError), as a flow tool's
+// wait; elsewhere the loop goes on, bounded by the attempt's time.
+func (l *aiLoop) canPark() bool { return l.x.iter == "" && !l.x.sh.onError }
 
 // timeForTurn reports whether ctx leaves time for one model request
 // (AIModelTimeout) before its deadline. Deadlines are the wall clock's,
