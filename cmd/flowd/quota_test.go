@@ -28,9 +28,9 @@ func TestProjectQuotas(t *testing.T) {
 	api(t, p, key, "GET", "/api/v1/project", "", 200, &before)
 	// flowd's first project is ENTERPRISE: nothing is limited but the
 	// versions each flow keeps.
-	if before.Plan != "ENTERPRISE" || len(before.Limits) != 7 || before.Limits["flows"] != nil || before.Usage.Flows != 0 ||
+	if before.Plan != "ENTERPRISE" || len(before.Limits) != 8 || before.Limits["flows"] != nil || before.Usage.Flows != 0 ||
 		before.Limits["versionsPerFlow"] == nil || *before.Limits["versionsPerFlow"] != 1000 {
-		t.Fatalf("the first project: %+v; want ENTERPRISE with six unlimited limits, 1000 versions per flow and no flows", before)
+		t.Fatalf("the first project: %+v; want ENTERPRISE with seven unlimited limits, 1000 versions per flow and no flows", before)
 	}
 	var projects []struct{ Name string }
 	out, err := flowctl(t, dir, "projects", "list", "-o", "json")

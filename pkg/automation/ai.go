@@ -1,6 +1,7 @@
 package automation
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,4 +96,19 @@ func (s *flowValidator) aiRefs(ctx context.Context, f *Flow, st *Step, at string
 		}
 	}
 	return nil
+}
+
+// AIContinues reports whether a recorded AI step handed its loop to the
+// run's next attempt: the attempt's time no longer held a model request
+// (the run's timeout, a Lambda invocation's end), so the run is parked due
+// at once and the next attempt goes on from the step's journal. Its output
+// is then {"journal": [...], "continue": true, ...}.
+func AIContinues(sr StepResult) bool {
+	if sr.Type != StepAI || sr.Status != StepSucceeded || !bytes.Contains(sr.Output, []byte(`"continue"`)) {
+		return false
+	}
+	var out struct {
+		Continue bool `json:"continue"`
+	}
+	return json.Unmarshal(sr.Output, &out) == nil && out.Continue
 }

@@ -241,16 +241,17 @@ func (s *RunService) wakeCaller(ctx context.Context, rt *RunRuntime, r Run) {
 }
 
 // callResumes counts the claims of a run that only looked at a child a
-// CALL_FLOW step waits for: each claim after the one that asked for the
-// child (the step's attempts count them all). Like the claim that resumes
-// a WAIT, they are not retries. In a claimed run whose step still waits,
-// the claim under way is such a look too.
+// CALL_FLOW step (or an AI step's flow tool) waits for, or went on with an
+// AI loop an earlier attempt handed over (AIContinues): each claim after
+// the step's first (the step's attempts count them all). Like the claim
+// that resumes a WAIT, they are not retries. In a claimed run whose step
+// still waits, the claim under way is such a look too.
 func callResumes(st StepResult) int {
-	if st.Type != StepCallFlow && !waitpointResult(st) {
+	if st.Type != StepCallFlow && st.Type != StepAI && !waitpointResult(st) {
 		return 0
 	}
 	_, waitingCall := WaitingCall(st)
-	if _, waiting := WaitingPoint(st); waiting || waitingCall {
+	if _, waiting := WaitingPoint(st); waiting || waitingCall || AIContinues(st) {
 		return st.Attempts
 	}
 	return max(st.Attempts-1, 0)

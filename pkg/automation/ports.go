@@ -466,6 +466,7 @@ type ExecEnv struct {
 	Waitpoints      Waitpoints      // APPROVAL steps and WAIT for a callback
 	Actions         AppCatalog      // ACTION steps: the catalog's request templates (nil: none)
 	ToolFlows       ToolFlows       // AI steps' flow tools (ai.go)
+	AITokens        AIMeter         // AI steps' aiTokensPerDay and its count (aitokens.go)
 }
 
 // ConnectionNames resolves a project's connection names to IDs, once per

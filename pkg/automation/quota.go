@@ -40,11 +40,15 @@ type Limits struct {
 	// live one and those a RUNNING run is pinned to (versions.go). Nil
 	// keeps every version.
 	VersionsPerFlow *int64 `json:"versionsPerFlow"`
+	// AITokensPerDay bounds the model tokens (input and output) the
+	// project's AI steps use in a UTC day (aitokens.go): past it an AI
+	// step fails with QUOTA_EXCEEDED before asking the model again.
+	AITokensPerDay *int64 `json:"aiTokensPerDay"`
 }
 
 // LimitNames are the names of Limits' fields, as the API, flowctl and the
 // stored overrides spell them.
-var LimitNames = []string{"webhooksPerSecond", "concurrentRuns", "outboundPerMinute", "flows", "storedBytes", "runsPerMinute", "versionsPerFlow"}
+var LimitNames = []string{"webhooksPerSecond", "concurrentRuns", "outboundPerMinute", "flows", "storedBytes", "runsPerMinute", "versionsPerFlow", "aiTokensPerDay"}
 
 // Unlimited is how an override says "no limit".
 const Unlimited int64 = -1
@@ -62,11 +66,11 @@ func DefaultLimits(p Plan) Limits {
 	case PlanTeam:
 		return Limits{WebhooksPerSecond: limit(100), ConcurrentRuns: limit(50), OutboundPerMinute: limit(6000),
 			Flows: limit(1000), StoredBytes: limit(20 << 30), RunsPerMinute: limit(1200),
-			VersionsPerFlow: limit(100)}
+			VersionsPerFlow: limit(100), AITokensPerDay: limit(5_000_000)}
 	default:
 		return Limits{WebhooksPerSecond: limit(10), ConcurrentRuns: limit(5), OutboundPerMinute: limit(600),
 			Flows: limit(50), StoredBytes: limit(1 << 30), RunsPerMinute: limit(120),
-			VersionsPerFlow: limit(20)}
+			VersionsPerFlow: limit(20), AITokensPerDay: limit(100_000)}
 	}
 }
 
@@ -87,6 +91,8 @@ func (l *Limits) field(name string) **int64 {
 		return &l.RunsPerMinute
 	case "versionsPerFlow":
 		return &l.VersionsPerFlow
+	case "aiTokensPerDay":
+		return &l.AITokensPerDay
 	}
 	return nil
 }
@@ -140,6 +146,9 @@ type Usage struct {
 	// minute (one process), or those of about the last minute that its
 	// shared bucket still holds (Lambda, a cluster): runquota.go.
 	RunsPerMinute int64 `json:"runsPerMinute"`
+	// AITokensToday is the model tokens the project's AI steps used in
+	// the current UTC day, counted in the store (aitokens.go).
+	AITokensToday int64 `json:"aiTokensToday"`
 }
 
 // ProjectInfo is the answer of GET /api/v1/project.
@@ -161,12 +170,17 @@ func (s *ProjectService) ProjectInfo(ctx context.Context, p Project) (ProjectInf
 	if err != nil {
 		return ProjectInfo{}, err
 	}
-	runs, err := s.runsCounted(ctx, p.ID, p.Limits(), s.clock()) // runquota.go
+	now := s.clock()
+	runs, err := s.runsCounted(ctx, p.ID, p.Limits(), now) // runquota.go
 	if err != nil {
 		return ProjectInfo{}, err
 	}
+	tokens, err := s.store.AITokens(ctx, p.ID, AIDay(now))
+	if err != nil {
+		return ProjectInfo{}, wrap("read the project's model tokens of today", err)
+	}
 	return ProjectInfo{ID: p.ID, Name: p.Name, Plan: p.Plan, Limits: p.Limits(), Usage: Usage{Flows: n, StoredBytes: stored,
-		RunsPerMinute: runs}}, nil
+		RunsPerMinute: runs, AITokensToday: tokens}}, nil
 }
 
 // SetProjectLimits sets (or, for values not set, removes) the overrides of

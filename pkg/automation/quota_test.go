@@ -11,8 +11,8 @@ import (
 func n(v int64) *int64 { return &v }
 
 func TestPlanLimits(t *testing.T) {
-	free := automation.Limits{WebhooksPerSecond: n(10), ConcurrentRuns: n(5), OutboundPerMinute: n(600), Flows: n(50), StoredBytes: n(1 << 30), RunsPerMinute: n(120), VersionsPerFlow: n(20)}
-	team := automation.Limits{WebhooksPerSecond: n(100), ConcurrentRuns: n(50), OutboundPerMinute: n(6000), Flows: n(1000), StoredBytes: n(20 << 30), RunsPerMinute: n(1200), VersionsPerFlow: n(100)}
+	free := automation.Limits{WebhooksPerSecond: n(10), ConcurrentRuns: n(5), OutboundPerMinute: n(600), Flows: n(50), StoredBytes: n(1 << 30), RunsPerMinute: n(120), VersionsPerFlow: n(20), AITokensPerDay: n(100_000)}
+	team := automation.Limits{WebhooksPerSecond: n(100), ConcurrentRuns: n(50), OutboundPerMinute: n(6000), Flows: n(1000), StoredBytes: n(20 << 30), RunsPerMinute: n(1200), VersionsPerFlow: n(100), AITokensPerDay: n(5_000_000)}
 	for plan, want := range map[automation.Plan]automation.Limits{
 		automation.PlanFree: free, automation.PlanTeam: team, automation.PlanEnterprise: {VersionsPerFlow: n(1000)},
 	} {

@@ -72,6 +72,9 @@ type Run struct {
 	// Response is what a synchronous (ON_COMPLETION) webhook answers: the
 	// RESPOND step's, or the last step's output.
 	Response *RunResponse `json:"response,omitempty"`
+	// Usage is the model tokens the run's AI steps used, summed over them
+	// (aitokens.go); absent for a run without AI steps.
+	Usage *RunUsage `json:"usage,omitempty"`
 	// OnErrorSteps are the results of the flow's onError steps, run once
 	// when the run ended FAILED or TIMEOUT.
 	OnErrorSteps []StepResult `json:"onErrorSteps,omitempty"`
@@ -116,6 +119,11 @@ func (r Run) Public() Run {
 	r.Trigger.BodyDigest = ""
 	r.Steps = withoutItemsJournals(r.Steps)
 	r.OnErrorSteps = withoutItemsJournals(r.OnErrorSteps)
+	if r.Usage == nil && r.Status == RunRunning {
+		// Journal entries carry steps only: a run under way shows the
+		// usage its AI steps' journals hold so far.
+		r.Usage = StepsUsage(r.Steps, r.OnErrorSteps)
+	}
 	return r
 }
 

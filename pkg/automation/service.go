@@ -139,6 +139,7 @@ func NewService(cfg Config) (*Service, error) {
 			Waitpoints: s.RunService,
 			Actions:    cfg.Apps,
 			ToolFlows:  s.FlowService, // AI steps' flow tools (ai.go)
+			AITokens:   s.ProjectService,
 		})
 	}
 	return s, nil

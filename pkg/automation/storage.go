@@ -15,6 +15,12 @@ type UsageStore interface {
 	// StorageTTL per project and never on a delivery's path; a store may
 	// leave out runs that have not finished yet.
 	StoredBytes(ctx context.Context, project string) (int64, error)
+	// AddAITokens adds n model tokens to the project's count of day (AIDay)
+	// and returns the count after the add, atomically: of concurrent adds
+	// none is lost (aitokens.go).
+	AddAITokens(ctx context.Context, project, day string, n int64) (int64, error)
+	// AITokens is the project's count of day: 0 when nothing was added.
+	AITokens(ctx context.Context, project, day string) (int64, error)
 }
 
 // StorageTTL is how long a project's measured storedBytes usage stands

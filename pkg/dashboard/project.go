@@ -35,6 +35,7 @@ func (d *Dashboard) projectPage(w http.ResponseWriter, r *http.Request) {
 		{"flows", count(l.Flows, "flows"), strconv.FormatInt(u.Flows, 10), "403 QUOTA_EXCEEDED"},
 		{"storedBytes", size(l.StoredBytes), byteSize(u.StoredBytes), "webhooks 429, old runs still purged"},
 		{"versionsPerFlow", count(l.VersionsPerFlow, "versions a flow"), "", "the oldest pruned, except those running runs use"},
+		{"aiTokensPerDay", count(l.AITokensPerDay, "model tokens a day (UTC)"), group(u.AITokensToday) + " today", "AI steps fail QUOTA_EXCEEDED"},
 	}
 	per, err := insightPeriod(r)
 	if err != nil {

@@ -22,7 +22,8 @@ func TestProjectPage(t *testing.T) {
 	page := b.get("/ui/project")
 	wantPage(t, page, http.StatusOK, `href="/ui/project" aria-current="page"`, "Project small", "FREE",
 		"<code>webhooksPerSecond</code>", "10 a second", "5 at once", "120 HTTP requests a minute", "50 flows", "1.0 GiB",
-		"webhooks 429, old runs still purged", "<code>versionsPerFlow</code>", "20 versions a flow")
+		"webhooks 429, old runs still purged", "<code>versionsPerFlow</code>", "20 versions a flow",
+		"<code>aiTokensPerDay</code>", "100,000 model tokens a day (UTC)", "0 today", "AI steps fail QUOTA_EXCEEDED")
 	// Usage: no flows yet, and the bytes the project keeps (none).
 	if !strings.Contains(page.body, "<td>0</td>") || !strings.Contains(page.body, "<td>0 B</td>") {
 		t.Errorf("the project page does not show the usage (0 flows, 0 B):\n%s", page.body)

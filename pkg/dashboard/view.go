@@ -67,6 +67,8 @@ var funcs = template.FuncMap{
 	"json": prettyJSON,
 	"step": stepSettings,
 	"add":  func(a, b int) int { return a + b },
+	// group writes a count with thousands separators (1,234).
+	"group": group,
 	"pagerLinks": func(base, path string, p pager) any {
 		return struct {
 			URL   string

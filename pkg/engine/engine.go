@@ -105,6 +105,7 @@ type Engine struct {
 	dbsOnce      sync.Once
 	rootCAs      *x509.CertPool
 	toolFlows    automation.ToolFlows // AI steps' flow tools
+	aiTokens     automation.AIMeter   // AI steps' aiTokensPerDay (nil: not counted)
 	sleep        func(ctx context.Context, d time.Duration) bool
 }
 
@@ -116,7 +117,7 @@ func New(cfg Config) *Engine {
 		allowPrivate: cfg.AllowPrivateNetworks, rootCAs: cfg.RootCAs,
 		timeout: cfg.HTTPTimeout, maxResponse: cfg.MaxResponseBytes, maxOutput: cfg.MaxOutputBytes, maxRun: cfg.MaxRunOutputBytes,
 		now: cfg.Clock, log: cfg.Log, userAgent: cfg.UserAgent,
-		toolFlows: cfg.Env.ToolFlows, sleep: cfg.Sleep,
+		toolFlows: cfg.Env.ToolFlows, aiTokens: cfg.Env.AITokens, sleep: cfg.Sleep,
 	}
 	if e.sleep == nil {
 		e.sleep = sleepCtx
@@ -239,6 +240,7 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 		d := end2.Sub(start).Milliseconds()
 		r.DurationMs = &d
 		e.log.InfoContext(ctx, "run waits", "run", r.ID, "flow", f.ID, "step", end.step, "until", end.wait)
+		r.Usage = automation.StepsUsage(r.Steps, r.OnErrorSteps)
 		res.Run = r
 		return res
 	}
@@ -256,6 +258,8 @@ func (e *Engine) ExecuteJournaled(ctx context.Context, f automation.Flow, r auto
 	r.Finished, r.DurationMs = &end2, &d
 	e.log.InfoContext(ctx, "run finished", "run", r.ID, "flow", f.ID, "status", r.Status,
 		"durationMs", d, "retryable", res.Retryable)
+	// The AI steps' tokens ride in the write that stores this result.
+	r.Usage = automation.StepsUsage(r.Steps, r.OnErrorSteps)
 	res.Run = r
 	return res
 }

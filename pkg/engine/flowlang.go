@@ -123,7 +123,7 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 		// A CALL_FLOW that waits for its child is looked at again, not restored.
 		_, resuming := automation.WaitingCall(done)
 		_, onPoint := automation.WaitingPoint(done)
-		resuming = (resuming || onPoint) && ok
+		resuming = (resuming || onPoint || automation.AIContinues(done)) && ok
 		if ok && finished(done) && !resuming {
 			if until, ok := waitingUntil(done); ok && x.e.now().Before(until) {
 				// Resumed before its time (a redelivery, a restart): wait on.
@@ -214,6 +214,13 @@ func (x *execution) list(ctx context.Context, steps []automation.Step, results [
 			end.wait, end.step = &until, s.Name // the release records the call
 			return end
 		}
+		if automation.AIContinues(*sr) && se == nil {
+			// An AI loop out of time: parked due now, the next attempt
+			// goes on from its journal with time of its own.
+			now := x.e.clock()
+			end.wait, end.step = &now, s.Name
+			return end
+		}
 		if inner.halted() {
 			// A nested list stopped the run (a false FILTER in a SWITCH
 			// branch, the run's end, a journal that failed).
@@ -298,10 +305,12 @@ func (x *execution) run1(ctx context.Context, s automation.Step, sr *automation.
 	}
 	out, err = x.step(ctx, s)
 	attempts := 1
-	if s.Type == automation.StepCallFlow {
-		// Each claim that looks at the child counts (automation.callResumes).
-		if _, waiting := automation.WaitingCall(x.sh.previous[journalKey(s.Name, iter)]); waiting {
-			attempts = x.sh.previous[journalKey(s.Name, iter)].Attempts + 1
+	if s.Type == automation.StepCallFlow || s.Type == automation.StepAI {
+		// Each claim that looks at the child, or goes on with an AI loop,
+		// counts (automation.callResumes).
+		prev := x.sh.previous[journalKey(s.Name, iter)]
+		if _, waiting := automation.WaitingCall(prev); waiting || automation.AIContinues(prev) {
+			attempts = prev.Attempts + 1
 		}
 	}
 	for s.Retry != nil && attempts < s.Retry.Attempts {
@@ -631,6 +640,7 @@ func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation
 	results := pending(f.OnError)
 	x := e.newExecution(ctx, f, &r, journal, journalIndex(r.OnErrorSteps))
 	x.sh.results = &results
+	x.sh.onError = true
 	step, msg := failedStep(r)
 	x.env["error"] = map[string]any{"step": step, "message": msg}
 	for _, sr := range r.Steps {
@@ -648,6 +658,7 @@ func (e *Engine) RunOnError(ctx context.Context, f automation.Flow, r automation
 	}
 	r.Response = response // an onError RESPOND answers nobody
 	r.OnErrorSteps = x.snapshot()
+	r.Usage = automation.StepsUsage(r.Steps, r.OnErrorSteps)
 	e.log.InfoContext(ctx, "onError steps ran", "run", r.ID, "flow", f.ID)
 	return r
 }

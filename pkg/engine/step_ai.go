@@ -27,7 +27,17 @@ import (
 // While the loop runs, the step's recorded output is its journal
 // ({"journal": [...], ...}); waiting for a flow tool it is also
 // {"waiting": true, "runId"} (automation.WaitingCall), which parks the run
-// as a waiting CALL_FLOW does. The finished step's output is the answer
+// as a waiting CALL_FLOW does. An attempt whose time (the run's timeout,
+// the Lambda invocation's) no longer holds a model request ends the loop
+// with {"continue": true} (automation.AIContinues) once it has made
+// progress: the run is parked due at once, and the next attempt (the next
+// invocation) goes on from the journal with its own time.
+//
+// Before each model request the project's aiTokensPerDay is asked
+// (automation.AIMeter); a project over it fails the step with
+// QUOTA_EXCEEDED. Each turn's tokens are counted once the turn is
+// journaled: the journal is what keeps a turn from being requested (and
+// paid) twice. The finished step's output is the answer
 // ({"text", "json"?, "toolCalls", "turns", "usage", "model", "stopReason"}).
 
 // Kinds of journal entries.
@@ -68,8 +78,10 @@ type aiProgress struct {
 	Journal []aiEntry `json:"journal"`
 	Waiting bool      `json:"waiting,omitempty"`
 	RunID   string    `json:"runId,omitempty"`
-	Turns   int       `json:"turns"`
-	Usage   aiUsage   `json:"usage"`
+	// Continue: the attempt's time ran short; the next one goes on.
+	Continue bool    `json:"continue,omitempty"`
+	Turns    int     `json:"turns"`
+	Usage    aiUsage `json:"usage"`
 }
 
 // aiLoop is one attempt's view of an AI step.
@@ -82,6 +94,9 @@ type aiLoop struct {
 	tools   map[string]aiToolImpl
 	entries []aiEntry
 	secrets []string // the connection's key, masked wherever it could show
+	// moved says this attempt journaled a turn or a tool result: only
+	// then may it hand the loop to the next attempt (continueLater).
+	moved bool
 }
 
 // aiToolImpl is how the loop runs a tool the model calls.
@@ -207,6 +222,14 @@ func (l *aiLoop) run(ctx context.Context) (any, *stepError) {
 		if l.turns() >= maxTurns {
 			return nil, &stepError{msg: fmt.Sprintf("the model did not finish within maxTurns (%d turns)", maxTurns)}
 		}
+		if l.moved && l.canPark() && !l.x.e.timeForTurn(ctx) {
+			p := l.progress("")
+			p.Continue = true
+			return p, nil
+		}
+		if se := l.admitTurn(ctx); se != nil {
+			return nil, se
+		}
 		if se := l.ask(ctx); se != nil {
 			return nil, se
 		}
@@ -266,7 +289,48 @@ func (l *aiLoop) ask(ctx context.Context) *stepError {
 	u := ans.Usage
 	l.entries = append(l.entries, aiEntry{Kind: entryModel, Text: ans.Text, Calls: ans.Calls,
 		StopReason: ans.StopReason, Model: ans.Model, Usage: &u})
-	return l.journal(ctx)
+	if se := l.journal(ctx); se != nil {
+		return se
+	}
+	if m := l.x.e.aiTokens; m != nil {
+		if err := m.CountAITokens(ctx, l.x.flow.Project, u.InputTokens+u.OutputTokens); err != nil {
+			// The turn is journaled: the next attempt goes on after it.
+			l.x.e.log.WarnContext(ctx, "count model tokens", "run", l.x.run.ID, "step", l.s.Name, "err", err)
+			return &stepError{msg: "the model's tokens could not be counted; the run will be retried", retryable: true}
+		}
+	}
+	return nil
+}
+
+// admitTurn asks the project's aiTokensPerDay for one more turn.
+func (l *aiLoop) admitTurn(ctx context.Context) *stepError {
+	m := l.x.e.aiTokens
+	if m == nil {
+		return nil
+	}
+	err := m.AdmitAITurn(ctx, l.x.flow.Project)
+	if err == nil {
+		return nil
+	}
+	var ae *automation.Error
+	if errors.As(err, &ae) && ae.Code == "QUOTA_EXCEEDED" {
+		return &stepError{msg: ae.Code + ": " + ae.Message} // named, for what reads the run
+	}
+	l.x.e.log.WarnContext(ctx, "read model tokens", "run", l.x.run.ID, "step", l.s.Name, "err", err)
+	return &stepError{msg: "the project's model tokens could not be read; the run will be retried", retryable: true}
+}
+
+// canPark reports whether the step may hand its loop over: only where
+// a run can park (not inside FOR_EACH, not in onError), as a flow tool's
+// wait; elsewhere the loop goes on, bounded by the attempt's time.
+func (l *aiLoop) canPark() bool { return l.x.iter == "" && !l.x.sh.onError }
+
+// timeForTurn reports whether ctx leaves time for one model request
+// (AIModelTimeout) before its deadline. Deadlines are the wall clock's,
+// whatever clock the engine was given.
+func (e *Engine) timeForTurn(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) >= AIModelTimeout
 }
 
 // aiTurn asks the model once, retrying 429, 5xx and network failures up
@@ -525,6 +589,7 @@ func (l *aiLoop) progress(waiting string) aiProgress {
 // run's journal keep them before the loop goes on.
 func (l *aiLoop) journal(ctx context.Context) *stepError {
 	x := l.x
+	l.moved = true
 	raw, err := json.Marshal(l.progress(""))
 	if err != nil {
 		return fail(false, err)

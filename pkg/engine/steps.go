@@ -40,6 +40,9 @@ type shared struct {
 	// results are the run's step results, written in place as steps
 	// finish, so that a journal entry can be taken at any moment.
 	results *[]automation.StepResult
+	// onError says the results are the run's onError steps, which
+	// cannot park the run (RunOnError).
+	onError bool
 	// responded is set once a RESPOND step ran: the first one decides the
 	// answer, as it would once sent.
 	responded bool

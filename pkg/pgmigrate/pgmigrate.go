@@ -37,6 +37,7 @@ var tables = []string{
 	"oauth_apps", "flow_state", "project_variables", "alert_subscriptions", "alert_events",
 	"alert_deliveries", "audit_log", "run_journal", "flow_versions", "flow_drafts", "run_slots",
 	"poll_state", "flow_insights", "users", "memberships", "invitations", "sessions", "waitpoints",
+	"ai_tokens",
 }
 
 // notCopied are pgstore's own tables, which a data directory has no rows of.

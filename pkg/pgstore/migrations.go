@@ -16,6 +16,7 @@ var migrations = []string{
 	schemaWaitpoints,  // waitpoints.go
 	schemaBaseURL,     // connections.go
 	schemaRateBuckets, // ratebuckets.go
+	schemaAITokens,    // aitokens.go
 }
 
 // SchemaVersion is the version Open brings a database to.

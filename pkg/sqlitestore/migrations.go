@@ -34,6 +34,7 @@ var migrations = []string{
 	schemaUsers,           // users.go
 	schemaWaitpoints,      // waitpoints.go
 	schemaBaseURL,         // connections.go
+	schemaAITokens,        // aitokens.go
 }
 
 // SchemaVersion is the version Open brings a database to.

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) automation.Store) {
 	t.Run("FlowLimits", func(t *testing.T) { testFlowLimits(t, open(t)) })
 	t.Run("PollState", func(t *testing.T) { testPollState(t, open(t)) })
 	t.Run("ListFlowsVersion", func(t *testing.T) { testListFlowsVersion(t, open(t)) }) // flowlist.go
+	t.Run("AITokens", func(t *testing.T) { testAITokens(t, open(t)) })                 // aitokens.go
 }
 
 // now is a base time as the Service makes them: UTC, milliseconds.
