@@ -70,10 +70,10 @@ type aiProgress struct {
 	// step began: a resumed attempt offers the model the same tools
 	// without listing them again.
 	MCPTools []mcpListed `json:"mcpTools,omitempty"`
-	Waiting bool      `json:"waiting,omitempty"`
-	RunID   string    `json:"runId,omitempty"`
-	Turns   int       `json:"turns"`
-	Usage   aiUsage   `json:"usage"`
+	Waiting  bool        `json:"waiting,omitempty"`
+	RunID    string      `json:"runId,omitempty"`
+	Turns    int         `json:"turns"`
+	Usage    aiUsage     `json:"usage"`
 }
 
 // aiLoop is one attempt's view of an AI step.
