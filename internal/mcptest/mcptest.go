@@ -40,6 +40,7 @@ type Server struct {
 	calls   map[string]int
 	methods map[string]int
 	headers []http.Header
+	keys    []string // Idempotency-Key of each tools/call request
 	// SlowEntered receives once per call of slow, when it began.
 	SlowEntered chan struct{}
 }
@@ -120,6 +121,9 @@ func Start(t testing.TB) *Server {
 		if msg.Method != "" {
 			s.methods[msg.Method]++
 		}
+		if msg.Method == "tools/call" {
+			s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
+		}
 		s.mu.Unlock()
 		h.ServeHTTP(w, r)
 	}))
@@ -151,6 +155,14 @@ func (s *Server) Requests(method string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.methods[method]
+}
+
+// CallKeys are the Idempotency-Key headers of the tools/call requests so
+// far, in order.
+func (s *Server) CallKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.keys...)
 }
 
 // HeaderValues are the values of header name on every request so far.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -100,6 +101,9 @@ func (w *mcpWire) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set(name, v.Reveal())
 	}
 	w.x.identify(req)
+	if k, ok := req.Context().Value(mcpIdemKey{}).(string); ok && req.Method == http.MethodPost {
+		req.Header.Set("Idempotency-Key", k)
+	}
 	resp, err := w.x.e.sender.RoundTrip(req)
 	if err != nil {
 		return nil, err
@@ -235,10 +239,33 @@ func (w *mcpWire) fail(ctx, opCtx context.Context, timeout time.Duration, what s
 	return masked(fmt.Sprintf("%s: %v", what, err), !afterSend)
 }
 
+// mcpIdemKey carries a tool call's Idempotency-Key to the requests the
+// SDK sends for it (it makes them with the call's context), so that a
+// server can deduplicate a call that a retry or a crash sends again.
+type mcpIdemKey struct{}
+
+// mcpCallKey is the Idempotency-Key of an MCP call: the HTTP step's
+// (<runId>.<step>, an item's path inside FOR_EACH) and, for an AI step's
+// tool call, its index.
+func (x *execution) mcpCallKey(s automation.Step, call int) string {
+	origin := x.run.ID
+	if x.run.ResumedFrom != "" {
+		origin = x.run.ResumedFrom
+	}
+	key := automation.IdempotencyKeyFor(origin, s.Name)
+	if x.iter != "" {
+		key += "." + x.iter
+	}
+	if call >= 0 {
+		key += "." + strconv.Itoa(call)
+	}
+	return key
+}
+
 // callTool calls tool with args in the session, within opCtx (whose
-// deadline is timeout).
-func (s *mcpSession) callTool(ctx, opCtx context.Context, timeout time.Duration, tool string, args map[string]any) (*mcp.CallToolResult, *stepError) {
-	res, err := s.cs.CallTool(opCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
+// deadline is timeout), its requests carrying idem as Idempotency-Key.
+func (s *mcpSession) callTool(ctx, opCtx context.Context, timeout time.Duration, tool string, args map[string]any, idem string) (*mcp.CallToolResult, *stepError) {
+	res, err := s.cs.CallTool(context.WithValue(opCtx, mcpIdemKey{}, idem), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		return nil, s.wire.fail(ctx, opCtx, timeout, "tool "+tool, err, true)
 	}
@@ -304,7 +331,7 @@ func (x *execution) mcpStep(ctx context.Context, s automation.Step) (any, error)
 		return nil, se
 	}
 	defer sess.close()
-	res, se := sess.callTool(ctx, opCtx, timeout, s.Tool, args)
+	res, se := sess.callTool(ctx, opCtx, timeout, s.Tool, args, x.mcpCallKey(s, -1))
 	if se != nil {
 		return nil, se
 	}
@@ -443,7 +470,7 @@ func (l *aiLoop) callMCP(ctx context.Context, t mcpListed, call aiCall, e aiEntr
 	}
 	opCtx, cancel := context.WithTimeout(ctx, mcpDefaultTimeout)
 	defer cancel()
-	res, se := sess.callTool(ctx, opCtx, mcpDefaultTimeout, t.Tool, args)
+	res, se := sess.callTool(ctx, opCtx, mcpDefaultTimeout, t.Tool, args, l.x.mcpCallKey(l.s, e.Index))
 	switch {
 	case se != nil && ctx.Err() != nil:
 		return e, se

@@ -86,6 +86,9 @@ func TestMCPStep(t *testing.T) {
 			t.Fatalf("request %d carried Authorization %q, X-Team %q", i, auths[i], teams[i])
 		}
 	}
+	if keys := srv.CallKeys(); len(keys) != 3 || keys[0] != automation.IdempotencyKeyFor(r.ID, "issue") {
+		t.Errorf("Idempotency-Key of the calls %q", keys)
+	}
 	if ua := srv.HeaderValues("User-Agent"); !strings.HasPrefix(ua[0], "flowd/") {
 		t.Errorf("User-Agent %q", ua[0])
 	}
@@ -222,6 +225,9 @@ func TestAIMCPTool(t *testing.T) {
 	}
 	if got := m.counts(); fmt.Sprint(got) != "map[0:1 1:1]" {
 		t.Errorf("requests per turn %v", got)
+	}
+	if keys := srv.CallKeys(); len(keys) != 1 || keys[0] != automation.IdempotencyKeyFor(r.ID, "triage")+".0" {
+		t.Errorf("Idempotency-Key of the tool call %q", keys)
 	}
 	sent, _ := json.Marshal(m.last())
 	for _, want := range []string{`"name":"create_issue"`, "Creates an issue in the tracker", `"required":["title"]`, `\"id\":1`} {
