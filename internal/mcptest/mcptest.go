@@ -29,6 +29,7 @@ import (
 //   - whoami: text echoing the request's Authorization header (a
 //     server that shows a credential back);
 //   - fail: isError with the text "the tracker is read-only";
+//   - big {"bytes"}: that many bytes of text;
 //   - slow: answers only when the call's context ends (a tool that never
 //     finishes in time).
 type Server struct {
@@ -91,6 +92,15 @@ func Start(t testing.TB) *Server {
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			s.count("fail")
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the tracker is read-only"}}}, nil
+		})
+	srv.AddTool(&mcp.Tool{Name: "big", Description: "Answers as many bytes of text as asked", InputSchema: obj(`{"bytes":{"type":"integer"}}`, "bytes")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct {
+				Bytes int `json:"bytes"`
+			}
+			_ = json.Unmarshal(req.Params.Arguments, &in)
+			s.count("big")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", in.Bytes)}}}, nil
 		})
 	srv.AddTool(&mcp.Tool{Name: "slow", Description: "Never answers in time", InputSchema: obj(`{}`)},
 		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -266,3 +266,22 @@ func TestAIMCPTool(t *testing.T) {
 		t.Errorf("missing tool: run %s %q", r.Status, r.Error)
 	}
 }
+
+// TestMCPResponseBounded: what an MCP server answers is read up to the
+// engine's response limit (the HTTP step's); an answer over it fails the
+// step, for good, and one under it is the output.
+func TestMCPResponseBounded(t *testing.T) {
+	srv := mcptest.Start(t)
+	creds := aiCreds{newCredentials()}
+	creds.addMCP("con_mcp", "tracker", srv.Endpoint)
+	e := New(Config{Env: automation.ExecEnv{Credentials: creds, ConnectionNames: creds}, AllowPrivateNetworks: true,
+		MaxResponseBytes: 64 << 10})
+	res := e.Execute(context.Background(), flowOf(mcpStepOf("big", "big", `{"bytes": 200000}`)), runOf(`{}`))
+	if res.Run.Status != automation.RunFailed || res.Retryable || !strings.Contains(res.Run.Error, "over 65536 bytes") {
+		t.Fatalf("200 KB answer: run %s %q retryable %v", res.Run.Status, res.Run.Error, res.Retryable)
+	}
+	r := e.Execute(context.Background(), flowOf(mcpStepOf("big", "big", `{"bytes": 30000}`)), runOf(`{}`)).Run
+	if r.Status != automation.RunSucceeded || len(r.Steps[0].Output) != 30002 {
+		t.Fatalf("30 KB answer: run %s %q, output %d bytes", r.Status, r.Error, len(r.Steps[0].Output))
+	}
+}
