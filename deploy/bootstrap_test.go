@@ -222,8 +222,8 @@ func TestBootstrapBinary(t *testing.T) {
 }
 
 // TestBinarySizes builds every function as `make build-lambdas` does
-// (linux/arm64) and checks each stays under its bound (15 MB; the api
-// function 15.5 MB, see docs/aws.md) and links only what it
+// (linux/arm64) and checks each stays under its bound (27.2 MB; the api
+// function 29 MB, see docs/aws.md) and links only what it
 // serves: cold starts grow with the package. The dashboard and the OpenAPI
 // document are the api function's alone, and only it can change schedules.
 func TestBinarySizes(t *testing.T) {
@@ -267,10 +267,14 @@ func TestBinarySizes(t *testing.T) {
 		// drivers and go-mail into every function that runs flows (the
 		// receivers run ON_COMPLETION flows inline): about 5.4 MB more
 		// (api 26.7, the others 24.9-25.0 MB), still a tenth of Lambda's
-		// 250 MB.
-		bound := 25_500_000
+		// 250 MB. MCP steps and AI steps' MCP tools link the official MCP
+		// Go SDK (github.com/modelcontextprotocol/go-sdk, with
+		// jsonschema-go, uritemplate and segmentio/encoding) into every
+		// function that runs flows: about 1.77 MB more (runner 24.90 to
+		// 26.67 MB, api 26.74 to 28.44 MB).
+		bound := 27_200_000
 		if fn == "api" {
-			bound = 27_200_000
+			bound = 29_000_000
 		}
 		if len(bin) >= bound {
 			t.Errorf("%s bootstrap is %d bytes, over its bound of %d", fn, len(bin), bound)

@@ -83,10 +83,18 @@ func toolFlowOf(f Flow) ToolFlow {
 }
 
 // aiRefs checks what an AI step names in the project: its flow tools are
-// flows of the project. Its connection is found by name when it runs, as
+// flows of the project, its MCP tools' connections (when the project has
+// them) MCP connections. Its connection is found by name when it runs, as
 // an HTTP step's is, so that a flow file works on every installation.
 func (s *flowValidator) aiRefs(ctx context.Context, f *Flow, st *Step, at string) error {
 	for i, t := range st.Tools {
+		if t.MCP != nil {
+			field := fmt.Sprintf("%s.tools[%d].mcp.connection", at, i)
+			if err := s.namedConnectionKind(ctx, f, t.MCP.Connection, field, "an MCP tool", ConnectionMCP); err != nil {
+				return err
+			}
+			continue
+		}
 		if t.Flow == "" || t.Flow == f.Name {
 			continue
 		}

@@ -138,14 +138,14 @@ func parseBaseURL(raw string) (string, string, error) {
 
 // appHosts gives a new connection of app its fence: the hosts asked for,
 // else the catalog app's defaults, but for a model connection (OPENAI,
-// ANTHROPIC), which is not the catalog's app of that name and sends to
-// its own baseUrl (an OpenAI-compatible server anywhere); a
-// baseUrl's host joins them (a fence of nothing stays none: the credential
+// ANTHROPIC) or an MCP server, which is not the catalog's app of that
+// name and sends to its own URL (an OpenAI-compatible server anywhere, the
+// app's MCP server on its own host); a baseUrl's (or MCP url's) host joins them (a fence of nothing stays none: the credential
 // goes anywhere, baseUrl included).
 func appHosts(apps AppCatalog, app string, typ ConnectionType, asked []string, baseHost string) []string {
 	hosts := asked
 	if len(hosts) == 0 && apps != nil {
-		if a, ok := apps.App(app); ok && typ != ConnectionOpenAI && typ != ConnectionAnthropic {
+		if a, ok := apps.App(app); ok && typ != ConnectionOpenAI && typ != ConnectionAnthropic && typ != ConnectionMCP {
 			hosts = slices.Clone(a.Connection.AllowedHosts)
 		}
 	}

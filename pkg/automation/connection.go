@@ -64,4 +64,6 @@ type ConnectionValue struct {
 	// BaseURL is where an OPENAI or ANTHROPIC connection's API is
 	// (credtypes_ai.go).
 	BaseURL string `json:"-"`
+	// MCP is an MCP connection's URL and headers (credtypes_mcp.go).
+	MCP *MCPConfig `json:"-"`
 }

@@ -53,6 +53,7 @@ func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in 
 		return Connection{}, err
 	}
 	var raw []byte
+	var mcpHost string // an MCP server's host joins the fence as a baseUrl's does
 	switch in.Type {
 	case ConnectionAPIKey:
 		v, err := decodeConnectionValue(in.Value)
@@ -86,6 +87,11 @@ func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in 
 		if raw, err = decodeAIValue(in.Type, in.Value); err != nil {
 			return Connection{}, err
 		}
+	case ConnectionMCP: // credtypes_mcp.go
+		var err error
+		if raw, mcpHost, err = decodeMCPValue(in.Value); err != nil {
+			return Connection{}, err
+		}
 	case ConnectionOAuth2:
 		return Connection{}, Invalid("OAUTH2 connections cannot be created through the API: they need the interactive authorization in the dashboard (Connect on its connections page, {base_url}/ui/connections)")
 	case "":
@@ -102,6 +108,9 @@ func (s *ConnectionService) CreateConnection(ctx context.Context, p Project, in 
 		if base, baseHost, err = parseBaseURL(in.BaseURL); err != nil {
 			return Connection{}, err
 		}
+	}
+	if mcpHost != "" {
+		baseHost = mcpHost
 	}
 	hosts = appHosts(s.apps, in.App, in.Type, hosts, baseHost)
 	return s.storeConnection(ctx, p, in.Name, in.App, in.Type, raw, hosts, base)
@@ -183,6 +192,12 @@ func (s *ConnectionService) ConnectionCredential(ctx context.Context, project, i
 		return c, v, nil
 	case ConnectionOpenAI, ConnectionAnthropic:
 		v, err := aiCredential(c.Type, raw)
+		if err != nil {
+			return c, ConnectionValue{}, wrap("read connection credential", err)
+		}
+		return c, v, nil
+	case ConnectionMCP:
+		v, err := mcpCredential(raw)
 		if err != nil {
 			return c, ConnectionValue{}, wrap("read connection credential", err)
 		}

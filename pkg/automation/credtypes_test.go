@@ -61,3 +61,40 @@ func TestTypedValues(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPValue: an MCP value keeps its URL and headers (names
+// canonical), masks every header value and a bearer token alone, and a
+// bad value is refused naming the field, never a value.
+func TestMCPValue(t *testing.T) {
+	raw, host, err := decodeMCPValue(json.RawMessage(`{"url": "https://MCP.example.com/mcp", "headers": {"authorization": "Bearer tok-123456789", "x-team": "ops"}}`))
+	if err != nil || host != "mcp.example.com" {
+		t.Fatalf("host %q: %v", host, err)
+	}
+	v, err := mcpCredential(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.MCP.URL != "https://MCP.example.com/mcp" || v.MCP.Headers["Authorization"].Reveal() != "Bearer tok-123456789" || v.MCP.Headers["X-Team"].Reveal() != "ops" {
+		t.Errorf("value %+v", v.MCP)
+	}
+	masks := map[string]bool{}
+	for _, m := range v.Masks {
+		masks[m.Reveal()] = true
+	}
+	if !masks["Bearer tok-123456789"] || !masks["tok-123456789"] || !masks["ops"] {
+		t.Errorf("masks %v", masks)
+	}
+	for _, bad := range []struct{ value, want string }{
+		{`{"url": "https://u:p@mcp.example.com/"}`, "without credentials"},
+		{`{"url": "https://mcp.example.com/", "headers": {"a b": "x"}}`, "not a valid HTTP header name"},
+		{`{"url": "https://mcp.example.com/", "headers": {"X-Key": "secret-one", "x-key": "secret-two"}}`, "given twice"},
+		{`{"url": "https://mcp.example.com/", "headers": {"Content-Type": "text/plain"}}`, "sets this header itself"},
+		{`{"url": "https://mcp.example.com/", "extra": 1}`, "value must be an object"},
+		{`{"url": "http://[::1%25eth0]/"}`, "IPv6 zone"},
+	} {
+		_, _, err := decodeMCPValue(json.RawMessage(bad.value))
+		if err == nil || !strings.Contains(err.Error(), bad.want) || strings.Contains(err.Error(), "secret-") {
+			t.Errorf("%s: %v, want %q", bad.value, err, bad.want)
+		}
+	}
+}

@@ -223,6 +223,12 @@ func storedConfig(typ ConnectionType, raw []byte) (ConnectionValue, error) {
 // the project lacks is the run's error (a portable flow may be saved
 // before its connections exist).
 func (s *flowValidator) connectionKind(ctx context.Context, f *Flow, st *Step, at string, types ...ConnectionType) error {
+	return s.namedConnectionKind(ctx, f, st.Connection, at+".connection", "a "+string(st.Type)+" step", types...)
+}
+
+// namedConnectionKind is connectionKind for the connection name found at
+// field, used by what (an MCP tool of an AI step names its own).
+func (s *flowValidator) namedConnectionKind(ctx context.Context, f *Flow, name, field, what string, types ...ConnectionType) error {
 	q := ListQuery{Limit: MaxPageSize}
 	for {
 		page, err := s.store.ListConnections(ctx, f.Project, q)
@@ -230,8 +236,8 @@ func (s *flowValidator) connectionKind(ctx context.Context, f *Flow, st *Step, a
 			return wrap("check connection", err)
 		}
 		for _, c := range page.Items {
-			if c.Name == st.Connection && !slices.Contains(types, c.Type) {
-				return Invalid("%s.connection %q is a %s connection; a %s step needs %s", at, ClipID(st.Connection), c.Type, st.Type, join(types))
+			if c.Name == name && !slices.Contains(types, c.Type) {
+				return Invalid("%s %q is a %s connection; %s needs %s", field, ClipID(name), c.Type, what, join(types))
 			}
 		}
 		if page.Next == "" {

@@ -98,6 +98,8 @@ func (s *flowValidator) stepRefs(ctx context.Context, f *Flow, st *Step, at stri
 		return s.connectionKind(ctx, f, st, at, ConnectionPostgres, ConnectionMySQL)
 	case StepEmail:
 		return s.connectionKind(ctx, f, st, at, ConnectionSMTP)
+	case StepMCP:
+		return s.connectionKind(ctx, f, st, at, ConnectionMCP)
 	case StepCode:
 		// A script that does not compile would fail every run; say so now.
 		if s.code != nil {

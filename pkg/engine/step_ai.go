@@ -76,8 +76,12 @@ func (e aiEntry) content() string {
 // aiProgress is the recorded output of an AI step under way.
 type aiProgress struct {
 	Journal []aiEntry `json:"journal"`
-	Waiting bool      `json:"waiting,omitempty"`
-	RunID   string    `json:"runId,omitempty"`
+	// MCPTools are the MCP tools as their servers listed them when the
+	// step began: a resumed attempt offers the model the same tools
+	// without listing them again.
+	MCPTools []mcpListed `json:"mcpTools,omitempty"`
+	Waiting  bool        `json:"waiting,omitempty"`
+	RunID    string      `json:"runId,omitempty"`
 	// Continue: the attempt's time ran short; the next one goes on.
 	Continue bool    `json:"continue,omitempty"`
 	Turns    int     `json:"turns"`
@@ -97,23 +101,31 @@ type aiLoop struct {
 	// moved says this attempt journaled a turn or a tool result: only
 	// then may it hand the loop to the next attempt (continueLater).
 	moved bool
+	// mcpTools are the step's MCP tools as listed (kept in its journal),
+	// sessions its open MCP sessions by connection name (step_mcp.go).
+	mcpTools []mcpListed
+	mcpLists map[string]map[string]mcpListed // tools/list by connection name
+	sessions map[string]*mcpSession
 }
 
 // aiToolImpl is how the loop runs a tool the model calls.
 type aiToolImpl struct {
 	flow *automation.ToolFlow
+	mcp  *mcpListed
 }
 
 // aiStep runs an AI step.
 func (x *execution) aiStep(ctx context.Context, s automation.Step) (any, error) {
 	l := &aiLoop{x: x, s: s, key: journalKey(s.Name, x.iter), tools: map[string]aiToolImpl{}}
+	defer l.closeSessions()
+	var listed []mcpListed
 	if prev, ok := x.sh.previous[l.key]; ok && prev.Type == automation.StepAI {
 		var p aiProgress
 		if json.Unmarshal(prev.Output, &p) == nil {
-			l.entries = p.Journal
+			l.entries, listed = p.Journal, p.MCPTools
 		}
 	}
-	if se := l.prepare(ctx); se != nil {
+	if se := l.prepare(ctx, listed); se != nil {
 		return nil, l.withProgress(se)
 	}
 	out, se := l.run(ctx)
@@ -133,8 +145,9 @@ func (l *aiLoop) withProgress(se *stepError) *stepError {
 	return se
 }
 
-// prepare reads the connection, renders the texts and finds the tools.
-func (l *aiLoop) prepare(ctx context.Context) *stepError {
+// prepare reads the connection, renders the texts and finds the tools;
+// MCP tools listed by an earlier attempt are taken from listed.
+func (l *aiLoop) prepare(ctx context.Context, listed []mcpListed) *stepError {
 	x, s := l.x, l.s
 	cred, se := x.credential(ctx, s)
 	if se != nil {
@@ -186,7 +199,14 @@ func (l *aiLoop) prepare(ctx context.Context) *stepError {
 			l.tools[tf.Tool] = aiToolImpl{flow: &tf}
 			l.req.Tools = append(l.req.Tools, aiToolSpec{Name: tf.Tool, Description: tf.Description, Schema: tf.InputSchema})
 		case t.MCP != nil:
-			return &stepError{msg: "MCP tools are not available in this deployment yet"}
+			spec, se := l.mcpTool(ctx, *t.MCP, listed)
+			if se != nil {
+				return se
+			}
+			name := flowdef.ToolName(t.MCP.Tool)
+			l.tools[name] = aiToolImpl{mcp: &spec}
+			l.req.Tools = append(l.req.Tools, aiToolSpec{Name: name, Description: spec.Description, Schema: spec.Schema})
+			l.mcpTools = append(l.mcpTools, spec)
 		}
 	}
 	return nil
@@ -412,6 +432,11 @@ func (l *aiLoop) runTools(ctx context.Context, m int) (waiting string, se *stepE
 			if e, se = l.flowTool(ctx, *impl.flow, call, e); se != nil {
 				return "", se
 			}
+		case impl.mcp != nil:
+			var se *stepError
+			if e, se = l.callMCP(ctx, *impl.mcp, call, e); se != nil {
+				return "", se
+			}
 		}
 		if ok {
 			l.entries[at] = e
@@ -582,7 +607,7 @@ func (l *aiLoop) toolCalls() []any {
 
 // progress is the step's recorded output while under way.
 func (l *aiLoop) progress(waiting string) aiProgress {
-	return aiProgress{Journal: l.entries, Waiting: waiting != "", RunID: waiting, Turns: l.turns(), Usage: l.usage()}
+	return aiProgress{Journal: l.entries, MCPTools: l.mcpTools, Waiting: waiting != "", RunID: waiting, Turns: l.turns(), Usage: l.usage()}
 }
 
 // journal records the entries so far as the step's output and has the

@@ -104,6 +104,8 @@ func (x *execution) step(ctx context.Context, s automation.Step) (out any, err e
 		return x.email(ctx, s)
 	case automation.StepAI:
 		return x.aiStep(ctx, s)
+	case automation.StepMCP:
+		return x.mcpStep(ctx, s)
 	}
 	return nil, &stepError{msg: fmt.Sprintf("unknown step type %q", s.Type)}
 }

@@ -150,10 +150,14 @@ const (
 	StepEmail  StepType = "EMAIL"  // a message sent through an SMTP connection
 )
 
+// MCP: one tool of an MCP server, called over Streamable HTTP (step_mcp.go).
+const StepMCP StepType = "MCP"
+
 // StepTypes lists the step types in the order error messages name them.
 var StepTypes = []StepType{StepHTTP, StepSet, StepFilter, StepVerifySignature, StepRespond, StepCode,
 	StepSwitch, StepForEach, StepStore, StepWait, StepCallFlow,
-	StepApproval, StepAction, StepSQL, StepEmail, StepAI}
+	StepApproval, StepAction, StepSQL, StepEmail, StepAI,
+	StepMCP}
 
 // Limits of the flow language.
 const (
@@ -305,6 +309,12 @@ type Step struct {
 	MaxTurns    int             `json:"maxTurns,omitempty"`
 	MaxTokens   int             `json:"maxTokens,omitempty"`
 	Temperature *float64        `json:"temperature,omitempty"`
+
+	// MCP (step_mcp.go; Connection above names an MCP connection): the
+	// tool to call and its arguments (a JSON object, every string in it a
+	// template); Timeout above bounds the call.
+	Tool      string          `json:"tool,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // Case is one branch of a SWITCH.

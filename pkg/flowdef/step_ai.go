@@ -108,7 +108,7 @@ func checkAI(c Checks, st *Step, at string) error {
 			if err := CheckText(here+".mcp.connection", t.MCP.Connection, 200); err != nil {
 				return err
 			}
-			if err := CheckText(here+".mcp.tool", t.MCP.Tool, 128); err != nil {
+			if err := CheckMCPToolName(here+".mcp.tool", t.MCP.Tool); err != nil {
 				return err
 			}
 			name = ToolName(t.MCP.Tool)
