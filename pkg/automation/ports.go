@@ -42,7 +42,9 @@ type Page[T any] struct {
 // drops on its own subscription writes; the state the change replaces,
 // in the write) and nothing when the Outbox asks nothing. A change that
 // fails or is refused writes no delivery, and an Outbox or delivery write
-// that fails fails the change: both commit, or neither.
+// that fails fails the change: both commit, or neither. The waitpoint
+// writes (WaitpointStore.UpdateWaitpoint, waitpoint.go) carry theirs the
+// same way: an approval requested or decided.
 
 // ProjectStore persists projects.
 type ProjectStore interface {
