@@ -300,7 +300,9 @@ type RunStore interface {
 	// is refused with FlowStopped, and nothing changes (flowstop.go).
 	AppendSteps(ctx context.Context, r Run, patches []StepPatch) error
 	// DeleteRunsBefore removes at most limit runs created before t (the
-	// retention purge) and returns how many it removed.
+	// retention purge), with their waitpoints where the store keeps them
+	// (WaitpointStore), in the same write, and returns how many runs it
+	// removed.
 	DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error)
 }
 

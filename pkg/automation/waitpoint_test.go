@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,5 +135,61 @@ func TestApproversEmailsAndDistinctPeople(t *testing.T) {
 	at, err := e.svc.ExecuteRun(ctx, r.Project, r.ID)
 	if err != nil || at.Run.Status != automation.RunSucceeded || string(at.Run.Steps[1].Output) != `{"d":"approved"}` {
 		t.Fatalf("after the decision = %s %v %+v", at.Run.Status, err, at.Run.Steps)
+	}
+}
+
+// TestWaitpointsPurgedWithRuns: the retention purge removes a parked
+// run's approval with the run (the inbox no longer lists it), and deleting
+// a flow removes its runs' approvals.
+func TestWaitpointsPurgedWithRuns(t *testing.T) {
+	clock := newTestClock()
+	e := newEnv(t, automation.RunPolicy{Retention: 48 * time.Hour}, clock.now)
+	ctx := context.Background()
+	ask := automation.Step{Name: "ok", Type: automation.StepApproval, Title: "go?", Timeout: "720h"}
+	f := e.ActiveFlow(t, e.project, "asks", ask)
+	g := e.ActiveFlow(t, e.project, "asks too", ask)
+	park := func(f automation.Flow) automation.Run {
+		t.Helper()
+		r := e.start1(t, f)
+		if at, _ := e.svc.ExecuteRun(ctx, r.Project, r.ID); at.Run.WaitingFor != automation.WaitingApproval {
+			t.Fatalf("attempt = %v waiting %q", at.Outcome, at.Run.WaitingFor)
+		}
+		return r
+	}
+	pending := func() []string {
+		t.Helper()
+		l, err := e.svc.ListApprovals(ctx, e.project, automation.PageRequest{Limit: "50"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, it := range l.Data {
+			ids = append(ids, it.RunID)
+		}
+		return ids
+	}
+	old := park(f)
+	clock.advance(24 * time.Hour)
+	young := park(f)
+	other := park(g)
+	if got := pending(); len(got) != 3 {
+		t.Fatalf("pending approvals = %v, want 3", got)
+	}
+	clock.advance(25 * time.Hour) // old is 49 h old, the others 25 h
+	if n, err := e.svc.PurgeRuns(ctx); err != nil || n != 1 {
+		t.Fatalf("PurgeRuns = %d, %v; want 1", n, err)
+	}
+	if got := pending(); len(got) != 2 || slices.Contains(got, old.ID) {
+		t.Fatalf("after the purge: pending %v, want %s gone with its run", got, old.ID)
+	}
+	if _, err := e.svc.DecideApproval(ctx, automation.Principal{Project: e.project, KeyID: "k", Role: automation.RoleAdmin}, old.ID, "ok",
+		automation.ApprovalAnswer{Decision: "approve"}); !automation.IsNotFound(err) {
+		t.Fatalf("answer to a purged run's approval = %v, want not found", err)
+	}
+	if err := e.svc.DeleteFlow(ctx, e.project, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := pending(); len(got) != 1 || got[0] != young.ID {
+		t.Fatalf("after deleting a flow: pending %v, want only %s (%s went with its flow)", got, young.ID, other.ID)
 	}
 }
