@@ -152,9 +152,11 @@ func TestKill9AroundApprovals(t *testing.T) {
 
 // TestApprovalTimeoutAfterRestart: a run waits on an APPROVAL with a
 // one-minute timeout; flowd is killed with SIGKILL and started again
-// long before the expiry. The timeout still fires, within a second of its
-// due time (the worker sleeps until the queue entry is due, it does not
-// poll), and the run goes on with "timeout".
+// long before the expiry. The timeout still fires: idle workers look for
+// due entries every second (runworker's Poll), so the attempt at the
+// expiry is claimed within a second of it, and the run goes on with
+// "timeout". The finish is allowed one more second for that attempt's own
+// work on a loaded machine; the log shows the figure.
 func TestApprovalTimeoutAfterRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills flowd; waits a minute")
@@ -198,7 +200,7 @@ func TestApprovalTimeoutAfterRestart(t *testing.T) {
 	stepOutput(t, full, "ok", &out)
 	late := r.Finished.Sub(expires)
 	t.Logf("expiry %v, run finished %v (%v after)", expires, r.Finished, late)
-	if r.Status != "SUCCEEDED" || out.Decision != "timeout" || late < 0 || late > time.Second {
-		t.Fatalf("run %s, decision %q, finished %v after the expiry; want SUCCEEDED with timeout within a second", r.Status, out.Decision, late)
+	if r.Status != "SUCCEEDED" || out.Decision != "timeout" || late < 0 || late > 2*time.Second {
+		t.Fatalf("run %s, decision %q, finished %v after the expiry; want SUCCEEDED with timeout, claimed within the 1 s poll", r.Status, out.Decision, late)
 	}
 }
