@@ -171,7 +171,9 @@ func TestApprovalTimeoutAfterRestart(t *testing.T) {
 	runID := trigger(t, p, flowID, `{}`)
 	var expires time.Time
 	testwait.For(t, 60*time.Second, "the run to wait on its approval", func() bool {
-		var l struct{ Data []struct{ ExpiresAt time.Time } }
+		var l struct {
+			Data []struct{ ExpiresAt time.Time }
+		}
 		api(t, p, key, "GET", "/api/v1/approvals", "", 200, &l)
 		if len(l.Data) == 1 {
 			expires = l.Data[0].ExpiresAt
