@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"flowservice/internal/testwait"
 )
 
 // refundDoubles stands in for Slack (chat.postMessage, through the slack
@@ -20,7 +22,11 @@ type refundDoubles struct {
 	mu       sync.Mutex
 	messages []string
 	refunds  []map[string]any
-	posted   chan string
+	events   []struct {
+		Type string
+		Data struct{ RunID, Step, Status, Decision, URL string }
+	}
+	posted chan string
 }
 
 func newRefundDoubles(t *testing.T) *refundDoubles {
@@ -41,6 +47,14 @@ func newRefundDoubles(t *testing.T) *refundDoubles {
 			d.messages = append(d.messages, text)
 			d.posted <- text
 			fmt.Fprintf(w, `{"ok": true, "channel": "C1", "ts": "1700000000.%06d"}`, len(d.messages))
+		case "/events": // the event subscription's receiver
+			raw, _ := json.Marshal(body)
+			var e struct {
+				Type string
+				Data struct{ RunID, Step, Status, Decision, URL string }
+			}
+			_ = json.Unmarshal(raw, &e)
+			d.events = append(d.events, e)
 		case "/api/refunds":
 			d.refunds = append(d.refunds, body)
 			w.Write([]byte(`{"id": "re_1", "status": "succeeded"}`))
@@ -79,6 +93,8 @@ func TestRefundApprovalExample(t *testing.T) {
 	api(t, p, key, "POST", "/api/v1/connections", fmt.Sprintf(`{"name": "slack", "app": "slack", "type": "API_KEY",
 		"value": {"apiKey": "xoxb-test"}, "baseUrl": %q}`, d.URL), 201, nil)
 	flowID := createEnabled(t, p, key, example(t, "refund-approval", d.URL))
+	api(t, p, key, "POST", "/api/v1/subscriptions", fmt.Sprintf(`{"url": %q, "events": ["approval.requested", "approval.decided"]}`,
+		d.URL+"/events"), 201, nil)
 	linkRE := regexp.MustCompile(regexp.QuoteMeta(p.base) + `/approvals/[A-Za-z0-9_-]{43}`)
 	ask := func(body string) (runID, link string) {
 		t.Helper()
@@ -111,6 +127,22 @@ func TestRefundApprovalExample(t *testing.T) {
 	}
 	if msg := d.next(t); msg != "No refund to Bob: rejected." {
 		t.Errorf("Slack after the rejection got %q", msg)
+	}
+	// The subscription got each request with its link, and each decision.
+	want := map[string]string{}
+	testwait.For(t, 60*time.Second, "four approval events", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, e := range d.events {
+			want[e.Type+" "+e.Data.RunID] = e.Data.Decision + e.Data.URL
+		}
+		return len(want) == 4
+	})
+	if got := want["approval.requested "+runID]; got != link {
+		t.Errorf("approval.requested of %s carried %q, want the link %s", runID, got, link)
+	}
+	if got := want["approval.decided "+runID]; got != "rejected" {
+		t.Errorf("approval.decided of %s carried %q, want rejected and no link", runID, got)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
