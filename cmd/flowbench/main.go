@@ -48,7 +48,7 @@ func main() {
 	flag.StringVar(&flows, "flows", "10000,100000", "flow counts for the management API figures")
 	flag.IntVar(&c.runs, "runs", 1_000_000, "runs seeded for the run search figure")
 	flag.DurationVar(&c.seedTime, "seed-time", 210*time.Second, "stop seeding runs after this long and report the count reached")
-	flag.StringVar(&c.only, "only", "", "comma-separated sections to run (ceiling,ingest,e2e,sync,mgmt,go,lambda,backlog,pg,cluster); empty: all")
+	flag.StringVar(&c.only, "only", "", "comma-separated sections to run (ceiling,ingest,e2e,sync,mgmt,go,lambda,backlog,pg,cluster,approval); empty: all")
 	flag.StringVar(&c.label, "label", "", "a note on what was measured (such as a commit)")
 	flag.StringVar(&c.baseline, "baseline", "", "a flowd binary to measure first under the same (b) and (c) loads, and on the same runs in (e), for a before/after table")
 	flag.StringVar(&env, "env", "", "extra environment for every flowd started, as K=V,K=V (such as FLOWD_WORKERS=32)")
@@ -159,6 +159,11 @@ func run(ctx context.Context, c config) error {
 	if c.want("cluster") {
 		if err := benchCluster(ctx, c, r); err != nil { // cluster.go
 			failed = append(failed, r.failure("cluster", err))
+		}
+	}
+	if c.want("approval") {
+		if err := benchApproval(ctx, c, r); err != nil { // approval.go
+			failed = append(failed, r.failure("approval", err))
 		}
 	}
 	r.footer(time.Since(start))

@@ -36,7 +36,7 @@ func (r *report) header(c config, cpus int, load string) {
 	}
 	fmt.Fprintf(r, "\nThe load generator runs on the same cores as the server, as it would for a sender on the same host.\n")
 	fmt.Fprintf(r, "Every load goes to 127.0.0.1 and is bounded in time or count. Reproduce all with `make bench`;\n")
-	fmt.Fprintf(r, "one section with `go run ./cmd/flowbench -only SECTION` (ceiling, ingest, e2e, sync, mgmt, go, lambda, backlog, pg, cluster).\n\n")
+	fmt.Fprintf(r, "one section with `go run ./cmd/flowbench -only SECTION` (ceiling, ingest, e2e, sync, mgmt, go, lambda, backlog, pg, cluster, approval).\n\n")
 }
 
 func (r *report) section(title string) { fmt.Fprintf(r, "## %s\n\n", title) }

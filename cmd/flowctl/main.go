@@ -93,6 +93,7 @@ this machine only).`,
 	root.AddCommand(c.projectsCmd(), c.keysCmd(), c.flowsCmd(), c.runsCmd(), c.connectionsCmd(), c.oauthAppsCmd(), c.auditCmd(),
 		c.exportCmd(), c.applyCmd(), c.variablesCmd(),
 		c.subscriptionsCmd(), // subscriptions.go
+		c.approvalsCmd(),     // approvals.go
 		c.usersCmd(),         // users.go
 		c.migrateCmd(),       // migrate.go
 		c.secretsCmd())       // secrets.go

@@ -188,6 +188,42 @@ func TestApprovalOnFlowd(t *testing.T) {
 		}
 	})
 
+	t.Run("flowctl", func(t *testing.T) {
+		c := newCtl(t, "FLOWCTL_URL="+p.base, "FLOWCTL_API_KEY="+key)
+		runID := trigger(t, p, flowID, `{"amount": 7}`)
+		slack.next(t)
+		testwait.For(t, 60*time.Second, "the approval to be listed", func() bool {
+			return strings.Contains(c.ok("", "approvals", "list"), runID)
+		})
+		out := c.ok("", "approvals", "list", "--status", "PENDING")
+		if !strings.Contains(out, "approve_refund") || !strings.Contains(out, "Refund 7?") || !strings.Contains(out, "0/1") {
+			t.Fatalf("approvals list:\n%s", out)
+		}
+		if r := c.run("", "approvals", "decide", runID, "approve_refund", "--approve", "--reject"); r.code == 0 {
+			t.Fatalf("--approve --reject accepted: %+v", r)
+		}
+		if r := c.run("", "approvals", "decide", runID, "approve_refund", "--approve", "--values", `{"amount": 900}`); r.code == 0 ||
+			!strings.Contains(r.stderr, "values.amount") {
+			t.Fatalf("a bad value: %+v, want the field named", r)
+		}
+		out = c.ok("", "approvals", "decide", runID, "approve_refund", "--approve", "--values", `{"amount": 7}`)
+		if !strings.Contains(out, "approved") {
+			t.Fatalf("decide:\n%s", out)
+		}
+		if r := c.run("", "approvals", "decide", runID, "approve_refund", "--reject"); r.code == 0 || !strings.Contains(r.stderr, "ALREADY_DECIDED") {
+			t.Fatalf("a second answer: %+v, want ALREADY_DECIDED", r)
+		}
+		r := finalRun(t, p, key, flowID, runID)
+		var got approvalOut
+		stepOutput(t, r, "approve_refund", &got)
+		if r.Status != "SUCCEEDED" || got.Decision != "approved" || got.Values["amount"] != 7.0 {
+			t.Fatalf("run = %+v, output %+v", r, got)
+		}
+		if out := c.ok("", "-o", "json", "approvals", "list", "--status", "decided"); !strings.Contains(out, runID) {
+			t.Fatalf("decided list:\n%s", out)
+		}
+	})
+
 	t.Run("callback", func(t *testing.T) {
 		cbFlow := createEnabled(t, p, key, fmt.Sprintf(`{"name": "cb", "engine": "FLOW_BUILDER", "steps": [
 			{"name": "job", "type": "WAIT", "for": "callback", "timeout": "1h",

@@ -26,6 +26,8 @@ const (
 	EventFlowDisabled           = "flow.disabled"
 	EventFlowDeleted            = "flow.deleted"
 	EventConnectionStateChanged = "connection.state_changed"
+	EventApprovalRequested      = "approval.requested"
+	EventApprovalDecided        = "approval.decided"
 	EventPing                   = "ping"
 )
 
@@ -33,7 +35,7 @@ const (
 var EventTypes = []string{
 	EventRunSucceeded, EventRunFailed, EventRunTimeout,
 	EventFlowPublished, EventFlowEnabled, EventFlowDisabled, EventFlowDeleted,
-	EventConnectionStateChanged, EventPing,
+	EventConnectionStateChanged, EventApprovalRequested, EventApprovalDecided, EventPing,
 }
 
 // ID prefixes. An event ID is the webhook-id of every delivery of the
@@ -209,7 +211,8 @@ type Store interface {
 	// UseOutbox makes the store write the events o decides for its
 	// changes, each in the atomic write of the change that caused it, as
 	// automation's ports.go says for FinishRun, InsertFinishedRun,
-	// CreateFlow, PutFlow, DeleteFlow and SetConnectionStatus: the store
+	// CreateFlow, PutFlow, DeleteFlow, SetConnectionStatus and
+	// UpdateWaitpoint: the store
 	// hands o the project's subscriptions (it may cache them; a write
 	// through the store drops its copy) and what o asks it to read in the
 	// write, and writes the Outgoing it gets back, and nothing when it is

@@ -8,7 +8,7 @@ import (
 
 // Outbox decides the events of the changes a store makes on its own (a
 // run's finish, a flow's create, update or delete, a connection's status
-// change), which the store writes in that change's atomic write, a
+// change, an approval's request or decision), which the store writes in that change's atomic write, a
 // transactional outbox: whether the change is an event and which, its
 // payload, its time (the Service's clock) and which of the project's
 // subscriptions get a delivery of it. A store reads only what the Outbox
@@ -116,6 +116,42 @@ func (o *Outbox) ConnectionChanged(project string, to automation.ConnectionStatu
 	}
 	e, ok, err := NewConnectionEvent(c, to, o.clock())
 	if err != nil || !ok {
+		return Outgoing{}, err
+	}
+	return o.out(e, subs), nil
+}
+
+// WaitpointChanged is the event of a write of an APPROVAL's waitpoint
+// (automation.WaitpointStore.UpdateWaitpoint), for subs: before is the
+// waitpoint as the write found it (nil: there was none), after as it
+// writes it. A waitpoint that waits with a token it did not have before
+// (opened, or asked again by a new attempt, whose link replaces the
+// earlier ones) is approval.requested, with after.Link as the item's
+// url; one that was pending and is decided (an answer, the timeout) is
+// approval.decided. An answer that is not yet the decision (approvals
+// above 1), and a WAIT for a callback, are no event.
+func (o *Outbox) WaitpointChanged(before *automation.Waitpoint, after automation.Waitpoint, subs []Subscription) (Outgoing, error) {
+	if o == nil || after.Kind != automation.WaitApproval {
+		return Outgoing{}, nil
+	}
+	var typ string
+	switch {
+	case after.Decided() && before != nil && !before.Decided():
+		typ = EventApprovalDecided
+	case !after.Decided() && after.TokenHash != "" && after.Link != "" && (before == nil || before.TokenHash != after.TokenHash):
+		typ = EventApprovalRequested
+	default:
+		return Outgoing{}, nil
+	}
+	if !wantsAny(subs, after.Project, after.FlowID, typ) {
+		return Outgoing{}, nil
+	}
+	item := after.Item()
+	if typ == EventApprovalRequested {
+		item.URL = after.Link
+	}
+	e, err := NewEvent(after.Project, typ, after.FlowID, item, o.clock())
+	if err != nil {
 		return Outgoing{}, err
 	}
 	return o.out(e, subs), nil

@@ -124,6 +124,30 @@ func (s *ProjectService) AuthenticatePrincipal(ctx context.Context, key string) 
 	return s.PrincipalByKeyHash(ctx, HashAPIKey(key))
 }
 
+// personOfKey names the person whose personal key keyID is ("", "" for a
+// project key): an approval counts a person once, whichever of their
+// keys answers. Read at a decision only, not on every request.
+func (s *ProjectService) personOfKey(ctx context.Context, project, keyID string) (userID, email string, err error) {
+	if keyID == "" || s.users == nil {
+		return "", "", nil
+	}
+	keys, err := s.store.Keys(ctx, project)
+	if err != nil {
+		return "", "", wrap("read keys", err)
+	}
+	for _, k := range keys {
+		if k.ID != keyID || k.User == "" {
+			continue
+		}
+		u, err := s.users.User(ctx, k.User)
+		if err != nil {
+			return "", "", wrap("read the key's person", err)
+		}
+		return u.ID, u.Email, nil
+	}
+	return "", "", nil
+}
+
 // PrincipalByKeyHash is AuthenticateKeyHash that also returns the key's ID
 // and role, for the dashboard's sessions.
 func (s *ProjectService) PrincipalByKeyHash(ctx context.Context, hash string) (Principal, error) {

@@ -42,7 +42,9 @@ type Page[T any] struct {
 // drops on its own subscription writes; the state the change replaces,
 // in the write) and nothing when the Outbox asks nothing. A change that
 // fails or is refused writes no delivery, and an Outbox or delivery write
-// that fails fails the change: both commit, or neither.
+// that fails fails the change: both commit, or neither. The waitpoint
+// writes (WaitpointStore.UpdateWaitpoint, waitpoint.go) carry theirs the
+// same way: an approval requested or decided.
 
 // ProjectStore persists projects.
 type ProjectStore interface {
@@ -298,7 +300,9 @@ type RunStore interface {
 	// is refused with FlowStopped, and nothing changes (flowstop.go).
 	AppendSteps(ctx context.Context, r Run, patches []StepPatch) error
 	// DeleteRunsBefore removes at most limit runs created before t (the
-	// retention purge) and returns how many it removed.
+	// retention purge), with their waitpoints where the store keeps them
+	// (WaitpointStore), in the same write, and returns how many runs it
+	// removed.
 	DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error)
 }
 

@@ -21,8 +21,6 @@ type RunService struct {
 	flows    *FlowService
 	projects *ProjectService
 	tracer   Tracer // nil: tracing is off (tracing.go)
-	// approvalEvents is Config.ApprovalEvents (waitpoint.go).
-	approvalEvents ApprovalEvents
 }
 
 // runPorts is the part of Store a RunService uses: the flows it runs, the

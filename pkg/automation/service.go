@@ -67,12 +67,9 @@ type Config struct {
 	// EngineURL and WorkflowURL are the public bases of the webhook
 	// receivers, used in webhook descriptors.
 	EngineURL, WorkflowURL string
-	// ApprovalEvents, when set, is told of each approval requested or
-	// decided (waitpoint.go), for event subscriptions.
-	ApprovalEvents ApprovalEvents
-	Clock          func() time.Time // default time.Now
-	NewID          func(prefix string) string
-	Log            *slog.Logger
+	Clock                  func() time.Time // default time.Now
+	NewID                  func(prefix string) string
+	Log                    *slog.Logger
 }
 
 // Service carries out every operation of the management API and the
@@ -126,7 +123,7 @@ func NewService(cfg Config) (*Service, error) {
 			oauthApps: cfg.OAuthApps, oauth: cfg.OAuth, apps: cfg.Apps},
 		VariableService: variables,
 		RunService: &RunService{base: b, store: cfg.Store, checker: cfg.Checker, rt: cfg.Runtime,
-			flows: flows, projects: projects, tracer: cfg.Tracer, approvalEvents: cfg.ApprovalEvents},
+			flows: flows, projects: projects, tracer: cfg.Tracer},
 		UserService: newUserService(b, cfg),
 	}
 	if cfg.Runtime != nil && cfg.Runtime.NewExecutor != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"flowservice/pkg/flowdef"
@@ -83,6 +84,9 @@ type Waitpoint struct {
 	Form      json.RawMessage `json:"form,omitempty"`
 	Approvals int             `json:"approvals,omitempty"`
 	Roles     []string        `json:"roles,omitempty"`
+	// Emails are the people (lower-case) who may decide from the API or
+	// the dashboard besides Roles (approvers.emails).
+	Emails []string `json:"emails,omitempty"`
 	// Attempt is the claim of the run that opened the waitpoint: the
 	// token belongs to it, and an attempt after a crash opens it anew.
 	Attempt   int        `json:"attempt"`
@@ -97,6 +101,10 @@ type Waitpoint struct {
 	// TokenHash is the SHA-256 of the link's token; the token itself is
 	// never stored.
 	TokenHash string `json:"-"`
+	// Link is the public page of a token just made, set by the write that
+	// opens the waitpoint with it, and never stored: the store hands it to
+	// its Outbox, whose approval.requested event carries it as url.
+	Link string `json:"-"`
 }
 
 // Decision is one answer to an APPROVAL.
@@ -185,7 +193,10 @@ type WaitpointStore interface {
 	// attempt holds it, as callwake.go does); elsewhere the Service wakes
 	// it after the write (Waker). An error from change is returned as is,
 	// and nothing is written. A token hash held by another waitpoint is
-	// ErrConflict.
+	// ErrConflict. With its alert event (ports.go): the Outbox's
+	// WaitpointChanged given the waitpoint as read (nil when none) and as
+	// change left it, Link included (approval.requested carries it; it is
+	// never stored), and for nothing else.
 	UpdateWaitpoint(ctx context.Context, project, runID, step string,
 		change func(w *Waitpoint, found bool) (wake bool, err error)) (Waitpoint, error)
 	// Waitpoint reads one; none (or another project's) wraps ErrNotFound.
@@ -219,7 +230,7 @@ type WaitpointSpec struct {
 	Title                                  string
 	Form                                   json.RawMessage
 	Approvals                              int
-	Roles                                  []string
+	Roles, Emails                          []string
 	Timeout                                time.Duration
 	Attempt                                int
 }
@@ -266,6 +277,13 @@ func (s *RunService) OpenWaitpoint(ctx context.Context, spec WaitpointSpec) (Wai
 		return Waitpoint{}, WaitpointLinks{}, err
 	}
 	token, hash := NewWaitpointToken()
+	base := s.flows.engineURL
+	links := WaitpointLinks{URL: base + "/approvals/" + token}
+	if spec.Kind == WaitCallback {
+		links = WaitpointLinks{CallbackURL: base + "/api/v1/callbacks/" + token}
+	} else {
+		links.ApproveURL, links.RejectURL = links.URL+"?decision=approve", links.URL+"?decision=reject"
+	}
 	now := s.clock()
 	var opened bool
 	w, err := ws.UpdateWaitpoint(ctx, spec.Project, spec.RunID, spec.Step, func(w *Waitpoint, found bool) (bool, error) {
@@ -280,8 +298,11 @@ func (s *RunService) OpenWaitpoint(ctx context.Context, spec WaitpointSpec) (Wai
 		}
 		// A new attempt asks again: its own token, its title and form as
 		// they render now; answers already given stand.
-		w.Title, w.Form, w.Approvals, w.Roles, w.Attempt = spec.Title, spec.Form, spec.Approvals, spec.Roles, spec.Attempt
+		w.Title, w.Form, w.Approvals, w.Roles, w.Emails, w.Attempt = spec.Title, spec.Form, spec.Approvals, spec.Roles, spec.Emails, spec.Attempt
 		w.TokenHash = hash
+		if spec.Kind == WaitApproval {
+			w.Link = links.URL
+		}
 		opened = true
 		return false, nil
 	})
@@ -294,16 +315,6 @@ func (s *RunService) OpenWaitpoint(ctx context.Context, spec WaitpointSpec) (Wai
 	}
 	if !opened {
 		return w, WaitpointLinks{}, nil
-	}
-	base := s.flows.engineURL
-	links := WaitpointLinks{URL: base + "/approvals/" + token}
-	if spec.Kind == WaitCallback {
-		links = WaitpointLinks{CallbackURL: base + "/api/v1/callbacks/" + token}
-	} else {
-		links.ApproveURL, links.RejectURL = links.URL+"?decision=approve", links.URL+"?decision=reject"
-	}
-	if spec.Kind == WaitApproval {
-		s.approvalEvent(ctx, w, links.URL)
 	}
 	return w, links, nil
 }
@@ -344,9 +355,6 @@ func (s *RunService) ResolveWaitpoint(ctx context.Context, project, runID, step 
 	case err != nil:
 		return Waitpoint{}, wrap("resolve waitpoint", err)
 	}
-	if w.Kind == WaitApproval {
-		s.approvalEvent(ctx, w, "")
-	}
 	return w, nil
 }
 
@@ -358,6 +366,7 @@ type ApprovalAnswer struct {
 	By       string         `json:"-"`
 	Via      string         `json:"-"`
 	Role     Role           `json:"-"` // API and dashboard: the decider's role
+	Email    string         `json:"-"` // API and dashboard: the decider's, when a person
 }
 
 // AlreadyDecided is the 409 ALREADY_DECIDED of an answer that came after
@@ -411,13 +420,25 @@ func (s *RunService) DecideByToken(ctx context.Context, token string, a Approval
 }
 
 // DecideApproval answers an approval from the API or the dashboard, as the
-// principal pr (its key is one decider).
+// principal pr. A person (a session, or a personal key: pr.UserID) is one
+// decider by their email, however many keys or sessions they answer
+// from; a project key is one decider by its ID.
 func (s *RunService) DecideApproval(ctx context.Context, pr Principal, runID, step string, a ApprovalAnswer) (Waitpoint, error) {
 	if !pr.Role.Can(PermOperate) {
 		return Waitpoint{}, Forbidden("FORBIDDEN", "the %s role may not decide approvals (operator, editor or admin may)", pr.Role)
 	}
-	a.Role = pr.Role
-	if a.By == "" {
+	a.Role, a.Email = pr.Role, ""
+	if pr.UserID == "" && s.projects != nil {
+		uid, email, err := s.projects.personOfKey(ctx, pr.Project.ID, pr.KeyID)
+		if err != nil {
+			return Waitpoint{}, err
+		}
+		pr.UserID, pr.Email = uid, email
+	}
+	switch {
+	case pr.UserID != "" && pr.Email != "":
+		a.By, a.Email = strings.ToLower(pr.Email), strings.ToLower(pr.Email)
+	case a.By == "":
 		a.By = "key:" + pr.KeyID
 	}
 	if a.Via == "" {
@@ -456,8 +477,8 @@ func (s *RunService) decide(ctx context.Context, project, runID, step, tokenHash
 		if !now.Before(w.ExpiresAt) {
 			return false, NotFound("approval", runID+"/"+step)
 		}
-		if a.Role != "" && len(w.Roles) > 0 && a.Role != RoleAdmin && !slices.Contains(w.Roles, string(a.Role)) {
-			return false, Forbidden("FORBIDDEN", "this approval may be decided by the roles %v; yours is %s", w.Roles, a.Role)
+		if a.Role != "" && !mayDecide(*w, a) {
+			return false, Forbidden("FORBIDDEN", "%s", notApprover(*w, a))
 		}
 		if slices.ContainsFunc(w.Decisions, func(d Decision) bool { return d.By == a.By }) {
 			return false, Conflict("ALREADY_ANSWERED", "%s answered this approval already; it needs %d distinct deciders", a.By, w.Approvals)
@@ -492,9 +513,35 @@ func (s *RunService) decide(ctx context.Context, project, runID, step, tokenHash
 	}
 	if w.Decided() {
 		s.wakeWaiting(ctx, w)
-		s.approvalEvent(ctx, w, "")
 	}
 	return w, nil
+}
+
+// mayDecide reports whether an API or dashboard answer a may decide w:
+// without approvers, any role that may operate; with them, an admin, a
+// role of approvers.roles, or a person of approvers.emails.
+func mayDecide(w Waitpoint, a ApprovalAnswer) bool {
+	if len(w.Roles) == 0 && len(w.Emails) == 0 || a.Role == RoleAdmin {
+		return true
+	}
+	return slices.Contains(w.Roles, string(a.Role)) ||
+		a.Email != "" && slices.ContainsFunc(w.Emails, func(e string) bool { return strings.EqualFold(e, a.Email) })
+}
+
+// notApprover says who may decide w, to the one who may not.
+func notApprover(w Waitpoint, a ApprovalAnswer) string {
+	var who []string
+	if len(w.Roles) > 0 {
+		who = append(who, fmt.Sprintf("the roles %v", w.Roles))
+	}
+	if len(w.Emails) > 0 {
+		who = append(who, fmt.Sprintf("%d named people", len(w.Emails)))
+	}
+	you := "your role is " + string(a.Role)
+	if a.Email == "" {
+		you += " (a project key, not a person)"
+	}
+	return "this approval may be decided by " + strings.Join(who, " or ") + "; " + you
 }
 
 // checkValues checks an answer's form values against the approval's form;
@@ -626,23 +673,6 @@ func (s *RunService) recheckWaitpoints(ctx context.Context, project, runID strin
 	}
 	return false
 }
-
-// approvalEvent hands an approval's change to the event subscriptions
-// (approval.requested with the link, approval.decided), where configured.
-func (s *RunService) approvalEvent(ctx context.Context, w Waitpoint, url string) {
-	if s.approvalEvents == nil {
-		return
-	}
-	item := w.Item()
-	item.URL = url
-	if err := s.approvalEvents(ctx, w.Project, item); err != nil {
-		s.log.WarnContext(ctx, "approval event", "run", w.RunID, "step", w.Step, "err", err)
-	}
-}
-
-// ApprovalEvents is told each approval that is requested or decided
-// (Config.ApprovalEvents): pkg/alerts turns them into events.
-type ApprovalEvents func(ctx context.Context, project string, item ApprovalItem) error
 
 var _ Waitpoints = (*RunService)(nil)
 

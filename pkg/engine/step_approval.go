@@ -61,7 +61,7 @@ func (x *execution) waitpoint(ctx context.Context, s automation.Step, sr *automa
 	if s.Type == automation.StepApproval {
 		spec.Kind, spec.Form, spec.Approvals = automation.WaitApproval, s.Form, max(s.Approvals, 1)
 		if s.Approvers != nil {
-			spec.Roles = s.Approvers.Roles
+			spec.Roles, spec.Emails = s.Approvers.Roles, s.Approvers.Emails
 		}
 		title, err := x.e.checker.evalText(s.Title, x.env)
 		if err != nil {

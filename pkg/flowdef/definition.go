@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -377,7 +378,7 @@ func CloneSteps(steps []Step) []Step {
 		s.Steps = CloneSteps(s.Steps)
 		s.Notify = CloneSteps(s.Notify)
 		if s.Approvers != nil {
-			a := *s.Approvers
+			a := Approvers{Roles: slices.Clone(s.Approvers.Roles), Emails: slices.Clone(s.Approvers.Emails)}
 			s.Approvers = &a
 		}
 		out[i] = s

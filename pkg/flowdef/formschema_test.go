@@ -3,6 +3,7 @@ package flowdef
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -67,6 +68,12 @@ func TestApprovalAndWaitRules(t *testing.T) {
 		{Step{Type: StepApproval, Title: "x", Timeout: "30s"}, `timeout "30s"`},
 		{Step{Type: StepApproval, Title: "x", Timeout: "721h"}, `timeout "721h"`},
 		{Step{Type: StepApproval, Title: "x", Approvers: &Approvers{Roles: []string{"viewer"}}}, `roles[0] "viewer"`},
+		{Step{Type: StepApproval, Title: "x", Approvers: &Approvers{Emails: []string{"Ada@Example.com", "b@x.io"}}}, ""},
+		{Step{Type: StepApproval, Title: "x", Approvers: &Approvers{Emails: []string{"a@x.io", "ada"}}}, `emails[1] "ada" is not an email address`},
+		{Step{Type: StepApproval, Title: "x", Approvers: &Approvers{Emails: []string{"Ada <ada@x.io>"}}}, `emails[0]`},
+		{Step{Type: StepApproval, Title: "x", Approvers: &Approvers{Emails: []string{"ada@localhost"}}}, `emails[0]`},
+		{Step{Type: StepApproval, Title: "x", Approvers: &Approvers{Emails: manyEmails(MaxApproverEmails + 1)}}, "emails: 51 addresses; at most 50"},
+		{Step{Type: StepApproval, Title: "x", Approvers: &Approvers{Emails: manyEmails(MaxApproverEmails)}}, ""},
 		{Step{Type: StepApproval, Title: "x", Form: json.RawMessage(`{"type":"object","properties":{"a":{"type":"date"}}}`)}, "form: properties.a.type"},
 		{Step{Type: StepApproval, Title: "x", Notify: []Step{{Name: "w", Type: StepWait, Duration: "1s"}}}, "cannot wait themselves"},
 		{Step{Type: StepWait, Duration: "720h"}, ""},
@@ -84,8 +91,21 @@ func TestApprovalAndWaitRules(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", tc.step, err, tc.want)
 		}
 	}
+	// Emails are kept lower-case: people are matched as they sign in.
+	low := []Step{{Name: "s", Type: StepApproval, Title: "x", Approvers: &Approvers{Emails: []string{" Ada@Example.COM"}}}}
+	if err := (Validator{Checks: noChecks{}}).Steps(low, nil); err != nil || low[0].Approvers.Emails[0] != "ada@example.com" {
+		t.Errorf("approvers.emails saved as %q (%v), want lower-case", low[0].Approvers.Emails, err)
+	}
 	st := Step{Name: "a", Type: StepApproval, Title: "x"}
 	if err := (Validator{Checks: noChecks{}}).Steps([]Step{{Name: "loop", Type: StepForEach, Items: json.RawMessage(`[1]`), Steps: []Step{st}}}, nil); err == nil || !strings.Contains(err.Error(), "FOR_EACH") {
 		t.Errorf("APPROVAL in FOR_EACH: %v", err)
 	}
+}
+
+func manyEmails(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("p%d@example.com", i)
+	}
+	return out
 }

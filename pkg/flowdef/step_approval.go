@@ -2,6 +2,7 @@ package flowdef
 
 import (
 	"fmt"
+	"net/mail"
 	"slices"
 	"strings"
 	"time"
@@ -12,10 +13,12 @@ import (
 // in scope; the decision, its form values and who decided are the output.
 
 // Approvers narrows who may decide from the API or the dashboard: a key or
-// session of one of Roles (operator or above in any case). A link is a
-// decider of its own, whoever holds it.
+// session of one of Roles, or a person (a session or a personal key) of
+// Emails (operator or above in any case; an admin always may). A link is
+// a decider of its own, whoever holds it.
 type Approvers struct {
-	Roles []string `json:"roles,omitempty"`
+	Roles  []string `json:"roles,omitempty"`
+	Emails []string `json:"emails,omitempty"`
 }
 
 // Bounds of APPROVAL and of WAIT for a callback.
@@ -28,6 +31,11 @@ const (
 	// MaxNotifySteps bounds the steps an APPROVAL or WAIT runs when the
 	// wait begins (nested ones included; they count towards MaxSteps too).
 	MaxNotifySteps = 10
+	// MaxApproverEmails bounds approvers.emails: each decision looks
+	// through them.
+	MaxApproverEmails = 50
+	// maxEmailBytes is RFC 5321's limit on a forward path.
+	maxEmailBytes = 254
 )
 
 // ApproverRoles are the roles approvers.roles may name: the roles that
@@ -74,11 +82,33 @@ func checkApproval(c Checks, st *Step, at string) error {
 				return Invalid("%s.approvers.roles[%d] %q: allowed values are %s", at, i, ClipID(r), strings.Join(ApproverRoles, ", "))
 			}
 		}
+		if n := len(st.Approvers.Emails); n > MaxApproverEmails {
+			return Invalid("%s.approvers.emails: %d addresses; at most %d", at, n, MaxApproverEmails)
+		}
+		for i, e := range st.Approvers.Emails {
+			if !validApproverEmail(e) {
+				return Invalid("%s.approvers.emails[%d] %q is not an email address such as ada@example.com", at, i, ClipID(e))
+			}
+			// People are matched case-insensitively, as they sign in.
+			st.Approvers.Emails[i] = strings.ToLower(strings.TrimSpace(e))
+		}
 	}
 	if _, err := st.WaitTimeout(); err != nil {
 		return Invalid("%s.%v", at, err)
 	}
 	return checkNotify(st, at)
+}
+
+// validApproverEmail accepts a bare address with a domain, as people's
+// emails are (no display name, no comment).
+func validApproverEmail(e string) bool {
+	e = strings.TrimSpace(e)
+	if e == "" || len(e) > maxEmailBytes {
+		return false
+	}
+	a, err := mail.ParseAddress(e)
+	return err == nil && a.Name == "" && strings.EqualFold(a.Address, e) &&
+		strings.Contains(e[strings.LastIndexByte(e, '@')+1:], ".")
 }
 
 // WaitTimeout is how long an APPROVAL or a WAIT for a callback waits:

@@ -51,7 +51,7 @@ func TestAlertsContract(t *testing.T) {
 		s := open(t)
 		return storetest.AlertsEnv{
 			RunEnv: storetest.RunEnv{Store: s, Runs: s, Create: s.Enqueue, CreateClaimed: s.EnqueueClaimed, InsertFinished: s.InsertFinishedRun},
-			Alerts: s,
+			Alerts: s, Waitpoints: s,
 		}
 	})
 }

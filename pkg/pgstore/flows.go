@@ -211,6 +211,7 @@ func (s *Store) DeleteFlow(ctx context.Context, project, id string) error {
 		// on their foreign key; naming them keeps the list in one place.
 		for _, q := range []string{
 			`DELETE FROM run_queue WHERE run IN (SELECT id FROM runs WHERE flow = ?)`,
+			`DELETE FROM waitpoints WHERE run IN (SELECT id FROM runs WHERE flow = ?)`,
 			`DELETE FROM runs WHERE flow = ?`,
 			`DELETE FROM routes WHERE flow = ?`,
 			`DELETE FROM webhook_samples WHERE flow = ?`,

@@ -493,12 +493,16 @@ func (s *Store) FinishRun(ctx context.Context, r automation.Run) error {
 }
 
 // DeleteRunsBefore removes up to limit runs created before t, with their
-// queue entries.
+// queue entries and waitpoints.
 func (s *Store) DeleteRunsBefore(ctx context.Context, t time.Time, limit int) (int, error) {
 	var n int64
 	err := s.write(ctx, "purge runs", func(tx *txn) error {
 		const victims = `SELECT id FROM runs WHERE created_ms < ? ORDER BY created_ms LIMIT ?`
 		if _, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE run IN (`+victims+`)`, t.UnixMilli(), limit); err != nil {
+			return err
+		}
+		// A run's waitpoints go with it: an approval outlives no run.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM waitpoints WHERE run IN (`+victims+`)`, t.UnixMilli(), limit); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE id IN (`+victims+`)`, t.UnixMilli(), limit)

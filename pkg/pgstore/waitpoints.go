@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"flowservice/pkg/automation"
@@ -68,6 +69,13 @@ func (s *Store) UpdateWaitpoint(ctx context.Context, project, runID, step string
 			}
 			w.TokenHash, found = hash.String, true
 		}
+		var before *automation.Waitpoint
+		if found {
+			// change may replace its slices; the Outbox compares states.
+			b := w
+			b.Decisions = slices.Clone(w.Decisions)
+			before = &b
+		}
 		wake, err := change(&w, found)
 		if err != nil {
 			return err
@@ -108,10 +116,32 @@ func (s *Store) UpdateWaitpoint(ctx context.Context, project, runID, step string
 				return err
 			}
 		}
+		if err := s.outboxWaitpoint(ctx, tx, before, w); err != nil {
+			return err
+		}
+		w.Link = ""
 		out = w
 		return nil
 	})
 	return out, err
+}
+
+// outboxWaitpoint writes, in the waitpoint write's transaction tx, the
+// event the Outbox decides for it (an approval requested or decided).
+func (s *Store) outboxWaitpoint(ctx context.Context, tx *txn, before *automation.Waitpoint, after automation.Waitpoint) error {
+	o := s.alerts.outbox.Load()
+	if o == nil || after.Kind != automation.WaitApproval {
+		return nil
+	}
+	subs, err := s.projectSubscriptions(ctx, after.Project)
+	if err != nil {
+		return err
+	}
+	out, err := o.WaitpointChanged(before, after, subs)
+	if err != nil {
+		return err
+	}
+	return s.insertEvent(ctx, tx, out.Event, out.Deliveries)
 }
 
 // Waitpoint reads one waitpoint of the project.

@@ -16,7 +16,7 @@ func TestAlertsContract(t *testing.T) {
 		s := openAt(t, filepath.Join(t.TempDir(), "alerts.db"))
 		return storetest.AlertsEnv{
 			RunEnv: storetest.RunEnv{Store: s, Runs: s, Create: s.Enqueue, CreateClaimed: s.EnqueueClaimed, InsertFinished: s.InsertFinishedRun},
-			Alerts: s,
+			Alerts: s, Waitpoints: s,
 		}
 	})
 }

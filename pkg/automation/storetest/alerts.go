@@ -21,6 +21,9 @@ import (
 type AlertsEnv struct {
 	RunEnv
 	Alerts alerts.Store
+	// Waitpoints is the store's waitpoints, whose writes carry approval
+	// events; nil skips ApprovalEvents.
+	Waitpoints automation.WaitpointStore
 }
 
 // RunAlerts runs the alerts store contract against the environment open
@@ -32,6 +35,107 @@ func RunAlerts(t *testing.T, open func(t *testing.T) AlertsEnv) {
 	t.Run("FlowAndConnectionEvents", func(t *testing.T) { testFlowAndConnectionEvents(t, open(t)) })
 	t.Run("AlertsAudited", func(t *testing.T) { testAlertsAudited(t, open(t)) })
 	t.Run("SubscriptionQuota", func(t *testing.T) { testSubscriptionQuota(t, open(t)) })
+	t.Run("ApprovalEvents", func(t *testing.T) { testApprovalEvents(t, open(t)) })
+}
+
+// testApprovalEvents: a waitpoint write carries the approval event its
+// Outbox decides, in the same write: opening an APPROVAL (and opening it
+// again with a new token) is approval.requested with the link as url,
+// which is never stored; its decision is approval.decided; an answer that
+// does not decide, a refused change and a WAIT for a callback are none.
+func testApprovalEvents(t *testing.T, env AlertsEnv) {
+	if env.Waitpoints == nil {
+		t.Skip("no waitpoints")
+	}
+	ctx := context.Background()
+	at := fixedClock()
+	env.Alerts.UseOutbox(alerts.NewOutbox(func() time.Time { return at }))
+	project := automation.NewID(automation.PrefixProject)
+	flowID := "flw_approvals"
+	sub := newSubscription(project, alerts.EventApprovalRequested, alerts.EventApprovalDecided)
+	decidedOnly := newSubscription(project, alerts.EventApprovalDecided)
+	other := "flw_other"
+	elsewhere := newSubscription(project, alerts.EventApprovalRequested)
+	elsewhere.FlowID = &other
+	for _, s := range []alerts.Subscription{sub, decidedOnly, elsewhere} {
+		must(t, "create subscription", env.Alerts.CreateSubscription(ctx, s))
+	}
+	runID := automation.NewRunID(now())
+	write := func(what, step string, kind automation.WaitpointKind, change func(w *automation.Waitpoint)) {
+		t.Helper()
+		_, err := env.Waitpoints.UpdateWaitpoint(ctx, project, runID, step, func(w *automation.Waitpoint, found bool) (bool, error) {
+			if !found {
+				*w = automation.Waitpoint{Project: project, RunID: runID, FlowID: flowID, FlowName: "refunds", Step: step, Kind: kind,
+					Title: "Refund?", Approvals: 2, Status: automation.WaitpointPending, Decisions: []automation.Decision{},
+					Created: at, ExpiresAt: at.Add(time.Hour)}
+			}
+			change(w)
+			return w.Decided(), nil
+		})
+		must(t, what, err)
+	}
+	type data struct {
+		RunID, Step, Status, Decision, URL string
+		Decisions                          []automation.Decision
+	}
+	events := func(what string, want ...string) []data {
+		t.Helper()
+		got := claimEvents(t, env, at)
+		var types []string
+		var ds []data
+		for _, p := range got {
+			types = append(types, p.Event.Type+">"+p.Subscription.ID)
+			var payload struct {
+				Type string
+				Data data
+			}
+			if err := json.Unmarshal(p.Event.Payload, &payload); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, payload.Data)
+		}
+		slices.Sort(types)
+		slices.Sort(want)
+		if !slices.Equal(types, want) {
+			t.Fatalf("%s: deliveries %v, want %v", what, types, want)
+		}
+		return ds
+	}
+	write("open", "ok", automation.WaitApproval, func(w *automation.Waitpoint) { w.TokenHash, w.Link = "hash-1", "https://engine.test/approvals/tok1" })
+	got := events("an approval opened", alerts.EventApprovalRequested+">"+sub.ID)
+	if d := got[0]; d.RunID != runID || d.Step != "ok" || d.Status != automation.WaitpointPending || d.URL != "https://engine.test/approvals/tok1" {
+		t.Fatalf("approval.requested data = %+v", d)
+	}
+	if w, err := env.Waitpoints.Waitpoint(ctx, project, runID, "ok"); err != nil || w.Link != "" {
+		t.Fatalf("stored waitpoint: link %q (%v), want none stored", w.Link, err)
+	}
+	write("same token", "ok", automation.WaitApproval, func(w *automation.Waitpoint) { w.Link = "https://engine.test/approvals/tok1" })
+	events("a write that keeps the token")
+	write("asked again", "ok", automation.WaitApproval, func(w *automation.Waitpoint) { w.TokenHash, w.Link = "hash-2", "https://engine.test/approvals/tok2" })
+	if got := events("a new token", alerts.EventApprovalRequested+">"+sub.ID); got[0].URL != "https://engine.test/approvals/tok2" {
+		t.Fatalf("asked again: url %q", got[0].URL)
+	}
+	write("first of two", "ok", automation.WaitApproval, func(w *automation.Waitpoint) {
+		w.Decisions = append(w.Decisions, automation.Decision{By: "a@example.com", Via: automation.ViaAPI, Decision: automation.DecisionApproved, At: at})
+	})
+	events("an answer that does not decide")
+	_, err := env.Waitpoints.UpdateWaitpoint(ctx, project, runID, "ok", func(w *automation.Waitpoint, found bool) (bool, error) {
+		w.Status, w.Decision = automation.WaitpointDecided, automation.DecisionRejected
+		return true, automation.Conflict("ALREADY_ANSWERED", "refused")
+	})
+	wantKind(t, "a refused change", err, automation.ErrConflict, "ALREADY_ANSWERED")
+	events("a refused change")
+	write("second of two", "ok", automation.WaitApproval, func(w *automation.Waitpoint) {
+		w.Decisions = append(w.Decisions, automation.Decision{By: "link", Via: automation.ViaLink, Decision: automation.DecisionApproved, At: at})
+		w.Status, w.Decision, w.TokenHash = automation.WaitpointDecided, automation.DecisionApproved, ""
+	})
+	got = events("the decision", alerts.EventApprovalDecided+">"+sub.ID, alerts.EventApprovalDecided+">"+decidedOnly.ID)
+	if d := got[0]; d.Status != automation.WaitpointDecided || d.Decision != automation.DecisionApproved || len(d.Decisions) != 2 || d.URL != "" {
+		t.Fatalf("approval.decided data = %+v", d)
+	}
+	write("callback opened", "job", automation.WaitCallback, func(w *automation.Waitpoint) { w.TokenHash, w.Link = "hash-3", "https://engine.test/x" })
+	write("callback answered", "job", automation.WaitCallback, func(w *automation.Waitpoint) { w.Status, w.Decision = automation.WaitpointDecided, "called" })
+	events("a WAIT for a callback")
 }
 
 // testSubscriptionQuota: the subscriptions quota holds in the create's
