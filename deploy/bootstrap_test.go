@@ -222,8 +222,8 @@ func TestBootstrapBinary(t *testing.T) {
 }
 
 // TestBinarySizes builds every function as `make build-lambdas` does
-// (linux/arm64) and checks each stays under its bound (15 MB; the api
-// function 15.5 MB, see docs/aws.md) and links only what it
+// (linux/arm64) and checks each stays under its bound (25.5 MB; the api
+// function 29 MB, see docs/aws.md) and links only what it
 // serves: cold starts grow with the package. The dashboard and the OpenAPI
 // document are the api function's alone, and only it can change schedules.
 func TestBinarySizes(t *testing.T) {
@@ -235,6 +235,7 @@ func TestBinarySizes(t *testing.T) {
 	// package is not the test).
 	apiOnly := map[string]string{
 		"the OpenAPI document": `the embedded OpenAPI document`, // its decompression (httpapi/openapi.go)
+		"the MCP SDK":          `github.com/modelcontextprotocol/go-sdk`,
 		"the dashboard":        `static/builder.js`,             // the editor's script (the approval page's form is every receiver's)
 		"a scheduler client":   `CreateSchedule`,
 	}
@@ -267,10 +268,12 @@ func TestBinarySizes(t *testing.T) {
 		// drivers and go-mail into every function that runs flows (the
 		// receivers run ON_COMPLETION flows inline): about 5.4 MB more
 		// (api 26.7, the others 24.9-25.0 MB), still a tenth of Lambda's
-		// 250 MB.
+		// 250 MB. The MCP server (/mcp, pkg/mcpserver on the official Go
+		// SDK, with its JSON Schema and JSON libraries) is the api
+		// function's alone: 26.74 to 28.51 MB (docs/aws.md).
 		bound := 25_500_000
 		if fn == "api" {
-			bound = 27_200_000
+			bound = 29_000_000
 		}
 		if len(bin) >= bound {
 			t.Errorf("%s bootstrap is %d bytes, over its bound of %d", fn, len(bin), bound)
