@@ -172,7 +172,7 @@ func (s *Server) ServeMCP(w http.ResponseWriter, r *http.Request, body []byte, p
 func (s *Server) call(p automation.Principal, t automation.ToolFlow, depth int) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if err := p.Authorize(automation.PermOperate, "tools/call"); err != nil {
-			return toolError(err.Error(), nil), nil
+			return toolError(errorText(err), nil), nil
 		}
 		project := p.Project.ID
 		// A context already ended: a slot now, or none.
@@ -192,7 +192,7 @@ func (s *Server) call(p automation.Principal, t automation.ToolFlow, depth int) 
 		if err != nil {
 			var ae *automation.Error
 			if errors.As(err, &ae) {
-				return toolError(ae.Code+": "+ae.Message, nil), nil
+				return toolError(errorText(ae), nil), nil
 			}
 			if run.ID == "" {
 				s.log.ErrorContext(ctx, "mcp: call tool", "project", project, "flow", t.ID, "err", err)
@@ -233,6 +233,16 @@ func result(run automation.Run, wait time.Duration) *mcp.CallToolResult {
 	}
 	return toolError(fmt.Sprintf("run %s is still running after %s; it goes on: read it with GET /api/v1/flows/%s/runs/%s",
 		run.ID, wait, run.FlowID, run.ID), map[string]any{"runId": run.ID, "status": run.Status})
+}
+
+// errorText is a refusal as a tool error shows it: the code the
+// management API would answer, then its message.
+func errorText(err error) string {
+	var ae *automation.Error
+	if errors.As(err, &ae) {
+		return ae.Code + ": " + ae.Message
+	}
+	return err.Error()
 }
 
 func toolError(msg string, structured any) *mcp.CallToolResult {
