@@ -236,7 +236,7 @@ func TestBinarySizes(t *testing.T) {
 	apiOnly := map[string]string{
 		"the OpenAPI document": `the embedded OpenAPI document`, // its decompression (httpapi/openapi.go)
 		"the MCP SDK":          `github.com/modelcontextprotocol/go-sdk`,
-		"the dashboard":        `static/builder.js`,             // the editor's script (the approval page's form is every receiver's)
+		"the dashboard":        `static/builder.js`, // the editor's script (the approval page's form is every receiver's)
 		"a scheduler client":   `CreateSchedule`,
 	}
 	dir := t.TempDir()
