@@ -234,9 +234,9 @@ func TestBinarySizes(t *testing.T) {
 	// itself (the linker drops what no code reaches, so importing a
 	// package is not the test).
 	apiOnly := map[string]string{
-		"the OpenAPI document": `the embedded OpenAPI document`, // its decompression (httpapi/openapi.go)
-		"the MCP SDK":          `github.com/modelcontextprotocol/go-sdk`,
-		"the dashboard":        `static/builder.js`, // the editor's script (the approval page's form is every receiver's)
+		"the OpenAPI document": `the embedded OpenAPI document`,          // its decompression (httpapi/openapi.go)
+		"the MCP SDK":          `github.com/modelcontextprotocol/go-sdk`, // pkg/mcpserver, mounted by the api wiring only
+		"the dashboard":        `static/builder.js`,                      // the editor's script (the approval page's form is every receiver's)
 		"a scheduler client":   `CreateSchedule`,
 	}
 	dir := t.TempDir()
