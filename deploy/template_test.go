@@ -360,6 +360,13 @@ func TestFunctions(t *testing.T) {
 	if to := time.Duration(number(t, "WorkflowHookFunction Timeout", wh["Timeout"])) * time.Second; sync >= to || sync > awsapp.MaxSyncTimeout {
 		t.Errorf("SYNC_TIMEOUT %v must be below the function's %v and at most %v (API Gateway's 29 s less a cold start)", sync, to, awsapp.MaxSyncTimeout)
 	}
+	// An MCP tools/call answers "still running" with its run's ID before
+	// API Gateway gives up.
+	apiFn := fns["ApiFunction"]
+	mcpWait := duration(t, "MCP_WAIT", envOf(apiFn)["MCP_WAIT"])
+	if to := time.Duration(number(t, "ApiFunction Timeout", apiFn["Timeout"])) * time.Second; mcpWait >= to || mcpWait > awsapp.MaxSyncTimeout {
+		t.Errorf("MCP_WAIT %v must be below the api function's %v and at most %v", mcpWait, to, awsapp.MaxSyncTimeout)
+	}
 }
 
 // TestLeastPrivilege checks the grants that differ between functions: only

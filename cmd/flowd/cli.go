@@ -25,6 +25,7 @@ Configuration is environment variables (defaults in brackets; docs/operations.md
   FLOWD_RUN_BACKOFF [2s], FLOWD_RUN_MAX_BACKOFF [5m]  delay before a retry, doubling to the maximum
   FLOWD_RUN_MAX_CRASHES [3]   attempts that die with their process before the run is FAILED
   FLOWD_SYNC_TIMEOUT [25s], FLOWD_MAX_BODY_BYTES [10485760], FLOWD_RATE_LIMIT [50]
+  FLOWD_MCP_WAIT [60s]  how long an MCP client's tools/call waits for its run (the run goes on)
   FLOWD_TRUSTED_PROXIES, FLOWD_ALLOW_PRIVATE_NETWORKS [false], FLOWD_LOG_LEVEL [info]
   FLOWD_OIDC_ISSUER, FLOWD_OIDC_CLIENT_ID, FLOWD_OIDC_CLIENT_SECRET   OpenID Connect sign-in [off]
   FLOWD_OIDC_ALLOWED_DOMAINS   email domains let in as viewers of FLOWD_OIDC_VIEWER_PROJECT [default]

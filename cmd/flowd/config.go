@@ -13,6 +13,7 @@ import (
 
 	"flowservice/pkg/automation"
 	"flowservice/pkg/dashboard"
+	"flowservice/pkg/mcpserver"
 	"flowservice/pkg/pgstore"
 	"flowservice/pkg/sealedsecrets"
 )
@@ -40,6 +41,7 @@ type config struct {
 	ShutdownGrace time.Duration
 	RunPolicy     automation.RunPolicy // FLOWD_RUN_*; zero fields are the domain's defaults
 	SyncTimeout   time.Duration        // how long ON_COMPLETION webhooks wait
+	MCPWait       time.Duration        // how long an MCP tools/call waits for its run
 	MaxBody       int64                // webhook body limit in bytes
 	RateLimit     float64              // management requests per second per project; 0 for none
 	MetricsToken  string               // bearer token for GET /metrics; "" = open on loopback only
@@ -143,6 +145,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return c, err2
 	}
 	if c.SyncTimeout, err2 = duration(getenv, "FLOWD_SYNC_TIMEOUT", 25*time.Second); err2 != nil {
+		return c, err2
+	}
+	if c.MCPWait, err2 = duration(getenv, "FLOWD_MCP_WAIT", mcpserver.DefaultWait); err2 != nil {
 		return c, err2
 	}
 	maxBody, err := strconv.ParseInt(or(getenv("FLOWD_MAX_BODY_BYTES"), "10485760"), 10, 64)

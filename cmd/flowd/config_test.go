@@ -19,7 +19,7 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Addr != "127.0.0.1:8080" || c.EngineURL != "http://127.0.0.1:8080" || c.DataDir != ".flowd" ||
-		c.Workers != 64 || c.AllowPrivate || c.RunPolicy.WithDefaults().Timeout != 5*time.Minute || c.SyncTimeout != 25*time.Second ||
+		c.Workers != 64 || c.AllowPrivate || c.RunPolicy.WithDefaults().Timeout != 5*time.Minute || c.SyncTimeout != 25*time.Second || c.MCPWait != 60*time.Second ||
 		c.MaxBody != 10<<20 || c.RunPolicy.WithDefaults().Retention != 720*time.Hour || c.RateLimit != 50 || !c.CodeSandbox {
 		t.Fatalf("defaults = %+v", c)
 	}

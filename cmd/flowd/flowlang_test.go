@@ -87,7 +87,7 @@ func example(t *testing.T, name, base string) string {
 		t.Fatal(err)
 	}
 	def := string(raw)
-	for _, host := range []string{"https://chat.example.com", "https://billing.example.com", "https://crm.example.com", "https://status.example.com"} {
+	for _, host := range []string{"https://chat.example.com", "https://billing.example.com", "https://crm.example.com", "https://status.example.com", "https://shop.example.com"} {
 		def = strings.ReplaceAll(def, host, base)
 	}
 	return def

@@ -29,6 +29,7 @@ import (
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
 	"flowservice/pkg/jscode"
+	"flowservice/pkg/mcpserver"
 	"flowservice/pkg/metrics"
 	"flowservice/pkg/oauth"
 	"flowservice/pkg/passwords"
@@ -149,6 +150,7 @@ func run(ctx context.Context, getenv func(string) string, stdout, stderr io.Writ
 		api: httpapi.NewAPI(b.svc, log, httpapi.WithClientIP(httpapi.TrustedClientIP(cfg.TrustedProxies)),
 			httpapi.WithRateLimit(httpapi.RateLimit{PerSecond: cfg.RateLimit, Burst: int(2*cfg.RateLimit) + 1}),
 			httpapi.WithHealth(b.ping), httpapi.WithAlerts(b.alerts),
+			httpapi.WithMCP(mcpserver.New(b.svc, mcpserver.Options{Wait: cfg.MCPWait, Version: version(), Log: log})),
 			httpapi.WithMetrics(m.Handler(metrics.HandlerOptions{
 				Token: cfg.MetricsToken, Open: metrics.IsLoopback(cfg.Addr), Ping: b.ping, Refuse: httpapi.WriteError,
 			}))),
@@ -536,8 +538,9 @@ func listen(cfg config, lns map[string]net.Listener, h surfaces) []server {
 			DisableGeneralOptionsHandler: true,
 			ReadHeaderTimeout:            10 * time.Second,
 			ReadTimeout:                  60 * time.Second,
-			// ON_COMPLETION webhooks wait up to the sync timeout for their run.
-			WriteTimeout: cfg.SyncTimeout + 30*time.Second,
+			// ON_COMPLETION webhooks wait up to the sync timeout for their
+			// run, MCP tool calls up to theirs.
+			WriteTimeout: max(cfg.SyncTimeout, cfg.MCPWait) + 30*time.Second,
 			IdleTimeout:  120 * time.Second,
 		}})
 	}

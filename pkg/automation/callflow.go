@@ -28,9 +28,12 @@ import (
 // `trigger.caller` shows it. Wait says that the caller waits for the run's
 // end, so that its end wakes the caller; expressions see runId and flowId.
 type Caller struct {
-	RunID  string `json:"runId"`
-	FlowID string `json:"flowId"`
+	RunID  string `json:"runId,omitempty"`
+	FlowID string `json:"flowId,omitempty"`
 	Wait   bool   `json:"wait,omitempty"`
+	// MCP says an MCP client's tools/call started the run (mcptools.go):
+	// trigger.caller is then {"mcp": true}, with no run or flow.
+	MCP bool `json:"mcp,omitempty"`
 	// Secrets are the caller's secret values (secret variables, and those
 	// it was given by its own caller) that occur in the child's input:
 	// the child masks them wherever its run record would show them, its

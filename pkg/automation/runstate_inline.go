@@ -15,6 +15,12 @@ import (
 // it answers): then the attempt is cut short and gives the run back
 // (journaled steps kept) before AwaitRun returns, and the queue takes over.
 func (s *RunService) AwaitRun(ctx context.Context, r Run, wait time.Duration) (Run, error) {
+	return s.awaitRun(ctx, r, wait, true)
+}
+
+// awaitRun is AwaitRun; without execute it only watches the run's record
+// while the queue's executor (the runner) takes it.
+func (s *RunService) awaitRun(ctx context.Context, r Run, wait time.Duration, execute bool) (Run, error) {
 	if r.Status.Final() {
 		// Executed before it was stored (runPure), or a
 		// repeated delivery's first run that has finished.
@@ -28,27 +34,32 @@ func (s *RunService) AwaitRun(ctx context.Context, r Run, wait time.Duration) (R
 		run Run
 		err error
 	}
-	done := make(chan result, 1)
-	// Detached: a client that hangs up must not cut the run short.
-	// It ends at the attempt's end, or by stop at the answer.
-	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		defer stop()
-		var (
-			at  Attempt
-			err error
-		)
-		if r.LeaseToken != "" && rt.Inline != nil {
-			// Claimed with its queue entry by startRunOf: this attempt is
-			// the run's one executor, and settles the entry as a worker
-			// would have.
-			at, err = s.execute(actx, rt, rt.Policy.WithDefaults(), r)
-			s.settleInline(context.WithoutCancel(actx), rt, r.ID, at, err)
-		} else {
-			at, err = s.ExecuteRun(actx, r.Project, r.ID)
-		}
-		done <- result{at.Run, err}
-	}()
+	var done chan result
+	stop := func() {}
+	if execute {
+		done = make(chan result, 1)
+		// Detached: a client that hangs up must not cut the run short.
+		// It ends at the attempt's end, or by stop at the answer.
+		var actx context.Context
+		actx, stop = context.WithCancel(context.WithoutCancel(ctx))
+		go func() {
+			defer stop()
+			var (
+				at  Attempt
+				err error
+			)
+			if r.LeaseToken != "" && rt.Inline != nil {
+				// Claimed with its queue entry by startRunOf: this attempt is
+				// the run's one executor, and settles the entry as a worker
+				// would have.
+				at, err = s.execute(actx, rt, rt.Policy.WithDefaults(), r)
+				s.settleInline(context.WithoutCancel(actx), rt, r.ID, at, err)
+			} else {
+				at, err = s.ExecuteRun(actx, r.Project, r.ID)
+			}
+			done <- result{at.Run, err}
+		}()
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)

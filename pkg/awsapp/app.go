@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -46,6 +47,9 @@ type App struct {
 	// Budget is what the management API cuts its answers to
 	// (LambdaBudget of Config.ResponseBudget).
 	Budget respbudget.Budget
+	// MCPWait is how long an MCP tools/call waits for its run
+	// (Config.MCPWait, default DefaultMCPWait).
+	MCPWait time.Duration
 	// tracer exports spans; nil when tracing is off. Every invocation
 	// flushes it before it returns (flushTraces).
 	tracer *tracing.Tracer
@@ -167,7 +171,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}
 	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m, Alerts: alertSvc, alertsWritten: store.AlertsWritten,
-		Budget: LambdaBudget(cfg.responseBudget()), tracer: tracer}, nil
+		Budget: LambdaBudget(cfg.responseBudget()), MCPWait: cfg.mcpWait(), tracer: tracer}, nil
 }
 
 // ClientConfig is awsCfg for the SDK clients of a function: with

@@ -51,6 +51,14 @@ func TestConfigFrom(t *testing.T) {
 		t.Errorf("config mismatch (-want +got):\n%s", diff)
 	}
 
+	// An MCP call waits 25 s by default, less when MCP_WAIT says so.
+	if c, err := ConfigFrom(env(map[string]string{})); err != nil || c.mcpWait() != 25*time.Second {
+		t.Errorf("no MCP_WAIT: wait %v (%v), want 25s", c.mcpWait(), err)
+	}
+	if c, err := ConfigFrom(env(map[string]string{"MCP_WAIT": "10s"})); err != nil || c.mcpWait() != 10*time.Second {
+		t.Errorf("MCP_WAIT=10s: wait %v (%v)", c.mcpWait(), err)
+	}
+
 	// The template's RunRetentionDays, which the payload bucket's
 	// lifecycle follows too, is the runs' retention.
 	if c, err := ConfigFrom(env(map[string]string{"RUN_RETENTION_DAYS": "90"})); err != nil || c.RunPolicy.Retention != 90*24*time.Hour {
@@ -64,6 +72,7 @@ func TestConfigFrom(t *testing.T) {
 		{"ALLOWED_CIDRS", "10.0.0.0/8,nonsense", "neither an address nor a CIDR"},
 		{"MAX_BODY_BYTES", "6000000", "Lambda proxy event"},
 		{"SYNC_TIMEOUT", "26s", "29 s"},
+		{"MCP_WAIT", "26s", "29 s"},
 		{"RUN_TIMEOUT", "five minutes", "duration"},
 		{"LOG_LEVEL", "loud", "LOG_LEVEL"},
 		{"ALLOW_PRIVATE_NETWORKS", "maybe", "true or false"},

@@ -60,6 +60,11 @@ const (
 	// its run: API Gateway's 29 s less 4 s for a cold start, the writes
 	// around the run and the answer.
 	MaxSyncTimeout = APIGatewayTimeout - 4*time.Second
+	// DefaultMCPWait is how long an MCP tools/call waits for its run on
+	// Lambda: at most MaxSyncTimeout, for the same reason, so that the
+	// "still running" answer naming the run comes before API Gateway
+	// gives up.
+	DefaultMCPWait = MaxSyncTimeout
 )
 
 // Config is what the functions need to know about their deployment. main
@@ -102,6 +107,9 @@ type Config struct {
 	// SyncTimeout is how long an ON_COMPLETION webhook waits for its run:
 	// below the function's timeout and API Gateway's 29 s.
 	SyncTimeout time.Duration
+	// MCPWait is how long an MCP tools/call waits for its run (MCP_WAIT):
+	// default and at most DefaultMCPWait.
+	MCPWait time.Duration
 	// RunPolicy bounds runs: its Timeout must stay below the runner's.
 	RunPolicy automation.RunPolicy
 	// AllowPrivateNetworks lets HTTP steps reach private addresses.
@@ -236,7 +244,7 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration
-	}{{"SYNC_TIMEOUT", &c.SyncTimeout}} {
+	}{{"SYNC_TIMEOUT", &c.SyncTimeout}, {"MCP_WAIT", &c.MCPWait}} {
 		v := getenv(d.name)
 		if v == "" {
 			continue
@@ -249,6 +257,9 @@ func ConfigFrom(getenv func(string) string) (Config, error) {
 	}
 	if c.SyncTimeout > MaxSyncTimeout {
 		return c, fmt.Errorf("SYNC_TIMEOUT=%s: at most %s, so the answer comes within API Gateway's 29 s integration timeout", c.SyncTimeout, MaxSyncTimeout)
+	}
+	if c.MCPWait > MaxSyncTimeout {
+		return c, fmt.Errorf("MCP_WAIT=%s: at most %s, so the answer comes within API Gateway's 29 s integration timeout", c.MCPWait, MaxSyncTimeout)
 	}
 	// RUN_*: read as flowd reads FLOWD_RUN_*, defaults in the domain.
 	policy, err := automation.ParseRunPolicy(getenv, "")
@@ -317,6 +328,13 @@ func (c Config) logOutput() io.Writer {
 		return c.LogOutput
 	}
 	return os.Stderr
+}
+
+func (c Config) mcpWait() time.Duration {
+	if c.MCPWait > 0 {
+		return c.MCPWait
+	}
+	return DefaultMCPWait
 }
 
 func (c Config) responseBudget() int {

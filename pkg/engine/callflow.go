@@ -129,10 +129,14 @@ func (x *execution) callWaitUntil(runID string) time.Time {
 }
 
 // callerEnv is trigger.caller: the run whose CALL_FLOW step started this
-// one and its flow, or nil for a run that nothing called.
+// one and its flow, {"mcp": true} for an MCP client's tools/call, or
+// nil for a run that nothing called.
 func callerEnv(c *automation.Caller) any {
 	if c == nil {
 		return nil
+	}
+	if c.MCP {
+		return map[string]any{"mcp": true}
 	}
 	return map[string]any{"runId": c.RunID, "flowId": c.FlowID}
 }

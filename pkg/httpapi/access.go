@@ -67,6 +67,9 @@ var routePermissions = map[string]automation.Permission{
 	"POST /api/v1/users/{userId}/role":           automation.PermAdmin,
 	"GET /api/v1/approvals":                      automation.PermRead,
 	"POST /api/v1/runs/{runId}/approvals/{step}": automation.PermOperate,
+	// tools/list is a read; tools/call asks for PermOperate itself
+	// (pkg/mcpserver), in the protocol's answer.
+	"POST /mcp": automation.PermRead,
 }
 
 // permissionOf is the permission a route needs. A route missing from

@@ -36,6 +36,8 @@ type API struct {
 	metrics http.Handler
 	// alerts serves the subscription routes (subscriptions.go); nil: none.
 	alerts *alerts.Service
+	// mcp serves /mcp (mcp.go); nil: none.
+	mcp MCP
 	// clientIP finds the client address for the audit log; nil: the peer.
 	clientIP func(*http.Request) (netip.Addr, bool)
 	// budget is what an authenticated route's answer is cut to (parts.go).
@@ -57,6 +59,9 @@ type route struct {
 	pattern string
 	handler http.HandlerFunc
 	public  bool
+	// protocol: the answer is another protocol's (MCP's JSON-RPC), whole
+	// or not at all, never cut to the answer budget.
+	protocol bool
 }
 
 // routes is the routing table: adding an endpoint is one line here.
@@ -107,6 +112,8 @@ func (a *API) routes() []route {
 		{pattern: "GET /api/v1/users/{userId}", handler: a.getUser},
 		{pattern: "DELETE /api/v1/users/{userId}", handler: a.removeUser},
 		{pattern: "POST /api/v1/users/{userId}/role", handler: a.setUserRole},
+
+		{pattern: "POST /mcp", handler: a.serveMCP, protocol: true},
 	}, append(append(a.alertRoutes(), a.versionRoutes()...), a.approvalRoutes()...)...)
 }
 
@@ -123,7 +130,10 @@ func NewAPI(svc *automation.Service, log *slog.Logger, opts ...APIOption) http.H
 	}
 	for _, rt := range a.routes() {
 		h := http.Handler(rt.handler)
-		if !rt.public {
+		switch {
+		case rt.protocol:
+			h = a.authenticate(a.authorize(rt.pattern, a.limit(h)))
+		case !rt.public:
 			h = a.authenticate(a.authorize(rt.pattern, a.limit(a.budgeted(h))))
 		}
 		a.mux.Handle(rt.pattern, h)

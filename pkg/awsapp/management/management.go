@@ -25,6 +25,7 @@ import (
 	"flowservice/pkg/engine"
 	"flowservice/pkg/httpapi"
 	"flowservice/pkg/lambdacode"
+	"flowservice/pkg/mcpserver"
 )
 
 // NewHandler builds the management API function.
@@ -169,8 +170,11 @@ func Handler(a *awsapp.App) http.Handler { return handler(a, nil) }
 func handler(a *awsapp.App, oidc *dashboard.OIDC) http.Handler {
 	mux := http.NewServeMux()
 	// A browser opening the stage's root lands on the dashboard.
+	// MCP tool calls wait for runs the runner executes: this function has
+	// neither the runner's network (VPC) nor its time.
+	mcp := mcpserver.New(a.Svc, mcpserver.Options{Wait: a.MCPWait, WatchOnly: true, Log: a.Log})
 	mux.Handle("/", dashboard.RootRedirect(httpapi.NewAPI(a.Svc, a.Log, httpapi.WithAlerts(a.Alerts), httpapi.WithClientIP(awsapp.SourceIP),
-		httpapi.WithResponseBudget(a.Budget), httpapi.WithPublicPrefix(stagePrefix)), stagePrefix))
+		httpapi.WithResponseBudget(a.Budget), httpapi.WithPublicPrefix(stagePrefix), httpapi.WithMCP(mcp)), stagePrefix))
 	mux.Handle("/ui/", newDashboard(a, oidc))
 	return mux
 }
