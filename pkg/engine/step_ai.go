@@ -663,5 +663,7 @@ func (t aiTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.idem != "" {
 		req.Header.Set("Idempotency-Key", t.idem)
 	}
-	return x.e.transport.RoundTrip(req)
+	// The traced transport: a model request is a client span of the step
+	// and sends traceparent, as HTTP, ACTION and MCP requests do.
+	return x.e.sender.RoundTrip(req)
 }

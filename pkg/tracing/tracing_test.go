@@ -733,3 +733,61 @@ func TestTokenSQLAndMailSpans(t *testing.T) {
 		t.Errorf("exported spans hold %q", leaked)
 	}
 }
+
+// TestAIModelRequestSpan: an AI step's model request is a client span of
+// the step, like an HTTP step's request, and sends traceparent; the
+// connection's key is in no exported byte.
+func TestAIModelRequestSpan(t *testing.T) {
+	const key = "sk-trace-7f3a9c1e5b2d4680"
+	var mu sync.Mutex
+	var tps []string
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tps = append(tps, r.Header.Get("traceparent"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"id": "c1", "object": "chat.completion", "model": "m",
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": "ok"}, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 3, "completion_tokens": 1}})
+	}))
+	t.Cleanup(model.Close)
+	col := newCollector(t)
+	tr := newTracer(t, col)
+	e := flowtest.New(t, flowtest.Options{Tracer: tr.Port()})
+	ctx := context.Background()
+	p, _ := e.Project(t, "ai", automation.PlanEnterprise)
+	if _, err := e.Svc.CreateConnection(ctx, p, automation.ConnectionInput{Name: "openai", App: "openai", Type: automation.ConnectionOpenAI,
+		Value: json.RawMessage(`{"apiKey": "` + key + `", "baseUrl": "` + model.URL + `/v1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	f := e.ActiveFlow(t, p, "ask", automation.Step{Name: "triage", Type: automation.StepAI, Connection: "openai", Model: "m", Prompt: "hello"})
+	r, err := e.Svc.StartRun(ctx, f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{}`), Headers: map[string]string{"traceparent": callerTP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, err := e.Svc.ExecuteRun(ctx, p.ID, r.ID); err != nil || at.Run.Status != automation.RunSucceeded {
+		t.Fatalf("run = %s %v: %s", at.Run.Status, err, at.Run.Error)
+	}
+	if err := tr.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step := col.one(t, "step triage")
+	var req *tracepb.Span
+	for _, s := range col.named("POST") {
+		if childOf(s, step) {
+			req = s
+		}
+	}
+	if req == nil || req.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Fatalf("no client POST span under the AI step (all: %v)", col.names())
+	}
+	wantAttr(t, req, "http.response.status_code", "200")
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "00-" + callerTrace + "-" + hex.EncodeToString(req.SpanId) + "-01"; len(tps) != 1 || tps[0] != want {
+		t.Errorf("the model got traceparent %q, want [%q]", tps, want)
+	}
+	if leaked := col.leaks(key); len(leaked) > 0 {
+		t.Errorf("exported spans hold %q", leaked)
+	}
+}
