@@ -276,6 +276,106 @@ func TestWaitOnADelayingQueue(t *testing.T) {
 	}
 }
 
+// dueRuns is a run store with a RunDueReader whose answer the test sets,
+// counting its reads.
+type dueRuns struct {
+	automation.RunStore
+	mu     sync.Mutex
+	reads  int
+	status automation.RunStatus
+	next   *time.Time
+	err    error
+}
+
+func (d *dueRuns) RunDue(context.Context, string, string) (automation.RunStatus, *time.Time, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reads++
+	return d.status, d.next, d.err
+}
+
+func (d *dueRuns) set(status automation.RunStatus, next *time.Time, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.status, d.next, d.err = status, next, err
+}
+
+// An early delivery of a parked run's message reads the run's due time
+// once (RunRuntime.DueReader): not due, or not readable, it is sent on as
+// before; ended or gone, it is done with; made due meanwhile (a decision
+// whose wake-up message was lost), the run is executed. A message that is
+// not early reads nothing.
+func TestEarlyMessageReadsDueTime(t *testing.T) {
+	dq := &delayingQueue{}
+	dr := &dueRuns{}
+	fe := flowtest.New(t, flowtest.Options{
+		Queue: func(s *sqlitestore.Store) automation.RunQueue { dq.RunQueue = s; return dq },
+		Runs:  func(rs automation.RunStore) automation.RunStore { dr.RunStore = rs; return dr },
+	})
+	p, _ := fe.Project(t, "test", automation.PlanEnterprise)
+	ctx := context.Background()
+	name, eng := "waits", automation.FlowBuilder
+	steps := []automation.Step{{Name: "later", Type: automation.StepWait, Duration: "20m"}}
+	f, err := fe.Svc.CreateFlow(ctx, p, automation.FlowInput{Name: &name, Engine: &eng, Steps: &steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = fe.Svc.EnableFlow(ctx, p, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fe.Svc.StartRun(ctx, f, automation.TriggerData{Method: "POST", Body: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not early: executed (and parked by its WAIT), no read.
+	plain, _ := json.Marshal(automation.QueueMessage{Kind: automation.MessageRun, Project: r.Project, RunID: r.ID})
+	if err := fe.Svc.HandleMessage(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := fe.Svc.Run(ctx, p, f.ID, r.ID)
+	if err != nil || parked.NextAttemptAt == nil || len(dq.until) != 1 || dr.reads != 0 {
+		t.Fatalf("after the first message: next %v, sent %v, %d reads, %v; want parked, sent once, no read",
+			parked.NextAttemptAt, dq.until, dr.reads, err)
+	}
+	early, _ := json.Marshal(automation.QueueMessage{Kind: automation.MessageRun, Project: r.Project, RunID: r.ID, NotBefore: parked.NextAttemptAt})
+	// A second back: the Service's clock keeps whole milliseconds.
+	now := time.Now().Add(-time.Second)
+	for i, c := range []struct {
+		why    string
+		status automation.RunStatus
+		next   *time.Time
+		err    error
+		sent   bool
+	}{
+		{"not due", automation.RunRunning, parked.NextAttemptAt, nil, true},
+		{"executing", automation.RunRunning, nil, nil, true},
+		{"read failed", "", nil, context.DeadlineExceeded, true},
+		{"finished", automation.RunFailed, nil, nil, false},
+		{"gone", "", nil, automation.NotFound("run", r.ID), false},
+	} {
+		dr.set(c.status, c.next, c.err)
+		sent := len(dq.until)
+		if err := fe.Svc.HandleMessage(ctx, early); err != nil {
+			t.Fatalf("%s: %v", c.why, err)
+		}
+		again, _ := fe.Svc.Run(ctx, p, f.ID, r.ID)
+		if (len(dq.until) > sent) != c.sent || dr.reads != i+1 || again.Attempts != parked.Attempts {
+			t.Errorf("%s: sent on %v (want %v), %d reads (want %d), attempts %d -> %d",
+				c.why, len(dq.until) > sent, c.sent, dr.reads, i+1, parked.Attempts, again.Attempts)
+		}
+	}
+	// Made due meanwhile: claimed and executed now, not sent on unread.
+	dr.set(automation.RunRunning, &now, nil)
+	reads := dr.reads
+	if err := fe.Svc.HandleMessage(ctx, early); err != nil {
+		t.Fatalf("due run: %v", err)
+	}
+	again, _ := fe.Svc.Run(ctx, p, f.ID, r.ID)
+	if again.Attempts != parked.Attempts+1 || dr.reads != reads+1 {
+		t.Errorf("due run: attempts %d -> %d, %d reads; want executed after one read", parked.Attempts, again.Attempts, dr.reads-reads)
+	}
+}
+
 // A claim that resumes a run after a WAIT is not a retry: a flaky step
 // after two WAITs still gets its retries.
 func TestWaitsDoNotSpendRetries(t *testing.T) {

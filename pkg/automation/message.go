@@ -29,7 +29,8 @@ type QueueMessage struct {
 	// PayloadRef names where a run too large for a message was stored.
 	PayloadRef string `json:"payloadRef,omitempty"`
 	// NotBefore is when a run paused by a WAIT step is due (Delayer): a
-	// message seen earlier is sent on again, without touching the run.
+	// message seen earlier is sent on again, without claiming the run,
+	// unless the run is due already or ended (RunRuntime.DueReader).
 	NotBefore *time.Time `json:"notBefore,omitempty"`
 }
 
@@ -49,6 +50,12 @@ func (s *RunService) HandleMessage(ctx context.Context, body []byte) error {
 	switch m.Kind {
 	case MessageRun:
 		if m.NotBefore != nil && s.clock().Before(*m.NotBefore) {
+			switch s.earlyDue(ctx, m) {
+			case dueNow:
+				return s.handleRun(ctx, m.Project, m.RunID)
+			case dueNever:
+				return nil
+			}
 			if d, ok := s.delayer(); ok {
 				if err := d.EnqueueAfter(ctx, Run{ID: m.RunID, Project: m.Project}, *m.NotBefore); err != nil {
 					return fmt.Errorf("%w: %w", ErrRetry, err)
@@ -148,4 +155,40 @@ func (s *RunService) delayer() (Delayer, bool) {
 		return nil, false
 	}
 	return s.rt.Delayer, true
+}
+
+// What an early delivery of a parked run's message finds (earlyDue).
+type earlyFinding int
+
+const (
+	dueLater earlyFinding = iota // not due yet, or not known: sent on
+	dueNow                       // made due meanwhile: executed now
+	dueNever                     // ended or gone: the message is done with
+)
+
+// earlyDue looks at the run of message m, which came before its NotBefore
+// (SQS delays at most 15 minutes, so a long wait comes back every 15
+// minutes). A decision or a callback makes the parked run due in the
+// store's write and then sends a message to wake it; when that message is
+// lost (the send failed, or the function died between the two), this
+// look is what resumes the run within one delivery interval instead of at
+// the waitpoint's expiry. Only early deliveries pay the read, once each;
+// a failed read sends the message on as before.
+func (s *RunService) earlyDue(ctx context.Context, m QueueMessage) earlyFinding {
+	if s.rt == nil || s.rt.DueReader == nil {
+		return dueLater
+	}
+	status, next, err := s.rt.DueReader.RunDue(ctx, m.Project, m.RunID)
+	switch {
+	case IsNotFound(err):
+		return dueNever // deleted with its flow, or its retention ended
+	case err != nil:
+		s.log.WarnContext(ctx, "read a parked run's due time; its message is sent on", "run", m.RunID, "err", err)
+		return dueLater
+	case status.Final():
+		return dueNever // cancelled or finished while it waited
+	case next != nil && !s.clock().Before(*next):
+		return dueNow
+	}
+	return dueLater
 }

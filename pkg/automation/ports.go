@@ -368,6 +368,20 @@ type Delayer interface {
 	EnqueueAfter(ctx context.Context, r Run, until time.Time) error
 }
 
+// RunDueReader reads when a run is due without the run: what an early
+// delivery of a parked run's message (QueueMessage.NotBefore, every
+// 15 minutes on SQS) looks at before it is sent on, so that a run made due
+// meanwhile (an approval decided, a callback received) whose own wake-up
+// message was lost resumes at this delivery rather than at its
+// waitpoint's expiry.
+type RunDueReader interface {
+	// RunDue returns the project's run's status and nextAttemptAt (nil
+	// when it has none), or an error wrapping ErrNotFound for a run that
+	// is gone or another project's. It may lag the run's latest write (an
+	// eventually consistent read): the next delivery looks again.
+	RunDue(ctx context.Context, project, id string) (RunStatus, *time.Time, error)
+}
+
 // QueueEntry is one entry of the embedded run queue, named by its run.
 type QueueEntry struct {
 	RunID   string

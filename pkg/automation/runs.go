@@ -62,6 +62,8 @@ type RunRuntime struct {
 	//     (flowd's pool).
 	//   - StatusReader reads a run's status without the run, for waits that
 	//     look every 100 ms (DynamoDB); nil: the whole run is read.
+	//   - DueReader reads a parked run's due time without the run, when its
+	//     message comes early (DynamoDB); nil: an early message is sent on.
 	Delayer     Delayer
 	PollDelayer PollDelayer
 	// Waitpoints keeps what APPROVAL steps and WAIT for a callback wait
@@ -69,6 +71,7 @@ type RunRuntime struct {
 	Waitpoints   WaitpointStore
 	Waker        Waker
 	StatusReader RunStatusReader
+	DueReader    RunDueReader
 }
 
 // Credentials reads connection credentials for an executor and records

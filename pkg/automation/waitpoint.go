@@ -646,8 +646,9 @@ func (s *RunService) ListApprovals(ctx context.Context, p Project, pr PageReques
 
 // wakeWaiting makes the run parked on w due now where the store's own
 // write did not (Waker: SQS), and wakes idle workers (flowd). A failure
-// is logged: the run resumes at its waitpoint's expiry at the latest, and
-// reads the decision then.
+// is logged: the store's write made the run due, and the parked run's
+// next early message finds it so (RunRuntime.DueReader: within SQS's
+// 15-minute delay), or, without that reader, its waitpoint's expiry does.
 func (s *RunService) wakeWaiting(ctx context.Context, w Waitpoint) {
 	if s.rt == nil || s.rt.Waker == nil {
 		return

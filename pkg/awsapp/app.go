@@ -130,8 +130,9 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	rt := &automation.RunRuntime{
 		Runs: emf.Runs(store, m), Queue: queue, Policy: cfg.RunPolicy,
 		// SQS delays a paused run's message, queues sub-minute polls and
-		// wakes a caller with a message; DynamoDB reads a status alone.
-		Delayer: queue, PollDelayer: queue, Waker: queue, StatusReader: store,
+		// wakes a caller with a message; DynamoDB reads a status alone, and
+		// a parked run's due time when its message comes early.
+		Delayer: queue, PollDelayer: queue, Waker: queue, StatusReader: store, DueReader: store,
 		// Approvals and callbacks: waitpoints are items of the runs table.
 		Waitpoints: store,
 		NewExecutor: func(env automation.ExecEnv) automation.Executor {

@@ -325,6 +325,58 @@ func TestApprovalOnMoto(t *testing.T) {
 		}
 	})
 
+	// The decision commits, but the message that should wake the run is
+	// lost (SQS down past the retries, or the function killed between
+	// the commit and the send): the run resumes at the next delivery of
+	// its delayed message, which SQS brings back every 15 minutes, not at
+	// the waitpoint's expiry 72 hours on. The step after runs once, though
+	// two copies of that message come at once.
+	t.Run("lost wake", func(t *testing.T) {
+		st.t = t
+		runID := st.trigger(flowID)
+		st.drive("park", func() bool { return st.run(flowID, runID).WaitingFor == "APPROVAL" })
+		st.notice()
+		st.must(st.api, "POST", "/api/v1/runs/"+runID+"/approvals/ok", `{"decision": "approve"}`, 200, nil)
+		if n := st.dropVisible(); n != 1 {
+			t.Fatalf("dropped %d messages after the decision, want its one wake message", n)
+		}
+		if r := st.run(flowID, runID); r.Status != "RUNNING" {
+			t.Fatalf("run %s before its next delivery", r.Status)
+		}
+		// The park's delayed message, due at the expiry, as it comes back
+		// after 15 minutes (SQS's longest delay); sent now, twice.
+		expiry := time.Now().Add(72 * time.Hour)
+		project := st.projectID()
+		msg, _ := json.Marshal(automation.QueueMessage{Kind: automation.MessageRun, Project: project, RunID: runID, NotBefore: &expiry})
+		text := string(msg)
+		for range 2 {
+			if _, err := st.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &st.cfg.QueueURL, MessageBody: &text,
+				MessageGroupId: aws.String(project)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		calls := st.afterCalls.Load()
+		st.drive("resume at the next delivery", func() bool { return st.run(flowID, runID).Status != "RUNNING" })
+		r := st.run(flowID, runID)
+		var out struct{ Decision string }
+		stepOut(t, r, "ok", &out)
+		if r.Status != "SUCCEEDED" || out.Decision != "approved" || st.afterCalls.Load()-calls != 1 {
+			t.Fatalf("run %+v, output %+v, step after ran %d times", r, out, st.afterCalls.Load()-calls)
+		}
+		// What is left on the queue now finds the run finished: the step
+		// does not run again.
+		for range 10 {
+			if n, err := awsdev.PollOnce(context.Background(), st.sqs, st.cfg.QueueURL, 0, st.runner); err != nil {
+				t.Fatal(err)
+			} else if n == 0 {
+				break
+			}
+		}
+		if n := st.afterCalls.Load() - calls; n != 1 {
+			t.Fatalf("step after ran %d times", n)
+		}
+	})
+
 	t.Run("timeout", func(t *testing.T) {
 		st.t = t
 		runID := st.trigger(flowID)
@@ -355,6 +407,29 @@ func TestApprovalOnMoto(t *testing.T) {
 			t.Fatalf("expired link = %d %s", resp.StatusCode, resp.Body)
 		}
 	})
+}
+
+// dropVisible deletes every message the queue shows now, unread: a lost
+// message. It returns how many it deleted.
+func (st *approvalStage) dropVisible() int {
+	st.t.Helper()
+	n := 0
+	for {
+		out, err := st.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &st.cfg.QueueURL, MaxNumberOfMessages: 10})
+		if err != nil {
+			st.t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			return n
+		}
+		for _, m := range out.Messages {
+			if _, err := st.sqs.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: &st.cfg.QueueURL,
+				ReceiptHandle: m.ReceiptHandle}); err != nil {
+				st.t.Fatal(err)
+			}
+			n++
+		}
+	}
 }
 
 func (st *approvalStage) projectID() string {

@@ -604,6 +604,79 @@ func TestRunExpiresAt(t *testing.T) {
 	wantCode(t, s.CreateRun(ctx, foreign), automation.ErrNotFound, "FLOW_NOT_FOUND")
 }
 
+// TestRunDue: what an early delivery of a parked run's message reads. A
+// parked run is due at its waitpoint's expiry, and at the decision's time
+// once a decision made it due (in the waitpoint's own transaction); a
+// final run says so; another project's or a missing run is not found. The
+// read is one GetItem of three attributes, eventually consistent: 0.5
+// read units while the run item is under 4 KB, as this one is.
+func TestRunDue(t *testing.T) {
+	s, client, tables := newStore(t)
+	ctx := t.Context()
+	if err := s.CreateFlow(ctx, newFlow("prj_a", "flw_1", 0)); err != nil {
+		t.Fatal(err)
+	}
+	r := automation.Run{ID: "run_1", Project: "prj_a", FlowID: "flw_1", Status: automation.RunRunning, Created: base}
+	if err := s.CreateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := s.ClaimRun(ctx, "prj_a", "run_1", base, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := base.Add(72 * time.Hour)
+	claimed.NextAttemptAt, claimed.WaitingFor = &expiry, automation.WaitingApproval
+	if err := s.ReleaseRun(ctx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	if st, next, err := s.RunDue(ctx, "prj_a", "run_1"); err != nil || st != automation.RunRunning || next == nil || !next.Equal(expiry) {
+		t.Fatalf("parked run: %q, %v, %v; want RUNNING due at %v", st, next, err, expiry)
+	}
+	_, hash := automation.NewWaitpointToken()
+	if _, err := s.UpdateWaitpoint(ctx, "prj_a", "run_1", "ok", func(w *automation.Waitpoint, found bool) (bool, error) {
+		*w = automation.Waitpoint{Kind: automation.WaitApproval, Status: automation.WaitpointPending, Created: base,
+			ExpiresAt: expiry, TokenHash: hash}
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	decided := base.Add(time.Hour)
+	if _, err := s.UpdateWaitpoint(ctx, "prj_a", "run_1", "ok", func(w *automation.Waitpoint, found bool) (bool, error) {
+		w.Status, w.TokenHash = automation.WaitpointDecided, ""
+		w.Decisions = append(w.Decisions, automation.Decision{Decision: "approved", At: decided})
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st, next, err := s.RunDue(ctx, "prj_a", "run_1"); err != nil || st != automation.RunRunning || next == nil || !next.Equal(decided) {
+		t.Fatalf("after the decision: %q, %v, %v; want RUNNING due at %v", st, next, err, decided)
+	}
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &tables.Runs,
+		Key: map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "run_1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dynamostore.ItemSize(out.Item); n >= 4096 {
+		t.Errorf("the parked run item is %d bytes: a read of it is more than 0.5 units", n)
+	}
+	claimed, err = s.ClaimRun(ctx, "prj_a", "run_1", decided, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed.Status, claimed.NextAttemptAt, claimed.WaitingFor = automation.RunFailed, nil, ""
+	if err := s.FinishRun(ctx, claimed); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, err := s.RunDue(ctx, "prj_a", "run_1"); err != nil || !st.Final() {
+		t.Fatalf("finished run: %q, %v; want a final status", st, err)
+	}
+	for _, k := range [][2]string{{"prj_b", "run_1"}, {"prj_a", "run_2"}} {
+		if _, _, err := s.RunDue(ctx, k[0], k[1]); !automation.IsNotFound(err) {
+			t.Errorf("RunDue(%v) = %v, want not found", k, err)
+		}
+	}
+}
+
 func TestRunStatus(t *testing.T) {
 	s, _, _ := newStore(t)
 	ctx := t.Context()

@@ -117,6 +117,7 @@ func New(t testing.TB, opts Options) *Env {
 	pollDelayer, _ := queue.(automation.PollDelayer)
 	waker, _ := queue.(automation.Waker)
 	statusReader, _ := runs.(automation.RunStatusReader)
+	dueReader, _ := runs.(automation.RunDueReader)
 	if opts.NoFinishedRuns {
 		finished = nil
 	}
@@ -140,7 +141,7 @@ func New(t testing.TB, opts Options) *Env {
 		Runtime: &automation.RunRuntime{
 			Runs: runs, Queue: queue, Inline: inline, Policy: opts.Policy, StopInlineAtAnswer: opts.StopInlineAtAnswer,
 			Finished: finished, PureBudget: opts.PureBudget,
-			Delayer: delayer, PollDelayer: pollDelayer, Waker: waker, StatusReader: statusReader,
+			Delayer: delayer, PollDelayer: pollDelayer, Waker: waker, StatusReader: statusReader, DueReader: dueReader,
 			Waitpoints: dir.Store,
 			// The engine reads the same clock as the Service, so that a
 			// test moves a WAIT's time on instead of sleeping through it.
