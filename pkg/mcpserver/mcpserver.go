@@ -144,7 +144,10 @@ type serverKey struct{}
 // and only requests that name tools (tools/list, tools/call) pay it.
 func (s *Server) ServeMCP(w http.ResponseWriter, r *http.Request, body []byte, p automation.Principal) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "flowservice", Version: s.opts.Version},
-		&mcp.ServerOptions{PageSize: s.opts.PageSize, HasTools: true, Logger: s.log})
+		&mcp.ServerOptions{PageSize: s.opts.PageSize, Logger: s.log,
+			// Tools even when the project has none yet; no listChanged: a
+			// stateless server sends no notifications.
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}})
 	if needsTools(body) {
 		tools, clashes, err := s.d.MCPToolFlows(r.Context(), p.Project.ID)
 		if err != nil {

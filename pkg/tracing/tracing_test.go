@@ -726,9 +726,7 @@ func TestTokenSQLAndMailSpans(t *testing.T) {
 	}
 
 	secrets := []string{oauthtest.ClientSecret, dbPass, smtptest.Password, param, strings.ToUpper(param), rcpt}
-	for _, rt := range idp.IssuedRefreshTokens() {
-		secrets = append(secrets, rt)
-	}
+	secrets = append(secrets, idp.IssuedRefreshTokens()...)
 	if leaked := col.leaks(secrets...); len(leaked) > 0 {
 		t.Errorf("exported spans hold %q", leaked)
 	}
