@@ -114,9 +114,11 @@ func TestApprovalEventsOnMoto(t *testing.T) {
 	if len(deliveries.Data) != 2 {
 		t.Fatalf("deliveries = %+v, want 2", deliveries.Data)
 	}
+	types := map[string]string{}
 	for _, d := range deliveries.Data {
-		if d.Status != "SUCCEEDED" {
-			t.Fatalf("deliveries = %+v, want both SUCCEEDED", deliveries.Data)
-		}
+		types[d.EventType] = d.Status
+	}
+	if types["approval.requested"] != "SUCCEEDED" || types["approval.decided"] != "SUCCEEDED" {
+		t.Fatalf("deliveries = %+v, want approval.requested and approval.decided SUCCEEDED", deliveries.Data)
 	}
 }
