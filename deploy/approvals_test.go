@@ -32,6 +32,9 @@ func TestApprovalsOnLambda(t *testing.T) {
 	e := newE2E(t, 5, automation.RunPolicy{MaxAttempts: 3})
 	links := make(chan string, 10)
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/alerts" {
+			return // the approval events' receiver
+		}
 		var m map[string]string
 		_ = json.NewDecoder(r.Body).Decode(&m)
 		links <- m["url"]
@@ -78,6 +81,14 @@ func TestApprovalsOnLambda(t *testing.T) {
 			return r["status"] != "RUNNING"
 		})
 		return r
+	}
+	// A subscription to approval events: each opening and decision (the
+	// runner's, the webhook function's answer to a link, the api
+	// function's) commits its delivery in the waitpoint's transaction.
+	status, sub := call(t, e.api, "POST", "/api/v1/subscriptions", e.key,
+		`{"url": "`+fake.URL+`/alerts", "events": ["approval.requested", "approval.decided"]}`)
+	if status != 201 {
+		t.Fatalf("create subscription = %d %v", status, sub)
 	}
 	approval := enabled(fmt.Sprintf(`{"name": "approve", "engine": "FLOW_BUILDER", "steps": [
 		{"name": "ok", "type": "APPROVAL", "title": "go?", "timeout": "1h",
@@ -141,6 +152,16 @@ func TestApprovalsOnLambda(t *testing.T) {
 	steps, _ := r["steps"].([]any)
 	if r["status"] != "SUCCEEDED" || len(steps) != 1 || steps[0].(map[string]any)["output"].(map[string]any)["decision"] != "timeout" {
 		t.Fatalf("timed out run = %v", r)
+	}
+	// Three approvals opened and decided (a link, the API, the timeout).
+	_, list := call(t, e.api, "GET", "/api/v1/subscriptions/"+sub["id"].(string)+"/deliveries", e.key, "")
+	types := map[string]int{}
+	ds, _ := list["data"].([]any)
+	for _, d := range ds {
+		types[d.(map[string]any)["eventType"].(string)]++
+	}
+	if types["approval.requested"] != 3 || types["approval.decided"] != 3 {
+		t.Fatalf("deliveries by type = %v, want 3 approval.requested and 3 approval.decided", types)
 	}
 }
 

@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"slices"
 	"time"
 
 	"flowservice/pkg/automation"
@@ -150,9 +151,28 @@ func (o *Outbox) WaitpointChanged(before *automation.Waitpoint, after automation
 	if typ == EventApprovalRequested {
 		item.URL = after.Link
 	}
-	e, err := NewEvent(after.Project, typ, after.FlowID, item, o.clock())
+	now := o.clock()
+	e, err := NewEvent(after.Project, typ, after.FlowID, item, now)
+	if err == nil && len(e.Payload) > MaxApprovalEventBytes {
+		// Each delivery carries the payload, and on DynamoDB all of them
+		// commit in the waitpoint's own transaction (4 MB): the answers'
+		// values, the only unbounded part, are left out, saying so.
+		item.Decisions = slices.Clone(item.Decisions)
+		for i := range item.Decisions {
+			item.Decisions[i].Values = nil
+		}
+		item.ValuesOmitted = true
+		e, err = NewEvent(after.Project, typ, after.FlowID, item, now)
+	}
 	if err != nil {
 		return Outgoing{}, err
 	}
 	return o.out(e, subs), nil
 }
+
+// MaxApprovalEventBytes bounds an approval event's payload: past it the
+// decisions' values are left out (valuesOmitted). The rest of the item is
+// bounded by the flow language (a title of 500 bytes, a form of 16 KiB,
+// at most 10 deciders), so that MaxSubscriptions deliveries of one event
+// and the waitpoint's own document stay within one DynamoDB transaction.
+const MaxApprovalEventBytes = 64 << 10

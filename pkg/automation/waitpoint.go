@@ -141,6 +141,9 @@ type ApprovalItem struct {
 	Created   time.Time       `json:"created"`
 	ExpiresAt time.Time       `json:"expiresAt"`
 	URL       string          `json:"url,omitempty"` // approval.requested events only
+	// ValuesOmitted says an event's payload left out the decisions'
+	// values, to stay within its bound (alerts.MaxApprovalEventBytes).
+	ValuesOmitted bool `json:"valuesOmitted,omitempty"`
 }
 
 // Item is w as the API lists it.

@@ -11,8 +11,9 @@ import (
 )
 
 // TestAlertsContract runs the alerts contract on moto: subscriptions,
-// deliveries claimed through the byDue index, and a run's finish writing
-// its event's deliveries in the finish's transaction.
+// deliveries claimed through the byDue index, a run's finish writing its
+// event's deliveries in the finish's transaction, and a waitpoint's write
+// its approval event's in its own.
 func TestAlertsContract(t *testing.T) {
 	t.Parallel() // fresh tables of its own on the shared moto_server, which serves requests on threads
 	storetest.RunAlerts(t, func(t *testing.T) storetest.AlertsEnv {
@@ -26,7 +27,7 @@ func TestAlertsContract(t *testing.T) {
 		s := dynamostore.New(&serialized{API: client}, tables)
 		return storetest.AlertsEnv{
 			RunEnv: storetest.RunEnv{Store: s, Runs: s, Create: s.CreateRun},
-			Alerts: s,
+			Alerts: s, Waitpoints: s,
 		}
 	})
 }

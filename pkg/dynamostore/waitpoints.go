@@ -123,7 +123,13 @@ func (s *Store) UpdateWaitpoint(ctx context.Context, project, runID, step string
 			return automation.Waitpoint{}, automation.NotFound("approval", runID+"/"+step)
 		}
 		w, oldHash := sw.w, sw.w.TokenHash
-		if !found {
+		var before *automation.Waitpoint
+		if found {
+			// change may replace its slices; the Outbox compares states.
+			b := sw.w
+			b.Decisions = slices.Clone(sw.w.Decisions)
+			before = &b
+		} else {
 			w = automation.Waitpoint{}
 		}
 		wake, err := change(&w, found)
@@ -135,8 +141,14 @@ func (s *Store) UpdateWaitpoint(ctx context.Context, project, runID, step string
 		if err != nil {
 			return automation.Waitpoint{}, err
 		}
-		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx.items})
+		events, err := s.waitpointEventPuts(ctx, before, w)
+		if err != nil {
+			return automation.Waitpoint{}, fmt.Errorf("dynamostore: waitpoint %s/%s event: %w", runID, step, err)
+		}
+		_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: append(tx.items, events...)})
 		if err == nil {
+			s.noteFresh(events)
+			w.Link = ""
 			return w, nil
 		}
 		rs := cancelReasons(err)
@@ -157,6 +169,30 @@ func (s *Store) UpdateWaitpoint(ctx context.Context, project, runID, step string
 		// of the items at once: read again.
 	}
 	return automation.Waitpoint{}, fmt.Errorf("dynamostore: waitpoint %s/%s: still contended after %d tries: %w", runID, step, waitpointAttempts, automation.ErrConflict)
+}
+
+// waitpointEventPuts are the delivery items of the event the Outbox
+// decides for a waitpoint write (before nil: none was read), appended to
+// the write's own transaction after its items, whose condition is the
+// version read, so that the request or decision and its event commit
+// together. The transaction stays within DynamoDB's limits: at most 4
+// items of the waitpoint's own and alerts.MaxSubscriptions deliveries
+// (24 of 100), each payload at most alerts.MaxApprovalEventBytes beside
+// a document of at most MaxWaitpointBytes (under 2 MB of 4).
+func (s *Store) waitpointEventPuts(ctx context.Context, before *automation.Waitpoint, after automation.Waitpoint) ([]types.TransactWriteItem, error) {
+	o := s.eventOutbox()
+	if o == nil || after.Kind != automation.WaitApproval {
+		return nil, nil
+	}
+	subs, err := s.projectSubscriptions(ctx, after.Project)
+	if err != nil {
+		return nil, err
+	}
+	out, err := o.WaitpointChanged(before, after, subs)
+	if err != nil {
+		return nil, err
+	}
+	return s.eventPuts(out.Event, out.Deliveries)
 }
 
 // waitpointTx is the transaction of a waitpoint write, with the positions
