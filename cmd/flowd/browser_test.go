@@ -49,10 +49,18 @@ func newBrowser(t *testing.T) context.Context {
 	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(cancel)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(cancelTimeout)
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatalf("start chromium: %v", err)
+	// No deadline on the tab: a test's steps are bounded one by one
+	// (browserDo). The first action starts chromium, and the context it
+	// gets is the browser's lifetime, so the start is bounded from here.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx, chromedp.Navigate("about:blank")) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start chromium: %v", err)
+		}
+	case <-time.After(browserStep):
+		t.Fatalf("start chromium: no answer within %s", browserStep)
 	}
 	return ctx
 }
@@ -85,19 +93,11 @@ func TestDashboardInABrowser(t *testing.T) {
 	shots := os.Getenv("FLOWD_SCREENSHOTS")
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			loc, _ := chromedp.Run(ctx, chromedp.Location())
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\nat %s:\n%s\nflowd stderr:\n%s", what, err, loc, body, p.stderr)
-		}
+		browserDo(t, ctx, p, what, actions...)
 	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
+		return browserRun(t, ctx, p, "the text of "+sel, chromedp.Text(chromedp.CSS(sel)))
 	}
 	wantText := func(sel string, want ...string) {
 		t.Helper()
@@ -116,10 +116,15 @@ func TestDashboardInABrowser(t *testing.T) {
 			suffix        string
 			width, height int64
 		}{{"desktop", 1440, 900}, {"phone", 390, 844}} {
-			do("resize to "+w.suffix, chromedp.EmulateViewport(w.width, w.height))
-			over, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
-				`document.documentElement.scrollWidth > window.innerWidth + 1`))
-			if err != nil || over {
+			// The layout is judged once the page has all it is drawn
+			// with: its style sheet and scripts (the document complete),
+			// its fonts, and the new width (the emulation reaches the page
+			// after the command answers).
+			do(fmt.Sprintf("%s at %d px: the page laid out", name, w.width), chromedp.EmulateViewport(w.width, w.height),
+				laidOut(w.width))
+			// A script may still draw after that (the editors): both
+			// checks are awaited, and only a page that stays wrong fails.
+			if err := settles(ctx, `document.documentElement.scrollWidth <= window.innerWidth + 1`); err != nil {
 				sw, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.documentElement.scrollWidth`))
 				// The innermost element past the right edge, to say what to fix.
 				wide, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
@@ -129,20 +134,16 @@ func TestDashboardInABrowser(t *testing.T) {
 				})()`))
 				t.Errorf("%s at %d px: the page scrolls sideways (scrollWidth %v, widest %s): %v", name, w.width, sw, wide, err)
 			}
-			signOut, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+			if err := settles(ctx, `(() => {
 				const b = [...document.querySelectorAll("button")].find(b => b.textContent.trim() === "Sign out");
 				if (!b) return true; // signed out: nothing to check
 				const r = b.getBoundingClientRect();
 				return r.width > 0 && r.left >= 0 && r.right <= window.innerWidth;
-			})()`))
-			if err != nil || !signOut {
+			})()`); err != nil {
 				t.Errorf("%s at %d px: Sign out is off screen (%v)", name, w.width, err)
 			}
 			if shots != "" {
-				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-				if err != nil {
-					t.Fatalf("screenshot %s: %v", name, err)
-				}
+				png := browserRun(t, ctx, p, "screenshot "+name, chromedp.FullScreenshot(100))
 				if err := os.WriteFile(filepath.Join(shots, name+"-"+w.suffix+".png"), png, 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -156,44 +157,41 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("open flowd", chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.ID("apiKey")))
 	wantText("main", filepath.Join(dir, "initial-api-key"))
 	snap("signin")
-	do("sign in", chromedp.SendKeys(chromedp.ID("apiKey"), key), chromedp.Submit(chromedp.ID("apiKey")),
+	do("sign in", chromedp.SendKeys(chromedp.ID("apiKey"), key), loads(chromedp.Submit(chromedp.ID("apiKey"))),
 		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
 		preferJSONView())
 
 	// An API key connection.
 	do("create an API key connection", chromedp.Navigate(p.base+"/ui/connections"),
 		chromedp.SendKeys(chromedp.ID("name"), "Chat bot"), chromedp.SendKeys(chromedp.ID("app"), "chat"),
-		chromedp.SendKeys(chromedp.ID("apiKey"), "chat-key-never-shown"), chromedp.Submit(chromedp.ID("apiKey")),
+		chromedp.SendKeys(chromedp.ID("apiKey"), "chat-key-never-shown"), loads(chromedp.Submit(chromedp.ID("apiKey"))),
 		chromedp.WaitVisible(chromedp.CSS(".notice")))
 	wantText("main", "Connection created", "Chat bot", "API_KEY")
 
 	// OAuth2: Connect idp, allow at the provider, come back connected.
-	do("connect idp", chromedp.Click(chromedp.Search(`//a[text()="Connect idp"]`)),
-		chromedp.WaitVisible(chromedp.ID("allow")), chromedp.Click(chromedp.ID("allow")),
+	do("connect idp", loads(chromedp.Click(chromedp.Search(`//a[text()="Connect idp"]`))),
+		chromedp.WaitVisible(chromedp.ID("allow")), loads(chromedp.Click(chromedp.ID("allow"))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Connected. The tokens")]`)))
 	wantText("main", "OAUTH2", "idp", "ACTIVE", "Reconnect")
 	snap("connections")
 
 	// A flow, created in the editor and enabled.
-	do("open the editor", chromedp.Click(chromedp.Search(`//nav/a[text()="Flows"]`)),
-		chromedp.Click(chromedp.Search(`//a[text()="New flow"]`)), chromedp.WaitVisible(chromedp.ID("definition")))
+	do("open the editor", loads(chromedp.Click(chromedp.Search(`//nav/a[text()="Flows"]`))),
+		loads(chromedp.Click(chromedp.Search(`//a[text()="New flow"]`))), chromedp.WaitVisible(chromedp.ID("definition")))
 	snap("editor")
 	do("a definition the server refuses", chromedp.SetValue(chromedp.ID("definition"),
 		`{"name": "Greeter", "engine": "FLOW_BUILDER", "steps": [{"name": "greet", "type": "SEND"}]}`),
-		chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.ID("definition-error")))
+		loads(chromedp.Submit(chromedp.ID("definition"))), chromedp.WaitVisible(chromedp.ID("definition-error")))
 	wantText("#definition-error", "steps[0].type", "allowed values")
 	do("create the flow", chromedp.SetValue(chromedp.ID("definition"), `{"name": "Greeter", "engine": "FLOW_BUILDER",
 		"steps": [{"name": "greet", "type": "SET", "values": {"message": "Hello {{ trigger.body.name }}"}},
 		  {"name": "route", "type": "SWITCH", "cases": [{"when": "trigger.body.name == 'Ada'",
 		    "steps": [{"name": "welcome", "type": "SET", "values": {"vip": true}}]}],
 		   "default": [{"name": "guest", "type": "SET", "values": {"vip": false}}]}]}`),
-		chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)),
-		chromedp.Click(chromedp.Search(`//button[text()="Enable"]`)),
+		loads(chromedp.Submit(chromedp.ID("definition"))), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)),
+		loads(chromedp.Click(chromedp.Search(`//button[text()="Enable"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow enabled")]`)))
-	hook, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("webhook-url")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hook := browserRun(t, ctx, p, "the webhook's address", chromedp.Value(chromedp.ID("webhook-url")))
 	snap("flow")
 
 	// A webhook starts a run; its page shows the step's output.
@@ -208,17 +206,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	flowID := regexp.MustCompile(`flw_[A-Za-z0-9_-]+`).FindString(hook)
 	waitRun(t, p, key, flowID, runID)
-	do("open the run", chromedp.Click(chromedp.Search(`//a[text()="Run history"]`)),
-		chromedp.Click(chromedp.Search(fmt.Sprintf(`//a[contains(., %q)]`, runID))),
+	do("open the run", loads(chromedp.Click(chromedp.Search(`//a[text()="Run history"]`))),
+		loads(chromedp.Click(chromedp.Search(fmt.Sprintf(`//a[contains(., %q)]`, runID)))),
 		chromedp.WaitVisible(chromedp.Search(`//h2[text()="Steps"]`)))
 	wantText("main", "greet", "SUCCEEDED", "Hello Ada")
 	snap("run")
-	do("retry it", chromedp.Click(chromedp.Search(`//button[text()="Retry from the start"]`)),
+	do("retry it", loads(chromedp.Click(chromedp.Search(`//button[text()="Retry from the start"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Retry started")]`)))
-	loc, err := chromedp.Run(ctx, chromedp.Location())
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc := browserRun(t, ctx, p, "the new run's address", chromedp.Location())
 	retryID := regexp.MustCompile(`run_[A-Za-z0-9_-]+`).FindString(loc)
 	if retryID == "" || retryID == runID {
 		t.Fatalf("retry did not lead to a new run: %s", loc)
@@ -247,15 +242,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("add a CALL_FLOW step", chromedp.Click(chromedp.Search(`//div[@id="step-tools"]/button[text()="CALL_FLOW"]`)), callForm,
 		chromedp.Evaluate[chromedp.Void](`(() => { const f = document.getElementById("step-field-flowId");
 			f.value = "`+flowID+`"; f.dispatchEvent(new Event("change")); })()`), callForm,
-		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][contains(., "No problems found.")]`)))
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][not(@aria-busy)][contains(., "No problems found.")]`)))
 	snap("editor-callflow")
-	do("create and enable it", chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)),
-		chromedp.Click(chromedp.Search(`//button[text()="Enable"]`)),
+	do("create and enable it", loads(chromedp.Submit(chromedp.ID("definition"))), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)),
+		loads(chromedp.Click(chromedp.Search(`//button[text()="Enable"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow enabled")]`)))
-	loc, err = chromedp.Run(ctx, chromedp.Location())
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc = browserRun(t, ctx, p, "the POLL flow's address", chromedp.Location())
 	pollID := regexp.MustCompile(`flw_[A-Za-z0-9_-]+`).FindString(loc)
 	waitFor(t, "the first poll", func() bool {
 		var f struct {
@@ -277,13 +269,13 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"name": "route", "type": "SWITCH", "cases": [{"when": "trigger.body.name == 'Ada'",
 		  "steps": [{"name": "welcome", "type": "SET", "values": {"vip": true}}]}],
 		 "default": [{"name": "guest", "type": "SET", "values": {"vip": false}}]}]}`, 200, nil)
-	do("flows list", chromedp.Click(chromedp.Search(`//nav/a[text()="Flows"]`)), chromedp.WaitVisible(chromedp.CSS("table")))
+	do("flows list", loads(chromedp.Click(chromedp.Search(`//nav/a[text()="Flows"]`))), chromedp.WaitVisible(chromedp.CSS("table")))
 	wantText("main", "Greeter", "draft", "New orders")
 	snap("flows")
 	do("Greeter with a draft", chromedp.Navigate(p.base+"/ui/flows/"+flowID), chromedp.WaitVisible(chromedp.ID("draft")))
 	snap("flow-draft")
 	do("publish it", chromedp.SendKeys(chromedp.ID("publish-message"), "wait an hour before routing"),
-		chromedp.Click(chromedp.Search(`//button[text()="Publish"]`)),
+		loads(chromedp.Click(chromedp.Search(`//button[text()="Publish"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Draft published")]`)))
 	do("the versions page", chromedp.Navigate(p.base+"/ui/flows/"+flowID+"/versions"),
 		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Versions"]`)))
@@ -304,24 +296,24 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//dt[text()="Waiting for"]`)))
 	snap("run-waiting")
 	// Cancel it, after its confirmation page.
-	do("cancel the waiting run", chromedp.Click(chromedp.Search(`//a[contains(., "Cancel run…")]`)),
+	do("cancel the waiting run", loads(chromedp.Click(chromedp.Search(`//a[contains(., "Cancel run…")]`))),
 		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Cancel this waiting run?"]`)))
 	snap("run-cancel")
-	do("confirm the cancel", chromedp.Click(chromedp.Search(`//button[text()="Cancel run"]`)),
+	do("confirm the cancel", loads(chromedp.Click(chromedp.Search(`//button[text()="Cancel run"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Run cancelled")]`)))
 	wantText("main", "FAILED", "CANCELLED: cancelled while it waited")
 
 	// Restore the first version, after its confirmation page.
 	do("restore version 1", chromedp.Navigate(p.base+"/ui/flows/"+flowID+"/versions"),
-		chromedp.Click(chromedp.Search(`//tr[td[1][normalize-space(text())="1"]]//a[contains(., "Restore…")]`)),
+		loads(chromedp.Click(chromedp.Search(`//tr[td[1][normalize-space(text())="1"]]//a[contains(., "Restore…")]`))),
 		chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "Restore version 1 of")]`)))
 	snap("restore-confirm")
-	do("confirm the restore", chromedp.Click(chromedp.Search(`//button[text()="Restore version 1"]`)),
+	do("confirm the restore", loads(chromedp.Click(chromedp.Search(`//button[text()="Restore version 1"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Version restored")]`)))
 
 	// The flow list searched by name and sorted by its last run.
 	do("search the flows", chromedp.Navigate(p.base+"/ui/flows"), chromedp.SendKeys(chromedp.ID("q"), "gree"),
-		chromedp.Submit(chromedp.ID("q")), chromedp.WaitVisible(chromedp.ID("flow-count")))
+		loads(chromedp.Submit(chromedp.ID("q"))), chromedp.WaitVisible(chromedp.ID("flow-count")))
 	wantText("#flow-count", "1 flow named like “gree”")
 	wantText("main", "Greeter")
 	if strings.Contains(text("main"), "New orders") {
@@ -332,7 +324,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// The audit log filtered to runs: the cancel, linked to its run.
 	do("the audit log of runs", chromedp.Navigate(p.base+"/ui/audit"), chromedp.SendKeys(chromedp.ID("action"), "run"),
-		chromedp.Submit(chromedp.ID("action")), chromedp.WaitVisible(chromedp.Search(`//code[text()="run.cancel"]`)))
+		loads(chromedp.Submit(chromedp.ID("action"))), chromedp.WaitVisible(chromedp.Search(`//code[text()="run.cancel"]`)))
 	wantText("main", "run of Greeter", "run.retry")
 	if strings.Contains(text("table.audit"), "flow.create") {
 		t.Error("the audit log filtered to run lists flow.create")
@@ -340,19 +332,19 @@ func TestDashboardInABrowser(t *testing.T) {
 	snap("audit")
 
 	// Keys: an operator key made (shown once) and revoked.
-	do("the keys page", chromedp.Click(chromedp.Search(`//nav/a[text()="Keys"]`)),
+	do("the keys page", loads(chromedp.Click(chromedp.Search(`//nav/a[text()="Keys"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//h1[text()="API keys"]`)),
-		chromedp.SetValue(chromedp.ID("role"), "operator"), chromedp.Click(chromedp.Search(`//button[text()="Create key"]`)),
+		chromedp.SetValue(chromedp.ID("role"), "operator"), loads(chromedp.Click(chromedp.Search(`//button[text()="Create key"]`))),
 		chromedp.WaitVisible(chromedp.ID("new-key")))
-	newKey, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("new-key")))
-	if err != nil || !strings.HasPrefix(newKey, "fsk_") && len(newKey) < 20 {
-		t.Fatalf("new key %q: %v", newKey, err)
+	newKey := browserRun(t, ctx, p, "the new key", chromedp.Value(chromedp.ID("new-key")))
+	if !strings.HasPrefix(newKey, "fsk_") && len(newKey) < 20 {
+		t.Fatalf("new key %q", newKey)
 	}
 	wantText("main", "Key created", "operator", "you")
 	snap("keys")
-	do("revoke it", chromedp.Click(chromedp.Search(`//tr[contains(., "operator")]//a[contains(., "Revoke…")]`)),
+	do("revoke it", loads(chromedp.Click(chromedp.Search(`//tr[contains(., "operator")]//a[contains(., "Revoke…")]`))),
 		chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(., "Revoke key")]`)),
-		chromedp.Click(chromedp.Search(`//button[text()="Revoke key"]`)),
+		loads(chromedp.Click(chromedp.Search(`//button[text()="Revoke key"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Key revoked")]`)))
 	wantText("main", "REVOKED")
 	do("the project page", chromedp.Navigate(p.base+"/ui/project"), chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "Project")]`)))
@@ -376,13 +368,13 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("pending-approval")))
 	wantText("#pending-approval", "Waiting for approval:", "Refund 120 to Ada?")
 	snap("run-approval")
-	do("to the inbox", chromedp.Click(chromedp.Search(`//a[contains(., "Decide in the approvals inbox")]`)),
+	do("to the inbox", loads(chromedp.Click(chromedp.Search(`//a[contains(., "Decide in the approvals inbox")]`))),
 		chromedp.WaitVisible(chromedp.CSS(`section.approval-item[data-run="`+parked+`"]`)))
 	wantText("main", "Refund 120 to Ada?", "Refunds", "0 of 1 approval", "At most 500")
 	snap("approvals")
 	do("approve it", chromedp.SendKeys(chromedp.CSS(`section.approval-item input[name="amount"]`), "120"),
 		chromedp.SetValue(chromedp.CSS(`section.approval-item select[name="reason"]`), "late"),
-		chromedp.Click(chromedp.Search(`//section[contains(@class, "approval-item")]//button[text()="Approve"]`)),
+		loads(chromedp.Click(chromedp.Search(`//section[contains(@class, "approval-item")]//button[text()="Approve"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Approved: the run goes on")]`)))
 	wantText("main", "No approval is waiting.")
 	var done struct {
@@ -429,9 +421,9 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	// Delete the API key connection after its confirmation page.
 	do("delete a connection", chromedp.Navigate(p.base+"/ui/connections"),
-		chromedp.Click(chromedp.Search(`//tr[contains(., "Chat bot")]//a[contains(., "Delete")]`)),
+		loads(chromedp.Click(chromedp.Search(`//tr[contains(., "Chat bot")]//a[contains(., "Delete")]`))),
 		chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "Chat bot")]`)),
-		chromedp.Click(chromedp.Search(`//button[text()="Delete connection"]`)),
+		loads(chromedp.Click(chromedp.Search(`//button[text()="Delete connection"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Connection deleted")]`)))
 	if got := text("main"); strings.Contains(got, "Chat bot") || !strings.Contains(got, "OAUTH2") {
 		t.Errorf("connections after deleting Chat bot:\n%s", got)

@@ -37,26 +37,18 @@ func TestDashboardBuilderInABrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			loc, _ := chromedp.Run(ctx, chromedp.Location())
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\nat %s:\n%s\nflowd stderr:\n%s", what, err, loc, body, p.stderr)
-		}
+		browserDo(t, ctx, p, what, actions...)
 	}
 	eval := func(js string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return s
+		return browserRun(t, ctx, p, "evaluate "+js, chromedp.Evaluate[string](js))
 	}
 
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		loads(chromedp.Submit(chromedp.ID("apiKey"))), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
 		preferJSONView())
 	do("create the flow in the editor", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitVisible(chromedp.ID("definition")),
-		chromedp.SetValue(chromedp.ID("definition"), builderFlow), chromedp.Submit(chromedp.ID("definition")),
+		chromedp.SetValue(chromedp.ID("definition"), builderFlow), loads(chromedp.Submit(chromedp.ID("definition"))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
 
 	// 1. The picture: every step, nested ones too, the case's condition
@@ -77,12 +69,9 @@ func TestDashboardBuilderInABrowser(t *testing.T) {
 
 	// 4. A test event, sent from the flow page, lands on its run.
 	do("send a test event", chromedp.SetValue(chromedp.ID("test-body"), `{"kind": "order", "lines": [{"qty": 1}, {"qty": 2}], "fail": true}`),
-		chromedp.Click(chromedp.Search(`//button[text()="Send test event"]`)),
+		loads(chromedp.Click(chromedp.Search(`//button[text()="Send test event"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Test event sent through the test URL")]`)))
-	loc, err := chromedp.Run(ctx, chromedp.Location())
-	if err != nil {
-		t.Fatal(err)
-	}
+	loc := browserRun(t, ctx, p, "the run's address", chromedp.Location())
 	m := regexp.MustCompile(`/ui/flows/(flw_[A-Za-z0-9_-]+)/runs/(run_[A-Za-z0-9_-]+)`).FindStringSubmatch(loc)
 	if m == nil {
 		t.Fatalf("the test event did not open a run: %s", loc)
@@ -138,18 +127,11 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\n%s", what, err, body)
-		}
+		browserDo(t, ctx, p, what, actions...)
 	}
 	eval := func(js string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return s
+		return browserRun(t, ctx, p, "evaluate "+js, chromedp.Evaluate[string](js))
 	}
 	// typed replaces the definition and tells the editor, as typing does.
 	typed := func(text string) chromedp.Action[chromedp.Void] {
@@ -158,7 +140,7 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 			ta.dispatchEvent(new Event("input")); })()`)
 	}
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		loads(chromedp.Submit(chromedp.ID("apiKey"))), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
 		preferJSONView())
 	do("open the editor", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitReady(chromedp.CSS(`#definition[data-ready]`)))
 
@@ -217,7 +199,7 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 		len(def.Steps) != 2 || def.Steps[1].Name != "call" || def.Steps[1].Type != "HTTP" || def.Steps[1].URL != "https://hooks.example.com/deploys" {
 		t.Errorf("after adding an HTTP step and setting its url: %+v, %v", def, err)
 	}
-	do("save it", chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
+	do("save it", loads(chromedp.Submit(chromedp.ID("definition"))), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
 	if got := eval(`[...document.querySelectorAll("svg.flow-picture g[data-step]")].map(g => g.dataset.step).join(",")`); got != ",a,call" {
 		t.Errorf("the saved flow's picture shows %q", got)
 	}
@@ -236,18 +218,11 @@ func TestDashboardReadmeFlowInABrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\n%s\nflowd stderr:\n%s", what, err, body, p.stderr)
-		}
+		browserDo(t, ctx, p, what, actions...)
 	}
 	eval := func(js string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return s
+		return browserRun(t, ctx, p, "evaluate "+js, chromedp.Evaluate[string](js))
 	}
 	// fill sets a field of the step form as a person does: type, then
 	// leave the field.
@@ -266,11 +241,11 @@ func TestDashboardReadmeFlowInABrowser(t *testing.T) {
 	}
 
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		loads(chromedp.Submit(chromedp.ID("apiKey"))), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
 		preferJSONView())
 	do("a connection for the chat service", chromedp.Navigate(p.base+"/ui/connections"),
 		chromedp.SendKeys(chromedp.ID("name"), "Chat bot"), chromedp.SendKeys(chromedp.ID("app"), "chat"),
-		chromedp.SendKeys(chromedp.ID("apiKey"), "chat-key"), chromedp.Submit(chromedp.ID("apiKey")),
+		chromedp.SendKeys(chromedp.ID("apiKey"), "chat-key"), loads(chromedp.Submit(chromedp.ID("apiKey"))),
 		chromedp.WaitVisible(chromedp.CSS(".notice")))
 
 	do("the trigger", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitReady(chromedp.CSS(`#definition[data-ready]`)),
@@ -286,13 +261,13 @@ func TestDashboardReadmeFlowInABrowser(t *testing.T) {
 	addStep("HTTP", "name", "notify", "connectionId", conn, "url", "http://10.255.255.1/messages")
 	addStep("RESPOND", "name", "reply")
 	do("save", chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][contains(., "No problems found.")]`)),
-		chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
+		loads(chromedp.Submit(chromedp.ID("definition"))), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
 	if got := eval(`[...document.querySelectorAll("svg.flow-picture g[data-step]")].map(g => g.dataset.step).join(",")`); got != ",only_pushes,notify,reply" {
 		t.Fatalf("the saved flow's picture shows %q", got)
 	}
 
 	do("send a test event", chromedp.SetValue(chromedp.ID("test-body"), `{"event": "push", "data": {"ref": "refs/heads/main"}}`),
-		chromedp.Click(chromedp.Search(`//button[text()="Send test event"]`)),
+		loads(chromedp.Click(chromedp.Search(`//button[text()="Send test event"]`))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Test event sent through the test URL")]`)),
 		chromedp.WaitVisible(chromedp.CSS(`svg.flow-picture g.st-failed[data-step="notify"]`)))
 	for step, want := range map[string]string{"only_pushes": "st-succeeded", "notify": "st-failed", "reply": "st-skipped"} {

@@ -37,11 +37,7 @@ func TestBuildWithoutJSON(t *testing.T) {
 	ctx := newBrowser(t) // fails, saying why, when chromium is missing or does not start
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			loc, _ := chromedp.Run(ctx, chromedp.Location())
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\nat %s:\n%s\nflowd stderr:\n%s", what, err, loc, body, p.stderr)
-		}
+		browserDo(t, ctx, p, what, actions...)
 	}
 	clicks, keys := 0, 0
 	var typed []string
@@ -49,6 +45,13 @@ func TestBuildWithoutJSON(t *testing.T) {
 		t.Helper()
 		clicks++
 		do(what, append([]chromedp.Action[chromedp.Void]{chromedp.WaitVisible(chromedp.CSS(css)), chromedp.Click(chromedp.CSS(css))}, then...)...)
+	}
+	// clickTo is click on what loads another page (a link, a form's
+	// button): what follows waits for that page, not for the one clicked.
+	clickTo := func(what, css string, then ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		clicks++
+		do(what, append([]chromedp.Action[chromedp.Void]{chromedp.WaitVisible(chromedp.CSS(css)), loads(chromedp.Click(chromedp.CSS(css)))}, then...)...)
 	}
 	typeIn := func(what, css, text string) {
 		t.Helper()
@@ -58,11 +61,11 @@ func TestBuildWithoutJSON(t *testing.T) {
 	}
 
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+		loads(chromedp.Submit(chromedp.ID("apiKey"))), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
 
 	// From the empty flow list.
-	click("New flow", `a.button[href$="/flows/new"]`, chromedp.WaitVisible(chromedp.Search(`//h2[text()="What starts it?"]`)))
-	click("a webhook with a reply", `a.start[href$="start=webhook-reply"]`, chromedp.WaitVisible(chromedp.CSS(`#builder[data-ready="true"]`)))
+	clickTo("New flow", `a.button[href$="/flows/new"]`, chromedp.WaitVisible(chromedp.Search(`//h2[text()="What starts it?"]`)))
+	clickTo("a webhook with a reply", `a.start[href$="start=webhook-reply"]`, chromedp.WaitVisible(chromedp.CSS(`#builder[data-ready="true"]`)))
 	click("+ before the reply", `button[data-add='[["steps"],0]']`)
 	click("HTTP in the palette", `button[data-new-step="HTTP"]`, chromedp.WaitVisible(chromedp.CSS(`#builder-panel .bf-field[data-key="url"] input`)))
 	click("the URL field", `#builder-panel .bf-field[data-key="url"] input`)
@@ -71,8 +74,8 @@ func TestBuildWithoutJSON(t *testing.T) {
 	click("the reply in the picture", `button.bp-box[data-path='["steps",1]']`, chromedp.WaitVisible(chromedp.CSS(`#builder-panel .bf-field[data-key="body"] textarea`)))
 	click("the body's field picker", `#builder-panel .bf-field[data-key="body"] button.picker`)
 	click("the answer's greeting", `#builder-panel .bf-field[data-key="body"] button[data-field="steps.call.body.greeting"]`)
-	click("Create flow", `#builder-save`, chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
-	click("Enable", `form[action$="/enable"] button`, chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow enabled")]`)))
+	clickTo("Create flow", `#builder-save`, chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
+	clickTo("Enable", `form[action$="/enable"] button`, chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow enabled")]`)))
 
 	t.Logf("the bar flow took %d clicks and %d keystrokes (typed: %q)", clicks, keys, typed)
 	if clicks > barMaxClicks || keys > barMaxKeystrokes {
@@ -84,10 +87,7 @@ func TestBuildWithoutJSON(t *testing.T) {
 		}
 	}
 
-	hook, err := chromedp.Run(ctx, chromedp.Value(chromedp.ID("webhook-url")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	hook := browserRun(t, ctx, p, "the webhook's address", chromedp.Value(chromedp.ID("webhook-url")))
 	resp, err := http.Post(hook, "application/json", strings.NewReader(`{"name": "Ada"}`))
 	if err != nil {
 		t.Fatal(err)

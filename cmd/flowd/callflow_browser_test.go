@@ -24,18 +24,11 @@ func TestDashboardCallFlowInABrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\n%s\nflowd stderr:\n%s", what, err, body, p.stderr)
-		}
+		browserDo(t, ctx, p, what, actions...)
 	}
 	eval := func(js string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return s
+		return browserRun(t, ctx, p, "evaluate "+js, chromedp.Evaluate[string](js))
 	}
 	fill := func(field, value string) chromedp.Action[chromedp.Void] {
 		return chromedp.Evaluate[chromedp.Void](`(() => { const f = document.getElementById("step-field-` + field + `");
@@ -44,7 +37,7 @@ func TestDashboardCallFlowInABrowser(t *testing.T) {
 	form := chromedp.WaitVisible(chromedp.Search(`//fieldset[@id="step-form"]/legend[contains(., "(CALL_FLOW)")]`))
 
 	do("sign in", chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
+		loads(chromedp.Submit(chromedp.ID("apiKey"))), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)),
 		preferJSONView())
 	do("a new flow", chromedp.Navigate(p.base+"/ui/flows/new"), chromedp.WaitReady(chromedp.CSS(`#definition[data-ready]`)),
 		chromedp.Evaluate[chromedp.Void](`(() => { const ta = document.getElementById("definition");
@@ -59,7 +52,7 @@ func TestDashboardCallFlowInABrowser(t *testing.T) {
 	}
 	do("pick the flow", fill("flowId", child), form)
 	do("do not wait", fill("wait", "false"), form,
-		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][contains(., "No problems found.")]`)))
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][not(@aria-busy)][contains(., "No problems found.")]`)))
 	var def struct {
 		Steps []struct {
 			Type string `json:"type"`
@@ -71,5 +64,5 @@ func TestDashboardCallFlowInABrowser(t *testing.T) {
 		len(def.Steps) != 1 || def.Steps[0].Type != "CALL_FLOW" || def.Steps[0].Flow != child || def.Steps[0].Wait != false {
 		t.Fatalf("definition after the form: %+v, %v; want a CALL_FLOW of %s with wait false (a boolean)", def, err, child)
 	}
-	do("save it", chromedp.Submit(chromedp.ID("definition")), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
+	do("save it", loads(chromedp.Submit(chromedp.ID("definition"))), chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Flow created")]`)))
 }

@@ -86,18 +86,11 @@ func TestStepFormsRoundTrip(t *testing.T) {
 	ctx := newBrowser(t)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			loc, _ := chromedp.Run(ctx, chromedp.Location())
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\nat %s:\n%s\nflowd stderr:\n%s", what, err, loc, body, p.stderr)
-		}
+		browserDo(t, ctx, p, what, actions...)
 	}
 	forms := func(what string) map[string]map[string][]string {
 		t.Helper()
-		raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](readForms))
-		if err != nil {
-			t.Fatalf("%s: read the forms: %v", what, err)
-		}
+		raw := browserRun(t, ctx, p, what+": read the forms", chromedp.Evaluate[string](readForms))
 		var out map[string]map[string][]string
 		if err := json.Unmarshal([]byte(raw), &out); err != nil {
 			t.Fatal(err)
@@ -107,7 +100,7 @@ func TestStepFormsRoundTrip(t *testing.T) {
 	editor := p.base + "/ui/flows/" + f.ID + "/edit"
 	ready := chromedp.WaitVisible(chromedp.CSS(`#builder[data-ready="true"]`))
 	do("sign in", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+		loads(chromedp.Submit(chromedp.ID("apiKey"))), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
 	do("open the editor", chromedp.Navigate(editor), ready)
 
 	shown := forms("as created")
@@ -156,7 +149,7 @@ func TestStepFormsRoundTrip(t *testing.T) {
 		do("edit "+e.path+" "+e.key, chromedp.Evaluate[chromedp.Void](editForm(e.path, e.key, e.css, e.value)))
 	}
 	edited := forms("after the edits")
-	do("save the draft", chromedp.Click(chromedp.ID("builder-save")),
+	do("save the draft", loads(chromedp.Click(chromedp.ID("builder-save"))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Draft saved")]`)))
 
 	var draft map[string]any

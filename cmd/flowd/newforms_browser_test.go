@@ -64,11 +64,7 @@ func TestNewStepFormsRoundTrip(t *testing.T) {
 	ctx := newBrowser(t)
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			loc, _ := chromedp.Run(ctx, chromedp.Location())
-			body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\nat %s:\n%s\nflowd stderr:\n%s", what, err, loc, body, p.stderr)
-		}
+		browserDo(t, ctx, p, what, actions...)
 	}
 	js := func(what, script string) { t.Helper(); do(what, chromedp.Evaluate[chromedp.Void](script)) }
 	field := func(key, css string) string { return `#builder-panel .bf-field[data-key="` + key + `"] ` + css }
@@ -82,10 +78,7 @@ func TestNewStepFormsRoundTrip(t *testing.T) {
 	}
 	forms := func(what string) map[string]map[string][]string {
 		t.Helper()
-		raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](readForms))
-		if err != nil {
-			t.Fatalf("%s: read the forms: %v", what, err)
-		}
+		raw := browserRun(t, ctx, p, what+": read the forms", chromedp.Evaluate[string](readForms))
 		var out map[string]map[string][]string
 		if err := json.Unmarshal([]byte(raw), &out); err != nil {
 			t.Fatal(err)
@@ -95,7 +88,7 @@ func TestNewStepFormsRoundTrip(t *testing.T) {
 	editor := p.base + "/ui/flows/" + f.ID + "/edit"
 	ready := chromedp.WaitVisible(chromedp.CSS(`#builder[data-ready="true"]`))
 	do("sign in", chromedp.EmulateViewport(1440, 900), chromedp.Navigate(p.base+"/ui/signin"), chromedp.SendKeys(chromedp.ID("apiKey"), key),
-		chromedp.Submit(chromedp.ID("apiKey")), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
+		loads(chromedp.Submit(chromedp.ID("apiKey"))), chromedp.WaitVisible(chromedp.Search(`//h1[text()="Flows"]`)))
 	do("open the editor", chromedp.Navigate(editor), ready)
 
 	// ACTION: the app, then its action, the connection and each input.
@@ -172,7 +165,7 @@ func TestNewStepFormsRoundTrip(t *testing.T) {
 	set("url", "input", "https://worker.example.com/jobs")
 
 	filled := forms("as filled")
-	do("save the draft", chromedp.Click(chromedp.ID("builder-save")),
+	do("save the draft", loads(chromedp.Click(chromedp.ID("builder-save"))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Draft saved")]`)))
 
 	var draft struct{ Steps []map[string]any }

@@ -220,6 +220,7 @@
   // --- validation as you type -----------------------------------------
   function validate() {
     var text = ta.value, problems = [];
+    status.removeAttribute("aria-busy");
     try {
       var doc = parse(text);
       if (root) check(doc, root, [], problems);
@@ -484,6 +485,9 @@
     numberLines();
     suggest();
     clearTimeout(timer);
+    // Until the check runs, the status is the old text's: busy says so
+    // (to a screen reader, and to a test that waits for the verdict).
+    status.setAttribute("aria-busy", "true");
     timer = setTimeout(validate, 250);
   }
   ta.addEventListener("input", changed);
