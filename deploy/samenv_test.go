@@ -246,6 +246,12 @@ func TestInvokeEnvFile(t *testing.T) {
 		}
 	}
 
+	// An MCP client's tools/list through the api function (/mcp).
+	seen["api-mcp-tools-list.json"] = true
+	if resp := invoke(t, api, event(t, "api-mcp-tools-list.json", ph)); resp.StatusCode != 200 || !strings.Contains(resp.Body, `"tools":[`) {
+		t.Errorf("api-mcp-tools-list.json: %d %s, want 200 with the tools list", resp.StatusCode, resp.Body)
+	}
+
 	for _, f := range files {
 		if !seen[filepath.Base(f)] {
 			t.Errorf("%s is not exercised with the generated env file", f)

@@ -309,6 +309,12 @@ func (s *Stage) Check(ctx context.Context, eventFile string, payload []byte) err
 		ok = body["status"] == automation.WaitpointDecided && body["decision"] == automation.DecisionApproved
 	case "webhook-callback-post.json":
 		ok = body["status"] == "RESUMED"
+	case "api-mcp-tools-list.json":
+		// A JSON-RPC answer listing the project's tool flows (the stage
+		// seeds none with an inputSchema: an empty list, not an error).
+		res, _ := body["result"].(map[string]any)
+		_, ok = res["tools"].([]any)
+		ok = ok && body["error"] == nil
 	}
 	if !ok {
 		return fmt.Errorf("unexpected body %.300s", resp.Body)
