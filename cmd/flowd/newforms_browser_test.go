@@ -36,7 +36,8 @@ func clickField(css string) string {
 // of the app and one input per property of the action's schema), APPROVAL
 // (roles as checkboxes, the form builder, a notify step in its frame), SQL
 // (connection, query, parameters as a list), EMAIL, AI (tools: a flow of
-// the project) and WAIT (until, and a callback with a notify step) are
+// the project), WAIT (until, and a callback with a notify step) and MCP
+// (connection, tool, arguments as name and template rows) are
 // filled in headless chromium at 1440x900, each step added from the
 // palette; no JSON is typed but ACTION's array input (its JSON fallback)
 // and AI's advanced output schema. The saved draft read through the API
@@ -52,6 +53,7 @@ func TestNewStepFormsRoundTrip(t *testing.T) {
 		`{"name": "db", "app": "postgres", "type": "POSTGRES", "value": {"url": "postgres://u:p@db.example.com:5432/app"}}`,
 		`{"name": "mail", "app": "smtp", "type": "SMTP", "value": {"host": "smtp.example.com", "port": 587, "username": "u", "password": "p", "from": "flows@example.com"}}`,
 		`{"name": "openai", "app": "openai", "type": "OPENAI", "value": {"apiKey": "sk-test"}}`,
+		`{"name": "mcp", "app": "tracker", "type": "MCP", "value": {"url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer t0k"}}}`,
 	} {
 		api(t, p, key, "POST", "/api/v1/connections", c, 201, nil)
 	}
@@ -164,6 +166,14 @@ func TestNewStepFormsRoundTrip(t *testing.T) {
 	add(`["steps",7,"notify"]`, 0, "HTTP", "url")
 	set("url", "input", "https://worker.example.com/jobs")
 
+	// MCP: the connection is the palette's "mcp"; arguments as name and
+	// template rows.
+	add(`["steps"]`, 8, "MCP", "tool")
+	set("tool", "input", "create_issue")
+	js("add an argument", clickField(field("arguments", ".kv > button")))
+	set("arguments", ".kv-row:nth-of-type(1) .kv-key", "title")
+	set("arguments", ".kv-row:nth-of-type(1) .kv-value", "{{ trigger.body.title }}")
+
 	filled := forms("as filled")
 	do("save the draft", loads(chromedp.Click(chromedp.ID("builder-save"))),
 		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Draft saved")]`)))
@@ -188,7 +198,8 @@ func TestNewStepFormsRoundTrip(t *testing.T) {
 	   "output": {"type": "object", "properties": {"priority": {"enum": ["low", "high"]}}}},
 	  {"name": "wait", "type": "WAIT", "until": "trigger.body.at"},
 	  {"name": "wait_2", "type": "WAIT", "for": "callback", "timeout": "2h",
-	   "notify": [{"name": "call_2", "type": "HTTP", "method": "GET", "url": "https://worker.example.com/jobs"}]}
+	   "notify": [{"name": "call_2", "type": "HTTP", "method": "GET", "url": "https://worker.example.com/jobs"}]},
+	  {"name": "tool", "type": "MCP", "connection": "mcp", "tool": "create_issue", "arguments": {"title": "{{ trigger.body.title }}"}}
 	]`), &want); err != nil {
 		t.Fatal(err)
 	}
