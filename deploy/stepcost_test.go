@@ -26,8 +26,10 @@ import (
 // attempt starts (a Query of the connections' byProject index, 0.5 read
 // unit, and a BatchGetItem of the 4, 2 units) and reads the connection's
 // record (1 unit; its secret comes from the minute's cache). An AI step
-// reads the record twice and journals the model's answer (a
-// TransactWriteItems of the run's journalLen and the entry, 4 units). The
+// reads the record twice, journals the model's answer (a
+// TransactWriteItems of the run's journalLen and the entry, 4 units) and
+// adds the turn's tokens to the project's day (an UpdateItem ADD on the
+// projects table, 1 unit: aiTokensPerDay). The
 // finish writes 1 unit less than the HTTP step's run for a small output.
 var maxStepCost = map[string]struct {
 	calls    int
@@ -36,7 +38,7 @@ var maxStepCost = map[string]struct {
 	"EMAIL":  {8, 9, 4.5},
 	"SQL":    {8, 10, 4.5},
 	"ACTION": {8, 9, 4.5},
-	"AI":     {10, 14, 5.5},
+	"AI":     {11, 15, 5.5},
 }
 
 // TestDynamoCostPerStepType runs one flow per step type (EMAIL through a

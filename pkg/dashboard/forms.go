@@ -269,7 +269,8 @@ var stepForms = []formSpec{
 	// MCP calls one tool of an MCP server. Its form is keyed by the type's
 	// name: the palette offers it once the flow language has the type.
 	{Type: stepMCP, Name: "tool", Label: "MCP tool", Group: "ai", Hidden: !hasStepType(stepMCP),
-		New: map[string]any{"connection": "mcp", "tool": "", "arguments": map[string]any{}},
+		// A tool name to replace: the step must save as the palette adds it.
+		New: map[string]any{"connection": "mcp", "tool": "tool_name", "arguments": map[string]any{}},
 		Fields: []formField{
 			{Key: "connection", Label: "Connection", Kind: kindConnName, Options: []string{connectionMCP}, Required: true, Help: "An MCP connection of the project."},
 			{Key: "tool", Label: "Tool", Kind: kindText, Required: true, Help: "The tool's name as the server lists it."},
