@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +50,11 @@ type ColdStart struct {
 	// Wall is what the caller waited for the first answer: the POST to the
 	// emulator until its answer (Init + Handler + the emulator's hops).
 	Wall time.Duration
+	// InitCPU is the CPU time (user and system) the bootstrap process had
+	// used when its first next arrived: its init's work, less sensitive
+	// than Init to other processes on the machine; in clock ticks of
+	// 10 ms, so coarse. Zero when /proc could not tell.
+	InitCPU time.Duration
 	// ReportInit and ReportDuration are the emulator's REPORT line's
 	// "Init Duration" and "Duration". This emulator's Init returns as
 	// soon as it has started the process, so its Init Duration is about
@@ -117,7 +125,13 @@ func coldStart(ctx context.Context, rie, bootstrap string, env map[string]string
 	if err != nil {
 		return ColdStart{}, err
 	}
-	probe, err := newRuntimeProbe("127.0.0.1:" + strconv.Itoa(apiPort))
+	var riePID atomic.Int64
+	var initCPU time.Duration
+	probe, err := newRuntimeProbe("127.0.0.1:"+strconv.Itoa(apiPort), func() {
+		// The bootstrap waits on its first next while this runs: what it
+		// used so far is its init's.
+		initCPU = processCPU(int(riePID.Load()), bootstrap)
+	})
 	if err != nil {
 		return ColdStart{}, err
 	}
@@ -133,6 +147,7 @@ func coldStart(ctx context.Context, rie, bootstrap string, env map[string]string
 	if err != nil {
 		return ColdStart{}, err
 	}
+	riePID.Store(int64(em.cmd.Process.Pid))
 	defer em.Stop()
 	t0 := time.Now()
 	payload, err := em.Invoke(ctx, event)
@@ -147,7 +162,7 @@ func coldStart(ctx context.Context, rie, bootstrap string, env map[string]string
 	if firstNext.IsZero() || handedOver.IsZero() || responded.IsZero() {
 		return ColdStart{}, fmt.Errorf("lambdalocal: the bootstrap answered without going through the probe (next %v, event %v, response %v)", firstNext, handedOver, responded)
 	}
-	cs := ColdStart{Init: firstNext.Sub(t0), Handler: responded.Sub(handedOver), Wall: wall}
+	cs := ColdStart{Init: firstNext.Sub(t0), Handler: responded.Sub(handedOver), Wall: wall, InitCPU: probe.cpu(func() time.Duration { return initCPU })}
 	// The REPORT line follows the answer on the emulator's stdout: wait
 	// for it (bounded), since the answer can reach us first.
 	deadline := time.Now().Add(10 * time.Second)
@@ -173,7 +188,7 @@ type runtimeProbe struct {
 	firstNext, handedOver, responded time.Time
 }
 
-func newRuntimeProbe(target string) (*runtimeProbe, error) {
+func newRuntimeProbe(target string, onFirstNext func()) (*runtimeProbe, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("lambdalocal: probe: %w", err)
@@ -195,6 +210,9 @@ func newRuntimeProbe(target string) (*runtimeProbe, error) {
 		if answer && p.responded.IsZero() {
 			p.responded = now
 		}
+		if first {
+			onFirstNext()
+		}
 		p.mu.Unlock()
 		proxy.ServeHTTP(w, r)
 		if first {
@@ -211,6 +229,48 @@ func (p *runtimeProbe) times() (firstNext, handedOver, responded time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.firstNext, p.handedOver, p.responded
+}
+
+// cpu reads a value the first-next hook wrote, under the probe's lock.
+func (p *runtimeProbe) cpu(read func() time.Duration) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return read()
+}
+
+// processCPU is the user and system CPU time of the child of process
+// parent that runs bootstrap, from /proc (clock ticks of 1/100 s, Linux's
+// USER_HZ on amd64 and arm64), or 0 when it cannot be read.
+func processCPU(parent int, bootstrap string) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", parent))
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, pid := range strings.Fields(string(b)) {
+			if exe, err := os.Readlink("/proc/" + pid + "/exe"); err != nil || exe != bootstrap {
+				continue
+			}
+			stat, err := os.ReadFile("/proc/" + pid + "/stat")
+			if err != nil {
+				return 0
+			}
+			// Fields after the command's closing parenthesis: state is
+			// the first, utime the 12th, stime the 13th.
+			f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+			if len(f) < 13 {
+				return 0
+			}
+			u, err1 := strconv.ParseInt(f[11], 10, 64)
+			st, err2 := strconv.ParseInt(f[12], 10, 64)
+			if err1 != nil || err2 != nil {
+				return 0
+			}
+			return time.Duration(u+st) * 10 * time.Millisecond
+		}
+	}
+	return 0
 }
 
 func (p *runtimeProbe) close() { _ = p.srv.Close() }
