@@ -12,7 +12,7 @@ GOFLAGS_TEST ?= -count=1 -timeout 30m
 .PHONY: all build run run-aws test screenshots bench bench-compare lint fmt clean tools-check lint-template build-lambdas deploy \
 	fuzz fuzz-short soak \
 	build-ApiFunction build-WebhookFunction build-WorkflowHookFunction build-RunnerFunction build-CodeFunction \
-	invoke-all
+	invoke-all coldstart
 
 all: build
 
@@ -221,6 +221,12 @@ sam-invoke-%:
 ## one build per function), each answer checked; part of make test
 invoke-all:
 	$(GO) run ./deploy/cmd/lambdalocal -bin $(BIN) -all
+
+## coldstart: each function's real bootstrap started fresh COLDSTARTS times under the emulator against moto:
+## init (to its first Runtime API poll), init CPU, the first invocation (docs/aws.md "Cold starts"); a benchmark, not in make test
+COLDSTARTS ?= 5
+coldstart:
+	$(GO) run ./deploy/cmd/lambdalocal -bin $(BIN) -coldstart $(COLDSTARTS)
 
 ## deploy: sam build, then sam deploy with samconfig.toml's ENV environment (default or prod); not run by CI
 deploy:

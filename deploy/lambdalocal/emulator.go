@@ -93,20 +93,27 @@ type Emulator struct {
 // process, and HOME). The bootstrap starts on the first invocation, as on
 // Lambda. The caller must Stop it.
 func Start(rie, bootstrap string, env map[string]string) (*Emulator, error) {
-	invokePort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	apiPort, err := freePort()
 	if err != nil {
 		return nil, err
 	}
+	return start(rie, apiPort, []string{bootstrap}, bootstrap, env)
+}
+
+// start runs command (the bootstrap, or a command that execs it) under
+// the emulator, whose Runtime API listens on apiPort.
+func start(rie string, apiPort int, command []string, bootstrap string, env map[string]string) (*Emulator, error) {
+	invokePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	addr := "127.0.0.1:" + strconv.Itoa(invokePort)
-	cmd := exec.Command(rie,
+	args := append([]string{
 		"--runtime-interface-emulator-address", addr,
-		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(apiPort),
-		"--log-level", "error",
-		bootstrap)
+		"--runtime-api-address", "127.0.0.1:" + strconv.Itoa(apiPort),
+		"--log-level", "error"},
+		command...)
+	cmd := exec.Command(rie, args...)
 	cmd.Dir = filepath.Dir(bootstrap)
 	names := make([]string, 0, len(env))
 	for k := range env {

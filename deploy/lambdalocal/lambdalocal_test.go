@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -111,5 +112,36 @@ func TestEventPlaceholders(t *testing.T) {
 	}
 	if fn := FunctionOf("events/workflowhook-head.json"); fn != "workflowhook" {
 		t.Errorf("FunctionOf = %q", fn)
+	}
+}
+
+// The emulator's REPORT line, as its printEndReports writes it: the
+// cold start's Init Duration and Duration are read from it, and a line
+// without Init Duration (a warm invocation) is not taken for one.
+func TestParseReport(t *testing.T) {
+	logs := "START RequestId: 1f Version: $LATEST\nEND RequestId: 1f\n" +
+		"REPORT RequestId: 1f\tInit Duration: 0.42 ms\tDuration: 298.73 ms\tBilled Duration: 299 ms\tMemory Size: 512 MB\tMax Memory Used: 512 MB\t\n"
+	init, dur, err := ParseReport(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if init != 420*time.Microsecond || dur != 298730*time.Microsecond {
+		t.Errorf("init %v, duration %v; want 420µs, 298.73ms", init, dur)
+	}
+	if _, _, err := ParseReport("REPORT RequestId: 2a\tDuration: 3.10 ms\tBilled Duration: 4 ms\t\n"); err == nil {
+		t.Error("a warm REPORT line was read as a cold start's")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	if p := Percentile(ds, 50); p != 3 {
+		t.Errorf("p50 %v, want 3", p)
+	}
+	if p := Percentile(ds, 100); p != 5 {
+		t.Errorf("p100 %v, want 5", p)
+	}
+	if ds[0] != 5 {
+		t.Error("Percentile sorted its argument")
 	}
 }

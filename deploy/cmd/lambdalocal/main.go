@@ -8,6 +8,7 @@
 //
 //	lambdalocal -function api -event events/api-list-flows.json   # make invoke-api
 //	lambdalocal -all                                              # make invoke-all
+//	lambdalocal -coldstart 5 [-function api]                      # cold starts, a benchmark
 package main
 
 import (
@@ -18,9 +19,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"flowservice/deploy/lambdalocal"
 	"flowservice/pkg/awstest"
@@ -45,10 +48,19 @@ func run(ctx context.Context) error {
 	eventsDir := flag.String("events", "events", "the events directory (-all)")
 	stageName := flag.String("stage", "local", "the stage's name: resources are flow-<stage>-...")
 	verbose := flag.Bool("v", false, "print each function's logs")
+	coldstarts := flag.Int("coldstart", 0, "start each function's bootstrap (or -function's) fresh N times, send one event each, and print the emulator's Init Duration and the first invocation's Duration (a benchmark: not part of make test)")
 	flag.Parse()
 
 	var jobs []job
 	switch {
+	case *coldstarts > 0:
+		fns := names()
+		if *fn != "" {
+			fns = []string{*fn}
+		}
+		for _, f := range fns {
+			jobs = append(jobs, job{fn: f, event: filepath.Join(*eventsDir, lambdalocal.ColdStartEvents[f])})
+		}
 	case *all:
 		files, err := filepath.Glob(filepath.Join(*eventsDir, "*.json"))
 		if err != nil || len(files) == 0 {
@@ -60,7 +72,7 @@ func run(ctx context.Context) error {
 	case *fn != "" && *eventPath != "":
 		jobs = []job{{fn: *fn, event: *eventPath}}
 	default:
-		return fmt.Errorf("give -function NAME -event FILE, or -all")
+		return fmt.Errorf("give -function NAME -event FILE, -all, or -coldstart N [-function NAME]")
 	}
 	for _, j := range jobs {
 		if lambdalocal.Functions[j.fn] == "" {
@@ -100,6 +112,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	if *coldstarts > 0 {
+		return coldStarts(ctx, stage, rie, bootstraps, jobs, *eventsDir, *coldstarts)
+	}
+
 	// Functions in a fixed order (the webhook's run before the runner's
 	// batch is not needed: the stage holds a queued run), one emulator each.
 	byFn := map[string][]string{}
@@ -126,6 +142,64 @@ func run(ctx context.Context) error {
 }
 
 type job struct{ fn, event string }
+
+// coldStarts prints, per function, the emulator's Init Duration and the
+// first invocation's Duration over n fresh starts, as a Markdown table,
+// with the load average before and after (the figures mean little on a
+// busy machine without it).
+func coldStarts(ctx context.Context, stage *lambdalocal.Stage, rie string, bootstraps map[string]string, jobs []job, eventsDir string, n int) error {
+	load0 := loadAvg()
+	type row struct {
+		fn   string
+		size int64
+		cs   []lambdalocal.ColdStart
+	}
+	var rows []row
+	for _, j := range jobs {
+		fmt.Fprintf(os.Stderr, "lambdalocal: %s: %d cold starts\n", j.fn, n)
+		cs, err := stage.ColdStarts(ctx, rie, bootstraps[j.fn], j.fn, eventsDir, n)
+		if err != nil {
+			return err
+		}
+		st, err := os.Stat(bootstraps[j.fn])
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{j.fn, st.Size(), cs})
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+	fmt.Printf("%d fresh starts per function under the emulator (%s/%s, %d CPUs), load average before %s, after %s\n\n",
+		n, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), load0, loadAvg())
+	fmt.Println("Init: invoke sent → the bootstrap's first GET /runtime/invocation/next; first invocation: the event handed over → its response posted;")
+	fmt.Println("init CPU: the bootstrap's user+system CPU at its first next (10 ms ticks); caller's wait: invoke sent → answer; REPORT: the emulator's own Init Duration / Duration, medians (its Init returns once the process is started).")
+	fmt.Println()
+	fmt.Println("| function | bootstrap (this machine) | event | init p50 | init max | init CPU p50 | first invocation p50 | max | caller's wait p50 | max | REPORT Init / Duration p50 |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		var init, cpu, handler, wall, rInit, rDur []time.Duration
+		for _, c := range r.cs {
+			init, cpu, handler, wall = append(init, c.Init), append(cpu, c.InitCPU), append(handler, c.Handler), append(wall, c.Wall)
+			rInit, rDur = append(rInit, c.ReportInit), append(rDur, c.ReportDuration)
+		}
+		p50 := func(ds []time.Duration) string { return ms(lambdalocal.Percentile(ds, 50)) }
+		fmt.Printf("| %s | %.1f MB | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", r.fn, float64(r.size)/1e6, lambdalocal.ColdStartEvents[r.fn],
+			p50(init), ms(slices.Max(init)), p50(cpu), p50(handler), ms(slices.Max(handler)), p50(wall), ms(slices.Max(wall)), p50(rInit), p50(rDur))
+	}
+	return nil
+}
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages, or "?".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
 
 // invokeAll runs one function's bootstrap under the emulator and sends it
 // each event: with check, each answer is judged and a line printed;
