@@ -122,10 +122,6 @@ type UserService struct {
 	passwords PasswordHasher // nil: no password sign-in
 	keys      userKeyPorts
 	throttle  *signinThrottle
-	// dummyHash is checked for an unknown email, so that a sign-in with
-	// one costs as long as one with a wrong password (no enumeration by
-	// timing).
-	dummyHash string
 }
 
 // userKeyPorts is the part of Store a UserService uses: projects to name,
@@ -137,12 +133,8 @@ type userKeyPorts interface {
 }
 
 func newUserService(b *base, cfg Config) *UserService {
-	s := &UserService{base: b, store: cfg.Users, passwords: cfg.Passwords, keys: cfg.Store,
+	return &UserService{base: b, store: cfg.Users, passwords: cfg.Passwords, keys: cfg.Store,
 		throttle: newSigninThrottle(b.now)}
-	if s.passwords != nil {
-		s.dummyHash, _ = s.passwords.HashPassword(randomToken(16))
-	}
-	return s
 }
 
 func usersUnavailable() *Error {

@@ -257,3 +257,53 @@ func TestAuditActorShapes(t *testing.T) {
 		t.Errorf("an entry stored before people: %+v %v", old, err)
 	}
 }
+
+// countingHasher counts the argon2id work a Service asks for.
+type countingHasher struct {
+	automation.PasswordHasher
+	mu     sync.Mutex
+	hashes int
+	checks int
+}
+
+func (h *countingHasher) HashPassword(pw string) (string, error) {
+	h.mu.Lock()
+	h.hashes++
+	h.mu.Unlock()
+	return h.PasswordHasher.HashPassword(pw)
+}
+
+func (h *countingHasher) CheckPassword(hash, pw string) (bool, error) {
+	h.mu.Lock()
+	h.checks++
+	h.mu.Unlock()
+	return h.PasswordHasher.CheckPassword(hash, pw)
+}
+
+func (h *countingHasher) work() int { h.mu.Lock(); defer h.mu.Unlock(); return h.hashes + h.checks }
+
+// TestSigninCostsTheSameForUnknownEmail: building the Service hashes
+// nothing (a hash at start was most of every Lambda function's cold
+// start), and a sign-in with an unknown email does the same argon2id work
+// as one with a wrong password: one hash, so its time tells nothing.
+func TestSigninCostsTheSameForUnknownEmail(t *testing.T) {
+	h := &countingHasher{PasswordHasher: flowtest.TestPasswords}
+	fe := flowtest.New(t, flowtest.Options{Passwords: h})
+	if n := h.work(); n != 0 {
+		t.Fatalf("building the Service hashed %d times, want 0", n)
+	}
+	ctx := context.Background()
+	p, err := fe.Svc.CreateProject(ctx, "acme", automation.PlanTeam)
+	if err != nil {
+		t.Fatal(err)
+	}
+	invite(t, fe.Svc, p, "ada@example.com", automation.RoleViewer)
+	for _, email := range []string{"ada@example.com", "nobody@example.com"} {
+		before := h.work()
+		_, _, err := fe.Svc.PasswordSignIn(ctx, email, "wrong password!", "r", "192.0.2.1")
+		wantUserErr(t, email, err, automation.ErrUnauthorized, "")
+		if n := h.work() - before; n != 1 {
+			t.Errorf("a failed sign-in as %s did %d hashes or checks, want 1", email, n)
+		}
+	}
+}

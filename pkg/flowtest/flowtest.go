@@ -55,6 +55,8 @@ type Options struct {
 	Log   *slog.Logger
 	// Tracer records runs as spans (automation.Config.Tracer); nil: off.
 	Tracer automation.Tracer
+	// Passwords hashes people's passwords; nil: TestPasswords.
+	Passwords automation.PasswordHasher
 	// RateBuckets counts the rate quotas as instances sharing a store do
 	// (automation.Config.RateBuckets); nil: in memory.
 	RateBuckets automation.RateBuckets
@@ -127,6 +129,9 @@ func New(t testing.TB, opts Options) *Env {
 	if opts.WorkflowURL == "" {
 		opts.WorkflowURL = "http://workflow.test"
 	}
+	if opts.Passwords == nil {
+		opts.Passwords = TestPasswords
+	}
 	if opts.OAuth == nil {
 		// As flowd wires it: traced when the test traces.
 		opts.OAuth = oauth.New(engine.TraceTransport(opts.Tracer, engine.GuardedTransport(true)))
@@ -135,7 +140,7 @@ func New(t testing.TB, opts Options) *Env {
 		Store: store, Secrets: dir.Secrets, Checker: engine.Checker{}, CodeChecker: jscode.Checker{}, Polls: dir.Store,
 		Scheduler: opts.Scheduler,
 		OAuthApps: dir.Store, OAuth: opts.OAuth,
-		Users: dir.Store, Passwords: TestPasswords,
+		Users: dir.Store, Passwords: opts.Passwords,
 		CursorKey: dir.CursorKey, EngineURL: opts.EngineURL, WorkflowURL: opts.WorkflowURL,
 		Clock: opts.Clock, Log: opts.Log, Tracer: opts.Tracer, Apps: apps.MustLoad(), RateBuckets: opts.RateBuckets,
 		Runtime: &automation.RunRuntime{
