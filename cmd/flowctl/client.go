@@ -167,7 +167,7 @@ func (c *client) send(ctx context.Context, method, path string, q url.Values, bo
 func snippet(raw []byte) string {
 	s := strings.Join(strings.Fields(string(raw)), " ")
 	if len(s) > 200 {
-		s = s[:200] + "…"
+		s = strings.ToValidUTF8(s[:200], "") + "…"
 	}
 	if s == "" {
 		s = "(empty body)"

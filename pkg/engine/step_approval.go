@@ -154,9 +154,4 @@ func (x *execution) waitUntil(s automation.Step) (time.Time, error) {
 	return t, nil
 }
 
-func clipText(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func clipText(s string) string { return flowdef.ClipID(s) }

@@ -1,6 +1,9 @@
 package flowdef
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // Error is a definition that breaks a rule of the language. Message names
 // the field by its path (steps[0].cases[1].url), the step by its name, and
@@ -15,10 +18,16 @@ func Invalid(format string, args ...any) error {
 }
 
 // ClipID bounds a value quoted back in a message, so that a long name or
-// path cannot make a long error.
+// path cannot make a long error. It cuts at a rune's start, so that the
+// message stays valid UTF-8 (a cut inside a rune would show as U+FFFD in
+// the JSON error body).
 func ClipID(id string) string {
-	if len(id) > 64 {
-		return id[:64] + "…"
+	if len(id) <= 64 {
+		return id
 	}
-	return id
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(id[cut]) {
+		cut--
+	}
+	return id[:cut] + "…"
 }

@@ -351,7 +351,7 @@ func describe(v any) string {
 		return fmt.Sprintf("%T", v)
 	}
 	if len(b) > 80 {
-		return string(b[:77]) + "…"
+		return strings.ToValidUTF8(string(b[:77]), "") + "…"
 	}
 	return string(b)
 }
