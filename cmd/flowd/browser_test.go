@@ -224,6 +224,33 @@ func TestDashboardInABrowser(t *testing.T) {
 	do("reload the new run", chromedp.Reload(), chromedp.WaitVisible(chromedp.Search(`//h2[text()="Steps"]`)))
 	wantText("main", "SUCCEEDED", "Hello Ada")
 
+	// The flow's page charts its two finished runs, as the browser draws
+	// them: both charts laid out inside the page, a green bar, and the
+	// bars' titles (what a pointer over a bar shows) adding up to 2 runs,
+	// none failed, whichever hours they fell in.
+	do("the flow's insights", chromedp.Navigate(p.base+"/ui/flows/"+flowID), chromedp.WaitVisible(chromedp.CSS("svg.insights")))
+	drawn := browserRun(t, ctx, p, "the charts as drawn", chromedp.Evaluate[string](`(() => {
+		const cs = [...document.querySelectorAll("svg.insights")];
+		const inside = cs.filter(c => { const r = c.getBoundingClientRect(); return r.width > 50 && r.height > 20 && r.right <= window.innerWidth + 1; });
+		const first = cs[0];
+		return [cs.length, inside.length, first ? first.querySelectorAll("rect.bar-ok").length : 0,
+			first ? [...first.querySelectorAll("title")].map(t => t.textContent).join("\n") : ""].join("|");
+	})()`))
+	parts := strings.SplitN(drawn, "|", 4)
+	if len(parts) != 4 || parts[0] != "2" || parts[1] != "2" || parts[2] == "0" {
+		t.Fatalf("the flow page's charts as drawn (charts|inside the page|green bars|titles): %q; want 2 charts inside the page with a green bar", drawn)
+	}
+	runs, failed := 0, 0
+	for _, m := range regexp.MustCompile(`: (\d+) runs, (\d+) did not succeed`).FindAllStringSubmatch(parts[3], -1) {
+		var n, f int
+		fmt.Sscan(m[1], &n)
+		fmt.Sscan(m[2], &f)
+		runs, failed = runs+n, failed+f
+	}
+	if runs != 2 || failed != 0 {
+		t.Errorf("the runs chart's bars say %d runs, %d not succeeded; want 2 and 0:\n%s", runs, failed, parts[3])
+	}
+
 	// A POLL flow that calls Greeter, written in the editor: the CALL_FLOW
 	// step added from its template and its flow picked in the form; on the
 	// flow's page, the POLL trigger after its first poll.
