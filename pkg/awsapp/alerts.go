@@ -68,6 +68,24 @@ func WithAlerts(next SQSHandler, svc *alerts.Service, written func() bool, log *
 	}
 }
 
+// nudgeAlerts hands the deliveries an HTTP invocation wrote (an
+// approval.decided of a decision taken through the api or webhook
+// function, a flow or connection event, the failure alert of a run a
+// receiver finished inline) to a runner at once: one sweep message on the
+// run queue, which the runner that receives it drains (WithAlerts). An
+// HTTP function sends no alert itself: it answers a caller within API
+// Gateway's 29 s and must not wait on a subscriber. If the send fails the
+// deliveries are still in the table, due, and the schedule's sweep sends
+// them within a minute.
+func (a *App) nudgeAlerts(ctx context.Context) {
+	if a.Alerts == nil || a.alertsWritten == nil || a.queue == nil || !a.alertsWritten() {
+		return
+	}
+	if err := a.queue.SendControl(context.WithoutCancel(ctx), AlertsSweepBody); err != nil {
+		a.Log.WarnContext(ctx, "hand the written alerts to a runner; the sweep sends them within a minute", "err", err)
+	}
+}
+
 // WithAlerts is the package's WithAlerts with this App's alerts: the
 // runner function's wrapping, and flowd's aws backend's.
 func (a *App) WithAlerts(h SQSHandler) SQSHandler {

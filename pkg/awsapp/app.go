@@ -44,6 +44,9 @@ type App struct {
 	// it last asked (dynamostore.Store.AlertsWritten).
 	Alerts        *alerts.Service
 	alertsWritten func() bool
+	// queue sends the alerts sweep after an HTTP invocation that wrote
+	// deliveries (nudgeAlerts).
+	queue *sqsqueue.Queue
 	// Budget is what the management API cuts its answers to
 	// (LambdaBudget of Config.ResponseBudget).
 	Budget respbudget.Budget
@@ -171,7 +174,7 @@ func New(ctx context.Context, awsCfg aws.Config, cfg Config, p Parts) (*App, err
 	if err != nil {
 		return nil, fmt.Errorf("awsapp: %w", err)
 	}
-	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m, Alerts: alertSvc, alertsWritten: store.AlertsWritten,
+	return &App{Svc: svc, Log: log, CursorKey: cursorKey, metrics: m, Alerts: alertSvc, alertsWritten: store.AlertsWritten, queue: queue,
 		Budget: LambdaBudget(cfg.responseBudget()), MCPWait: cfg.mcpWait(), tracer: tracer}, nil
 }
 

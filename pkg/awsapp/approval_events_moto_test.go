@@ -1,7 +1,6 @@
 package awsapp_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"flowservice/pkg/awsapp"
@@ -88,11 +85,11 @@ func TestApprovalEventsOnMoto(t *testing.T) {
 	}
 
 	st.must(st.api, "POST", "/api/v1/runs/"+runID+"/approvals/ok", `{"decision": "approve"}`, 200, nil)
-	// The schedule's sweep message; the api function's wake message is
-	// already on the queue.
-	if _, err := st.sqs.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &st.cfg.QueueURL,
-		MessageBody: aws.String(awsapp.AlertsSweepBody)}); err != nil {
-		t.Fatal(err)
+	// The api function sent no alert itself: it left the run's wake message
+	// and one alerts sweep on the queue, so the runner that takes them
+	// delivers approval.decided at once, not at the schedule's next sweep.
+	if n := st.queued(awsapp.AlertsSweepBody); n != 1 {
+		t.Fatalf("the decision left %d alerts sweep messages on the run queue, want 1", n)
 	}
 	st.drive("the decision's event and the run's end", func() bool {
 		return len(received()) == 2 && st.run(flowID, runID).Status != "RUNNING"

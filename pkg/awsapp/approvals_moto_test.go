@@ -530,3 +530,27 @@ func TestApprovalRaceOnMoto(t *testing.T) {
 		}
 	}
 }
+
+// queued counts the visible messages on the run queue whose body is body,
+// leaving every message visible as it was.
+func (st *approvalStage) queued(body string) int {
+	st.t.Helper()
+	out, err := st.sqs.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &st.cfg.QueueURL,
+		MaxNumberOfMessages: 10})
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	n := 0
+	for _, m := range out.Messages {
+		if aws.ToString(m.Body) == body {
+			n++
+		}
+		// Visible again at once: the SDK leaves a zero VisibilityTimeout
+		// out of the receive, so the queue's default hid them.
+		if _, err := st.sqs.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: &st.cfg.QueueURL, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+			st.t.Fatal(err)
+		}
+	}
+	return n
+}

@@ -47,6 +47,7 @@ func (a *App) Proxy(function string, h http.Handler) ProxyHandler {
 	proxy := httpadapter.New(h).ProxyWithContext
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		resp, err := proxy(a.begin(ctx, function, ev.RequestContext.RequestID), ev)
+		a.nudgeAlerts(ctx)
 		a.flushTraces(ctx)
 		if err != nil {
 			return resp, err

@@ -71,8 +71,12 @@ type alertCache struct {
 // index finds the others.
 const maxFresh = 1000
 
-// noteFresh remembers the deliveries of puts, just committed.
+// noteFresh remembers the deliveries of puts, just committed. A write
+// that carried none leaves AlertsWritten as it was: nothing to send.
 func (s *Store) noteFresh(puts []types.TransactWriteItem) {
+	if len(puts) == 0 {
+		return
+	}
 	s.alerts.mu.Lock()
 	defer s.alerts.mu.Unlock()
 	for _, p := range puts {

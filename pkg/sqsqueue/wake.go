@@ -28,3 +28,13 @@ func (q *Queue) WakeRun(ctx context.Context, project, runID string) error {
 	}
 	return nil
 }
+
+// SendControl sends a message that bears no run (the alerts sweep) to the
+// run queue, due at once and in no project's group: the runner handles it
+// before or beside the runs of its batch.
+func (q *Queue) SendControl(ctx context.Context, body string) error {
+	if _, err := q.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &body}); err != nil {
+		return fmt.Errorf("sqsqueue: send %s: %w", body, err)
+	}
+	return nil
+}
