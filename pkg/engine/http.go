@@ -104,6 +104,9 @@ type credential struct {
 	query, queryValue string
 	secrets           []string
 	key               string // the key itself (an ACTION may put it in the path)
+	// baseURL is the value's own endpoint (a model connection's baseUrl),
+	// kept so that a step needs no second read of the connection.
+	baseURL string
 }
 
 // credential reads the step's connection, if it names one.
@@ -125,7 +128,7 @@ func (x *execution) credential(ctx context.Context, s automation.Step) (credenti
 		}
 		return c, &stepError{msg: fmt.Sprintf("connection %s: reading the credential failed: %v", id, err), retryable: true}
 	}
-	c.conn = conn
+	c.conn, c.baseURL = conn, v.BaseURL
 	key := v.APIKey.Reveal()
 	if key == "" {
 		return c, &stepError{msg: "connection " + id + " has no API key"}

@@ -159,12 +159,8 @@ func (l *aiLoop) prepare(ctx context.Context, listed []mcpListed) *stepError {
 	if !automation.IsModelConnection(cred.conn.Type) {
 		return &stepError{msg: fmt.Sprintf("connection %s (%s) is %s: an AI step uses an OPENAI or ANTHROPIC connection", cred.conn.ID, cred.conn.Name, cred.conn.Type)}
 	}
-	_, v, err := x.e.creds.ConnectionCredential(ctx, x.flow.Project, cred.conn.ID)
-	if err != nil {
-		return &stepError{msg: fmt.Sprintf("connection %s: reading the credential failed", cred.conn.ID), retryable: true}
-	}
 	l.secrets = cred.secrets
-	client, err := newModelClient(cred.conn.Type, v.BaseURL, v.APIKey.Reveal(), x.aiHTTPClient(cred.conn, ""))
+	client, err := newModelClient(cred.conn.Type, cred.baseURL, cred.key, x.aiHTTPClient(cred.conn, ""))
 	if err != nil {
 		return fail(false, err)
 	}
