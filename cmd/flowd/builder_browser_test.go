@@ -170,13 +170,22 @@ func TestDashboardEditorInABrowser(t *testing.T) {
 	if got := eval(`document.getElementById("definition").value`); !strings.HasSuffix(got, `{"name": "a", "type": `) {
 		t.Errorf("after Tab on the field name: %q", got)
 	}
+	// The check of the text runs 250 ms after the last key and rewrites
+	// the status line, which moves what is under it: the suggestion is
+	// clicked once that is done, or a loaded machine's late check moves
+	// the button between finding it and the click (the click then missed
+	// it and the text stayed "S).
 	do("start a step type", chromedp.SendKeys(chromedp.ID("definition"), `"S`),
-		chromedp.WaitVisible(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="SWITCH"]`)))
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="SWITCH"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][not(@aria-busy)]`)))
 	if got := eval(`[...document.querySelectorAll("#editor-suggestions button")].map(b => b.textContent).join(",")`); got != "SET,SWITCH,STORE,SQL" {
 		t.Errorf("step types offered after \"S: %q", got)
 	}
-	do("take one", chromedp.Click(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="SET"]`)),
-		chromedp.SendKeys(chromedp.ID("definition"), `, "values": {}}]}`))
+	do("take one", chromedp.Click(chromedp.Search(`//div[@id="editor-suggestions"]/button[text()="SET"]`)))
+	if got := eval(`document.getElementById("definition").value`); !strings.HasSuffix(got, `"type": "SET"`) {
+		t.Fatalf("after a click on the suggestion SET: %q", got)
+	}
+	do("finish the step", chromedp.SendKeys(chromedp.ID("definition"), `, "values": {}}]}`))
 	do("format it", chromedp.Click(chromedp.ID("editor-format")),
 		chromedp.WaitVisible(chromedp.Search(`//p[@id="editor-status"][contains(., "No problems found.")]`)))
 	if got := eval(`document.getElementById("definition").value`); !strings.Contains(got, "\n  \"steps\": [\n    {\n      \"name\": \"a\",\n      \"type\": \"SET\"") {
