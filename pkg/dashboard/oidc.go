@@ -184,6 +184,19 @@ func (d *Dashboard) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	verified := claims.EmailVerified == true || claims.EmailVerified == "true"
+	if claims.Email == "" {
+		// Providers that keep profile claims out of the ID token (ZITADEL,
+		// Entra ID without optional claims) give them at the UserInfo
+		// endpoint, for the access token just issued; the answer counts
+		// only for the subject the ID token names.
+		ui, err := p.UserInfo(ctx, oauth2.StaticTokenSource(tok))
+		if err != nil || ui.Subject != idt.Subject {
+			d.log.WarnContext(r.Context(), "OpenID UserInfo unusable", "err", err)
+			refuse(http.StatusUnauthorized, "The identity provider did not say who signed in (no email). Sign in again.")
+			return
+		}
+		claims.Email, verified = ui.Email, ui.EmailVerified
+	}
 	viewerProject := ""
 	if name := d.opts.OIDC.ViewerProject; name != "" && len(d.opts.OIDC.AllowedDomains) > 0 {
 		if vp, err := d.svc.ProjectByName(r.Context(), name); err == nil {
