@@ -10,7 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"flowservice/internal/testwait"
 	"flowservice/pkg/automation"
 )
 
@@ -196,7 +198,14 @@ func TestKeysPage(t *testing.T) {
 func TestFlowListSearchAndSort(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"Invoice paid", "Deploy", "invoice failed", "Nightly report"} {
-		e.flow(t, e.p, n)
+		f := e.flow(t, e.p, n)
+		// Creation times are kept to the millisecond, and a tie sorts by
+		// name: each flow is made in a later millisecond than the one
+		// before, so that the sort by creation has one answer (two made in
+		// one millisecond on a loaded machine came out by name).
+		testwait.For(t, time.Second, "the clock to pass the millisecond of "+n, func() bool {
+			return time.Now().Truncate(time.Millisecond).After(f.Created.Truncate(time.Millisecond))
+		})
 	}
 	b := e.browser(t)
 	wantRedirect(t, b.signin(e.key), "/ui/flows")
