@@ -155,8 +155,11 @@ func TestKill9AroundApprovals(t *testing.T) {
 // long before the expiry. The timeout still fires: idle workers look for
 // due entries every second (runworker's Poll), so the attempt at the
 // expiry is claimed within a second of it, and the run goes on with
-// "timeout". The finish is allowed one more second for that attempt's own
-// work on a loaded machine; the log shows the figure.
+// "timeout". Nothing else would claim it (the wait below would run out),
+// so the bound on the finish only says "promptly": ten seconds, far above
+// the second the poll takes, because on a loaded two-core machine with
+// other builds beside it a process can stall for seconds. The log shows
+// the figure.
 func TestApprovalTimeoutAfterRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills flowd; waits a minute")
@@ -202,7 +205,7 @@ func TestApprovalTimeoutAfterRestart(t *testing.T) {
 	stepOutput(t, full, "ok", &out)
 	late := r.Finished.Sub(expires)
 	t.Logf("expiry %v, run finished %v (%v after)", expires, r.Finished, late)
-	if r.Status != "SUCCEEDED" || out.Decision != "timeout" || late < 0 || late > 2*time.Second {
-		t.Fatalf("run %s, decision %q, finished %v after the expiry; want SUCCEEDED with timeout, claimed within the 1 s poll", r.Status, out.Decision, late)
+	if r.Status != "SUCCEEDED" || out.Decision != "timeout" || late < 0 || late > 10*time.Second {
+		t.Fatalf("run %s, decision %q, finished %v after the expiry; want SUCCEEDED with timeout, claimed by the 1 s poll within 10 s", r.Status, out.Decision, late)
 	}
 }
